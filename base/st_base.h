@@ -406,6 +406,47 @@ void st_uuid_format(const st_uuid_t *u, char out[23]);
 int st_uuid_parse(const char *s, st_uuid_t *u); /* 0 on success */
 void st_random_bytes(void *p, size_t n);
 
+
+/* ------------------------------------------------------------------------
+ * Shared file descriptors and output chains
+ *
+ * A st_file_t is a refcounted descriptor: a segment keeps one, and every
+ * queued response that sends a range of it keeps one, so deleting the
+ * segment never pulls a file from under a send in flight.
+ *
+ * A st_chain_t is a response being built: owned bytes and file ranges in
+ * order (nginx's buffer chains).  Bytes are written straight into `mem`
+ * with the st_buf_put_* helpers; st_chain_add_file closes the pending bytes
+ * into a chunk before it adds the file range.
+ * ---------------------------------------------------------------------- */
+typedef struct st_file {
+    int fd;
+    int refs; /* atomic */
+} st_file_t;
+
+st_file_t *st_file_new(int fd); /* takes ownership of fd; one reference */
+st_file_t *st_file_keep(st_file_t *f);
+void st_file_release(st_file_t *f); /* closes the fd with the last reference */
+
+typedef struct st_chunk {
+    st_file_t *file; /* NULL: bytes of the chain's mem buffer */
+    int64_t off;     /* into mem, or into the file */
+    int64_t len;
+} st_chunk_t;
+
+typedef struct st_chain {
+    st_buf_t mem;
+    st_chunk_t *chunks;
+    size_t nchunks, cap;
+    size_t mem_mark; /* mem bytes before this are already in chunks */
+} st_chain_t;
+
+void st_chain_init(st_chain_t *c);
+void st_chain_fini(st_chain_t *c);
+void st_chain_add_file(st_chain_t *c, st_file_t *f, int64_t off, int64_t len);
+/* Close pending bytes into a chunk; returns the total length. */
+int64_t st_chain_seal(st_chain_t *c);
+
 #define ST_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define ST_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define ST_MAX(a, b) ((a) > (b) ? (a) : (b))

@@ -1,0 +1,660 @@
+/*
+ * log.c - one partition log: open and recover, append, read, time lookup,
+ * DeleteRecords, retention, roll, flush, the leader-epoch cache.
+ *
+ * Lock: log->lock guards every field of the log and its segments.  The
+ * notify callback and fsync run without it.
+ */
+#include "log_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define WHAT_FMT "%s-%d"
+#define WHAT_ARGS(log) (log)->topic, (int)(log)->partition
+
+static st_segment_t *active_seg(st_log_t *log) { return log->segs[log->nsegs - 1]; }
+
+static void segs_push(st_log_t *log, st_segment_t *s) {
+    if (log->nsegs == log->capsegs) {
+        log->capsegs = log->capsegs ? log->capsegs * 2 : 8;
+        log->segs = st_realloc(log->segs, (size_t)log->capsegs * sizeof *log->segs);
+    }
+    log->segs[log->nsegs++] = s;
+}
+
+static void segs_remove_first(st_log_t *log, int n) {
+    memmove(log->segs, log->segs + n, (size_t)(log->nsegs - n) * sizeof *log->segs);
+    log->nsegs -= n;
+}
+
+/* ---- leader-epoch cache ---------------------------------------------------
+ *
+ * leader-epoch-checkpoint, text (Kafka's format):
+ *   0                 version
+ *   N                 number of entries
+ *   <epoch> <offset>  N lines: the first offset appended in each epoch
+ */
+static st_err_t epoch_write(st_log_t *log) {
+    st_buf_t b;
+    st_buf_init(&b);
+    st_buf_printf(&b, "0\n%d\n", log->nepochs);
+    for (int i = 0; i < log->nepochs; i++)
+        st_buf_printf(&b, "%d %lld\n", log->epochs[i].epoch, (long long)log->epochs[i].start);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/leader-epoch-checkpoint", log->dir);
+    st_err_t e = st_write_file_atomic(path, b.data, b.len);
+    st_buf_fini(&b);
+    return e;
+}
+
+void st_log__epoch_assign(st_log_t *log, int32_t epoch, int64_t start) {
+    if (epoch < 0) return;
+    if (log->nepochs && log->epochs[log->nepochs - 1].epoch >= epoch) return;
+    if (log->nepochs == log->capepochs) {
+        log->capepochs = log->capepochs ? log->capepochs * 2 : 4;
+        log->epochs = st_realloc(log->epochs, (size_t)log->capepochs * sizeof *log->epochs);
+    }
+    log->epochs[log->nepochs].epoch = epoch;
+    log->epochs[log->nepochs].start = start;
+    log->nepochs++;
+    st_err_t e = epoch_write(log);
+    if (e) ST_WARN("log", WHAT_FMT ": cannot write leader-epoch-checkpoint: %s", WHAT_ARGS(log),
+                   st_err_msg(e));
+}
+
+void st_log__epoch_truncate_from(st_log_t *log, int64_t offset) {
+    int n = log->nepochs;
+    while (log->nepochs && log->epochs[log->nepochs - 1].start >= offset) log->nepochs--;
+    if (n != log->nepochs) epoch_write(log);
+}
+
+st_err_t st_log__epoch_load(st_log_t *log) {
+    char path[4096], *text;
+    snprintf(path, sizeof path, "%s/leader-epoch-checkpoint", log->dir);
+    if (st_read_file(path, &text, NULL)) return ST_OK; /* none yet */
+    char *save = NULL, *line = strtok_r(text, "\n", &save);
+    int version = line ? atoi(line) : -1;
+    line = strtok_r(NULL, "\n", &save);
+    int n = line ? atoi(line) : -1;
+    if (version != 0 || n < 0) {
+        ST_WARN("log", WHAT_FMT ": ignoring malformed leader-epoch-checkpoint", WHAT_ARGS(log));
+        free(text);
+        return ST_OK;
+    }
+    for (int i = 0; i < n && (line = strtok_r(NULL, "\n", &save)); i++) {
+        int epoch;
+        long long start;
+        if (sscanf(line, "%d %lld", &epoch, &start) != 2) break;
+        if (log->nepochs && (log->epochs[log->nepochs - 1].epoch >= epoch ||
+                             log->epochs[log->nepochs - 1].start > start))
+            break;
+        if (log->nepochs == log->capepochs) {
+            log->capepochs = log->capepochs ? log->capepochs * 2 : 4;
+            log->epochs = st_realloc(log->epochs, (size_t)log->capepochs * sizeof *log->epochs);
+        }
+        log->epochs[log->nepochs].epoch = epoch;
+        log->epochs[log->nepochs].start = start;
+        log->nepochs++;
+    }
+    free(text);
+    return ST_OK;
+}
+
+/* ---- open / close ------------------------------------------------------ */
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static st_err_t write_partition_metadata(st_log_t *log, const st_uuid_t *topic_id) {
+    char path[4096], idtext[23], body[128];
+    snprintf(path, sizeof path, "%s/partition.metadata", log->dir);
+    if (access(path, F_OK) == 0 || !topic_id || st_uuid_is_zero(topic_id)) return ST_OK;
+    st_uuid_format(topic_id, idtext);
+    int n = snprintf(body, sizeof body, "version: 0\ntopic_id: %s\n", idtext);
+    return st_write_file_atomic(path, body, (size_t)n);
+}
+
+st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int32_t partition,
+                      const st_uuid_t *topic_id, const st_log_config_t *cfg, int clean,
+                      int64_t log_start_hint, int64_t recovery_point, st_log_t **out) {
+    st_log_t *log = st_calloc(1, sizeof *log);
+    pthread_mutex_init(&log->lock, NULL);
+    log->refs = 1;
+    log->mgr = m;
+    log->parent = st_strdup(parent);
+    log->topic = st_strdup(topic);
+    log->partition = partition;
+    log->cfg = *cfg;
+    char dir[4096], what[512];
+    snprintf(dir, sizeof dir, "%s/%s-%d", parent, topic, (int)partition);
+    snprintf(what, sizeof what, "%s-%d", topic, (int)partition);
+    log->dir = st_strdup(dir);
+    st_err_t e = st_mkdirs(dir);
+    if (!e) e = write_partition_metadata(log, topic_id);
+    if (e) goto fail;
+    st_log__epoch_load(log);
+
+    /* Collect segment base offsets from the .log files present; leftovers
+     * of an interrupted write (*.tmp) are removed. */
+    int64_t *bases = NULL;
+    int nbases = 0, capbases = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        e = st_err_from_errno(errno);
+        goto fail;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (len > 4 && !strcmp(de->d_name + len - 4, ".tmp")) {
+            char p[4096];
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            unlink(p);
+            continue;
+        }
+        if (len != 24 || strcmp(de->d_name + 20, ".log")) continue;
+        char *end;
+        long long base = strtoll(de->d_name, &end, 10);
+        if (end != de->d_name + 20 || base < 0) continue;
+        if (nbases == capbases) {
+            capbases = capbases ? capbases * 2 : 16;
+            bases = st_realloc(bases, (size_t)capbases * sizeof *bases);
+        }
+        bases[nbases++] = base;
+    }
+    closedir(d);
+    qsort(bases, (size_t)nbases, sizeof *bases, cmp_i64);
+
+    for (int i = 0; i < nbases; i++) {
+        st_segment_t *s;
+        e = st_log__seg_open(dir, bases[i], 0, &s);
+        if (e) break;
+        int is_last = i == nbases - 1;
+        /* After an unclean stop, every segment that may hold unflushed data
+         * is re-validated batch by batch: those at or after the recovery
+         * point, and always the active one. */
+        int64_t seg_end = is_last ? INT64_MAX : bases[i + 1];
+        int validate = !clean && (is_last || seg_end > recovery_point);
+        e = st_log__seg_recover(s, dir, validate, is_last, is_last ? 0 : bases[i + 1], cfg, what);
+        if (e) {
+            st_log__seg_close(s);
+            break;
+        }
+        segs_push(log, s);
+    }
+    free(bases);
+    if (e) goto fail;
+    if (log->nsegs == 0) {
+        st_segment_t *s;
+        int64_t base = log_start_hint > 0 ? log_start_hint : 0;
+        e = st_log__seg_open(dir, base, 1, &s);
+        if (e) goto fail;
+        segs_push(log, s);
+    }
+    log->leo = active_seg(log)->next_offset;
+    log->log_start_offset = ST_MAX(log->segs[0]->base_offset, log_start_hint);
+    if (log->log_start_offset > log->leo) log->log_start_offset = log->leo;
+    log->flushed_offset = clean ? log->leo : ST_MIN(ST_MAX(recovery_point, 0), log->leo);
+    log->high_watermark = log->leo; /* the replica layer lowers it if it must */
+    st_log__epoch_truncate_from(log, log->leo);
+    if (!clean) {
+        /* Everything that survived validation is now on disk. */
+        if (fsync(active_seg(log)->file->fd) == 0) log->flushed_offset = log->leo;
+    }
+    *out = log;
+    return ST_OK;
+fail:
+    ST_ERROR("log", "%s: cannot open log in %s: %s", what, dir, st_err_msg(e));
+    st_log__close(log, 0);
+    return e;
+}
+
+void st_log__close(st_log_t *log, int clean) {
+    if (!log) return;
+    pthread_mutex_lock(&log->lock);
+    log->closed = 1;
+    for (int i = 0; i < log->nsegs; i++) {
+        st_segment_t *s = log->segs[i];
+        if (clean && !log->offline && !log->deleted) {
+            st_log__seg_write_indexes(s, i < log->nsegs - 1);
+            if (i == log->nsegs - 1) fsync(s->file->fd);
+        }
+        st_log__seg_close(s);
+    }
+    log->nsegs = 0;
+    pthread_mutex_unlock(&log->lock);
+    st_log_release(log);
+}
+
+st_log_t *st_log_keep(st_log_t *log) {
+    __atomic_add_fetch(&log->refs, 1, __ATOMIC_RELAXED);
+    return log;
+}
+
+void st_log_release(st_log_t *log) {
+    if (!log || __atomic_sub_fetch(&log->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    for (int i = 0; i < log->nsegs; i++) st_log__seg_close(log->segs[i]);
+    free(log->segs);
+    free(log->epochs);
+    free(log->dir);
+    free(log->parent);
+    free(log->topic);
+    pthread_mutex_destroy(&log->lock);
+    free(log);
+}
+
+void st_log_set_notify(st_log_t *log, st_log_notify_cb cb, void *arg) {
+    pthread_mutex_lock(&log->lock);
+    log->notify = cb;
+    log->notify_arg = arg;
+    pthread_mutex_unlock(&log->lock);
+}
+
+static void notify(st_log_t *log) {
+    st_log_notify_cb cb;
+    void *arg;
+    pthread_mutex_lock(&log->lock);
+    cb = log->notify;
+    arg = log->notify_arg;
+    pthread_mutex_unlock(&log->lock);
+    if (cb) cb(log, arg);
+}
+
+void st_log_set_config(st_log_t *log, const st_log_config_t *cfg) {
+    pthread_mutex_lock(&log->lock);
+    log->cfg = *cfg;
+    pthread_mutex_unlock(&log->lock);
+}
+
+void st_log_get_config(st_log_t *log, st_log_config_t *cfg) {
+    pthread_mutex_lock(&log->lock);
+    *cfg = log->cfg;
+    pthread_mutex_unlock(&log->lock);
+}
+
+const char *st_log_topic(const st_log_t *log) { return log->topic; }
+int32_t st_log_partition(const st_log_t *log) { return log->partition; }
+const char *st_log_dir(const st_log_t *log) { return log->dir; }
+
+void st_log_offsets(st_log_t *log, st_log_offsets_t *out) {
+    pthread_mutex_lock(&log->lock);
+    out->log_start_offset = log->log_start_offset;
+    out->high_watermark = log->high_watermark;
+    out->leo = log->leo;
+    out->flushed_offset = log->flushed_offset;
+    out->size_bytes = 0;
+    for (int i = 0; i < log->nsegs; i++) out->size_bytes += log->segs[i]->size;
+    out->nsegments = log->nsegs;
+    out->offline = log->offline;
+    pthread_mutex_unlock(&log->lock);
+}
+
+/* ---- append ------------------------------------------------------------- */
+
+/* Called with the lock held. */
+static st_err_t roll_locked(st_log_t *log) {
+    st_segment_t *old = active_seg(log), *s;
+    st_err_t e = st_log__seg_write_indexes(old, 1);
+    if (e) return e;
+    /* The closed segment's data reaches disk before the new one starts, so
+     * a recovery only ever needs to look at the last segment's tail. */
+    if (fdatasync(old->file->fd) != 0) return st_err_from_errno(errno);
+    e = st_log__seg_open(log->dir, log->leo, 1, &s);
+    if (e) return e;
+    segs_push(log, s);
+    st_fsync_dir(log->dir);
+    ST_DEBUG("log", WHAT_FMT ": rolled segment at offset %lld", WHAT_ARGS(log),
+             (long long)log->leo);
+    return ST_OK;
+}
+
+static int needs_roll(st_log_t *log, size_t len, int64_t now_ms, int64_t count) {
+    st_segment_t *s = active_seg(log);
+    if (s->size == 0) return 0;
+    if (s->size + (int64_t)len > log->cfg.segment_bytes) return 1;
+    if (log->cfg.segment_ms > 0 && now_ms - s->created_ms >= log->cfg.segment_ms) return 1;
+    if ((int64_t)(s->nidx + 1) * 8 > log->cfg.segment_index_bytes) return 1;
+    if (log->leo + count - s->base_offset > INT32_MAX) return 1;
+    return 0;
+}
+
+static void go_offline(st_log_t *log, st_err_t e, const char *op) {
+    if (!log->offline)
+        ST_ERROR("log", WHAT_FMT ": %s failed (%s); the partition is offline until restart",
+                 WHAT_ARGS(log), op, st_err_msg(e));
+    log->offline = 1;
+}
+
+st_err_t st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t leader_epoch,
+                       int64_t now_ms, st_append_info_t *info) {
+    st_err_t e = ST_OK;
+    pthread_mutex_lock(&log->lock);
+    if (log->offline || log->closed) {
+        e = log->closed ? ST_E_NOT_LEADER_OR_FOLLOWER : ST_E_KAFKA_STORAGE_ERROR;
+        goto out;
+    }
+    if ((int64_t)len > log->cfg.segment_bytes) {
+        e = ST_E_RECORD_LIST_TOO_LARGE;
+        goto out;
+    }
+    /* Count offsets first: a roll must not split one append. */
+    int64_t count = 0;
+    for (size_t pos = 0; pos < len;) {
+        uint32_t blen = st_be32_get(records + pos + ST_BATCH_LENGTH_OFFSET);
+        count += (int32_t)st_be32_get(records + pos + ST_BATCH_LAST_DELTA_OFFSET) + 1;
+        pos += blen + ST_BATCH_LOG_OVERHEAD;
+    }
+    if (needs_roll(log, len, now_ms, count)) {
+        e = roll_locked(log);
+        if (e) {
+            go_offline(log, e, "segment roll");
+            e = ST_E_KAFKA_STORAGE_ERROR;
+            goto out;
+        }
+    }
+    st_segment_t *s = active_seg(log);
+    int64_t lat = log->cfg.log_append_time ? now_ms : -1;
+    int64_t next = log->leo;
+    for (size_t pos = 0; pos < len;) {
+        uint32_t blen = st_be32_get(records + pos + ST_BATCH_LENGTH_OFFSET);
+        next = st_batch_stamp(records + pos, next, leader_epoch, lat);
+        pos += blen + ST_BATCH_LOG_OVERHEAD;
+    }
+    e = st_pwrite_all(s->file->fd, records, len, s->size);
+    if (e) {
+        if (ftruncate(s->file->fd, s->size) != 0) { /* best effort; recovery trims it */ }
+        go_offline(log, e, "write");
+        e = e == ST_E_NOSPACE ? ST_E_KAFKA_STORAGE_ERROR : ST_E_KAFKA_STORAGE_ERROR;
+        goto out;
+    }
+    st_log__epoch_assign(log, leader_epoch, log->leo);
+    for (size_t pos = 0; pos < len;) {
+        st_batch_info_t b;
+        st_batch_header(records + pos, len - pos, &b);
+        st_log__seg_index_batch(s, &b, s->size + (int64_t)pos, log->cfg.index_interval_bytes);
+        pos += (size_t)b.size;
+    }
+    s->size += (int64_t)len;
+    info->base_offset = log->leo;
+    info->last_offset = next - 1;
+    info->log_append_time = lat;
+    log->leo = next;
+    info->log_start_offset = log->log_start_offset;
+out:
+    pthread_mutex_unlock(&log->lock);
+    if (!e) notify(log);
+    return e;
+}
+
+void st_log_set_high_watermark(st_log_t *log, int64_t hw) {
+    pthread_mutex_lock(&log->lock);
+    if (hw > log->leo) hw = log->leo;
+    if (hw > log->high_watermark) log->high_watermark = hw;
+    pthread_mutex_unlock(&log->lock);
+}
+
+/* ---- read --------------------------------------------------------------- */
+
+/* Index of the segment that holds offset (largest base <= offset). */
+static int seg_for_offset(st_log_t *log, int64_t offset) {
+    int lo = 0, hi = log->nsegs - 1, best = 0;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (log->segs[mid]->base_offset <= offset) {
+            best = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return best;
+}
+
+st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, st_log_read_t *out) {
+    st_err_t e = ST_OK;
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&log->lock);
+    out->high_watermark = log->high_watermark;
+    out->log_start_offset = log->log_start_offset;
+    out->leo = log->leo;
+    if (log->offline || log->closed) {
+        e = log->closed ? ST_E_NOT_LEADER_OR_FOLLOWER : ST_E_KAFKA_STORAGE_ERROR;
+        goto out;
+    }
+    if (offset < log->log_start_offset || offset > log->high_watermark) {
+        e = ST_E_OFFSET_OUT_OF_RANGE;
+        goto out;
+    }
+    if (offset == log->high_watermark) goto out; /* nothing yet */
+    for (int i = seg_for_offset(log, offset); i < log->nsegs; i++) {
+        st_segment_t *s = log->segs[i];
+        int64_t pos;
+        st_batch_info_t b;
+        e = st_log__seg_find(s, offset, &pos, &b);
+        if (e == ST_E_NOT_FOUND) {
+            e = ST_OK;
+            continue; /* the offset lies in a gap: the next segment has it */
+        }
+        if (e) break;
+        if (b.base_offset >= log->high_watermark) break;
+        /* Stop at the high watermark: the end of the segment when the whole
+         * segment is below it, else the batch holding the watermark. */
+        int64_t end = s->size;
+        if (log->high_watermark < s->next_offset) {
+            int64_t hwpos;
+            if (st_log__seg_find(s, log->high_watermark, &hwpos, NULL) == ST_OK) end = hwpos;
+        }
+        int64_t len = ST_MAX((int64_t)max_bytes, (int64_t)b.size);
+        if (len > end - pos) len = end - pos;
+        if (len > INT32_MAX) len = INT32_MAX;
+        out->file = st_file_keep(s->file);
+        out->pos = pos;
+        out->len = (int32_t)len;
+        break;
+    }
+out:
+    pthread_mutex_unlock(&log->lock);
+    return e;
+}
+
+/* ---- timestamps --------------------------------------------------------- */
+
+typedef struct ts_search {
+    int64_t target;
+    int64_t offset;
+    int64_t ts;
+    int found;
+} ts_search_t;
+
+static int ts_record_cb(const st_record_t *r, void *arg) {
+    ts_search_t *t = arg;
+    if (r->timestamp >= t->target) {
+        t->offset = r->offset;
+        t->ts = r->timestamp;
+        t->found = 1;
+        return 1;
+    }
+    return 0;
+}
+
+st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int64_t *found_ts,
+                                int32_t *epoch) {
+    st_err_t e = ST_E_NOT_FOUND;
+    uint8_t *buf = NULL;
+    pthread_mutex_lock(&log->lock);
+    for (int i = 0; !log->offline && i < log->nsegs && e == ST_E_NOT_FOUND; i++) {
+        st_segment_t *s = log->segs[i];
+        if (s->max_timestamp < ts) continue;
+        /* Skip what the time index proves is older than ts: entry (t, rel)
+         * means every record up to base+rel has a timestamp <= t. */
+        int64_t from = ST_MAX(s->base_offset, log->log_start_offset);
+        for (int k = 0; k < s->ntidx && s->tidx[k].ts < ts; k++)
+            from = ST_MAX(from, s->base_offset + s->tidx[k].rel + 1);
+        int64_t pos;
+        st_batch_info_t b;
+        if (st_log__seg_find(s, from, &pos, &b)) continue;
+        while (pos < s->size && st_batch_last_offset(&b) < log->high_watermark) {
+            if (b.max_timestamp >= ts) {
+                buf = st_realloc(buf, (size_t)b.size);
+                size_t got = 0;
+                st_pread_all(s->file->fd, buf, (size_t)b.size, pos, &got);
+                ts_search_t t = {ts, 0, 0, 0};
+                if (got == (size_t)b.size) st_batch_foreach_record(buf, b.size, ts_record_cb, &t);
+                if (t.found && t.offset >= log->log_start_offset) {
+                    *offset = t.offset;
+                    *found_ts = t.ts;
+                    *epoch = b.leader_epoch;
+                    e = ST_OK;
+                    break;
+                }
+            }
+            pos += b.size;
+            uint8_t hdr[ST_BATCH_HEADER_SIZE];
+            size_t got = 0;
+            if (pos >= s->size) break;
+            st_pread_all(s->file->fd, hdr, sizeof hdr, pos, &got);
+            if (st_batch_header(hdr, got, &b)) break;
+        }
+    }
+    pthread_mutex_unlock(&log->lock);
+    free(buf);
+    return e;
+}
+
+int32_t st_log_epoch_for_offset(st_log_t *log, int64_t offset) {
+    int32_t epoch = -1;
+    pthread_mutex_lock(&log->lock);
+    for (int i = 0; i < log->nepochs; i++)
+        if (log->epochs[i].start <= offset) epoch = log->epochs[i].epoch;
+    pthread_mutex_unlock(&log->lock);
+    return epoch;
+}
+
+int32_t st_log_latest_epoch(st_log_t *log) {
+    pthread_mutex_lock(&log->lock);
+    int32_t epoch = log->nepochs ? log->epochs[log->nepochs - 1].epoch : -1;
+    pthread_mutex_unlock(&log->lock);
+    return epoch;
+}
+
+/* ---- deletion ----------------------------------------------------------- */
+
+/* Drop the first n segments (never the active one).  Lock held. */
+static void drop_oldest(st_log_t *log, int n, const char *why) {
+    for (int i = 0; i < n; i++) {
+        st_segment_t *s = log->segs[i];
+        ST_INFO("log", WHAT_FMT ": deleting segment %020lld (%lld bytes): %s", WHAT_ARGS(log),
+                (long long)s->base_offset, (long long)s->size, why);
+        st_log__seg_unlink(s, log->dir);
+        st_log__seg_close(s); /* readers keep their own file references */
+    }
+    segs_remove_first(log, n);
+    if (log->segs[0]->base_offset > log->log_start_offset)
+        log->log_start_offset = log->segs[0]->base_offset;
+}
+
+st_err_t st_log_delete_records(st_log_t *log, int64_t offset, int64_t *low_out) {
+    st_err_t e = ST_OK;
+    pthread_mutex_lock(&log->lock);
+    if (log->offline || log->closed) {
+        e = log->closed ? ST_E_NOT_LEADER_OR_FOLLOWER : ST_E_KAFKA_STORAGE_ERROR;
+        goto out;
+    }
+    if (offset == -1) offset = log->high_watermark;
+    if (offset < 0 || offset > log->high_watermark) {
+        e = ST_E_OFFSET_OUT_OF_RANGE;
+        goto out;
+    }
+    if (offset > log->log_start_offset) log->log_start_offset = offset;
+    int n = 0;
+    while (n < log->nsegs - 1 && log->segs[n + 1]->base_offset <= log->log_start_offset) n++;
+    if (n) drop_oldest(log, n, "below the log start offset (DeleteRecords)");
+    *low_out = log->log_start_offset;
+out:
+    pthread_mutex_unlock(&log->lock);
+    return e;
+}
+
+int st_log_apply_retention(st_log_t *log, int64_t now_ms) {
+    int n = 0;
+    pthread_mutex_lock(&log->lock);
+    if (log->offline || log->closed || !log->cfg.delete_policy) goto out;
+    const char *why = NULL;
+    /* retention.ms: closed segments whose newest record is too old */
+    if (log->cfg.retention_ms >= 0) {
+        while (n < log->nsegs - 1 && log->segs[n]->max_timestamp >= 0 &&
+               now_ms - log->segs[n]->max_timestamp > log->cfg.retention_ms)
+            n++;
+        if (n) why = "older than retention.ms";
+    }
+    /* retention.bytes: the oldest closed segments while the rest still fit */
+    if (log->cfg.retention_bytes >= 0) {
+        int64_t total = 0;
+        for (int i = n; i < log->nsegs; i++) total += log->segs[i]->size;
+        int m = n;
+        while (m < log->nsegs - 1 && total - log->segs[m]->size >= log->cfg.retention_bytes) {
+            total -= log->segs[m]->size;
+            m++;
+        }
+        if (m > n) {
+            n = m;
+            why = "beyond retention.bytes";
+        }
+    }
+    /* segments wholly below the log start offset */
+    while (n < log->nsegs - 1 && log->segs[n + 1]->base_offset <= log->log_start_offset) {
+        n++;
+        if (!why) why = "below the log start offset";
+    }
+    if (n) drop_oldest(log, n, why);
+out:
+    pthread_mutex_unlock(&log->lock);
+    return n;
+}
+
+st_err_t st_log_roll(st_log_t *log) {
+    pthread_mutex_lock(&log->lock);
+    st_err_t e = log->closed || log->offline ? ST_E_KAFKA_STORAGE_ERROR
+                 : active_seg(log)->size ? roll_locked(log) : ST_OK;
+    pthread_mutex_unlock(&log->lock);
+    return e;
+}
+
+/* ---- flush -------------------------------------------------------------- */
+
+st_err_t st_log_flush(st_log_t *log) {
+    st_file_t *files[64];
+    int nfiles = 0;
+    pthread_mutex_lock(&log->lock);
+    int64_t target = log->leo;
+    if (log->offline || log->closed || target <= log->flushed_offset) {
+        pthread_mutex_unlock(&log->lock);
+        return log->offline ? ST_E_KAFKA_STORAGE_ERROR : ST_OK;
+    }
+    /* Closed segments were synced when they rolled; the active one (and a
+     * segment closed since the last flush, whose roll synced it) remain. */
+    for (int i = log->nsegs - 1; i >= 0 && nfiles < (int)ST_ARRAY_SIZE(files); i--) {
+        files[nfiles++] = st_file_keep(log->segs[i]->file);
+        if (log->segs[i]->base_offset <= log->flushed_offset) break;
+    }
+    st_segment_t *act = active_seg(log);
+    if (act->dirty_index) st_log__seg_write_indexes(act, 0);
+    pthread_mutex_unlock(&log->lock);
+
+    st_err_t e = ST_OK;
+    for (int i = 0; i < nfiles; i++) {
+        if (!e && fdatasync(files[i]->fd) != 0) e = st_err_from_errno(errno);
+        st_file_release(files[i]);
+    }
+    pthread_mutex_lock(&log->lock);
+    if (e) go_offline(log, e, "fsync");
+    else if (target > log->flushed_offset) log->flushed_offset = target;
+    pthread_mutex_unlock(&log->lock);
+    if (!e) notify(log);
+    return e ? ST_E_KAFKA_STORAGE_ERROR : ST_OK;
+}

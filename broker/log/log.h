@@ -1,0 +1,165 @@
+/*
+ * log.h - the partition log: segments, indexes, leader-epoch checkpoint,
+ * recovery, retention, and the log directories that hold them.
+ *
+ * A partition replica is a directory <topic>-<partition> holding, per
+ * segment, <20-digit base offset>.log / .index / .timeindex, and a
+ * leader-epoch-checkpoint and partition.metadata (Kafka's layout).
+ *
+ * Offsets of a log, always: log_start_offset <= high_watermark <= leo, and
+ * flushed_offset <= leo.  Consumers read below the high watermark; the
+ * replica layer moves the high watermark (a single replica sets it to the
+ * leo after each append).
+ *
+ * Threads: a st_log_t is shared by every I/O thread; its mutex guards all of
+ * its fields.  File reads done under the mutex are page-cache preads of a
+ * few header bytes; the data itself leaves through sendfile outside it.
+ * fsync runs outside the mutex on the flusher thread (st_logmgr_t).
+ */
+#ifndef ST_LOG_H
+#define ST_LOG_H
+
+#include "batch.h"
+#include "st_base.h"
+
+/* The settings a log reads (a topic's effective configuration). */
+typedef struct st_log_config {
+    int64_t segment_bytes;
+    int64_t segment_ms;
+    int64_t retention_ms;    /* -1: forever */
+    int64_t retention_bytes; /* -1: unbounded */
+    int32_t index_interval_bytes;
+    int32_t segment_index_bytes;
+    int32_t max_message_bytes;
+    int log_append_time; /* message.timestamp.type=LogAppendTime */
+    int64_t ts_before_max_ms;
+    int64_t ts_after_max_ms;
+    int delete_policy; /* cleanup.policy contains delete */
+} st_log_config_t;
+
+typedef struct st_log st_log_t;
+typedef struct st_logmgr st_logmgr_t;
+
+/* Called (on the appending or flushing thread, without the log's lock)
+ * after the log's end offset or flushed offset moved. */
+typedef void (*st_log_notify_cb)(st_log_t *log, void *arg);
+
+/* ---- log manager: log.dirs, locks, checkpoints, flusher, janitor ------ */
+
+typedef struct st_logmgr_config {
+    char **dirs;
+    int ndirs;
+    int32_t node_id;
+    int64_t retention_check_interval_ms;
+    int64_t checkpoint_interval_ms;
+    int64_t flush_interval_ms; /* background flush of every log; -1: never */
+} st_logmgr_config_t;
+
+/* Lock every directory (a second broker on the same dirs is refused),
+ * read or write meta.properties (cluster id), note whether the last stop
+ * was clean.  cluster_id_out receives the stored or a new id. */
+st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *err,
+                        size_t errlen);
+const char *st_logmgr_cluster_id(const st_logmgr_t *m);
+int st_logmgr_clean_start(const st_logmgr_t *m);
+/* Directory for a new partition: the dir holding the fewest partitions. */
+const char *st_logmgr_pick_dir(st_logmgr_t *m);
+/* Dirs already holding <topic>-<partition>, or NULL. */
+const char *st_logmgr_find_dir(st_logmgr_t *m, const char *topic, int32_t partition);
+/* Start the flusher and janitor threads. */
+void st_logmgr_start(st_logmgr_t *m);
+/* Stop threads, close every log cleanly, write checkpoints and the clean
+ * shutdown marker, unlock. */
+void st_logmgr_close(st_logmgr_t *m);
+
+/* Open (creating if needed) the log of a partition.  The manager keeps it
+ * for flushing, retention and checkpoints until st_logmgr_drop. */
+st_err_t st_logmgr_open_log(st_logmgr_t *m, const char *topic, int32_t partition,
+                            const st_uuid_t *topic_id, const st_log_config_t *cfg,
+                            st_log_t **out);
+/* Close and delete a partition's directory (topic deletion).  Takes the
+ * caller's reference; others still holding one see a closed log. */
+void st_logmgr_delete_log(st_logmgr_t *m, st_log_t *log);
+/* Write the recovery-point and log-start checkpoints now. */
+void st_logmgr_checkpoint(st_logmgr_t *m);
+/* Ask the flusher to fsync this log (group commit: one fsync serves every
+ * append that arrived before it starts). */
+void st_logmgr_request_flush(st_logmgr_t *m, st_log_t *log);
+
+/* ---- one log ---------------------------------------------------------- */
+
+void st_log_set_notify(st_log_t *log, st_log_notify_cb cb, void *arg);
+st_log_t *st_log_keep(st_log_t *log);
+void st_log_release(st_log_t *log);
+void st_log_set_config(st_log_t *log, const st_log_config_t *cfg);
+void st_log_get_config(st_log_t *log, st_log_config_t *cfg);
+const char *st_log_topic(const st_log_t *log);
+int32_t st_log_partition(const st_log_t *log);
+const char *st_log_dir(const st_log_t *log);
+
+typedef struct st_log_offsets {
+    int64_t log_start_offset;
+    int64_t high_watermark;
+    int64_t leo;
+    int64_t flushed_offset;
+    int64_t size_bytes;
+    int nsegments;
+    int offline;
+} st_log_offsets_t;
+
+void st_log_offsets(st_log_t *log, st_log_offsets_t *out);
+
+/* Append already-validated batches (one records blob).  Stamps offsets and
+ * the leader epoch into the caller's buffer, writes, indexes.  Returns the
+ * base offset, and with LogAppendTime the time used. */
+typedef struct st_append_info {
+    int64_t base_offset;
+    int64_t last_offset;
+    int64_t log_append_time; /* -1 for CreateTime */
+    int64_t log_start_offset;
+} st_append_info_t;
+
+st_err_t st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t leader_epoch,
+                       int64_t now_ms, st_append_info_t *info);
+
+/* Move the high watermark (replica layer); clamped to the leo. */
+void st_log_set_high_watermark(st_log_t *log, int64_t hw);
+
+/* Read from offset up to max_bytes (the whole first batch even when larger,
+ * KIP-74), stopping at the high watermark.  On success *file is a
+ * reference the caller releases. */
+typedef struct st_log_read {
+    st_file_t *file;
+    int64_t pos;
+    int32_t len;
+    int64_t high_watermark;
+    int64_t log_start_offset;
+    int64_t leo;
+} st_log_read_t;
+
+st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, st_log_read_t *out);
+
+/* First offset whose record timestamp is >= ts; ST_E_NOT_FOUND when none. */
+st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int64_t *found_ts,
+                                int32_t *epoch);
+/* The leader epoch of the batch holding offset (-1 when unknown). */
+int32_t st_log_epoch_for_offset(st_log_t *log, int64_t offset);
+/* Latest leader epoch in the epoch cache (-1 when empty). */
+int32_t st_log_latest_epoch(st_log_t *log);
+
+/* DeleteRecords: raise the log start offset to offset (<= high watermark)
+ * and drop segments wholly below it.  *low_out is the new log start. */
+st_err_t st_log_delete_records(st_log_t *log, int64_t offset, int64_t *low_out);
+
+/* Close the active segment and start a new one (tests and tools). */
+st_err_t st_log_roll(st_log_t *log);
+
+/* Retention: drop closed segments past retention.ms / retention.bytes.
+ * Returns the number deleted. */
+int st_log_apply_retention(st_log_t *log, int64_t now_ms);
+
+/* fsync everything appended so far; returns after the flushed offset has
+ * moved. */
+st_err_t st_log_flush(st_log_t *log);
+
+#endif /* ST_LOG_H */

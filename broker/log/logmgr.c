@@ -1,0 +1,495 @@
+/*
+ * logmgr.c - the log directories (log.dirs) and what spans every log in
+ * them: the lock file, meta.properties, the clean-shutdown marker, the
+ * offset checkpoints, the group-commit flusher and the janitor (retention,
+ * checkpoints, background flush).
+ *
+ * Files in each log dir:
+ *   .lock                             flock()ed while a broker runs here
+ *   meta.properties                   version, cluster.id, node.id
+ *   .strata-clean-shutdown            present only after a clean stop
+ *   recovery-point-offset-checkpoint  Kafka's format: version, count,
+ *   log-start-offset-checkpoint       then "topic partition offset" lines
+ *
+ * Threads: the flusher and the janitor; m->lock guards the log list and
+ * the flush queue.  Lock order: manager, then log.
+ */
+#include "log_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#define CLEAN_MARKER ".strata-clean-shutdown"
+
+typedef struct ckpt_entry {
+    char *topic;
+    int32_t partition;
+    int64_t offset;
+} ckpt_entry_t;
+
+typedef struct logdir {
+    char *path;
+    int lock_fd;
+    int nlogs;
+    ckpt_entry_t *recovery, *start;
+    int nrecovery, nstart;
+} logdir_t;
+
+struct st_logmgr {
+    st_logmgr_config_t cfg;
+    logdir_t *dirs;
+    int ndirs;
+    char cluster_id[64];
+    int clean;
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    st_log_t **logs;
+    int nlogs, caplogs;
+    st_log_t *flush_head, *flush_tail;
+    int stopping;
+    pthread_t flusher, janitor;
+    int started;
+};
+
+/* ---- checkpoints -------------------------------------------------------- */
+
+static void ckpt_read(const char *dir, const char *name, ckpt_entry_t **out, int *nout) {
+    char path[4096], *text;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    *out = NULL;
+    *nout = 0;
+    if (st_read_file(path, &text, NULL)) return;
+    char *save = NULL, *line = strtok_r(text, "\n", &save);
+    int version = line ? atoi(line) : -1;
+    line = strtok_r(NULL, "\n", &save);
+    int n = line ? atoi(line) : -1;
+    if (version != 0 || n < 0 || n > 10000000) {
+        ST_WARN("log", "%s: ignoring malformed checkpoint", path);
+        free(text);
+        return;
+    }
+    ckpt_entry_t *v = st_calloc((size_t)n + 1, sizeof *v);
+    int k = 0;
+    while (k < n && (line = strtok_r(NULL, "\n", &save))) {
+        char topic[256];
+        int part;
+        long long off;
+        if (sscanf(line, "%255s %d %lld", topic, &part, &off) != 3) break;
+        v[k].topic = st_strdup(topic);
+        v[k].partition = part;
+        v[k].offset = off;
+        k++;
+    }
+    free(text);
+    *out = v;
+    *nout = k;
+}
+
+static int64_t ckpt_lookup(const ckpt_entry_t *v, int n, const char *topic, int32_t partition) {
+    for (int i = 0; i < n; i++)
+        if (v[i].partition == partition && !strcmp(v[i].topic, topic)) return v[i].offset;
+    return -1;
+}
+
+static void ckpt_free(ckpt_entry_t *v, int n) {
+    for (int i = 0; i < n; i++) free(v[i].topic);
+    free(v);
+}
+
+/* Write both checkpoints of every dir.  Called without any log lock. */
+static void write_checkpoints(st_logmgr_t *m) {
+    pthread_mutex_lock(&m->lock);
+    for (int d = 0; d < m->ndirs; d++) {
+        st_buf_t rec, start;
+        st_buf_init(&rec);
+        st_buf_init(&start);
+        int n = 0;
+        for (int i = 0; i < m->nlogs; i++)
+            if (!strcmp(m->logs[i]->parent, m->dirs[d].path)) n++;
+        st_buf_printf(&rec, "0\n%d\n", n);
+        st_buf_printf(&start, "0\n%d\n", n);
+        for (int i = 0; i < m->nlogs; i++) {
+            st_log_t *log = m->logs[i];
+            if (strcmp(log->parent, m->dirs[d].path)) continue;
+            st_log_offsets_t o;
+            st_log_offsets(log, &o);
+            st_buf_printf(&rec, "%s %d %lld\n", log->topic, (int)log->partition,
+                          (long long)o.flushed_offset);
+            st_buf_printf(&start, "%s %d %lld\n", log->topic, (int)log->partition,
+                          (long long)o.log_start_offset);
+        }
+        char path[4096];
+        snprintf(path, sizeof path, "%s/recovery-point-offset-checkpoint", m->dirs[d].path);
+        st_err_t e = st_write_file_atomic(path, rec.data, rec.len);
+        snprintf(path, sizeof path, "%s/log-start-offset-checkpoint", m->dirs[d].path);
+        if (!e) e = st_write_file_atomic(path, start.data, start.len);
+        if (e)
+            ST_LOG_RATELIMITED(ST_LOG_ERROR, "log", 10000, "%s: cannot write checkpoints: %s",
+                               m->dirs[d].path, st_err_msg(e));
+        st_buf_fini(&rec);
+        st_buf_fini(&start);
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* ---- meta.properties ---------------------------------------------------- */
+
+static st_err_t read_meta(const char *dir, char *cluster_id, size_t n, int32_t *node_id) {
+    char path[4096], *text;
+    snprintf(path, sizeof path, "%s/meta.properties", dir);
+    if (st_read_file(path, &text, NULL)) return ST_E_NOT_FOUND;
+    *node_id = -1;
+    cluster_id[0] = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (!strncmp(line, "cluster.id=", 11)) snprintf(cluster_id, n, "%s", line + 11);
+        else if (!strncmp(line, "node.id=", 8)) *node_id = atoi(line + 8);
+    }
+    free(text);
+    return ST_OK;
+}
+
+static st_err_t write_meta(const char *dir, const char *cluster_id, int32_t node_id) {
+    char path[4096], body[256];
+    snprintf(path, sizeof path, "%s/meta.properties", dir);
+    int len = snprintf(body, sizeof body,
+                       "#\n#Written by stratad on first start\nversion=1\ncluster.id=%s\nnode.id=%d\n",
+                       cluster_id, (int)node_id);
+    return st_write_file_atomic(path, body, (size_t)len);
+}
+
+/* ---- open / close ------------------------------------------------------- */
+
+st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *err,
+                        size_t errlen) {
+    st_logmgr_t *m = st_calloc(1, sizeof *m);
+    m->cfg = *cfg;
+    pthread_mutex_init(&m->lock, NULL);
+    pthread_cond_init(&m->cond, NULL);
+    m->dirs = st_calloc((size_t)cfg->ndirs, sizeof *m->dirs);
+    m->clean = 1;
+    st_err_t e = ST_OK;
+    for (int i = 0; i < cfg->ndirs; i++) {
+        logdir_t *d = &m->dirs[i];
+        d->path = st_strdup(cfg->dirs[i]);
+        d->lock_fd = -1;
+        e = st_mkdirs(d->path);
+        if (e) {
+            snprintf(err, errlen, "log.dirs: cannot create %s: %s", d->path, st_err_msg(e));
+            goto fail;
+        }
+        char path[4096];
+        snprintf(path, sizeof path, "%s/.lock", d->path);
+        d->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+            snprintf(err, errlen,
+                     "log.dirs: %s is locked by another process (is another stratad using it?)",
+                     d->path);
+            e = ST_E_LOCKED;
+            goto fail;
+        }
+        char cid[64];
+        int32_t node = -1;
+        if (read_meta(d->path, cid, sizeof cid, &node) == ST_OK) {
+            if (node != cfg->node_id) {
+                snprintf(err, errlen, "log.dirs: %s belongs to node.id %d, not %d", d->path,
+                         (int)node, (int)cfg->node_id);
+                e = ST_E_CONFIG;
+                goto fail;
+            }
+            if (m->cluster_id[0] && strcmp(m->cluster_id, cid)) {
+                snprintf(err, errlen, "log.dirs: %s belongs to cluster %s, others to %s", d->path,
+                         cid, m->cluster_id);
+                e = ST_E_CONFIG;
+                goto fail;
+            }
+            snprintf(m->cluster_id, sizeof m->cluster_id, "%s", cid);
+        }
+        snprintf(path, sizeof path, "%s/" CLEAN_MARKER, d->path);
+        DIR *dd = opendir(d->path);
+        int has_logs = 0;
+        if (dd) {
+            struct dirent *de;
+            while ((de = readdir(dd)))
+                if (de->d_name[0] != '.' && strchr(de->d_name, '-') &&
+                    strcmp(de->d_name, "meta.properties"))
+                    has_logs = 1;
+            closedir(dd);
+        }
+        if (access(path, F_OK) != 0 && has_logs) m->clean = 0;
+        ckpt_read(d->path, "recovery-point-offset-checkpoint", &d->recovery, &d->nrecovery);
+        ckpt_read(d->path, "log-start-offset-checkpoint", &d->start, &d->nstart);
+    }
+    if (!m->cluster_id[0]) {
+        st_uuid_t u;
+        st_uuid_random(&u);
+        st_uuid_format(&u, m->cluster_id);
+    }
+    for (int i = 0; i < m->ndirs; i++) {
+        char path[4096];
+        e = write_meta(m->dirs[i].path, m->cluster_id, cfg->node_id);
+        if (e) {
+            snprintf(err, errlen, "log.dirs: cannot write meta.properties in %s: %s",
+                     m->dirs[i].path, st_err_msg(e));
+            goto fail;
+        }
+        /* The marker describes one stop only: remove it now that we run. */
+        snprintf(path, sizeof path, "%s/" CLEAN_MARKER, m->dirs[i].path);
+        unlink(path);
+        st_fsync_dir(m->dirs[i].path);
+    }
+    if (!m->clean) ST_WARN("log", "the previous stop was not clean: recovering logs");
+    *out = m;
+    return ST_OK;
+fail:
+    m->ndirs = cfg->ndirs;
+    for (int i = 0; i < m->ndirs; i++) {
+        if (m->dirs[i].lock_fd >= 0) close(m->dirs[i].lock_fd);
+        free(m->dirs[i].path);
+        ckpt_free(m->dirs[i].recovery, m->dirs[i].nrecovery);
+        ckpt_free(m->dirs[i].start, m->dirs[i].nstart);
+    }
+    free(m->dirs);
+    free(m);
+    return e;
+}
+
+const char *st_logmgr_cluster_id(const st_logmgr_t *m) { return m->cluster_id; }
+int st_logmgr_clean_start(const st_logmgr_t *m) { return m->clean; }
+
+const char *st_logmgr_find_dir(st_logmgr_t *m, const char *topic, int32_t partition) {
+    for (int i = 0; i < m->cfg.ndirs; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s-%d", m->dirs[i].path, topic, (int)partition);
+        if (access(path, F_OK) == 0) return m->dirs[i].path;
+    }
+    return NULL;
+}
+
+const char *st_logmgr_pick_dir(st_logmgr_t *m) {
+    int best = 0;
+    for (int i = 1; i < m->cfg.ndirs; i++)
+        if (m->dirs[i].nlogs < m->dirs[best].nlogs) best = i;
+    return m->dirs[best].path;
+}
+
+static logdir_t *dir_of(st_logmgr_t *m, const char *path) {
+    for (int i = 0; i < m->cfg.ndirs; i++)
+        if (!strcmp(m->dirs[i].path, path)) return &m->dirs[i];
+    return NULL;
+}
+
+st_err_t st_logmgr_open_log(st_logmgr_t *m, const char *topic, int32_t partition,
+                            const st_uuid_t *topic_id, const st_log_config_t *cfg,
+                            st_log_t **out) {
+    const char *parent = st_logmgr_find_dir(m, topic, partition);
+    if (!parent) parent = st_logmgr_pick_dir(m);
+    logdir_t *d = dir_of(m, parent);
+    int64_t start = ckpt_lookup(d->start, d->nstart, topic, partition);
+    int64_t recovery = ckpt_lookup(d->recovery, d->nrecovery, topic, partition);
+    st_log_t *log;
+    st_err_t e = st_log__open(m, parent, topic, partition, topic_id, cfg, m->clean,
+                              start < 0 ? 0 : start, recovery < 0 ? 0 : recovery, &log);
+    if (e) return e;
+    pthread_mutex_lock(&m->lock);
+    if (m->nlogs == m->caplogs) {
+        m->caplogs = m->caplogs ? m->caplogs * 2 : 64;
+        m->logs = st_realloc(m->logs, (size_t)m->caplogs * sizeof *m->logs);
+    }
+    m->logs[m->nlogs++] = st_log_keep(log);
+    d->nlogs++;
+    pthread_mutex_unlock(&m->lock);
+    *out = log;
+    return ST_OK;
+}
+
+static void forget_log(st_logmgr_t *m, st_log_t *log) {
+    pthread_mutex_lock(&m->lock);
+    for (int i = 0; i < m->nlogs; i++) {
+        if (m->logs[i] != log) continue;
+        m->logs[i] = m->logs[--m->nlogs];
+        logdir_t *d = dir_of(m, log->parent);
+        if (d) d->nlogs--;
+        st_log_release(log);
+        break;
+    }
+    /* a queued flush keeps its own reference and finds the log deleted */
+    pthread_mutex_unlock(&m->lock);
+}
+
+void st_logmgr_delete_log(st_logmgr_t *m, st_log_t *log) {
+    pthread_mutex_lock(&log->lock);
+    log->deleted = 1;
+    char *dir = st_strdup(log->dir);
+    char gone[4200];
+    st_uuid_t u;
+    st_uuid_random(&u);
+    char id[23];
+    st_uuid_format(&u, id);
+    /* Rename first (Kafka's "-delete" suffix): a crash mid-removal leaves a
+     * directory that no longer looks like a partition. */
+    snprintf(gone, sizeof gone, "%s.%s-delete", dir, id);
+    int renamed = rename(dir, gone) == 0;
+    pthread_mutex_unlock(&log->lock);
+    forget_log(m, log);
+    st_log__close(log, 0);
+    st_err_t e = st_rmtree(renamed ? gone : dir);
+    if (e) ST_WARN("log", "cannot remove %s: %s", renamed ? gone : dir, st_err_msg(e));
+    free(dir);
+}
+
+/* ---- flusher ------------------------------------------------------------ */
+
+void st_logmgr_request_flush(st_logmgr_t *m, st_log_t *log) {
+    pthread_mutex_lock(&m->lock);
+    if (!log->flush_queued) {
+        log->flush_queued = 1;
+        log->flush_next = NULL;
+        st_log_keep(log);
+        if (m->flush_tail) m->flush_tail->flush_next = log;
+        else m->flush_head = log;
+        m->flush_tail = log;
+        pthread_cond_broadcast(&m->cond);
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* Group commit: every log queued while the previous round's fsyncs ran is
+ * synced once in the next round, whatever number of appends it took. */
+static void *flusher_main(void *arg) {
+    st_logmgr_t *m = arg;
+    st_thread_set_name("log-flusher");
+    pthread_mutex_lock(&m->lock);
+    for (;;) {
+        while (!m->flush_head && !m->stopping) pthread_cond_wait(&m->cond, &m->lock);
+        st_log_t *batch = m->flush_head;
+        if (!batch && m->stopping) break;
+        m->flush_head = m->flush_tail = NULL;
+        for (st_log_t *l = batch; l; l = l->flush_next) l->flush_queued = 0;
+        pthread_mutex_unlock(&m->lock);
+        while (batch) {
+            st_log_t *next = batch->flush_next;
+            if (!batch->closed) st_log_flush(batch);
+            st_log_release(batch);
+            batch = next;
+        }
+        pthread_mutex_lock(&m->lock);
+    }
+    pthread_mutex_unlock(&m->lock);
+    return NULL;
+}
+
+/* ---- janitor ------------------------------------------------------------ */
+
+static st_log_t **snapshot_logs(st_logmgr_t *m, int *n) {
+    pthread_mutex_lock(&m->lock);
+    st_log_t **v = st_malloc((size_t)(m->nlogs + 1) * sizeof *v);
+    for (int i = 0; i < m->nlogs; i++) v[i] = st_log_keep(m->logs[i]);
+    *n = m->nlogs;
+    pthread_mutex_unlock(&m->lock);
+    return v;
+}
+
+static void *janitor_main(void *arg) {
+    st_logmgr_t *m = arg;
+    st_thread_set_name("log-janitor");
+    int64_t next_retention = st_mono_ms() + ST_MIN(m->cfg.retention_check_interval_ms, 30000);
+    int64_t next_ckpt = st_mono_ms() + m->cfg.checkpoint_interval_ms;
+    int64_t next_flush = m->cfg.flush_interval_ms > 0 ? st_mono_ms() + m->cfg.flush_interval_ms
+                                                      : INT64_MAX;
+    pthread_mutex_lock(&m->lock);
+    while (!m->stopping) {
+        int64_t now = st_mono_ms();
+        int64_t wake = ST_MIN(ST_MIN(next_retention, next_ckpt), next_flush);
+        if (now < wake) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            int64_t wait = ST_MIN(wake - now, 1000);
+            ts.tv_sec += wait / 1000;
+            ts.tv_nsec += (wait % 1000) * 1000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&m->cond, &m->lock, &ts);
+            continue;
+        }
+        pthread_mutex_unlock(&m->lock);
+        int n;
+        st_log_t **logs = snapshot_logs(m, &n);
+        if (now >= next_retention) {
+            for (int i = 0; i < n; i++) st_log_apply_retention(logs[i], st_now_ms());
+            next_retention = now + m->cfg.retention_check_interval_ms;
+        }
+        if (now >= next_flush) {
+            for (int i = 0; i < n; i++) st_log_flush(logs[i]);
+            next_flush = now + m->cfg.flush_interval_ms;
+        }
+        for (int i = 0; i < n; i++) st_log_release(logs[i]);
+        free(logs);
+        if (now >= next_ckpt) {
+            write_checkpoints(m);
+            next_ckpt = now + m->cfg.checkpoint_interval_ms;
+        }
+        pthread_mutex_lock(&m->lock);
+    }
+    pthread_mutex_unlock(&m->lock);
+    return NULL;
+}
+
+void st_logmgr_start(st_logmgr_t *m) {
+    pthread_create(&m->flusher, NULL, flusher_main, m);
+    pthread_create(&m->janitor, NULL, janitor_main, m);
+    m->started = 1;
+}
+
+void st_logmgr_checkpoint(st_logmgr_t *m) { write_checkpoints(m); }
+
+void st_logmgr_close(st_logmgr_t *m) {
+    if (!m) return;
+    pthread_mutex_lock(&m->lock);
+    m->stopping = 1;
+    pthread_cond_broadcast(&m->cond);
+    pthread_mutex_unlock(&m->lock);
+    if (m->started) {
+        pthread_join(m->flusher, NULL);
+        pthread_join(m->janitor, NULL);
+    }
+    int n;
+    st_log_t **logs = snapshot_logs(m, &n);
+    int clean = 1;
+    for (int i = 0; i < n; i++) {
+        if (st_log_flush(logs[i])) clean = 0;
+        st_log_offsets_t o;
+        st_log_offsets(logs[i], &o);
+        if (o.offline) clean = 0;
+    }
+    write_checkpoints(m);
+    for (int i = 0; i < n; i++) {
+        forget_log(m, logs[i]);
+        st_log__close(logs[i], 1);
+    }
+    free(logs);
+    for (int i = 0; i < m->cfg.ndirs; i++) {
+        logdir_t *d = &m->dirs[i];
+        if (clean) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/" CLEAN_MARKER, d->path);
+            st_write_file_atomic(path, "", 0);
+        }
+        close(d->lock_fd);
+        free(d->path);
+        ckpt_free(d->recovery, d->nrecovery);
+        ckpt_free(d->start, d->nstart);
+    }
+    free(m->dirs);
+    free(m->logs);
+    pthread_mutex_destroy(&m->lock);
+    pthread_cond_destroy(&m->cond);
+    free(m);
+}

@@ -1,0 +1,358 @@
+/*
+ * segment.c - one segment: its .log, its sparse offset and time indexes,
+ * and its recovery.
+ *
+ * Invariants: idx[] and tidx[] are ascending; every idx entry points at the
+ * start of a batch whose last offset is base + rel; size is the end of the
+ * last whole, valid batch.  The index files hold a prefix of idx[]/tidx[]
+ * (dirty_index says more is pending); they are rewritten whole when a
+ * segment is closed and are rebuilt when they disagree with the .log.
+ */
+#include "log_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void st_log__seg_path(const char *dir, int64_t base, const char *ext, char *out, size_t n) {
+    snprintf(out, n, "%s/%020lld%s", dir, (long long)base, ext);
+}
+
+st_err_t st_log__seg_open(const char *dir, int64_t base, int create, st_segment_t **out) {
+    char path[4096];
+    st_log__seg_path(dir, base, ".log", path, sizeof path);
+    int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+    if (fd < 0) return st_err_from_errno(errno);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int en = errno;
+        close(fd);
+        return st_err_from_errno(en);
+    }
+    st_segment_t *s = st_calloc(1, sizeof *s);
+    s->base_offset = base;
+    s->next_offset = base;
+    s->size = st.st_size;
+    s->file = st_file_new(fd);
+    s->index_fd = s->timeindex_fd = -1;
+    s->max_timestamp = -1;
+    s->offset_of_max_timestamp = -1;
+    s->created_ms = st_now_ms();
+    st_log__seg_path(dir, base, ".index", path, sizeof path);
+    s->index_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    st_log__seg_path(dir, base, ".timeindex", path, sizeof path);
+    s->timeindex_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s->index_fd < 0 || s->timeindex_fd < 0) {
+        int en = errno;
+        st_log__seg_close(s);
+        return st_err_from_errno(en);
+    }
+    *out = s;
+    return ST_OK;
+}
+
+static void idx_push(st_segment_t *s, int32_t rel, int32_t pos) {
+    if (s->nidx == s->capidx) {
+        s->capidx = s->capidx ? s->capidx * 2 : 64;
+        s->idx = st_realloc(s->idx, (size_t)s->capidx * sizeof *s->idx);
+    }
+    s->idx[s->nidx++] = (st_idx_entry_t){rel, pos};
+    s->dirty_index = 1;
+}
+
+static void tidx_push(st_segment_t *s, int64_t ts, int32_t rel) {
+    if (s->ntidx && s->tidx[s->ntidx - 1].ts >= ts) return;
+    if (s->ntidx == s->captidx) {
+        s->captidx = s->captidx ? s->captidx * 2 : 64;
+        s->tidx = st_realloc(s->tidx, (size_t)s->captidx * sizeof *s->tidx);
+    }
+    s->tidx[s->ntidx++] = (st_tidx_entry_t){ts, rel};
+    s->dirty_index = 1;
+}
+
+/* Index the batch just placed at pos (Kafka indexes a batch's last offset
+ * once log.index.interval.bytes have passed since the previous entry). */
+void st_log__seg_index_batch(st_segment_t *s, const st_batch_info_t *b, int64_t pos,
+                             int32_t interval) {
+    int64_t last = st_batch_last_offset(b);
+    if (b->max_timestamp > s->max_timestamp) {
+        s->max_timestamp = b->max_timestamp;
+        s->offset_of_max_timestamp = last;
+    }
+    if (s->nidx == 0 || s->bytes_since_index >= interval) {
+        idx_push(s, (int32_t)(last - s->base_offset), (int32_t)pos);
+        if (s->max_timestamp >= 0)
+            tidx_push(s, s->max_timestamp, (int32_t)(s->offset_of_max_timestamp - s->base_offset));
+        s->bytes_since_index = 0;
+    }
+    s->bytes_since_index += b->size;
+    s->next_offset = last + 1;
+}
+
+/* Append the entries not yet in the files (the files only ever grow by
+ * whole entries); with final, add the segment's closing time-index entry,
+ * cut the files to their entries and sync them. */
+st_err_t st_log__seg_write_indexes(st_segment_t *s, int final) {
+    if (final && s->max_timestamp >= 0)
+        tidx_push(s, s->max_timestamp, (int32_t)(s->offset_of_max_timestamp - s->base_offset));
+    if (!s->dirty_index && !final) return ST_OK;
+    st_err_t e = ST_OK;
+    if (s->nidx_written == 0 && ftruncate(s->index_fd, 0) != 0) e = st_err_from_errno(errno);
+    if (s->ntidx_written == 0 && ftruncate(s->timeindex_fd, 0) != 0) e = st_err_from_errno(errno);
+    int n = s->nidx - s->nidx_written, m = s->ntidx - s->ntidx_written;
+    uint8_t *buf = st_malloc((size_t)ST_MAX(n * 8, m * 12) + 1);
+    for (int i = 0; i < n; i++) {
+        st_be32_put(buf + i * 8, (uint32_t)s->idx[s->nidx_written + i].rel);
+        st_be32_put(buf + i * 8 + 4, (uint32_t)s->idx[s->nidx_written + i].pos);
+    }
+    if (!e) e = st_pwrite_all(s->index_fd, buf, (size_t)n * 8, (int64_t)s->nidx_written * 8);
+    for (int i = 0; i < m; i++) {
+        st_be64_put(buf + i * 12, (uint64_t)s->tidx[s->ntidx_written + i].ts);
+        st_be32_put(buf + i * 12 + 8, (uint32_t)s->tidx[s->ntidx_written + i].rel);
+    }
+    if (!e) e = st_pwrite_all(s->timeindex_fd, buf, (size_t)m * 12, (int64_t)s->ntidx_written * 12);
+    free(buf);
+    if (e) return e;
+    s->nidx_written = s->nidx;
+    s->ntidx_written = s->ntidx;
+    s->dirty_index = 0;
+    if (final) {
+        if (ftruncate(s->index_fd, (off_t)s->nidx * 8) != 0 ||
+            ftruncate(s->timeindex_fd, (off_t)s->ntidx * 12) != 0 ||
+            fdatasync(s->index_fd) != 0 || fdatasync(s->timeindex_fd) != 0)
+            e = st_err_from_errno(errno);
+    }
+    return e;
+}
+
+void st_log__seg_close(st_segment_t *s) {
+    if (!s) return;
+    st_file_release(s->file);
+    if (s->index_fd >= 0) close(s->index_fd);
+    if (s->timeindex_fd >= 0) close(s->timeindex_fd);
+    free(s->idx);
+    free(s->tidx);
+    free(s);
+}
+
+void st_log__seg_unlink(st_segment_t *s, const char *dir) {
+    char path[4096];
+    static const char *exts[] = {".log", ".index", ".timeindex"};
+    for (size_t i = 0; i < ST_ARRAY_SIZE(exts); i++) {
+        st_log__seg_path(dir, s->base_offset, exts[i], path, sizeof path);
+        unlink(path);
+    }
+}
+
+/* ---- recovery ----------------------------------------------------------- */
+
+/* Load the index files and keep their longest prefix that agrees with the
+ * .log: entries ascending, positions inside the file, and each entry
+ * naming a batch whose last offset matches.  Returns 0 when the files had
+ * to be cut (or were missing while the log is not empty). */
+static int load_indexes(st_segment_t *s) {
+    struct stat st;
+    int trusted = 1;
+    if (fstat(s->index_fd, &st) == 0 && st.st_size >= 8) {
+        size_t n = (size_t)st.st_size / 8;
+        uint8_t *buf = st_malloc(n * 8);
+        size_t got = 0;
+        st_pread_all(s->index_fd, buf, n * 8, 0, &got);
+        n = got / 8;
+        for (size_t i = 0; i < n; i++) {
+            int32_t rel = (int32_t)st_be32_get(buf + i * 8);
+            int32_t pos = (int32_t)st_be32_get(buf + i * 8 + 4);
+            if (rel < 0 || pos < 0 || pos >= s->size ||
+                (s->nidx && (rel <= s->idx[s->nidx - 1].rel || pos <= s->idx[s->nidx - 1].pos))) {
+                trusted = 0;
+                break;
+            }
+            uint8_t hdr[ST_BATCH_HEADER_SIZE];
+            size_t hgot = 0;
+            st_batch_info_t b;
+            st_pread_all(s->file->fd, hdr, sizeof hdr, pos, &hgot);
+            if (st_batch_header(hdr, hgot, &b) ||
+                st_batch_last_offset(&b) != s->base_offset + rel || pos + b.size > s->size) {
+                trusted = 0;
+                break;
+            }
+            idx_push(s, rel, pos);
+        }
+        free(buf);
+    } else if (s->size > 0) {
+        trusted = 0;
+    }
+    if (fstat(s->timeindex_fd, &st) == 0 && st.st_size >= 12 && trusted) {
+        size_t n = (size_t)st.st_size / 12;
+        uint8_t *buf = st_malloc(n * 12);
+        size_t got = 0;
+        st_pread_all(s->timeindex_fd, buf, n * 12, 0, &got);
+        n = got / 12;
+        int32_t max_rel = s->nidx ? s->idx[s->nidx - 1].rel : -1;
+        for (size_t i = 0; i < n; i++) {
+            int64_t ts = (int64_t)st_be64_get(buf + i * 12);
+            int32_t rel = (int32_t)st_be32_get(buf + i * 12 + 8);
+            if (rel < 0 || rel > max_rel || (s->ntidx && ts <= s->tidx[s->ntidx - 1].ts)) break;
+            tidx_push(s, ts, rel);
+        }
+        free(buf);
+    }
+    if (s->ntidx) {
+        s->max_timestamp = s->tidx[s->ntidx - 1].ts;
+        s->offset_of_max_timestamp = s->base_offset + s->tidx[s->ntidx - 1].rel;
+    }
+    s->dirty_index = !trusted;
+    s->nidx_written = trusted ? s->nidx : 0;
+    s->ntidx_written = trusted ? s->ntidx : 0;
+    return trusted;
+}
+
+/* Walk batches from pos to the end of the file; index them; stop at the
+ * first batch that is torn, misplaced or (with validate) fails its CRC, and
+ * truncate the file there. */
+static st_err_t scan_from(st_segment_t *s, int64_t pos, int validate, int32_t interval,
+                          const char *what) {
+    int64_t file_size;
+    struct stat st;
+    if (fstat(s->file->fd, &st) != 0) return st_err_from_errno(errno);
+    file_size = st.st_size;
+    size_t bufcap = 1 << 20;
+    uint8_t *buf = st_malloc(bufcap);
+    const char *reason = NULL;
+    int64_t expect = s->next_offset;
+    while (pos < file_size) {
+        uint8_t hdr[ST_BATCH_HEADER_SIZE];
+        size_t got = 0;
+        st_batch_info_t b;
+        st_pread_all(s->file->fd, hdr, sizeof hdr, pos, &got);
+        if (got < sizeof hdr) {
+            reason = "torn batch header";
+            break;
+        }
+        if (st_batch_header(hdr, got, &b)) {
+            reason = "invalid batch header";
+            break;
+        }
+        if (pos + b.size > file_size) {
+            reason = "torn batch (shorter than its length)";
+            break;
+        }
+        if (b.base_offset < expect || b.last_offset_delta < 0) {
+            reason = "batch offsets out of order";
+            break;
+        }
+        if (validate) {
+            if ((size_t)b.size > bufcap) {
+                bufcap = (size_t)b.size;
+                buf = st_realloc(buf, bufcap);
+            }
+            st_pread_all(s->file->fd, buf, (size_t)b.size, pos, &got);
+            if (got < (size_t)b.size || !st_batch_crc_ok(buf, b.size)) {
+                reason = "CRC32C mismatch";
+                break;
+            }
+        }
+        st_log__seg_index_batch(s, &b, pos, interval);
+        expect = st_batch_last_offset(&b) + 1;
+        pos += b.size;
+    }
+    free(buf);
+    s->size = pos;
+    if (reason) {
+        ST_WARN("log", "%s: truncating segment %020lld at byte %lld (offset %lld): %s, %lld bytes removed",
+                what, (long long)s->base_offset, (long long)pos, (long long)s->next_offset, reason,
+                (long long)(file_size - pos));
+        if (ftruncate(s->file->fd, pos) != 0) return st_err_from_errno(errno);
+        if (fsync(s->file->fd) != 0) return st_err_from_errno(errno);
+    }
+    return ST_OK;
+}
+
+st_err_t st_log__seg_recover(st_segment_t *s, const char *dir, int validate, int is_last,
+                             int64_t next_base, const st_log_config_t *cfg, const char *what) {
+    (void)dir;
+    int trusted = load_indexes(s);
+    if (!trusted && s->size > 0)
+        ST_WARN("log", "%s: index of segment %020lld is missing or inconsistent; rebuilding",
+                what, (long long)s->base_offset);
+    if (!trusted) {
+        s->nidx = s->ntidx = 0;
+        s->max_timestamp = s->offset_of_max_timestamp = -1;
+    }
+    if (!is_last && trusted && !validate && s->ntidx) {
+        /* A closed segment with good indexes: its end comes from the next
+         * segment; no scan needed. */
+        s->next_offset = next_base;
+        s->bytes_since_index = 0;
+        return ST_OK;
+    }
+    /* Scan from the last trusted index entry (the start when none). */
+    int64_t pos = 0;
+    if (trusted && s->nidx) {
+        st_idx_entry_t last = s->idx[s->nidx - 1];
+        pos = last.pos;
+        s->nidx--; /* re-added by the scan */
+        s->next_offset = s->base_offset + (s->nidx ? s->idx[s->nidx - 1].rel + 1 : 0);
+        /* time entries past the rescanned point are rebuilt as well */
+        while (s->ntidx && s->tidx[s->ntidx - 1].rel > (s->nidx ? s->idx[s->nidx - 1].rel : -1))
+            s->ntidx--;
+        if (s->ntidx) {
+            s->max_timestamp = s->tidx[s->ntidx - 1].ts;
+            s->offset_of_max_timestamp = s->base_offset + s->tidx[s->ntidx - 1].rel;
+        } else {
+            s->max_timestamp = s->offset_of_max_timestamp = -1;
+        }
+        s->nidx_written = ST_MIN(s->nidx_written, s->nidx);
+        s->ntidx_written = ST_MIN(s->ntidx_written, s->ntidx);
+        if (ftruncate(s->index_fd, (off_t)s->nidx_written * 8) != 0 ||
+            ftruncate(s->timeindex_fd, (off_t)s->ntidx_written * 12) != 0)
+            return st_err_from_errno(errno);
+    } else {
+        s->next_offset = s->base_offset;
+        s->nidx_written = s->ntidx_written = 0;
+    }
+    s->bytes_since_index = 0;
+    st_err_t e = scan_from(s, pos, validate, cfg->index_interval_bytes, what);
+    if (e) return e;
+    if (s->dirty_index) e = st_log__seg_write_indexes(s, !is_last);
+    return e;
+}
+
+/* Binary search of the offset index, then a walk over batch headers. */
+st_err_t st_log__seg_find(st_segment_t *s, int64_t offset, int64_t *pos_out,
+                          st_batch_info_t *bi) {
+    int64_t pos = 0;
+    int lo = 0, hi = s->nidx - 1, best = -1;
+    int64_t rel = offset - s->base_offset;
+    /* Start at the batch of the largest entry whose last offset is below
+     * the target: the target lies after it, so the walk over headers that
+     * follows is short (at most log.index.interval.bytes of batches). */
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (s->idx[mid].rel < rel) {
+            best = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    if (best >= 0) pos = s->idx[best].pos;
+    while (pos < s->size) {
+        uint8_t hdr[ST_BATCH_HEADER_SIZE];
+        size_t got = 0;
+        st_err_t e = st_pread_all(s->file->fd, hdr, sizeof hdr, pos, &got);
+        if (e) return e;
+        st_batch_info_t b;
+        if (st_batch_header(hdr, got, &b)) return ST_CORRUPT_BKPT;
+        if (st_batch_last_offset(&b) >= offset) {
+            *pos_out = pos;
+            if (bi) *bi = b;
+            return ST_OK;
+        }
+        pos += b.size;
+    }
+    *pos_out = s->size;
+    return ST_E_NOT_FOUND;
+}

@@ -1,0 +1,119 @@
+/* messages.c - field tables for every message in messages.h, and the API
+ * table: which versions Strata supports and where flexible encoding
+ * starts. */
+#define ST_MESSAGES_KEEP_DSL
+#include "protocol.h"
+
+ST_SCHEMA_DEFINE(st_api_versions_req, ST_API_VERSIONS_REQ)
+ST_SCHEMA_DEFINE(st_api_versions_key, ST_API_VERSIONS_KEY)
+ST_SCHEMA_DEFINE(st_api_versions_feature, ST_API_VERSIONS_FEATURE)
+ST_SCHEMA_DEFINE(st_api_versions_resp, ST_API_VERSIONS_RESP)
+ST_SCHEMA_DEFINE(st_metadata_req_topic, ST_METADATA_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_metadata_req, ST_METADATA_REQ)
+ST_SCHEMA_DEFINE(st_metadata_broker, ST_METADATA_BROKER)
+ST_SCHEMA_DEFINE(st_metadata_partition, ST_METADATA_PARTITION)
+ST_SCHEMA_DEFINE(st_metadata_topic, ST_METADATA_TOPIC)
+ST_SCHEMA_DEFINE(st_metadata_resp, ST_METADATA_RESP)
+ST_SCHEMA_DEFINE(st_produce_req_part, ST_PRODUCE_REQ_PART)
+ST_SCHEMA_DEFINE(st_produce_req_topic, ST_PRODUCE_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_produce_req, ST_PRODUCE_REQ)
+ST_SCHEMA_DEFINE(st_leader_id_epoch, ST_LEADER_ID_EPOCH)
+ST_SCHEMA_DEFINE(st_produce_record_error, ST_PRODUCE_RECORD_ERROR)
+ST_SCHEMA_DEFINE(st_produce_resp_part, ST_PRODUCE_RESP_PART)
+ST_SCHEMA_DEFINE(st_produce_resp_topic, ST_PRODUCE_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_node_endpoint, ST_NODE_ENDPOINT)
+ST_SCHEMA_DEFINE(st_produce_resp, ST_PRODUCE_RESP)
+ST_SCHEMA_DEFINE(st_fetch_replica_state, ST_FETCH_REPLICA_STATE)
+ST_SCHEMA_DEFINE(st_fetch_req_part, ST_FETCH_REQ_PART)
+ST_SCHEMA_DEFINE(st_fetch_req_topic, ST_FETCH_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_fetch_forgotten, ST_FETCH_FORGOTTEN)
+ST_SCHEMA_DEFINE(st_fetch_req, ST_FETCH_REQ)
+ST_SCHEMA_DEFINE(st_epoch_end_offset, ST_EPOCH_END_OFFSET)
+ST_SCHEMA_DEFINE(st_snapshot_id, ST_SNAPSHOT_ID)
+ST_SCHEMA_DEFINE(st_aborted_txn, ST_ABORTED_TXN)
+ST_SCHEMA_DEFINE(st_fetch_resp_part, ST_FETCH_RESP_PART)
+ST_SCHEMA_DEFINE(st_fetch_resp_topic, ST_FETCH_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_fetch_resp, ST_FETCH_RESP)
+ST_SCHEMA_DEFINE(st_list_offsets_req_part, ST_LIST_OFFSETS_REQ_PART)
+ST_SCHEMA_DEFINE(st_list_offsets_req_topic, ST_LIST_OFFSETS_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_list_offsets_req, ST_LIST_OFFSETS_REQ)
+ST_SCHEMA_DEFINE(st_list_offsets_resp_part, ST_LIST_OFFSETS_RESP_PART)
+ST_SCHEMA_DEFINE(st_list_offsets_resp_topic, ST_LIST_OFFSETS_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_list_offsets_resp, ST_LIST_OFFSETS_RESP)
+ST_SCHEMA_DEFINE(st_create_topics_assignment, ST_CREATE_TOPICS_ASSIGNMENT)
+ST_SCHEMA_DEFINE(st_config_kv, ST_CONFIG_KV)
+ST_SCHEMA_DEFINE(st_create_topics_topic, ST_CREATE_TOPICS_TOPIC)
+ST_SCHEMA_DEFINE(st_create_topics_req, ST_CREATE_TOPICS_REQ)
+ST_SCHEMA_DEFINE(st_create_topics_config, ST_CREATE_TOPICS_CONFIG)
+ST_SCHEMA_DEFINE(st_create_topics_result, ST_CREATE_TOPICS_RESULT)
+ST_SCHEMA_DEFINE(st_create_topics_resp, ST_CREATE_TOPICS_RESP)
+ST_SCHEMA_DEFINE(st_delete_topics_state, ST_DELETE_TOPICS_STATE)
+ST_SCHEMA_DEFINE(st_delete_topics_req, ST_DELETE_TOPICS_REQ)
+ST_SCHEMA_DEFINE(st_delete_topics_result, ST_DELETE_TOPICS_RESULT)
+ST_SCHEMA_DEFINE(st_delete_topics_resp, ST_DELETE_TOPICS_RESP)
+ST_SCHEMA_DEFINE(st_delete_records_req_part, ST_DELETE_RECORDS_REQ_PART)
+ST_SCHEMA_DEFINE(st_delete_records_req_topic, ST_DELETE_RECORDS_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_delete_records_req, ST_DELETE_RECORDS_REQ)
+ST_SCHEMA_DEFINE(st_delete_records_resp_part, ST_DELETE_RECORDS_RESP_PART)
+ST_SCHEMA_DEFINE(st_delete_records_resp_topic, ST_DELETE_RECORDS_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_delete_records_resp, ST_DELETE_RECORDS_RESP)
+ST_SCHEMA_DEFINE(st_describe_configs_resource, ST_DESCRIBE_CONFIGS_RESOURCE)
+ST_SCHEMA_DEFINE(st_describe_configs_req, ST_DESCRIBE_CONFIGS_REQ)
+ST_SCHEMA_DEFINE(st_describe_configs_synonym, ST_DESCRIBE_CONFIGS_SYNONYM)
+ST_SCHEMA_DEFINE(st_describe_configs_entry, ST_DESCRIBE_CONFIGS_ENTRY)
+ST_SCHEMA_DEFINE(st_describe_configs_result, ST_DESCRIBE_CONFIGS_RESULT)
+ST_SCHEMA_DEFINE(st_describe_configs_resp, ST_DESCRIBE_CONFIGS_RESP)
+ST_SCHEMA_DEFINE(st_alter_config, ST_ALTER_CONFIG)
+ST_SCHEMA_DEFINE(st_alter_configs_resource, ST_ALTER_CONFIGS_RESOURCE)
+ST_SCHEMA_DEFINE(st_alter_configs_req, ST_ALTER_CONFIGS_REQ)
+ST_SCHEMA_DEFINE(st_incr_alter_config, ST_INCR_ALTER_CONFIG)
+ST_SCHEMA_DEFINE(st_incr_alter_configs_resource, ST_INCR_ALTER_CONFIGS_RESOURCE)
+ST_SCHEMA_DEFINE(st_incr_alter_configs_req, ST_INCR_ALTER_CONFIGS_REQ)
+ST_SCHEMA_DEFINE(st_alter_configs_result, ST_ALTER_CONFIGS_RESULT)
+ST_SCHEMA_DEFINE(st_alter_configs_resp, ST_ALTER_CONFIGS_RESP)
+ST_SCHEMA_DEFINE(st_create_partitions_assignment, ST_CREATE_PARTITIONS_ASSIGNMENT)
+ST_SCHEMA_DEFINE(st_create_partitions_topic, ST_CREATE_PARTITIONS_TOPIC)
+ST_SCHEMA_DEFINE(st_create_partitions_req, ST_CREATE_PARTITIONS_REQ)
+ST_SCHEMA_DEFINE(st_create_partitions_result, ST_CREATE_PARTITIONS_RESULT)
+ST_SCHEMA_DEFINE(st_create_partitions_resp, ST_CREATE_PARTITIONS_RESP)
+ST_SCHEMA_DEFINE(st_describe_cluster_req, ST_DESCRIBE_CLUSTER_REQ)
+ST_SCHEMA_DEFINE(st_describe_cluster_broker, ST_DESCRIBE_CLUSTER_BROKER)
+ST_SCHEMA_DEFINE(st_describe_cluster_resp, ST_DESCRIBE_CLUSTER_RESP)
+
+
+/* key, name, min, max, first flexible, request, response.  The minimums
+ * stay low on purpose: librdkafka turns features on only when our range
+ * overlaps the ranges it knows (PROTOCOL-NOTES). */
+static const st_api_t api_table[] = {
+    {ST_API_PRODUCE, "Produce", 3, 9, 9, &st_produce_req_schema, &st_produce_resp_schema},
+    {ST_API_FETCH, "Fetch", 4, 12, 12, &st_fetch_req_schema, &st_fetch_resp_schema},
+    {ST_API_LIST_OFFSETS, "ListOffsets", 1, 7, 6, &st_list_offsets_req_schema,
+     &st_list_offsets_resp_schema},
+    {ST_API_METADATA, "Metadata", 1, 12, 9, &st_metadata_req_schema, &st_metadata_resp_schema},
+    {ST_API_API_VERSIONS, "ApiVersions", 0, 3, 3, &st_api_versions_req_schema,
+     &st_api_versions_resp_schema},
+    {ST_API_CREATE_TOPICS, "CreateTopics", 0, 7, 5, &st_create_topics_req_schema,
+     &st_create_topics_resp_schema},
+    {ST_API_DELETE_TOPICS, "DeleteTopics", 0, 6, 4, &st_delete_topics_req_schema,
+     &st_delete_topics_resp_schema},
+    {ST_API_DELETE_RECORDS, "DeleteRecords", 0, 2, 2, &st_delete_records_req_schema,
+     &st_delete_records_resp_schema},
+    {ST_API_DESCRIBE_CONFIGS, "DescribeConfigs", 0, 4, 4, &st_describe_configs_req_schema,
+     &st_describe_configs_resp_schema},
+    {ST_API_ALTER_CONFIGS, "AlterConfigs", 0, 2, 2, &st_alter_configs_req_schema,
+     &st_alter_configs_resp_schema},
+    {ST_API_CREATE_PARTITIONS, "CreatePartitions", 0, 3, 2, &st_create_partitions_req_schema,
+     &st_create_partitions_resp_schema},
+    {ST_API_INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1, 1,
+     &st_incr_alter_configs_req_schema, &st_alter_configs_resp_schema},
+    {ST_API_DESCRIBE_CLUSTER, "DescribeCluster", 0, 1, 0, &st_describe_cluster_req_schema,
+     &st_describe_cluster_resp_schema},
+};
+
+const st_api_t *st_api_lookup(int16_t key) {
+    for (size_t i = 0; i < ST_ARRAY_SIZE(api_table); i++)
+        if (api_table[i].key == key) return &api_table[i];
+    return NULL;
+}
+
+const st_api_t *st_api_at(size_t i) { return i < ST_ARRAY_SIZE(api_table) ? &api_table[i] : NULL; }

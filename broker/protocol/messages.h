@@ -1,0 +1,575 @@
+/*
+ * messages.h - the request and response messages Strata speaks, one
+ * description each (rows explained in protocol.h).  Facts (field names,
+ * types, versions, tags, defaults) follow Kafka's message schemas; the form
+ * is ours.  Nested structs come before the structs that contain them.
+ */
+#ifndef ST_MESSAGES_H
+#define ST_MESSAGES_H
+
+#include "msg_dsl.h"
+
+enum st_api_key {
+    ST_API_PRODUCE = 0,
+    ST_API_FETCH = 1,
+    ST_API_LIST_OFFSETS = 2,
+    ST_API_METADATA = 3,
+    ST_API_API_VERSIONS = 18,
+    ST_API_CREATE_TOPICS = 19,
+    ST_API_DELETE_TOPICS = 20,
+    ST_API_DELETE_RECORDS = 21,
+    ST_API_DESCRIBE_CONFIGS = 32,
+    ST_API_ALTER_CONFIGS = 33,
+    ST_API_CREATE_PARTITIONS = 37,
+    ST_API_INCREMENTAL_ALTER_CONFIGS = 44,
+    ST_API_DESCRIBE_CLUSTER = 60
+};
+
+/* ---- ApiVersions (18) ------------------------------------------------- */
+#define ST_API_VERSIONS_REQ(X, S)                                                       \
+    X(S, STRING, client_software_name, V(3), NN, NT, 0, _)                             \
+    X(S, STRING, client_software_version, V(3), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_api_versions_req, ST_API_VERSIONS_REQ)
+
+#define ST_API_VERSIONS_KEY(X, S)                                                       \
+    X(S, INT16, api_key, V(0), NN, NT, 0, _)                                           \
+    X(S, INT16, min_version, V(0), NN, NT, 0, _)                                       \
+    X(S, INT16, max_version, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_api_versions_key, ST_API_VERSIONS_KEY)
+
+#define ST_API_VERSIONS_FEATURE(X, S)                                                   \
+    X(S, STRING, name, V(3), NN, NT, 0, _)                                             \
+    X(S, INT16, min_version, V(3), NN, NT, 0, _)                                       \
+    X(S, INT16, max_version, V(3), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_api_versions_feature, ST_API_VERSIONS_FEATURE)
+
+#define ST_API_VERSIONS_RESP(X, S)                                                      \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, ARRAY, api_keys, V(0), NN, NT, 0, st_api_versions_key)                        \
+    X(S, INT32, throttle_time_ms, V(1), NN, NT, 0, _)                                  \
+    X(S, ARRAY, supported_features, V(3), NN, 0, 0, st_api_versions_feature)           \
+    X(S, INT64, finalized_features_epoch, V(3), NN, 1, -1, _)                          \
+    X(S, ARRAY, finalized_features, V(3), NN, 2, 0, st_api_versions_feature)           \
+    X(S, BOOL, zk_migration_ready, V(3), NN, 3, 0, _)
+ST_SCHEMA_DECLARE(st_api_versions_resp, ST_API_VERSIONS_RESP)
+
+/* ---- Metadata (3) ----------------------------------------------------- */
+#define ST_METADATA_REQ_TOPIC(X, S)                                                     \
+    X(S, UUID, topic_id, V(10), NN, NT, 0, _)                                          \
+    X(S, STRING, name, V(0), NUL(10), NT, 0, _)
+ST_SCHEMA_DECLARE(st_metadata_req_topic, ST_METADATA_REQ_TOPIC)
+
+#define ST_METADATA_REQ(X, S)                                                           \
+    X(S, ARRAY, topics, V(0), NUL(1), NT, 0, st_metadata_req_topic)                    \
+    X(S, BOOL, allow_auto_topic_creation, V(4), NN, NT, 1, _)                          \
+    X(S, BOOL, include_cluster_authorized_operations, VR(8, 10), NN, NT, 0, _)         \
+    X(S, BOOL, include_topic_authorized_operations, V(8), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_metadata_req, ST_METADATA_REQ)
+
+#define ST_METADATA_BROKER(X, S)                                                        \
+    X(S, INT32, node_id, V(0), NN, NT, 0, _)                                           \
+    X(S, STRING, host, V(0), NN, NT, 0, _)                                             \
+    X(S, INT32, port, V(0), NN, NT, 0, _)                                              \
+    X(S, STRING, rack, V(1), NUL(1), NT, ST_DEF_NULL, _)
+ST_SCHEMA_DECLARE(st_metadata_broker, ST_METADATA_BROKER)
+
+#define ST_METADATA_PARTITION(X, S)                                                     \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT32, leader_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, leader_epoch, V(7), NN, NT, -1, _)                                     \
+    X(S, ARRAY_INT32, replica_nodes, V(0), NN, NT, 0, _)                               \
+    X(S, ARRAY_INT32, isr_nodes, V(0), NN, NT, 0, _)                                   \
+    X(S, ARRAY_INT32, offline_replicas, V(5), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_metadata_partition, ST_METADATA_PARTITION)
+
+#define ST_METADATA_TOPIC(X, S)                                                         \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, name, V(0), NUL(12), NT, 0, _)                                        \
+    X(S, UUID, topic_id, V(10), NN, NT, 0, _)                                          \
+    X(S, BOOL, is_internal, V(1), NN, NT, 0, _)                                        \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_metadata_partition)                    \
+    X(S, INT32, topic_authorized_operations, V(8), NN, NT, INT32_MIN, _)
+ST_SCHEMA_DECLARE(st_metadata_topic, ST_METADATA_TOPIC)
+
+#define ST_METADATA_RESP(X, S)                                                          \
+    X(S, INT32, throttle_time_ms, V(3), NN, NT, 0, _)                                  \
+    X(S, ARRAY, brokers, V(0), NN, NT, 0, st_metadata_broker)                          \
+    X(S, STRING, cluster_id, V(2), NUL(2), NT, ST_DEF_NULL, _)                         \
+    X(S, INT32, controller_id, V(1), NN, NT, -1, _)                                    \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_metadata_topic)                            \
+    X(S, INT32, cluster_authorized_operations, VR(8, 10), NN, NT, INT32_MIN, _)
+ST_SCHEMA_DECLARE(st_metadata_resp, ST_METADATA_RESP)
+
+/* ---- Produce (0) ------------------------------------------------------ */
+#define ST_PRODUCE_REQ_PART(X, S)                                                       \
+    X(S, INT32, index, V(0), NN, NT, 0, _)                                             \
+    X(S, RECORDS, records, V(0), NUL(0), NT, 0, _)
+ST_SCHEMA_DECLARE(st_produce_req_part, ST_PRODUCE_REQ_PART)
+
+#define ST_PRODUCE_REQ_TOPIC(X, S)                                                      \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_produce_req_part)
+ST_SCHEMA_DECLARE(st_produce_req_topic, ST_PRODUCE_REQ_TOPIC)
+
+#define ST_PRODUCE_REQ(X, S)                                                            \
+    X(S, STRING, transactional_id, V(3), NUL(3), NT, ST_DEF_NULL, _)                   \
+    X(S, INT16, acks, V(0), NN, NT, 0, _)                                              \
+    X(S, INT32, timeout_ms, V(0), NN, NT, 0, _)                                        \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_produce_req_topic)
+ST_SCHEMA_DECLARE(st_produce_req, ST_PRODUCE_REQ)
+
+#define ST_LEADER_ID_EPOCH(X, S)                                                        \
+    X(S, INT32, leader_id, V(0), NN, NT, -1, _)                                        \
+    X(S, INT32, leader_epoch, V(0), NN, NT, -1, _)
+ST_SCHEMA_DECLARE(st_leader_id_epoch, ST_LEADER_ID_EPOCH)
+
+#define ST_PRODUCE_RECORD_ERROR(X, S)                                                   \
+    X(S, INT32, batch_index, V(8), NN, NT, 0, _)                                       \
+    X(S, STRING, message, V(8), NUL(8), NT, ST_DEF_NULL, _)
+ST_SCHEMA_DECLARE(st_produce_record_error, ST_PRODUCE_RECORD_ERROR)
+
+#define ST_PRODUCE_RESP_PART(X, S)                                                      \
+    X(S, INT32, index, V(0), NN, NT, 0, _)                                             \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, INT64, base_offset, V(0), NN, NT, 0, _)                                       \
+    X(S, INT64, log_append_time_ms, V(2), NN, NT, -1, _)                               \
+    X(S, INT64, log_start_offset, V(5), NN, NT, -1, _)                                 \
+    X(S, ARRAY, record_errors, V(8), NN, NT, 0, st_produce_record_error)               \
+    X(S, STRING, error_message, V(8), NUL(8), NT, ST_DEF_NULL, _)                      \
+    X(S, STRUCT, current_leader, V(10), NN, 0, 0, st_leader_id_epoch)
+ST_SCHEMA_DECLARE(st_produce_resp_part, ST_PRODUCE_RESP_PART)
+
+#define ST_PRODUCE_RESP_TOPIC(X, S)                                                     \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_produce_resp_part)
+ST_SCHEMA_DECLARE(st_produce_resp_topic, ST_PRODUCE_RESP_TOPIC)
+
+#define ST_NODE_ENDPOINT(X, S)                                                          \
+    X(S, INT32, node_id, V(0), NN, NT, 0, _)                                           \
+    X(S, STRING, host, V(0), NN, NT, 0, _)                                             \
+    X(S, INT32, port, V(0), NN, NT, 0, _)                                              \
+    X(S, STRING, rack, V(0), NUL(0), NT, ST_DEF_NULL, _)
+ST_SCHEMA_DECLARE(st_node_endpoint, ST_NODE_ENDPOINT)
+
+#define ST_PRODUCE_RESP(X, S)                                                           \
+    X(S, ARRAY, responses, V(0), NN, NT, 0, st_produce_resp_topic)                     \
+    X(S, INT32, throttle_time_ms, V(1), NN, NT, 0, _)                                  \
+    X(S, ARRAY, node_endpoints, V(10), NN, 0, 0, st_node_endpoint)
+ST_SCHEMA_DECLARE(st_produce_resp, ST_PRODUCE_RESP)
+
+/* ---- Fetch (1) -------------------------------------------------------- */
+#define ST_FETCH_REPLICA_STATE(X, S)                                                    \
+    X(S, INT32, replica_id, V(0), NN, NT, -1, _)                                       \
+    X(S, INT64, replica_epoch, V(0), NN, NT, -1, _)
+ST_SCHEMA_DECLARE(st_fetch_replica_state, ST_FETCH_REPLICA_STATE)
+
+#define ST_FETCH_REQ_PART(X, S)                                                         \
+    X(S, INT32, partition, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, current_leader_epoch, V(9), NN, NT, -1, _)                             \
+    X(S, INT64, fetch_offset, V(0), NN, NT, 0, _)                                      \
+    X(S, INT32, last_fetched_epoch, V(12), NN, NT, -1, _)                              \
+    X(S, INT64, log_start_offset, V(5), NN, NT, -1, _)                                 \
+    X(S, INT32, partition_max_bytes, V(0), NN, NT, 0, _)                               \
+    X(S, UUID, replica_directory_id, V(17), NN, 0, 0, _)
+ST_SCHEMA_DECLARE(st_fetch_req_part, ST_FETCH_REQ_PART)
+
+#define ST_FETCH_REQ_TOPIC(X, S)                                                        \
+    X(S, STRING, topic, VR(0, 12), NN, NT, 0, _)                                       \
+    X(S, UUID, topic_id, V(13), NN, NT, 0, _)                                          \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_fetch_req_part)
+ST_SCHEMA_DECLARE(st_fetch_req_topic, ST_FETCH_REQ_TOPIC)
+
+#define ST_FETCH_FORGOTTEN(X, S)                                                        \
+    X(S, STRING, topic, VR(7, 12), NN, NT, 0, _)                                       \
+    X(S, UUID, topic_id, V(13), NN, NT, 0, _)                                          \
+    X(S, ARRAY_INT32, partitions, V(7), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_fetch_forgotten, ST_FETCH_FORGOTTEN)
+
+#define ST_FETCH_REQ(X, S)                                                              \
+    X(S, STRING, cluster_id, V(12), NUL(12), 0, ST_DEF_NULL, _)                        \
+    X(S, INT32, replica_id, VR(0, 14), NN, NT, -1, _)                                  \
+    X(S, STRUCT, replica_state, V(15), NN, 1, 0, st_fetch_replica_state)               \
+    X(S, INT32, max_wait_ms, V(0), NN, NT, 0, _)                                       \
+    X(S, INT32, min_bytes, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, max_bytes, V(3), NN, NT, INT32_MAX, _)                                 \
+    X(S, INT8, isolation_level, V(4), NN, NT, 0, _)                                    \
+    X(S, INT32, session_id, V(7), NN, NT, 0, _)                                        \
+    X(S, INT32, session_epoch, V(7), NN, NT, -1, _)                                    \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_fetch_req_topic)                           \
+    X(S, ARRAY, forgotten_topics, V(7), NN, NT, 0, st_fetch_forgotten)                 \
+    X(S, STRING, rack_id, V(11), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_fetch_req, ST_FETCH_REQ)
+
+#define ST_EPOCH_END_OFFSET(X, S)                                                       \
+    X(S, INT32, epoch, V(0), NN, NT, -1, _)                                            \
+    X(S, INT64, end_offset, V(0), NN, NT, -1, _)
+ST_SCHEMA_DECLARE(st_epoch_end_offset, ST_EPOCH_END_OFFSET)
+
+#define ST_SNAPSHOT_ID(X, S)                                                            \
+    X(S, INT64, end_offset, V(0), NN, NT, -1, _)                                       \
+    X(S, INT32, epoch, V(0), NN, NT, -1, _)
+ST_SCHEMA_DECLARE(st_snapshot_id, ST_SNAPSHOT_ID)
+
+#define ST_ABORTED_TXN(X, S)                                                            \
+    X(S, INT64, producer_id, V(4), NN, NT, 0, _)                                       \
+    X(S, INT64, first_offset, V(4), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_aborted_txn, ST_ABORTED_TXN)
+
+#define ST_FETCH_RESP_PART(X, S)                                                        \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, INT64, high_watermark, V(0), NN, NT, 0, _)                                    \
+    X(S, INT64, last_stable_offset, V(4), NN, NT, -1, _)                               \
+    X(S, INT64, log_start_offset, V(5), NN, NT, -1, _)                                 \
+    X(S, STRUCT, diverging_epoch, V(12), NN, 0, 0, st_epoch_end_offset)                \
+    X(S, STRUCT, current_leader, V(12), NN, 1, 0, st_leader_id_epoch)                  \
+    X(S, STRUCT, snapshot_id, V(12), NN, 2, 0, st_snapshot_id)                         \
+    X(S, ARRAY, aborted_transactions, V(4), NUL(4), NT, ST_DEF_NULL, st_aborted_txn)   \
+    X(S, INT32, preferred_read_replica, V(11), NN, NT, -1, _)                          \
+    X(S, RECORDS, records, V(0), NUL(0), NT, 0, _)
+ST_SCHEMA_DECLARE(st_fetch_resp_part, ST_FETCH_RESP_PART)
+
+#define ST_FETCH_RESP_TOPIC(X, S)                                                       \
+    X(S, STRING, topic, VR(0, 12), NN, NT, 0, _)                                       \
+    X(S, UUID, topic_id, V(13), NN, NT, 0, _)                                          \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_fetch_resp_part)
+ST_SCHEMA_DECLARE(st_fetch_resp_topic, ST_FETCH_RESP_TOPIC)
+
+#define ST_FETCH_RESP(X, S)                                                             \
+    X(S, INT32, throttle_time_ms, V(1), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(7), NN, NT, 0, _)                                        \
+    X(S, INT32, session_id, V(7), NN, NT, 0, _)                                        \
+    X(S, ARRAY, responses, V(0), NN, NT, 0, st_fetch_resp_topic)                       \
+    X(S, ARRAY, node_endpoints, V(16), NN, 0, 0, st_node_endpoint)
+ST_SCHEMA_DECLARE(st_fetch_resp, ST_FETCH_RESP)
+
+/* ---- ListOffsets (2) -------------------------------------------------- */
+#define ST_LIST_OFFSETS_REQ_PART(X, S)                                                  \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT32, current_leader_epoch, V(4), NN, NT, -1, _)                             \
+    X(S, INT64, timestamp, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, max_num_offsets, VR(0, 0), NN, NT, 1, _)
+ST_SCHEMA_DECLARE(st_list_offsets_req_part, ST_LIST_OFFSETS_REQ_PART)
+
+#define ST_LIST_OFFSETS_REQ_TOPIC(X, S)                                                 \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_list_offsets_req_part)
+ST_SCHEMA_DECLARE(st_list_offsets_req_topic, ST_LIST_OFFSETS_REQ_TOPIC)
+
+#define ST_LIST_OFFSETS_REQ(X, S)                                                       \
+    X(S, INT32, replica_id, V(0), NN, NT, 0, _)                                        \
+    X(S, INT8, isolation_level, V(2), NN, NT, 0, _)                                    \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_list_offsets_req_topic)                    \
+    X(S, INT32, timeout_ms, V(10), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_list_offsets_req, ST_LIST_OFFSETS_REQ)
+
+#define ST_LIST_OFFSETS_RESP_PART(X, S)                                                 \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, ARRAY_INT64, old_style_offsets, VR(0, 0), NN, NT, 0, _)                       \
+    X(S, INT64, timestamp, V(1), NN, NT, -1, _)                                        \
+    X(S, INT64, offset, V(1), NN, NT, -1, _)                                           \
+    X(S, INT32, leader_epoch, V(4), NN, NT, -1, _)
+ST_SCHEMA_DECLARE(st_list_offsets_resp_part, ST_LIST_OFFSETS_RESP_PART)
+
+#define ST_LIST_OFFSETS_RESP_TOPIC(X, S)                                                \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_list_offsets_resp_part)
+ST_SCHEMA_DECLARE(st_list_offsets_resp_topic, ST_LIST_OFFSETS_RESP_TOPIC)
+
+#define ST_LIST_OFFSETS_RESP(X, S)                                                      \
+    X(S, INT32, throttle_time_ms, V(2), NN, NT, 0, _)                                  \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_list_offsets_resp_topic)
+ST_SCHEMA_DECLARE(st_list_offsets_resp, ST_LIST_OFFSETS_RESP)
+
+/* ---- CreateTopics (19) ------------------------------------------------ */
+#define ST_CREATE_TOPICS_ASSIGNMENT(X, S)                                               \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, ARRAY_INT32, broker_ids, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_create_topics_assignment, ST_CREATE_TOPICS_ASSIGNMENT)
+
+#define ST_CONFIG_KV(X, S)                                                              \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, STRING, value, V(0), NUL(0), NT, 0, _)
+ST_SCHEMA_DECLARE(st_config_kv, ST_CONFIG_KV)
+
+#define ST_CREATE_TOPICS_TOPIC(X, S)                                                    \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, INT32, num_partitions, V(0), NN, NT, 0, _)                                    \
+    X(S, INT16, replication_factor, V(0), NN, NT, 0, _)                                \
+    X(S, ARRAY, assignments, V(0), NN, NT, 0, st_create_topics_assignment)             \
+    X(S, ARRAY, configs, V(0), NN, NT, 0, st_config_kv)
+ST_SCHEMA_DECLARE(st_create_topics_topic, ST_CREATE_TOPICS_TOPIC)
+
+#define ST_CREATE_TOPICS_REQ(X, S)                                                      \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_create_topics_topic)                       \
+    X(S, INT32, timeout_ms, V(0), NN, NT, 60000, _)                                    \
+    X(S, BOOL, validate_only, V(1), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_create_topics_req, ST_CREATE_TOPICS_REQ)
+
+#define ST_CREATE_TOPICS_CONFIG(X, S)                                                   \
+    X(S, STRING, name, V(5), NN, NT, 0, _)                                             \
+    X(S, STRING, value, V(5), NUL(5), NT, 0, _)                                        \
+    X(S, BOOL, read_only, V(5), NN, NT, 0, _)                                          \
+    X(S, INT8, config_source, V(5), NN, NT, -1, _)                                     \
+    X(S, BOOL, is_sensitive, V(5), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_create_topics_config, ST_CREATE_TOPICS_CONFIG)
+
+#define ST_CREATE_TOPICS_RESULT(X, S)                                                   \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, UUID, topic_id, V(7), NN, NT, 0, _)                                           \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(1), NUL(0), NT, ST_DEF_NULL, _)                      \
+    X(S, INT16, topic_config_error_code, V(5), NN, 0, 0, _)                            \
+    X(S, INT32, num_partitions, V(5), NN, NT, -1, _)                                   \
+    X(S, INT16, replication_factor, V(5), NN, NT, -1, _)                               \
+    X(S, ARRAY, configs, V(5), NUL(5), NT, ST_DEF_NULL, st_create_topics_config)
+ST_SCHEMA_DECLARE(st_create_topics_result, ST_CREATE_TOPICS_RESULT)
+
+#define ST_CREATE_TOPICS_RESP(X, S)                                                     \
+    X(S, INT32, throttle_time_ms, V(2), NN, NT, 0, _)                                  \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_create_topics_result)
+ST_SCHEMA_DECLARE(st_create_topics_resp, ST_CREATE_TOPICS_RESP)
+
+/* ---- DeleteTopics (20) ------------------------------------------------ */
+#define ST_DELETE_TOPICS_STATE(X, S)                                                    \
+    X(S, STRING, name, V(6), NUL(6), NT, ST_DEF_NULL, _)                               \
+    X(S, UUID, topic_id, V(6), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_delete_topics_state, ST_DELETE_TOPICS_STATE)
+
+#define ST_DELETE_TOPICS_REQ(X, S)                                                      \
+    X(S, ARRAY, topics, V(6), NN, NT, 0, st_delete_topics_state)                       \
+    X(S, ARRAY_STRING, topic_names, VR(0, 5), NN, NT, 0, _)                            \
+    X(S, INT32, timeout_ms, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_delete_topics_req, ST_DELETE_TOPICS_REQ)
+
+#define ST_DELETE_TOPICS_RESULT(X, S)                                                   \
+    X(S, STRING, name, V(0), NUL(6), NT, 0, _)                                         \
+    X(S, UUID, topic_id, V(6), NN, NT, 0, _)                                           \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(5), NUL(5), NT, ST_DEF_NULL, _)
+ST_SCHEMA_DECLARE(st_delete_topics_result, ST_DELETE_TOPICS_RESULT)
+
+#define ST_DELETE_TOPICS_RESP(X, S)                                                     \
+    X(S, INT32, throttle_time_ms, V(1), NN, NT, 0, _)                                  \
+    X(S, ARRAY, responses, V(0), NN, NT, 0, st_delete_topics_result)
+ST_SCHEMA_DECLARE(st_delete_topics_resp, ST_DELETE_TOPICS_RESP)
+
+/* ---- DeleteRecords (21) ----------------------------------------------- */
+#define ST_DELETE_RECORDS_REQ_PART(X, S)                                                \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT64, offset, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_delete_records_req_part, ST_DELETE_RECORDS_REQ_PART)
+
+#define ST_DELETE_RECORDS_REQ_TOPIC(X, S)                                               \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_delete_records_req_part)
+ST_SCHEMA_DECLARE(st_delete_records_req_topic, ST_DELETE_RECORDS_REQ_TOPIC)
+
+#define ST_DELETE_RECORDS_REQ(X, S)                                                     \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_delete_records_req_topic)                  \
+    X(S, INT32, timeout_ms, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_delete_records_req, ST_DELETE_RECORDS_REQ)
+
+#define ST_DELETE_RECORDS_RESP_PART(X, S)                                               \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT64, low_watermark, V(0), NN, NT, 0, _)                                     \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_delete_records_resp_part, ST_DELETE_RECORDS_RESP_PART)
+
+#define ST_DELETE_RECORDS_RESP_TOPIC(X, S)                                              \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_delete_records_resp_part)
+ST_SCHEMA_DECLARE(st_delete_records_resp_topic, ST_DELETE_RECORDS_RESP_TOPIC)
+
+#define ST_DELETE_RECORDS_RESP(X, S)                                                    \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_delete_records_resp_topic)
+ST_SCHEMA_DECLARE(st_delete_records_resp, ST_DELETE_RECORDS_RESP)
+
+/* ---- DescribeConfigs (32) --------------------------------------------- */
+#define ST_DESCRIBE_CONFIGS_RESOURCE(X, S)                                              \
+    X(S, INT8, resource_type, V(0), NN, NT, 0, _)                                      \
+    X(S, STRING, resource_name, V(0), NN, NT, 0, _)                                    \
+    X(S, ARRAY_STRING, configuration_keys, V(0), NUL(0), NT, 0, _)
+ST_SCHEMA_DECLARE(st_describe_configs_resource, ST_DESCRIBE_CONFIGS_RESOURCE)
+
+#define ST_DESCRIBE_CONFIGS_REQ(X, S)                                                   \
+    X(S, ARRAY, resources, V(0), NN, NT, 0, st_describe_configs_resource)              \
+    X(S, BOOL, include_synonyms, V(1), NN, NT, 0, _)                                   \
+    X(S, BOOL, include_documentation, V(3), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_describe_configs_req, ST_DESCRIBE_CONFIGS_REQ)
+
+#define ST_DESCRIBE_CONFIGS_SYNONYM(X, S)                                               \
+    X(S, STRING, name, V(1), NN, NT, 0, _)                                             \
+    X(S, STRING, value, V(1), NUL(0), NT, 0, _)                                        \
+    X(S, INT8, source, V(1), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_describe_configs_synonym, ST_DESCRIBE_CONFIGS_SYNONYM)
+
+#define ST_DESCRIBE_CONFIGS_ENTRY(X, S)                                                 \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, STRING, value, V(0), NUL(0), NT, 0, _)                                        \
+    X(S, BOOL, read_only, V(0), NN, NT, 0, _)                                          \
+    X(S, BOOL, is_default, VR(0, 0), NN, NT, 0, _)                                     \
+    X(S, INT8, config_source, V(1), NN, NT, -1, _)                                     \
+    X(S, BOOL, is_sensitive, V(0), NN, NT, 0, _)                                       \
+    X(S, ARRAY, synonyms, V(1), NN, NT, 0, st_describe_configs_synonym)                \
+    X(S, INT8, config_type, V(3), NN, NT, 0, _)                                        \
+    X(S, STRING, documentation, V(3), NUL(0), NT, 0, _)
+ST_SCHEMA_DECLARE(st_describe_configs_entry, ST_DESCRIBE_CONFIGS_ENTRY)
+
+#define ST_DESCRIBE_CONFIGS_RESULT(X, S)                                                \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, ST_DEF_NULL, _)                      \
+    X(S, INT8, resource_type, V(0), NN, NT, 0, _)                                      \
+    X(S, STRING, resource_name, V(0), NN, NT, 0, _)                                    \
+    X(S, ARRAY, configs, V(0), NN, NT, 0, st_describe_configs_entry)
+ST_SCHEMA_DECLARE(st_describe_configs_result, ST_DESCRIBE_CONFIGS_RESULT)
+
+#define ST_DESCRIBE_CONFIGS_RESP(X, S)                                                  \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, ARRAY, results, V(0), NN, NT, 0, st_describe_configs_result)
+ST_SCHEMA_DECLARE(st_describe_configs_resp, ST_DESCRIBE_CONFIGS_RESP)
+
+/* ---- AlterConfigs (33) and IncrementalAlterConfigs (44) ---------------- */
+#define ST_ALTER_CONFIG(X, S)                                                           \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, STRING, value, V(0), NUL(0), NT, 0, _)
+ST_SCHEMA_DECLARE(st_alter_config, ST_ALTER_CONFIG)
+
+#define ST_ALTER_CONFIGS_RESOURCE(X, S)                                                 \
+    X(S, INT8, resource_type, V(0), NN, NT, 0, _)                                      \
+    X(S, STRING, resource_name, V(0), NN, NT, 0, _)                                    \
+    X(S, ARRAY, configs, V(0), NN, NT, 0, st_alter_config)
+ST_SCHEMA_DECLARE(st_alter_configs_resource, ST_ALTER_CONFIGS_RESOURCE)
+
+#define ST_ALTER_CONFIGS_REQ(X, S)                                                      \
+    X(S, ARRAY, resources, V(0), NN, NT, 0, st_alter_configs_resource)                 \
+    X(S, BOOL, validate_only, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_alter_configs_req, ST_ALTER_CONFIGS_REQ)
+
+#define ST_INCR_ALTER_CONFIG(X, S)                                                      \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, INT8, config_operation, V(0), NN, NT, 0, _)                                   \
+    X(S, STRING, value, V(0), NUL(0), NT, 0, _)
+ST_SCHEMA_DECLARE(st_incr_alter_config, ST_INCR_ALTER_CONFIG)
+
+#define ST_INCR_ALTER_CONFIGS_RESOURCE(X, S)                                            \
+    X(S, INT8, resource_type, V(0), NN, NT, 0, _)                                      \
+    X(S, STRING, resource_name, V(0), NN, NT, 0, _)                                    \
+    X(S, ARRAY, configs, V(0), NN, NT, 0, st_incr_alter_config)
+ST_SCHEMA_DECLARE(st_incr_alter_configs_resource, ST_INCR_ALTER_CONFIGS_RESOURCE)
+
+#define ST_INCR_ALTER_CONFIGS_REQ(X, S)                                                 \
+    X(S, ARRAY, resources, V(0), NN, NT, 0, st_incr_alter_configs_resource)            \
+    X(S, BOOL, validate_only, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_incr_alter_configs_req, ST_INCR_ALTER_CONFIGS_REQ)
+
+/* Both APIs answer with the same shape. */
+#define ST_ALTER_CONFIGS_RESULT(X, S)                                                   \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, ST_DEF_NULL, _)                      \
+    X(S, INT8, resource_type, V(0), NN, NT, 0, _)                                      \
+    X(S, STRING, resource_name, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_alter_configs_result, ST_ALTER_CONFIGS_RESULT)
+
+#define ST_ALTER_CONFIGS_RESP(X, S)                                                     \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, ARRAY, responses, V(0), NN, NT, 0, st_alter_configs_result)
+ST_SCHEMA_DECLARE(st_alter_configs_resp, ST_ALTER_CONFIGS_RESP)
+
+/* ---- CreatePartitions (37) -------------------------------------------- */
+#define ST_CREATE_PARTITIONS_ASSIGNMENT(X, S)                                           \
+    X(S, ARRAY_INT32, broker_ids, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_create_partitions_assignment, ST_CREATE_PARTITIONS_ASSIGNMENT)
+
+#define ST_CREATE_PARTITIONS_TOPIC(X, S)                                                \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, INT32, count, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, assignments, V(0), NUL(0), NT, 0, st_create_partitions_assignment)
+ST_SCHEMA_DECLARE(st_create_partitions_topic, ST_CREATE_PARTITIONS_TOPIC)
+
+#define ST_CREATE_PARTITIONS_REQ(X, S)                                                  \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_create_partitions_topic)                   \
+    X(S, INT32, timeout_ms, V(0), NN, NT, 0, _)                                        \
+    X(S, BOOL, validate_only, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_create_partitions_req, ST_CREATE_PARTITIONS_REQ)
+
+#define ST_CREATE_PARTITIONS_RESULT(X, S)                                               \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, ST_DEF_NULL, _)
+ST_SCHEMA_DECLARE(st_create_partitions_result, ST_CREATE_PARTITIONS_RESULT)
+
+#define ST_CREATE_PARTITIONS_RESP(X, S)                                                 \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, ARRAY, results, V(0), NN, NT, 0, st_create_partitions_result)
+ST_SCHEMA_DECLARE(st_create_partitions_resp, ST_CREATE_PARTITIONS_RESP)
+
+/* ---- DescribeCluster (60) --------------------------------------------- */
+#define ST_DESCRIBE_CLUSTER_REQ(X, S)                                                   \
+    X(S, BOOL, include_cluster_authorized_operations, V(0), NN, NT, 0, _)              \
+    X(S, INT8, endpoint_type, V(1), NN, NT, 1, _)
+ST_SCHEMA_DECLARE(st_describe_cluster_req, ST_DESCRIBE_CLUSTER_REQ)
+
+#define ST_DESCRIBE_CLUSTER_BROKER(X, S)                                                \
+    X(S, INT32, broker_id, V(0), NN, NT, 0, _)                                         \
+    X(S, STRING, host, V(0), NN, NT, 0, _)                                             \
+    X(S, INT32, port, V(0), NN, NT, 0, _)                                              \
+    X(S, STRING, rack, V(0), NUL(0), NT, ST_DEF_NULL, _)
+ST_SCHEMA_DECLARE(st_describe_cluster_broker, ST_DESCRIBE_CLUSTER_BROKER)
+
+#define ST_DESCRIBE_CLUSTER_RESP(X, S)                                                  \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, ST_DEF_NULL, _)                      \
+    X(S, INT8, endpoint_type, V(1), NN, NT, 1, _)                                      \
+    X(S, STRING, cluster_id, V(0), NN, NT, 0, _)                                       \
+    X(S, INT32, controller_id, V(0), NN, NT, -1, _)                                    \
+    X(S, ARRAY, brokers, V(0), NN, NT, 0, st_describe_cluster_broker)                  \
+    X(S, INT32, cluster_authorized_operations, V(0), NN, NT, INT32_MIN, _)
+ST_SCHEMA_DECLARE(st_describe_cluster_resp, ST_DESCRIBE_CLUSTER_RESP)
+
+/* Every schema above, for tests that walk them all: X(schema). */
+#define ST_ALL_SCHEMAS(X)                                                               \
+    X(st_api_versions_req) X(st_api_versions_key) X(st_api_versions_feature)           \
+    X(st_api_versions_resp) X(st_metadata_req_topic) X(st_metadata_req)                \
+    X(st_metadata_broker) X(st_metadata_partition) X(st_metadata_topic)                \
+    X(st_metadata_resp) X(st_produce_req_part) X(st_produce_req_topic)                 \
+    X(st_produce_req) X(st_leader_id_epoch) X(st_produce_record_error)                 \
+    X(st_produce_resp_part) X(st_produce_resp_topic) X(st_node_endpoint)               \
+    X(st_produce_resp) X(st_fetch_replica_state) X(st_fetch_req_part)                  \
+    X(st_fetch_req_topic) X(st_fetch_forgotten) X(st_fetch_req)                        \
+    X(st_epoch_end_offset) X(st_snapshot_id) X(st_aborted_txn)                         \
+    X(st_fetch_resp_part) X(st_fetch_resp_topic) X(st_fetch_resp)                      \
+    X(st_list_offsets_req_part) X(st_list_offsets_req_topic) X(st_list_offsets_req)    \
+    X(st_list_offsets_resp_part) X(st_list_offsets_resp_topic)                         \
+    X(st_list_offsets_resp) X(st_create_topics_assignment) X(st_config_kv)             \
+    X(st_create_topics_topic) X(st_create_topics_req) X(st_create_topics_config)       \
+    X(st_create_topics_result) X(st_create_topics_resp) X(st_delete_topics_state)      \
+    X(st_delete_topics_req) X(st_delete_topics_result) X(st_delete_topics_resp)        \
+    X(st_delete_records_req_part) X(st_delete_records_req_topic)                       \
+    X(st_delete_records_req) X(st_delete_records_resp_part)                            \
+    X(st_delete_records_resp_topic) X(st_delete_records_resp)                          \
+    X(st_describe_configs_resource) X(st_describe_configs_req)                         \
+    X(st_describe_configs_synonym) X(st_describe_configs_entry)                        \
+    X(st_describe_configs_result) X(st_describe_configs_resp) X(st_alter_config)       \
+    X(st_alter_configs_resource) X(st_alter_configs_req) X(st_incr_alter_config)       \
+    X(st_incr_alter_configs_resource) X(st_incr_alter_configs_req)                     \
+    X(st_alter_configs_result) X(st_alter_configs_resp)                                \
+    X(st_create_partitions_assignment) X(st_create_partitions_topic)                   \
+    X(st_create_partitions_req) X(st_create_partitions_result)                         \
+    X(st_create_partitions_resp) X(st_describe_cluster_req)                            \
+    X(st_describe_cluster_broker) X(st_describe_cluster_resp)
+
+#ifndef ST_MESSAGES_KEEP_DSL
+#undef V
+#undef VR
+#undef NN
+#undef NUL
+#undef NULR
+#undef NT
+#endif
+
+#endif /* ST_MESSAGES_H */
