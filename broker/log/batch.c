@@ -317,3 +317,41 @@ out:
     st_buf_fini(&plain);
     return e;
 }
+
+void st_batch_build(st_buf_t *out, const st_batch_record_t *recs, int n, int64_t timestamp_ms) {
+    size_t start = out->len;
+    uint8_t *h = st_buf_extend(out, ST_BATCH_HEADER_SIZE);
+    memset(h, 0, ST_BATCH_HEADER_SIZE);
+    for (int i = 0; i < n; i++) {
+        const st_batch_record_t *r = &recs[i];
+        int64_t body = 1 + (int64_t)st_varint_size(0) + (int64_t)st_varint_size(i) +
+                       (int64_t)st_varint_size(r->key_len) + (r->key_len > 0 ? r->key_len : 0) +
+                       (int64_t)st_varint_size(r->value_len) +
+                       (r->value_len > 0 ? r->value_len : 0) + (int64_t)st_varint_size(0);
+        st_buf_put_varint(out, body);
+        st_buf_put_i8(out, 0);       /* attributes */
+        st_buf_put_varint(out, 0);   /* timestamp delta */
+        st_buf_put_varint(out, i);   /* offset delta */
+        st_buf_put_varint(out, r->key_len);
+        if (r->key_len > 0) st_buf_put(out, r->key, (size_t)r->key_len);
+        st_buf_put_varint(out, r->value_len);
+        if (r->value_len > 0) st_buf_put(out, r->value, (size_t)r->value_len);
+        st_buf_put_varint(out, 0);   /* headers */
+    }
+    uint8_t *b = out->data + start;
+    size_t size = out->len - start;
+    st_be64_put(b, 0);
+    st_be32_put(b + ST_BATCH_LENGTH_OFFSET, (uint32_t)(size - ST_BATCH_LOG_OVERHEAD));
+    st_be32_put(b + ST_BATCH_EPOCH_OFFSET, (uint32_t)-1);
+    b[ST_BATCH_MAGIC_OFFSET] = 2;
+    st_be16_put(b + ST_BATCH_ATTR_OFFSET, 0);
+    st_be32_put(b + ST_BATCH_LAST_DELTA_OFFSET, (uint32_t)(n - 1));
+    st_be64_put(b + ST_BATCH_BASE_TS_OFFSET, (uint64_t)timestamp_ms);
+    st_be64_put(b + ST_BATCH_MAX_TS_OFFSET, (uint64_t)timestamp_ms);
+    st_be64_put(b + 43, (uint64_t)-1); /* producer id */
+    st_be16_put(b + 51, (uint16_t)-1); /* producer epoch */
+    st_be32_put(b + 53, (uint32_t)-1); /* base sequence */
+    st_be32_put(b + ST_BATCH_COUNT_OFFSET, (uint32_t)n);
+    st_be32_put(b + ST_BATCH_CRC_OFFSET,
+                st_crc32c(0, b + ST_BATCH_ATTR_OFFSET, size - ST_BATCH_ATTR_OFFSET));
+}

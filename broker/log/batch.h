@@ -120,4 +120,17 @@ st_err_t st_batch_decompress(const uint8_t *batch, int32_t size, st_buf_t *out);
 typedef int (*st_record_cb)(const st_record_t *r, void *arg);
 st_err_t st_batch_foreach_record(const uint8_t *batch, int32_t size, st_record_cb fn, void *arg);
 
+/* ---- building batches (the broker's own logs: metadata, offsets) ----- */
+
+typedef struct st_batch_record {
+    const void *key;
+    int32_t key_len; /* -1: null */
+    const void *value;
+    int32_t value_len; /* -1: null */
+} st_batch_record_t;
+
+/* Append one uncompressed batch holding recs to out; offsets start at 0
+ * (the log stamps the real base offset). */
+void st_batch_build(st_buf_t *out, const st_batch_record_t *recs, int n, int64_t timestamp_ms);
+
 #endif /* ST_BATCH_H */

@@ -415,7 +415,8 @@ static int seg_for_offset(st_log_t *log, int64_t offset) {
     return best;
 }
 
-st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, st_log_read_t *out) {
+st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
+                     st_log_read_t *out) {
     st_err_t e = ST_OK;
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&log->lock);
@@ -449,7 +450,11 @@ st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, st_log_re
             int64_t hwpos;
             if (st_log__seg_find(s, log->high_watermark, &hwpos, NULL) == ST_OK) end = hwpos;
         }
-        int64_t len = ST_MAX((int64_t)max_bytes, (int64_t)b.size);
+        int64_t len = max_bytes;
+        if (b.size > max_bytes) {
+            if (!min_one) break;
+            len = b.size;
+        }
         if (len > end - pos) len = end - pos;
         if (len > INT32_MAX) len = INT32_MAX;
         out->file = st_file_keep(s->file);
@@ -524,6 +529,15 @@ st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int6
     pthread_mutex_unlock(&log->lock);
     free(buf);
     return e;
+}
+
+int64_t st_log_max_timestamp(st_log_t *log) {
+    int64_t ts = -1;
+    pthread_mutex_lock(&log->lock);
+    for (int i = 0; i < log->nsegs; i++)
+        if (log->segs[i]->max_timestamp > ts) ts = log->segs[i]->max_timestamp;
+    pthread_mutex_unlock(&log->lock);
+    return ts;
 }
 
 int32_t st_log_epoch_for_offset(st_log_t *log, int64_t offset) {

@@ -125,9 +125,10 @@ st_err_t st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
 /* Move the high watermark (replica layer); clamped to the leo. */
 void st_log_set_high_watermark(st_log_t *log, int64_t hw);
 
-/* Read from offset up to max_bytes (the whole first batch even when larger,
- * KIP-74), stopping at the high watermark.  On success *file is a
- * reference the caller releases. */
+/* Read from offset up to max_bytes, stopping at the high watermark.  With
+ * min_one the first batch comes whole even when larger than max_bytes
+ * (KIP-74); without, such a batch gives an empty read.  On success *file,
+ * when set, is a reference the caller releases. */
 typedef struct st_log_read {
     st_file_t *file;
     int64_t pos;
@@ -137,11 +138,14 @@ typedef struct st_log_read {
     int64_t leo;
 } st_log_read_t;
 
-st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, st_log_read_t *out);
+st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
+                     st_log_read_t *out);
 
 /* First offset whose record timestamp is >= ts; ST_E_NOT_FOUND when none. */
 st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int64_t *found_ts,
                                 int32_t *epoch);
+/* The largest record timestamp below the high watermark (-1 when empty). */
+int64_t st_log_max_timestamp(st_log_t *log);
 /* The leader epoch of the batch holding offset (-1 when unknown). */
 int32_t st_log_epoch_for_offset(st_log_t *log, int64_t offset);
 /* Latest leader epoch in the epoch cache (-1 when empty). */

@@ -172,6 +172,8 @@ st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->cond, NULL);
     m->dirs = st_calloc((size_t)cfg->ndirs, sizeof *m->dirs);
+    m->ndirs = cfg->ndirs;
+    for (int i = 0; i < cfg->ndirs; i++) m->dirs[i].lock_fd = -1;
     m->clean = 1;
     st_err_t e = ST_OK;
     for (int i = 0; i < cfg->ndirs; i++) {
@@ -247,7 +249,6 @@ st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *
     *out = m;
     return ST_OK;
 fail:
-    m->ndirs = cfg->ndirs;
     for (int i = 0; i < m->ndirs; i++) {
         if (m->dirs[i].lock_fd >= 0) close(m->dirs[i].lock_fd);
         free(m->dirs[i].path);

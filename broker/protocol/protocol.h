@@ -195,8 +195,9 @@ static inline int st_str_eq(st_str_t a, const char *b) {
 /* Arrays from an arena */
 #define ST_ARRAY_ALLOC(arr, arena, count)                                                \
     do {                                                                               \
-        (arr).n = (int32_t)(count);                                                    \
-        (arr).v = st_arena_alloc((arena), sizeof(*(arr).v) * (size_t)((count) ? (count) : 1)); \
+        size_t st__count = (size_t)(count);                                            \
+        (arr).n = (int32_t)st__count;                                                  \
+        (arr).v = st_arena_alloc((arena), sizeof(*(arr).v) * (st__count ? st__count : 1)); \
     } while (0)
 
 /* ------------------------------------------------------------------------

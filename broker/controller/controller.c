@@ -1,0 +1,772 @@
+/*
+ * controller.c - the controller thread, the metadata log and the
+ * operations that write to it.
+ *
+ * Write path (one operation at a time, on the controller thread):
+ *
+ *   validate against the current image
+ *     -> encode records -> one batch -> append to __cluster_metadata
+ *     -> fsync -> decode the batch back and st_image_apply it
+ *     -> publish the new image -> listener (partitions follow)
+ *
+ * Applying what was decoded from the stored bytes (not the structs the
+ * operation built) keeps the live path and a replay identical.
+ */
+#include "controller.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+
+#define META_TOPIC "__cluster_metadata"
+
+typedef struct job {
+    struct job *next;
+    st_controller_job_cb fn;
+    void *arg;
+} job_t;
+
+struct st_controller {
+    st_controller_config_t cfg;
+    st_logmgr_t *logs;
+    st_log_t *log;
+    pthread_mutex_t lock; /* image pointer and job queue */
+    pthread_cond_t cond;
+    st_meta_image_t *image;
+    job_t *head, *tail;
+    int stopping;
+    pthread_t thread;
+    int started;
+    st_image_listener_cb listener;
+    void *listener_arg;
+    char cluster_id[64];
+};
+
+st_meta_image_t *st_controller_image(st_controller_t *c) {
+    pthread_mutex_lock(&c->lock);
+    st_meta_image_t *img = st_image_keep(c->image);
+    pthread_mutex_unlock(&c->lock);
+    return img;
+}
+
+const char *st_controller_cluster_id(const st_controller_t *c) { return c->cluster_id; }
+int32_t st_controller_id(const st_controller_t *c) { return c->cfg.broker->node_id; }
+
+static void publish(st_controller_t *c, st_meta_image_t *img) {
+    pthread_mutex_lock(&c->lock);
+    st_meta_image_t *old = c->image;
+    c->image = img;
+    pthread_mutex_unlock(&c->lock);
+    if (c->listener) c->listener(old, img, c->listener_arg);
+    st_image_release(old);
+}
+
+/* Decode every record of the batches in [p, p+len) and apply them batch by
+ * batch.  Used by replay and by commit. */
+typedef struct collect {
+    st_arena_t *arena;
+    st_mrec_t *recs;
+    int n, cap;
+    st_err_t err;
+} collect_t;
+
+static int collect_cb(const st_record_t *r, void *arg) {
+    collect_t *c = arg;
+    if (r->value_len <= 0) return 0;
+    if (c->n == c->cap) {
+        c->cap = c->cap ? c->cap * 2 : 16;
+        c->recs = st_realloc(c->recs, sizeof *c->recs * (size_t)c->cap);
+    }
+    st_err_t e = st_mrec_decode(r->value, (size_t)r->value_len, c->arena, &c->recs[c->n]);
+    if (e == ST_E_NOT_FOUND) return 0; /* a record type we do not know: skip */
+    if (e) {
+        c->err = e;
+        return 1;
+    }
+    c->n++;
+    return 0;
+}
+
+static st_err_t apply_batches(st_controller_t *c, const uint8_t *p, size_t len, int replay) {
+    size_t pos = 0;
+    while (pos + ST_BATCH_HEADER_SIZE <= len) {
+        st_batch_info_t b;
+        if (st_batch_header(p + pos, len - pos, &b) || (size_t)b.size > len - pos) break;
+        st_arena_t arena;
+        st_arena_init(&arena, 4096);
+        collect_t col = {&arena, NULL, 0, 0, ST_OK};
+        st_err_t e = st_batch_foreach_record(p + pos, b.size, collect_cb, &col);
+        if (!e) e = col.err;
+        if (e) {
+            free(col.recs);
+            st_arena_fini(&arena);
+            ST_ERROR("controller", "metadata batch at offset %lld cannot be decoded: %s",
+                     (long long)b.base_offset, st_err_msg(e));
+            return e;
+        }
+        st_meta_image_t *img = st_image_apply(c->image, col.recs, col.n, st_batch_last_offset(&b));
+        free(col.recs);
+        st_arena_fini(&arena);
+        if (replay) {
+            st_image_release(c->image);
+            c->image = img;
+        } else {
+            publish(c, img);
+        }
+        pos += (size_t)b.size;
+    }
+    return ST_OK;
+}
+
+static st_err_t replay(st_controller_t *c) {
+    st_log_offsets_t o;
+    st_log_offsets(c->log, &o);
+    int64_t offset = o.log_start_offset;
+    uint8_t *buf = NULL;
+    int64_t nrec = 0;
+    while (offset < o.high_watermark) {
+        st_log_read_t rd;
+        st_err_t e = st_log_read(c->log, offset, 1 << 20, 1, &rd);
+        if (e || !rd.file || rd.len <= 0) {
+            if (rd.file) st_file_release(rd.file);
+            free(buf);
+            return e ? e : ST_E_CORRUPT;
+        }
+        buf = st_realloc(buf, (size_t)rd.len);
+        size_t got = 0;
+        st_pread_all(rd.file->fd, buf, (size_t)rd.len, rd.pos, &got);
+        st_file_release(rd.file);
+        /* only whole batches: the tail of a read may cut one */
+        size_t whole = 0;
+        int64_t next = offset;
+        while (whole + ST_BATCH_HEADER_SIZE <= got) {
+            st_batch_info_t b;
+            if (st_batch_header(buf + whole, got - whole, &b) || whole + (size_t)b.size > got) break;
+            next = st_batch_last_offset(&b) + 1;
+            whole += (size_t)b.size;
+            nrec++;
+        }
+        if (whole == 0) {
+            free(buf);
+            return ST_E_CORRUPT;
+        }
+        e = apply_batches(c, buf, whole, 1);
+        if (e) {
+            free(buf);
+            return e;
+        }
+        offset = next;
+    }
+    free(buf);
+    ST_INFO("controller", "replayed %lld metadata batches up to offset %lld: %d topics, %d brokers",
+            (long long)nrec, (long long)(o.high_watermark - 1), c->image->ntopics,
+            c->image->nbrokers);
+    return ST_OK;
+}
+
+/* Encode, append, sync, apply, publish. */
+typedef struct pending {
+    st_buf_t values[1]; /* record values, back to back */
+    size_t *ends;
+    int n, cap;
+} pending_t;
+
+static void pending_init(pending_t *p) {
+    memset(p, 0, sizeof *p);
+    st_buf_init(&p->values[0]);
+}
+
+static void pending_add(pending_t *p, int type, int version, const void *rec) {
+    st_mrec_encode(type, version, rec, &p->values[0]);
+    if (p->n == p->cap) {
+        p->cap = p->cap ? p->cap * 2 : 8;
+        p->ends = st_realloc(p->ends, sizeof *p->ends * (size_t)p->cap);
+    }
+    p->ends[p->n++] = p->values[0].len;
+}
+
+static void pending_fini(pending_t *p) {
+    st_buf_fini(&p->values[0]);
+    free(p->ends);
+}
+
+static st_err_t commit(st_controller_t *c, pending_t *p) {
+    if (p->n == 0) return ST_OK;
+    st_batch_record_t *recs = st_calloc((size_t)p->n, sizeof *recs);
+    size_t start = 0;
+    for (int i = 0; i < p->n; i++) {
+        recs[i].key = NULL;
+        recs[i].key_len = -1;
+        recs[i].value = p->values[0].data + start;
+        recs[i].value_len = (int32_t)(p->ends[i] - start);
+        start = p->ends[i];
+    }
+    st_buf_t batch;
+    st_buf_init(&batch);
+    st_batch_build(&batch, recs, p->n, st_now_ms());
+    free(recs);
+    st_append_info_t info;
+    st_err_t e = st_log_append(c->log, batch.data, batch.len, 0, st_now_ms(), &info);
+    if (!e) e = st_log_flush(c->log);
+    if (!e) {
+        st_log_set_high_watermark(c->log, info.last_offset + 1);
+        e = apply_batches(c, batch.data, batch.len, 0);
+    }
+    if (e) ST_ERROR("controller", "cannot write the metadata log: %s", st_err_msg(e));
+    st_buf_fini(&batch);
+    return e;
+}
+
+/* ---- thread ----------------------------------------------------------- */
+
+void st_controller_submit(st_controller_t *c, st_controller_job_cb fn, void *arg) {
+    job_t *j = st_malloc(sizeof *j);
+    j->next = NULL;
+    j->fn = fn;
+    j->arg = arg;
+    pthread_mutex_lock(&c->lock);
+    if (c->tail) c->tail->next = j;
+    else c->head = j;
+    c->tail = j;
+    pthread_cond_signal(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void *controller_main(void *arg) {
+    st_controller_t *c = arg;
+    st_thread_set_name("controller");
+    pthread_mutex_lock(&c->lock);
+    for (;;) {
+        while (!c->head && !c->stopping) pthread_cond_wait(&c->cond, &c->lock);
+        job_t *j = c->head;
+        if (!j) break;
+        c->head = j->next;
+        if (!c->head) c->tail = NULL;
+        pthread_mutex_unlock(&c->lock);
+        j->fn(c, j->arg);
+        free(j);
+        pthread_mutex_lock(&c->lock);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+/* ---- broker registration ------------------------------------------------ */
+
+static st_err_t register_self(st_controller_t *c) {
+    const st_broker_config_t *b = c->cfg.broker;
+    st_mrec_register_broker_t r;
+    st_schema_defaults(&st_mrec_register_broker_schema, &r);
+    r.broker_id = b->node_id;
+    st_random_bytes(&r.incarnation_id, sizeof r.incarnation_id);
+    r.broker_epoch = c->image->offset + 1;
+    st_mrec_endpoint_t *eps = st_calloc((size_t)c->cfg.nadvertised + 1, sizeof *eps);
+    for (int i = 0; i < c->cfg.nadvertised; i++) {
+        eps[i].name = st_str(c->cfg.advertised[i].name);
+        eps[i].host = st_str(c->cfg.advertised[i].host);
+        eps[i].port = (uint16_t)c->cfg.advertised[i].port;
+        eps[i].security_protocol = 0; /* PLAINTEXT */
+    }
+    r.endpoints.v = eps;
+    r.endpoints.n = c->cfg.nadvertised;
+    r.features.n = 0;
+    r.rack = ST_STR_NULL;
+    r.fenced = 0;
+    pending_t p;
+    pending_init(&p);
+    pending_add(&p, ST_MREC_REGISTER_BROKER, 0, &r);
+    st_err_t e = commit(c, &p);
+    pending_fini(&p);
+    free(eps);
+    return e;
+}
+
+st_err_t st_controller_open(const st_controller_config_t *cfg, st_logmgr_t *logs,
+                            st_image_listener_cb listener, void *arg, st_controller_t **out,
+                            char *err, size_t errlen) {
+    st_controller_t *c = st_calloc(1, sizeof *c);
+    c->cfg = *cfg;
+    c->logs = logs;
+    snprintf(c->cluster_id, sizeof c->cluster_id, "%s", cfg->cluster_id);
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cond, NULL);
+    c->image = st_image_apply(NULL, NULL, 0, -1);
+    st_log_config_t lc = {
+        .segment_bytes = cfg->broker->metadata_log_segment_bytes,
+        .segment_ms = INT64_MAX,
+        .retention_ms = -1,
+        .retention_bytes = -1,
+        .index_interval_bytes = 4096,
+        .segment_index_bytes = 10 << 20,
+        .max_message_bytes = 8 << 20,
+        .log_append_time = 0,
+        .ts_before_max_ms = INT64_MAX,
+        .ts_after_max_ms = INT64_MAX,
+        .delete_policy = 0,
+    };
+    st_err_t e = st_logmgr_open_log(logs, META_TOPIC, 0, NULL, &lc, &c->log);
+    if (e) {
+        snprintf(err, errlen, "cannot open the metadata log: %s", st_err_msg(e));
+        goto fail;
+    }
+    e = replay(c);
+    if (e) {
+        snprintf(err, errlen, "cannot replay the metadata log: %s", st_err_msg(e));
+        goto fail;
+    }
+    /* The listener learns the replayed state before anything else. */
+    c->listener = listener;
+    c->listener_arg = arg;
+    if (listener) listener(NULL, c->image, arg);
+    e = register_self(c);
+    if (e) {
+        snprintf(err, errlen, "cannot register this broker: %s", st_err_msg(e));
+        goto fail;
+    }
+    *out = c;
+    return ST_OK;
+fail:
+    st_controller_close(c);
+    return e;
+}
+
+void st_controller_start(st_controller_t *c) {
+    pthread_create(&c->thread, NULL, controller_main, c);
+    c->started = 1;
+}
+
+void st_controller_close(st_controller_t *c) {
+    if (!c) return;
+    pthread_mutex_lock(&c->lock);
+    c->stopping = 1;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    if (c->started) pthread_join(c->thread, NULL);
+    if (c->log) st_log_release(c->log);
+    st_image_release(c->image);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->cond);
+    free(c);
+}
+
+/* ---- operations --------------------------------------------------------- */
+
+static int topic_name_ok(const char *n, size_t len, char *why, size_t whylen) {
+    if (len == 0 || len > 249) {
+        snprintf(why, whylen, "Topic name must be 1 to 249 characters long");
+        return 0;
+    }
+    if ((len == 1 && n[0] == '.') || (len == 2 && n[0] == '.' && n[1] == '.')) {
+        snprintf(why, whylen, "Topic name cannot be \".\" or \"..\"");
+        return 0;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)n[i];
+        if (!isalnum(ch) && ch != '.' && ch != '_' && ch != '-') {
+            snprintf(why, whylen,
+                     "Topic name \"%.*s\" is illegal, it contains a character other than ASCII "
+                     "alphanumerics, '.', '_' and '-'",
+                     (int)len, n);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Kafka refuses names that differ only by '.' versus '_' (metric names
+ * would collide). */
+static const st_meta_topic_t *colliding_topic(const st_meta_image_t *img, const char *n,
+                                              size_t len) {
+    for (int i = 0; i < img->ntopics; i++) {
+        const char *m = img->topics[i]->name;
+        if (strlen(m) != len) continue;
+        size_t k;
+        for (k = 0; k < len; k++) {
+            char a = n[k] == '.' ? '_' : n[k], b = m[k] == '.' ? '_' : m[k];
+            if (a != b) break;
+        }
+        if (k == len) return img->topics[i];
+    }
+    return NULL;
+}
+
+static int live_brokers(const st_meta_image_t *img, int32_t *ids, int max) {
+    int n = 0;
+    for (int i = 0; i < img->nbrokers && n < max; i++)
+        if (!img->brokers[i].fenced) ids[n++] = img->brokers[i].id;
+    return n;
+}
+
+static void add_partition_record(pending_t *p, const st_uuid_t *tid, int32_t index,
+                                 const int32_t *replicas, int n) {
+    st_mrec_partition_t r;
+    st_schema_defaults(&st_mrec_partition_schema, &r);
+    r.partition_id = index;
+    r.topic_id = *tid;
+    r.replicas.v = (int32_t *)replicas;
+    r.replicas.n = n;
+    r.isr.v = (int32_t *)replicas;
+    r.isr.n = n;
+    r.leader = replicas[0];
+    r.leader_epoch = 0;
+    r.partition_epoch = 0;
+    pending_add(p, ST_MREC_PARTITION, 0, &r);
+}
+
+void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int validate_only,
+                                st_op_result_t *res) {
+    memset(res, 0, sizeof *res);
+    const st_broker_config_t *b = c->cfg.broker;
+    st_meta_image_t *img = c->image;
+    if (!topic_name_ok(t->name, t->name_len, res->message, sizeof res->message)) {
+        res->error = ST_E_INVALID_TOPIC_EXCEPTION;
+        return;
+    }
+    if (st_image_topic(img, t->name, t->name_len)) {
+        res->error = ST_E_TOPIC_ALREADY_EXISTS;
+        snprintf(res->message, sizeof res->message, "Topic '%.*s' already exists.",
+                 (int)t->name_len, t->name);
+        return;
+    }
+    const st_meta_topic_t *col = colliding_topic(img, t->name, t->name_len);
+    if (col) {
+        res->error = ST_E_INVALID_TOPIC_EXCEPTION;
+        snprintf(res->message, sizeof res->message,
+                 "Topic '%.*s' collides with existing topic: %s", (int)t->name_len, t->name,
+                 col->name);
+        return;
+    }
+    int32_t brokers[256];
+    int nb = live_brokers(img, brokers, 256);
+    int32_t nparts = t->num_partitions;
+    int rf = t->replication_factor;
+    if (t->nassignments > 0) {
+        if (nparts != -1 || rf != -1) {
+            res->error = ST_E_INVALID_REQUEST;
+            snprintf(res->message, sizeof res->message,
+                     "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                     "Both cannot be used at the same time.");
+            return;
+        }
+        nparts = t->nassignments;
+        rf = t->assignment_sizes[0];
+        for (int i = 0; i < t->nassignments; i++) {
+            if (t->assignment_sizes[i] != rf || rf == 0) {
+                res->error = ST_E_INVALID_REPLICA_ASSIGNMENT;
+                snprintf(res->message, sizeof res->message,
+                         "All partitions must have the same, nonzero number of replicas.");
+                return;
+            }
+            for (int k = 0; k < rf; k++) {
+                int found = 0;
+                for (int j = 0; j < nb; j++) found |= brokers[j] == t->assignments[i][k];
+                if (!found) {
+                    res->error = ST_E_INVALID_REPLICA_ASSIGNMENT;
+                    snprintf(res->message, sizeof res->message,
+                             "Replica assignment names broker %d, which is not registered.",
+                             (int)t->assignments[i][k]);
+                    return;
+                }
+            }
+        }
+    } else {
+        if (nparts == -1) nparts = b->num_partitions;
+        if (rf == -1) rf = b->default_replication_factor;
+    }
+    if (nparts <= 0 || nparts > 100000) {
+        res->error = ST_E_INVALID_PARTITIONS;
+        snprintf(res->message, sizeof res->message, "Number of partitions was set to an invalid "
+                 "non-positive value.");
+        return;
+    }
+    if (rf <= 0) {
+        res->error = ST_E_INVALID_REPLICATION_FACTOR;
+        snprintf(res->message, sizeof res->message,
+                 "Replication factor must be larger than 0, or -1 to use the default value.");
+        return;
+    }
+    if (rf > nb) {
+        res->error = ST_E_INVALID_REPLICATION_FACTOR;
+        snprintf(res->message, sizeof res->message,
+                 "Unable to replicate the partition %d time(s): The target replication factor of "
+                 "%d cannot be reached because only %d broker(s) are registered.",
+                 rf, rf, nb);
+        return;
+    }
+    st_topic_config_t tc;
+    char why[256];
+    if (st_topic_config_build(b, t->configs, t->nconfigs, &tc, why, sizeof why)) {
+        res->error = ST_E_INVALID_CONFIG;
+        snprintf(res->message, sizeof res->message, "%s", why);
+        return;
+    }
+    st_topic_config_fini(&tc);
+    res->num_partitions = nparts;
+    res->replication_factor = (int16_t)rf;
+    if (validate_only) return;
+
+    st_uuid_random(&res->topic_id);
+    pending_t p;
+    pending_init(&p);
+    st_mrec_topic_t tr = {{t->name, (int32_t)t->name_len}, res->topic_id};
+    pending_add(&p, ST_MREC_TOPIC, 0, &tr);
+    int32_t reps[256];
+    for (int32_t i = 0; i < nparts; i++) {
+        if (t->nassignments > 0) {
+            add_partition_record(&p, &res->topic_id, i, t->assignments[i], rf);
+        } else {
+            for (int k = 0; k < rf; k++) reps[k] = brokers[(i + k) % nb];
+            add_partition_record(&p, &res->topic_id, i, reps, rf);
+        }
+    }
+    for (int i = 0; i < t->nconfigs; i++) {
+        if (!t->configs[i].value) continue;
+        st_mrec_config_t cr = {ST_RESOURCE_TOPIC, {t->name, (int32_t)t->name_len},
+                               st_str(t->configs[i].name), st_str(t->configs[i].value)};
+        pending_add(&p, ST_MREC_CONFIG, 0, &cr);
+    }
+    st_err_t e = commit(c, &p);
+    pending_fini(&p);
+    if (e) {
+        res->error = ST_E_KAFKA_STORAGE_ERROR;
+        snprintf(res->message, sizeof res->message, "metadata log write failed: %s", st_err_msg(e));
+        return;
+    }
+    ST_INFO("controller", "created topic %.*s with %d partitions (replication factor %d)",
+            (int)t->name_len, t->name, (int)nparts, rf);
+}
+
+void st_controller_delete_topic(st_controller_t *c, const char *name, size_t len,
+                                const st_uuid_t *id, st_op_result_t *res) {
+    memset(res, 0, sizeof *res);
+    const st_meta_topic_t *t = name ? st_image_topic(c->image, name, len)
+                                    : st_image_topic_by_id(c->image, id);
+    if (!t) {
+        res->error = name ? ST_E_UNKNOWN_TOPIC_OR_PARTITION : ST_E_UNKNOWN_TOPIC_ID;
+        snprintf(res->message, sizeof res->message, "This server does not host this topic.");
+        return;
+    }
+    if (!c->cfg.broker->delete_topic_enable) {
+        res->error = ST_E_TOPIC_DELETION_DISABLED;
+        snprintf(res->message, sizeof res->message, "Topic deletion is disabled.");
+        return;
+    }
+    res->topic_id = t->id;
+    char *tname = st_strdup(t->name);
+    pending_t p;
+    pending_init(&p);
+    st_mrec_remove_topic_t r = {t->id};
+    pending_add(&p, ST_MREC_REMOVE_TOPIC, 0, &r);
+    st_err_t e = commit(c, &p);
+    pending_fini(&p);
+    if (e) {
+        res->error = ST_E_KAFKA_STORAGE_ERROR;
+        snprintf(res->message, sizeof res->message, "metadata log write failed");
+    } else {
+        ST_INFO("controller", "deleted topic %s", tname);
+    }
+    free(tname);
+}
+
+void st_controller_create_partitions(st_controller_t *c, const char *name, size_t len,
+                                     int32_t count, int validate_only, st_op_result_t *res) {
+    memset(res, 0, sizeof *res);
+    const st_meta_topic_t *t = st_image_topic(c->image, name, len);
+    if (!t) {
+        res->error = ST_E_UNKNOWN_TOPIC_OR_PARTITION;
+        snprintf(res->message, sizeof res->message, "The topic '%.*s' does not exist.", (int)len,
+                 name);
+        return;
+    }
+    if (count <= t->nparts) {
+        res->error = ST_E_INVALID_PARTITIONS;
+        snprintf(res->message, sizeof res->message,
+                 "Topic currently has %d partitions, which is higher than or equal to the "
+                 "requested %d.",
+                 t->nparts, (int)count);
+        return;
+    }
+    if (count > 100000) {
+        res->error = ST_E_INVALID_PARTITIONS;
+        snprintf(res->message, sizeof res->message, "Too many partitions requested.");
+        return;
+    }
+    if (validate_only) return;
+    int32_t brokers[256];
+    int nb = live_brokers(c->image, brokers, 256);
+    int rf = t->nparts ? t->parts[0].nreplicas : 1;
+    if (rf > nb) {
+        res->error = ST_E_INVALID_REPLICATION_FACTOR;
+        snprintf(res->message, sizeof res->message, "Not enough brokers for replication factor %d.",
+                 rf);
+        return;
+    }
+    st_uuid_t tid = t->id;
+    pending_t p;
+    pending_init(&p);
+    int32_t reps[256];
+    for (int32_t i = t->nparts; i < count; i++) {
+        for (int k = 0; k < rf; k++) reps[k] = brokers[(i + k) % nb];
+        add_partition_record(&p, &tid, i, reps, rf);
+    }
+    st_err_t e = commit(c, &p);
+    pending_fini(&p);
+    if (e) {
+        res->error = ST_E_KAFKA_STORAGE_ERROR;
+        snprintf(res->message, sizeof res->message, "metadata log write failed");
+    }
+}
+
+/* list helpers for APPEND / SUBTRACT on comma-separated values */
+static char *list_edit(const char *cur, const char *item, size_t ilen, int add) {
+    int n = 0;
+    char **v = st_split_csv(cur ? cur : "", &n);
+    st_buf_t out;
+    st_buf_init(&out);
+    int present = 0;
+    for (int i = 0; i < n; i++) {
+        int same = strlen(v[i]) == ilen && !memcmp(v[i], item, ilen);
+        present |= same;
+        if (same && !add) continue;
+        st_buf_printf(&out, "%s%s", out.len ? "," : "", v[i]);
+    }
+    if (add && !present) st_buf_printf(&out, "%s%.*s", out.len ? "," : "", (int)ilen, item);
+    st_buf_put(&out, "", 1);
+    st_free_strv(v, n);
+    char *s = st_strdup((char *)out.data);
+    st_buf_fini(&out);
+    return s;
+}
+
+void st_controller_alter_configs(st_controller_t *c, int resource_type, const char *name,
+                                 size_t len, const st_config_change_t *changes, int n,
+                                 int replace_all, int validate_only, st_op_result_t *res) {
+    memset(res, 0, sizeof *res);
+    if (resource_type == ST_RESOURCE_BROKER || resource_type == ST_RESOURCE_BROKER_LOGGER) {
+        res->error = ST_E_INVALID_REQUEST;
+        snprintf(res->message, sizeof res->message,
+                 "Broker settings are static in Strata: change them in the properties file or "
+                 "with --override and restart.");
+        return;
+    }
+    if (resource_type != ST_RESOURCE_TOPIC) {
+        res->error = ST_E_INVALID_REQUEST;
+        snprintf(res->message, sizeof res->message, "Unsupported resource type %d.", resource_type);
+        return;
+    }
+    const st_meta_topic_t *t = st_image_topic(c->image, name, len);
+    if (!t) {
+        res->error = ST_E_UNKNOWN_TOPIC_OR_PARTITION;
+        snprintf(res->message, sizeof res->message, "Topic '%.*s' does not exist.", (int)len, name);
+        return;
+    }
+    /* The new override set: start from the current one (or nothing when
+     * every key is replaced), then apply each change. */
+    int cap = t->nconfigs + n + 1, cnt = 0;
+    st_kv_t *kv = st_calloc((size_t)cap, sizeof *kv);
+    if (!replace_all)
+        for (int i = 0; i < t->nconfigs; i++) {
+            kv[cnt].name = st_strdup(t->configs[i].name);
+            kv[cnt].value = st_strdup(t->configs[i].value);
+            cnt++;
+        }
+    for (int i = 0; i < n && !res->error; i++) {
+        const st_config_change_t *ch = &changes[i];
+        char *key = st_strndup(ch->name, ch->name_len);
+        if (!st_cfg_lookup(&st_topic_config_table, key)) {
+            res->error = ST_E_INVALID_CONFIG;
+            snprintf(res->message, sizeof res->message, "Unknown topic config name: %s", key);
+            free(key);
+            break;
+        }
+        int k;
+        for (k = 0; k < cnt; k++)
+            if (!strcmp(kv[k].name, key)) break;
+        if (k == cnt) {
+            kv[cnt].name = key;
+            kv[cnt].value = NULL;
+            cnt++;
+        } else {
+            free(key);
+        }
+        char *nv = NULL;
+        switch (ch->op) {
+        case ST_CFGOP_SET:
+            if (!ch->value) {
+                res->error = ST_E_INVALID_REQUEST;
+                snprintf(res->message, sizeof res->message, "Null value not supported for: %s",
+                         kv[k].name);
+                break;
+            }
+            nv = st_strndup(ch->value, ch->value_len);
+            break;
+        case ST_CFGOP_DELETE: nv = NULL; break;
+        case ST_CFGOP_APPEND:
+        case ST_CFGOP_SUBTRACT: {
+            const char *cur = kv[k].value;
+            char dflt[256];
+            if (!cur) {
+                st_topic_config_t tc;
+                char why[128];
+                if (!st_topic_config_build(c->cfg.broker, NULL, 0, &tc, why, sizeof why)) {
+                    st_cfg_format(st_cfg_lookup(&st_topic_config_table, kv[k].name), &tc, dflt,
+                                  sizeof dflt);
+                    st_topic_config_fini(&tc);
+                    cur = dflt;
+                }
+            }
+            nv = list_edit(cur, ch->value ? ch->value : "", ch->value ? ch->value_len : 0,
+                           ch->op == ST_CFGOP_APPEND);
+            break;
+        }
+        default:
+            res->error = ST_E_INVALID_REQUEST;
+            snprintf(res->message, sizeof res->message, "Unknown config operation %d", ch->op);
+            break;
+        }
+        free(kv[k].value);
+        kv[k].value = nv;
+    }
+    if (!res->error) {
+        st_topic_config_t tc;
+        char why[256];
+        if (st_topic_config_build(c->cfg.broker, kv, cnt, &tc, why, sizeof why)) {
+            res->error = ST_E_INVALID_CONFIG;
+            snprintf(res->message, sizeof res->message, "%s", why);
+        } else {
+            st_topic_config_fini(&tc);
+        }
+    }
+    if (!res->error && !validate_only) {
+        pending_t p;
+        pending_init(&p);
+        /* removed keys: present before, absent now */
+        for (int i = 0; i < t->nconfigs; i++) {
+            int k;
+            for (k = 0; k < cnt; k++)
+                if (!strcmp(kv[k].name, t->configs[i].name) && kv[k].value) break;
+            if (k == cnt) {
+                st_mrec_config_t cr = {ST_RESOURCE_TOPIC, {name, (int32_t)len},
+                                       st_str(t->configs[i].name), ST_STR_NULL};
+                pending_add(&p, ST_MREC_CONFIG, 0, &cr);
+            }
+        }
+        for (int k = 0; k < cnt; k++) {
+            if (!kv[k].value) continue;
+            const char *old = st_meta_topic_config(t, kv[k].name);
+            if (old && !strcmp(old, kv[k].value)) continue;
+            st_mrec_config_t cr = {ST_RESOURCE_TOPIC, {name, (int32_t)len}, st_str(kv[k].name),
+                                   st_str(kv[k].value)};
+            pending_add(&p, ST_MREC_CONFIG, 0, &cr);
+        }
+        if (commit(c, &p)) {
+            res->error = ST_E_KAFKA_STORAGE_ERROR;
+            snprintf(res->message, sizeof res->message, "metadata log write failed");
+        }
+        pending_fini(&p);
+    }
+    for (int i = 0; i < cnt; i++) {
+        free(kv[i].name);
+        free(kv[i].value);
+    }
+    free(kv);
+}

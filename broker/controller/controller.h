@@ -1,0 +1,147 @@
+/*
+ * controller.h - cluster metadata as a log of records (KRaft-style).
+ *
+ * The controller owns the __cluster_metadata log (partition 0).  Every
+ * change (topic created, partition added, config set, topic removed,
+ * broker registered) is written there as one record batch, made durable,
+ * then applied by one deterministic state machine (st_image_apply) that
+ * produces a new immutable image.  A restart replays the log through the
+ * same function.  A single node is a quorum of one; replicating this log
+ * through Raft later changes how a batch becomes committed, not what is
+ * stored or how it is applied.
+ *
+ * Threads: all writes run on the controller thread, one after another
+ * (st_controller_submit).  Images are immutable and refcounted: any thread
+ * takes one with st_controller_image and releases it when done.
+ */
+#ifndef ST_CONTROLLER_H
+#define ST_CONTROLLER_H
+
+#include "config.h"
+#include "log.h"
+#include "records.h"
+
+typedef struct st_meta_partition {
+    int32_t id;
+    int32_t leader;
+    int32_t leader_epoch;
+    int32_t partition_epoch;
+    int32_t *replicas;
+    int nreplicas;
+    int32_t *isr;
+    int nisr;
+} st_meta_partition_t;
+
+typedef struct st_meta_topic {
+    int refs;
+    char *name;
+    st_uuid_t id;
+    int internal;
+    st_meta_partition_t *parts;
+    int nparts;
+    st_kv_t *configs; /* overrides, sorted by name */
+    int nconfigs;
+} st_meta_topic_t;
+
+typedef struct st_meta_broker {
+    int32_t id;
+    char *host;
+    int32_t port;
+    char *rack;
+    int64_t epoch;
+    int fenced;
+} st_meta_broker_t;
+
+typedef struct st_meta_image {
+    int refs;
+    int64_t offset; /* metadata log offset of the last record applied */
+    st_meta_topic_t **topics; /* sorted by name */
+    int ntopics;
+    st_meta_broker_t *brokers;
+    int nbrokers;
+} st_meta_image_t;
+
+st_meta_image_t *st_image_keep(st_meta_image_t *img);
+void st_image_release(st_meta_image_t *img);
+const st_meta_topic_t *st_image_topic(const st_meta_image_t *img, const char *name, size_t len);
+const st_meta_topic_t *st_image_topic_by_id(const st_meta_image_t *img, const st_uuid_t *id);
+const char *st_meta_topic_config(const st_meta_topic_t *t, const char *name);
+
+/* The state machine: a new image from img and the records of one batch.
+ * Deterministic: the same records on the same image give the same image. */
+st_meta_image_t *st_image_apply(const st_meta_image_t *img, const st_mrec_t *recs, int n,
+                                int64_t last_offset);
+
+/* Called on the controller thread after a new image is published, with the
+ * previous one (NULL at start). */
+typedef void (*st_image_listener_cb)(const st_meta_image_t *old_img,
+                                     const st_meta_image_t *new_img, void *arg);
+
+typedef struct st_controller st_controller_t;
+
+typedef struct st_controller_config {
+    const st_broker_config_t *broker;
+    const char *cluster_id;
+    st_listener_spec_t *advertised;
+    int nadvertised;
+} st_controller_config_t;
+
+/* Open the metadata log, replay it into an image, register this broker. */
+st_err_t st_controller_open(const st_controller_config_t *cfg, st_logmgr_t *logs,
+                            st_image_listener_cb listener, void *arg, st_controller_t **out,
+                            char *err, size_t errlen);
+void st_controller_start(st_controller_t *c);
+void st_controller_close(st_controller_t *c);
+st_meta_image_t *st_controller_image(st_controller_t *c);
+const char *st_controller_cluster_id(const st_controller_t *c);
+int32_t st_controller_id(const st_controller_t *c);
+
+/* Run fn(c, arg) on the controller thread. */
+typedef void (*st_controller_job_cb)(st_controller_t *c, void *arg);
+void st_controller_submit(st_controller_t *c, st_controller_job_cb fn, void *arg);
+
+/* ---- operations (controller thread only) ---------------------------------- */
+
+typedef struct st_new_topic {
+    const char *name;
+    size_t name_len;
+    int32_t num_partitions;     /* -1: num.partitions */
+    int16_t replication_factor; /* -1: default.replication.factor */
+    const int32_t *const *assignments; /* optional: per partition, broker ids */
+    const int *assignment_sizes;
+    int nassignments;
+    const st_kv_t *configs;
+    int nconfigs;
+} st_new_topic_t;
+
+typedef struct st_op_result {
+    st_err_t error;
+    char message[256];
+    st_uuid_t topic_id;
+    int32_t num_partitions;
+    int16_t replication_factor;
+} st_op_result_t;
+
+void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int validate_only,
+                                st_op_result_t *res);
+void st_controller_delete_topic(st_controller_t *c, const char *name, size_t len,
+                                const st_uuid_t *id, st_op_result_t *res);
+void st_controller_create_partitions(st_controller_t *c, const char *name, size_t len,
+                                     int32_t count, int validate_only, st_op_result_t *res);
+
+/* One change of a config (IncrementalAlterConfigs operations; AlterConfigs
+ * is SET of every given key after DELETE of the rest). */
+enum { ST_CFGOP_SET = 0, ST_CFGOP_DELETE = 1, ST_CFGOP_APPEND = 2, ST_CFGOP_SUBTRACT = 3 };
+typedef struct st_config_change {
+    const char *name;
+    size_t name_len;
+    const char *value; /* NULL for delete */
+    size_t value_len;
+    int op;
+} st_config_change_t;
+
+void st_controller_alter_configs(st_controller_t *c, int resource_type, const char *name,
+                                 size_t len, const st_config_change_t *changes, int n,
+                                 int replace_all, int validate_only, st_op_result_t *res);
+
+#endif /* ST_CONTROLLER_H */

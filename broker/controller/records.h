@@ -1,0 +1,109 @@
+/*
+ * records.h - the metadata records of the __cluster_metadata log (KRaft's
+ * record types, as Kafka's metadata schemas describe them).
+ *
+ * Each record's value is framed as
+ *   uvarint frame version (1), uvarint record type, uvarint version,
+ *   then the record in the flexible encoding of the protocol codec.
+ * Keys are null.  One controller operation is one record batch, so a batch
+ * is applied whole or not at all.
+ */
+#ifndef ST_RECORDS_H
+#define ST_RECORDS_H
+
+#include "protocol.h"
+#include "msg_dsl.h"
+
+enum st_meta_record_type {
+    ST_MREC_REGISTER_BROKER = 0,
+    ST_MREC_TOPIC = 2,
+    ST_MREC_PARTITION = 3,
+    ST_MREC_CONFIG = 4,
+    ST_MREC_PARTITION_CHANGE = 5,
+    ST_MREC_REMOVE_TOPIC = 9
+};
+
+/* ConfigRecord resource types (Kafka's ConfigResource.Type) */
+enum { ST_RESOURCE_TOPIC = 2, ST_RESOURCE_BROKER = 4, ST_RESOURCE_BROKER_LOGGER = 8 };
+
+#define ST_MREC_TOPIC_FIELDS(X, S)                                                      \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, UUID, topic_id, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_mrec_topic, ST_MREC_TOPIC_FIELDS)
+
+#define ST_MREC_PARTITION_FIELDS(X, S)                                                  \
+    X(S, INT32, partition_id, V(0), NN, NT, -1, _)                                     \
+    X(S, UUID, topic_id, V(0), NN, NT, 0, _)                                           \
+    X(S, ARRAY_INT32, replicas, V(0), NN, NT, 0, _)                                    \
+    X(S, ARRAY_INT32, isr, V(0), NN, NT, 0, _)                                         \
+    X(S, ARRAY_INT32, removing_replicas, V(0), NN, NT, 0, _)                           \
+    X(S, ARRAY_INT32, adding_replicas, V(0), NN, NT, 0, _)                             \
+    X(S, INT32, leader, V(0), NN, NT, -1, _)                                           \
+    X(S, INT8, leader_recovery_state, V(0), NN, 0, 0, _)                               \
+    X(S, INT32, leader_epoch, V(0), NN, NT, -1, _)                                     \
+    X(S, INT32, partition_epoch, V(0), NN, NT, -1, _)
+ST_SCHEMA_DECLARE(st_mrec_partition, ST_MREC_PARTITION_FIELDS)
+
+#define ST_MREC_CONFIG_FIELDS(X, S)                                                     \
+    X(S, INT8, resource_type, V(0), NN, NT, 0, _)                                      \
+    X(S, STRING, resource_name, V(0), NN, NT, 0, _)                                    \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, STRING, value, V(0), NUL(0), NT, 0, _)
+ST_SCHEMA_DECLARE(st_mrec_config, ST_MREC_CONFIG_FIELDS)
+
+#define ST_MREC_REMOVE_TOPIC_FIELDS(X, S) X(S, UUID, topic_id, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_mrec_remove_topic, ST_MREC_REMOVE_TOPIC_FIELDS)
+
+#define ST_MREC_ENDPOINT_FIELDS(X, S)                                                   \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, STRING, host, V(0), NN, NT, 0, _)                                             \
+    X(S, UINT16, port, V(0), NN, NT, 0, _)                                             \
+    X(S, INT16, security_protocol, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_mrec_endpoint, ST_MREC_ENDPOINT_FIELDS)
+
+#define ST_MREC_FEATURE_FIELDS(X, S)                                                    \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, INT16, min_supported_version, V(0), NN, NT, 0, _)                             \
+    X(S, INT16, max_supported_version, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_mrec_feature, ST_MREC_FEATURE_FIELDS)
+
+#define ST_MREC_REGISTER_BROKER_FIELDS(X, S)                                            \
+    X(S, INT32, broker_id, V(0), NN, NT, 0, _)                                         \
+    X(S, BOOL, is_migrating_zk_broker, V(2), NN, NT, 0, _)                             \
+    X(S, UUID, incarnation_id, V(0), NN, NT, 0, _)                                     \
+    X(S, INT64, broker_epoch, V(0), NN, NT, 0, _)                                      \
+    X(S, ARRAY, endpoints, V(0), NN, NT, 0, st_mrec_endpoint)                          \
+    X(S, ARRAY, features, V(0), NN, NT, 0, st_mrec_feature)                            \
+    X(S, STRING, rack, V(0), NUL(0), NT, 0, _)                                         \
+    X(S, BOOL, fenced, V(0), NN, NT, 1, _)                                             \
+    X(S, BOOL, in_controlled_shutdown, V(1), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_mrec_register_broker, ST_MREC_REGISTER_BROKER_FIELDS)
+
+#ifndef ST_MESSAGES_KEEP_DSL
+#undef V
+#undef VR
+#undef NN
+#undef NUL
+#undef NULR
+#undef NT
+#endif
+
+/* A decoded record: type, version and the struct for that type. */
+typedef struct st_mrec {
+    int type;
+    int version;
+    union {
+        st_mrec_topic_t topic;
+        st_mrec_partition_t partition;
+        st_mrec_config_t config;
+        st_mrec_remove_topic_t remove_topic;
+        st_mrec_register_broker_t register_broker;
+    } u;
+} st_mrec_t;
+
+/* Frame and encode a record into out (a record value). */
+void st_mrec_encode(int type, int version, const void *rec, st_buf_t *out);
+/* Decode a record value; unknown types give ST_E_NOT_FOUND (skipped). */
+st_err_t st_mrec_decode(const uint8_t *p, size_t len, st_arena_t *a, st_mrec_t *out);
+
+#endif /* ST_RECORDS_H */

@@ -1,0 +1,111 @@
+/*
+ * net.h - event loops, connections, request framing and in-order responses.
+ *
+ * Each I/O thread runs one loop (epoll) and owns its connections: reading,
+ * framing, handing each request to the server, and writing responses back
+ * in request order with writev and sendfile.  Other threads reach a loop
+ * only through its mailbox (st_loop_post / st_loop_wake, eventfd).
+ *
+ * Kafka framing: int32 size, then size bytes of request.  A size below the
+ * smallest header or above socket.request.max.bytes closes that connection
+ * only.
+ *
+ * A request's life:
+ *
+ *   frame read --> st_net_hooks.on_request(req) --+--> st_request_respond()
+ *                                                 +--> st_request_no_response()
+ *                                                 +--> parked (delayed op),
+ *                                                      completed later on
+ *                                                      the same loop
+ *
+ * Responses leave in request order: a completed request waits behind any
+ * earlier one still parked.
+ */
+#ifndef ST_NET_H
+#define ST_NET_H
+
+#include "protocol.h"
+#include "st_base.h"
+
+typedef struct st_loop st_loop_t;
+typedef struct st_conn st_conn_t;
+typedef struct st_net st_net_t;
+
+typedef struct st_request {
+    st_conn_t *conn;
+    st_loop_t *loop;
+    uint8_t *frame; /* owned; decoded strings point into it */
+    size_t len;
+    st_arena_t arena; /* freed with the request */
+    st_req_header_t hdr;
+    const st_api_t *api;
+    void *body; /* decoded request (api->req schema) */
+    st_chain_t resp;
+    int state; /* ST_REQ_* */
+    int64_t recv_us;
+    struct st_request *next;
+    void *op; /* the server's parked operation, if any */
+} st_request_t;
+
+enum { ST_REQ_PENDING = 0, ST_REQ_READY = 1, ST_REQ_NONE = 2 };
+
+typedef struct st_net_hooks {
+    /* A decoded request (on the loop's thread). */
+    void (*on_request)(st_request_t *req, void *arg);
+    /* The loop was woken by st_loop_wake. */
+    void (*on_wake)(st_loop_t *loop, void *arg);
+    /* Called every iteration; returns ms until the loop must call again
+     * (-1: no deadline). */
+    int64_t (*on_tick)(st_loop_t *loop, int64_t now_ms, void *arg);
+    /* Shutting down: complete everything parked now. */
+    void (*on_drain)(st_loop_t *loop, void *arg);
+    void *arg;
+} st_net_hooks_t;
+
+typedef struct st_listener_spec {
+    char name[32]; /* PLAINTEXT */
+    char host[256];
+    int port;      /* 0: any free port */
+} st_listener_spec_t;
+
+typedef struct st_net_config {
+    int nthreads;
+    int64_t max_request_bytes;     /* socket.request.max.bytes */
+    int max_inflight_per_conn;     /* reading pauses beyond this */
+    int64_t idle_timeout_ms;       /* connections.max.idle.ms */
+    st_listener_spec_t *listeners;
+    int nlisteners;
+} st_net_config_t;
+
+st_err_t st_net_new(const st_net_config_t *cfg, const st_net_hooks_t *hooks, st_net_t **out,
+                    char *err, size_t errlen);
+/* The port a listener actually bound (for port 0). */
+int st_net_bound_port(st_net_t *n, int listener);
+void st_net_start(st_net_t *n);
+/* Stop accepting; finish in-flight requests (on_drain completes parked
+ * ones); close connections; join the threads. */
+void st_net_stop(st_net_t *n);
+void st_net_destroy(st_net_t *n);
+int st_net_nloops(st_net_t *n);
+st_loop_t *st_net_loop(st_net_t *n, int i);
+
+/* ---- loops -------------------------------------------------------------- */
+int st_loop_index(const st_loop_t *loop);
+void *st_loop_user(st_loop_t *loop);
+void st_loop_set_user(st_loop_t *loop, void *user);
+/* From any thread: run fn(arg) on the loop's thread. */
+void st_loop_post(st_loop_t *loop, st_job_cb fn, void *arg);
+/* From any thread: have the loop call hooks.on_wake soon (coalesced). */
+void st_loop_wake(st_loop_t *loop);
+
+/* ---- requests (loop thread only) ---------------------------------------- */
+/* Encode body as this request's response and send when its turn comes. */
+void st_request_respond(st_request_t *req, const void *body);
+/* The request gets no response (Produce with acks=0). */
+void st_request_no_response(st_request_t *req);
+/* Close the request's connection (after a protocol violation). */
+void st_request_close_conn(st_request_t *req, const char *why);
+int st_request_conn_open(const st_request_t *req);
+const char *st_request_peer(const st_request_t *req);
+
+#endif /* ST_NET_H */

@@ -1,0 +1,275 @@
+/*
+ * replica.c - the partition table.
+ *
+ * A hash of topic name -> topic entry (id, partitions).  Entries are
+ * replaced, never edited in place, under the write lock; readers take a
+ * reference to the partition they found and drop the lock at once.
+ */
+#include "replica.h"
+
+#include <stdlib.h>
+
+typedef struct topic_entry {
+    char *name;
+    st_uuid_t id;
+    st_partition_t **parts;
+    int nparts;
+    struct topic_entry *next;
+} topic_entry_t;
+
+#define NBUCKETS 1024
+
+struct st_replicas {
+    const st_broker_config_t *cfg;
+    st_logmgr_t *logs;
+    st_net_t *net;
+    pthread_rwlock_t lock;
+    topic_entry_t *buckets[NBUCKETS];
+};
+
+static uint32_t hash_name(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
+
+st_replicas_t *st_replicas_new(const st_broker_config_t *cfg, st_logmgr_t *logs) {
+    st_replicas_t *rm = st_calloc(1, sizeof *rm);
+    rm->cfg = cfg;
+    rm->logs = logs;
+    pthread_rwlock_init(&rm->lock, NULL);
+    return rm;
+}
+
+void st_replicas_set_net(st_replicas_t *rm, st_net_t *net) { rm->net = net; }
+
+static st_partition_t *partition_keep(st_partition_t *p) {
+    __atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+void st_partition_release(st_partition_t *p) {
+    if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    if (p->log) st_log_release(p->log);
+    free(p->topic);
+    free(p);
+}
+
+void st_replicas_destroy(st_replicas_t *rm) {
+    if (!rm) return;
+    for (int b = 0; b < NBUCKETS; b++) {
+        topic_entry_t *t = rm->buckets[b];
+        while (t) {
+            topic_entry_t *next = t->next;
+            for (int i = 0; i < t->nparts; i++) {
+                st_log_set_notify(t->parts[i]->log, NULL, NULL);
+                st_partition_release(t->parts[i]);
+            }
+            free(t->parts);
+            free(t->name);
+            free(t);
+            t = next;
+        }
+    }
+    pthread_rwlock_destroy(&rm->lock);
+    free(rm);
+}
+
+static topic_entry_t *find_locked(st_replicas_t *rm, const char *name, size_t len) {
+    for (topic_entry_t *t = rm->buckets[hash_name(name, len) % NBUCKETS]; t; t = t->next)
+        if (strlen(t->name) == len && !memcmp(t->name, name, len)) return t;
+    return NULL;
+}
+
+st_partition_t *st_replicas_lookup(st_replicas_t *rm, const char *topic, size_t len,
+                                   int32_t partition, int *topic_known) {
+    st_partition_t *p = NULL;
+    pthread_rwlock_rdlock(&rm->lock);
+    topic_entry_t *t = find_locked(rm, topic, len);
+    if (topic_known) *topic_known = t != NULL;
+    if (t && partition >= 0 && partition < t->nparts && t->parts[partition])
+        p = partition_keep(t->parts[partition]);
+    pthread_rwlock_unlock(&rm->lock);
+    return p;
+}
+
+st_partition_t *st_replicas_lookup_id(st_replicas_t *rm, const st_uuid_t *id, int32_t partition) {
+    st_partition_t *p = NULL;
+    pthread_rwlock_rdlock(&rm->lock);
+    for (int b = 0; b < NBUCKETS && !p; b++)
+        for (topic_entry_t *t = rm->buckets[b]; t && !p; t = t->next)
+            if (!memcmp(&t->id, id, sizeof *id) && partition >= 0 && partition < t->nparts)
+                p = partition_keep(t->parts[partition]);
+    pthread_rwlock_unlock(&rm->lock);
+    return p;
+}
+
+void st_partition_watch(st_partition_t *p, int loop_index) {
+    __atomic_or_fetch(&p->waiters, (uint64_t)1 << (loop_index & 63), __ATOMIC_ACQ_REL);
+}
+
+/* The log moved (append or flush): wake the loops that watch it. */
+static void on_log_change(st_log_t *log, void *arg) {
+    (void)log;
+    st_partition_t *p = arg;
+    uint64_t mask = __atomic_exchange_n(&p->waiters, 0, __ATOMIC_ACQ_REL);
+    st_net_t *net = p->owner->net;
+    if (!net) return;
+    for (int i = 0; mask && i < st_net_nloops(net); i++) {
+        if (mask & ((uint64_t)1 << i)) st_loop_wake(st_net_loop(net, i));
+        mask &= ~((uint64_t)1 << i);
+    }
+}
+
+st_err_t st_partition_append(st_partition_t *p, uint8_t *records, size_t len,
+                             st_append_info_t *info) {
+    st_err_t e = st_log_append(p->log, records, len, p->leader_epoch, st_now_ms(), info);
+    /* One replica: the ISR is this broker alone, so what is appended is
+     * committed. */
+    if (!e) st_log_set_high_watermark(p->log, info->last_offset + 1);
+    return e;
+}
+
+/* ---- keeping up with the image ------------------------------------------- */
+
+static void effective_config(st_replicas_t *rm, const st_meta_topic_t *t, st_log_config_t *lc,
+                             int32_t *min_isr) {
+    st_topic_config_t tc;
+    char why[256];
+    if (st_topic_config_build(rm->cfg, t->configs, t->nconfigs, &tc, why, sizeof why)) {
+        /* Stored configs were validated when written; fall back to the
+         * broker's defaults rather than refusing to serve. */
+        ST_WARN("replica", "topic %s: stored config rejected (%s); using broker defaults",
+                t->name, why);
+        st_topic_config_build(rm->cfg, NULL, 0, &tc, why, sizeof why);
+    }
+    st_topic_config_to_log(&tc, lc);
+    *min_isr = tc.min_insync_replicas;
+    st_topic_config_fini(&tc);
+}
+
+static int is_replica_here(st_replicas_t *rm, const st_meta_partition_t *mp) {
+    for (int i = 0; i < mp->nreplicas; i++)
+        if (mp->replicas[i] == rm->cfg->node_id) return 1;
+    return 0;
+}
+
+static st_partition_t *partition_open(st_replicas_t *rm, const st_meta_topic_t *t,
+                                      const st_meta_partition_t *mp, const st_log_config_t *lc,
+                                      int32_t min_isr) {
+    st_partition_t *p = st_calloc(1, sizeof *p);
+    p->refs = 1;
+    p->topic = st_strdup(t->name);
+    p->topic_id = t->id;
+    p->index = mp->id;
+    p->leader_epoch = mp->leader_epoch;
+    p->min_insync_replicas = min_isr;
+    p->isr_size = mp->nisr;
+    p->owner = rm;
+    st_err_t e = st_logmgr_open_log(rm->logs, t->name, mp->id, &t->id, lc, &p->log);
+    if (e) {
+        ST_ERROR("replica", "%s-%d: cannot open log: %s", t->name, (int)mp->id, st_err_msg(e));
+        free(p->topic);
+        free(p);
+        return NULL;
+    }
+    st_log_set_notify(p->log, on_log_change, p);
+    return p;
+}
+
+static void entry_free(topic_entry_t *e, int delete_logs, st_logmgr_t *logs) {
+    for (int i = 0; i < e->nparts; i++) {
+        st_partition_t *p = e->parts[i];
+        if (!p) continue;
+        st_log_set_notify(p->log, NULL, NULL);
+        on_log_change(p->log, p); /* parked readers learn the news */
+        if (delete_logs) {
+            st_log_t *log = p->log;
+            p->log = st_log_keep(log);
+            st_logmgr_delete_log(logs, log);
+        }
+        st_partition_release(p);
+    }
+    free(e->parts);
+    free(e->name);
+    free(e);
+}
+
+void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new_img, void *arg) {
+    st_replicas_t *rm = arg;
+    /* Topics gone from the image: unlink from the table, then delete. */
+    if (old_img) {
+        for (int i = 0; i < old_img->ntopics; i++) {
+            const st_meta_topic_t *ot = old_img->topics[i];
+            const st_meta_topic_t *nt = st_image_topic(new_img, ot->name, strlen(ot->name));
+            if (nt && !memcmp(&nt->id, &ot->id, sizeof nt->id)) continue;
+            pthread_rwlock_wrlock(&rm->lock);
+            topic_entry_t **pp = &rm->buckets[hash_name(ot->name, strlen(ot->name)) % NBUCKETS];
+            topic_entry_t *gone = NULL;
+            while (*pp) {
+                if (!strcmp((*pp)->name, ot->name)) {
+                    gone = *pp;
+                    *pp = gone->next;
+                    break;
+                }
+                pp = &(*pp)->next;
+            }
+            pthread_rwlock_unlock(&rm->lock);
+            if (gone) entry_free(gone, 1, rm->logs);
+        }
+    }
+    /* New topics, new partitions, changed configs. */
+    for (int i = 0; i < new_img->ntopics; i++) {
+        const st_meta_topic_t *t = new_img->topics[i];
+        const st_meta_topic_t *ot = old_img ? st_image_topic(old_img, t->name, strlen(t->name)) : NULL;
+        if (ot == t) continue; /* shared, unchanged */
+        st_log_config_t lc;
+        int32_t min_isr;
+        effective_config(rm, t, &lc, &min_isr);
+        pthread_rwlock_rdlock(&rm->lock);
+        topic_entry_t *cur = find_locked(rm, t->name, strlen(t->name));
+        int have = cur ? cur->nparts : 0;
+        pthread_rwlock_unlock(&rm->lock);
+        /* Build the replacement entry outside the lock (opening logs may
+         * recover them), reusing the partitions already open. */
+        topic_entry_t *ne = st_calloc(1, sizeof *ne);
+        ne->name = st_strdup(t->name);
+        ne->id = t->id;
+        ne->nparts = t->nparts;
+        ne->parts = st_calloc((size_t)(t->nparts ? t->nparts : 1), sizeof *ne->parts);
+        for (int k = 0; k < t->nparts; k++) {
+            const st_meta_partition_t *mp = &t->parts[k];
+            if (k < have && cur->parts[k]) {
+                st_partition_t *p = partition_keep(cur->parts[k]);
+                st_log_set_config(p->log, &lc);
+                p->min_insync_replicas = min_isr;
+                p->leader_epoch = mp->leader_epoch;
+                p->isr_size = mp->nisr;
+                ne->parts[k] = p;
+            } else if (is_replica_here(rm, mp)) {
+                ne->parts[k] = partition_open(rm, t, mp, &lc, min_isr);
+            }
+        }
+        pthread_rwlock_wrlock(&rm->lock);
+        topic_entry_t **pp = &rm->buckets[hash_name(t->name, strlen(t->name)) % NBUCKETS];
+        topic_entry_t *old = NULL;
+        while (*pp) {
+            if (!strcmp((*pp)->name, t->name)) {
+                old = *pp;
+                *pp = old->next;
+                break;
+            }
+            pp = &(*pp)->next;
+        }
+        ne->next = rm->buckets[hash_name(t->name, strlen(t->name)) % NBUCKETS];
+        rm->buckets[hash_name(t->name, strlen(t->name)) % NBUCKETS] = ne;
+        pthread_rwlock_unlock(&rm->lock);
+        if (old) {
+            /* its partitions live on in ne (kept above) */
+            for (int k = 0; k < old->nparts; k++) st_partition_release(old->parts[k]);
+            free(old->parts);
+            free(old->name);
+            free(old);
+        }
+    }
+}

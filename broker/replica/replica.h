@@ -1,0 +1,62 @@
+/*
+ * replica.h - the partitions this broker hosts, kept in step with the
+ * metadata image, and the wake-ups of requests waiting on them.
+ *
+ * A st_partition_t joins a partition log to what the request handlers need
+ * (topic id, leader epoch, min.insync.replicas, effective config) and to
+ * the loops whose parked requests watch it: after an append or a flush the
+ * log's notify callback wakes exactly those loops.
+ *
+ * Replication comes later; today every partition has one replica, this
+ * broker is its leader, the ISR is {this broker} and the high watermark
+ * follows the log end after each append.
+ *
+ * Threads: lookups from any thread (read lock); st_replicas_sync on the
+ * controller thread (write lock).  Partitions are refcounted.
+ */
+#ifndef ST_REPLICA_H
+#define ST_REPLICA_H
+
+#include "config.h"
+#include "controller.h"
+#include "log.h"
+#include "net.h"
+
+typedef struct st_partition {
+    int refs;
+    char *topic;
+    st_uuid_t topic_id;
+    int32_t index;
+    st_log_t *log;
+    int32_t leader_epoch;
+    int32_t min_insync_replicas;
+    int32_t isr_size;
+    uint64_t waiters; /* atomic: bit i = loop i has a parked request here */
+    struct st_replicas *owner;
+} st_partition_t;
+
+typedef struct st_replicas st_replicas_t;
+
+st_replicas_t *st_replicas_new(const st_broker_config_t *cfg, st_logmgr_t *logs);
+void st_replicas_set_net(st_replicas_t *rm, st_net_t *net);
+void st_replicas_destroy(st_replicas_t *rm);
+
+/* The image listener: open logs of new partitions, delete those of removed
+ * topics, push config changes. */
+void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new_img, void *rm);
+
+/* A kept partition, or NULL; *topic_known tells unknown topic from unknown
+ * partition. */
+st_partition_t *st_replicas_lookup(st_replicas_t *rm, const char *topic, size_t len,
+                                   int32_t partition, int *topic_known);
+st_partition_t *st_replicas_lookup_id(st_replicas_t *rm, const st_uuid_t *id, int32_t partition);
+void st_partition_release(st_partition_t *p);
+
+/* Ask to be woken (st_loop_wake of loop_index) at the next change. */
+void st_partition_watch(st_partition_t *p, int loop_index);
+
+/* Append validated batches as leader; moves the high watermark. */
+st_err_t st_partition_append(st_partition_t *p, uint8_t *records, size_t len,
+                             st_append_info_t *info);
+
+#endif /* ST_REPLICA_H */

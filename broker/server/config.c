@@ -1,0 +1,407 @@
+/*
+ * config.c - the broker and topic descriptor tables, listener parsing and
+ * effective topic configuration.
+ *
+ * Topic settings take their defaults from broker settings (Kafka's
+ * synonyms: retention.ms <- log.retention.ms, ...).  A topic setting with
+ * an override is DYNAMIC_TOPIC_CONFIG; without one it reports the broker's
+ * value.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+
+#define BROW(name, type, field, def, min, max, validate, dynamic, doc)                  \
+    {name, type, offsetof(st_broker_config_t, field), def, min, max, validate, dynamic, doc}
+#define TROW(name, type, field, min, max, validate, doc)                                \
+    {name, type, offsetof(st_topic_config_t, field), NULL, min, max, validate, 1, doc}
+
+static int v_timestamp_type(const char *v, char *why, size_t n) {
+    if (!strcmp(v, "CreateTime") || !strcmp(v, "LogAppendTime")) return 0;
+    snprintf(why, n, "must be CreateTime or LogAppendTime");
+    return 1;
+}
+
+static int v_cleanup_policy(const char *v, char *why, size_t n) {
+    if (!strcmp(v, "delete") || !strcmp(v, "compact") || !strcmp(v, "compact,delete") ||
+        !strcmp(v, "delete,compact"))
+        return 0;
+    snprintf(why, n, "must be delete, compact or compact,delete");
+    return 1;
+}
+
+static int v_compression_type(const char *v, char *why, size_t n) {
+    /* Batches are stored exactly as the producer sent them. */
+    if (!strcmp(v, "producer")) return 0;
+    snprintf(why, n, "is not supported: batches are stored as the producer compressed them "
+                     "(only 'producer')");
+    return 1;
+}
+
+static int v_listeners(const char *v, char *why, size_t n) {
+    st_listener_spec_t *l = NULL;
+    int cnt = 0;
+    char err[256];
+    if (!*v) return 0;
+    if (st_parse_listeners(v, &l, &cnt, err, sizeof err)) {
+        snprintf(why, n, "%s", err);
+        return 1;
+    }
+    free(l);
+    return 0;
+}
+
+static int v_level(const char *v, char *why, size_t n) {
+    st_log_level_t l;
+    if (st_log_parse_level(v, &l) == 0) return 0;
+    snprintf(why, n, "must be ERROR, WARN, INFO, DEBUG or TRACE");
+    return 1;
+}
+
+static int v_nonempty(const char *v, char *why, size_t n) {
+    if (*v) return 0;
+    snprintf(why, n, "must not be empty");
+    return 1;
+}
+
+#define I32MAX INT32_MAX
+#define I64MAX INT64_MAX
+
+static const st_cfg_desc_t broker_rows[] = {
+    BROW("node.id", ST_CFG_INT, node_id, "1", 0, I32MAX, NULL, 0,
+         "The id of this broker in the cluster."),
+    BROW("listeners", ST_CFG_STRING, listeners, "PLAINTEXT://localhost:9092", 0, 0, v_listeners, 0,
+         "Where to accept connections: comma-separated NAME://host:port. An empty host binds every "
+         "interface; port 0 picks a free port."),
+    BROW("advertised.listeners", ST_CFG_STRING, advertised_listeners, "", 0, 0, v_listeners, 0,
+         "Addresses given to clients in Metadata; empty means the same as listeners."),
+    BROW("log.dirs", ST_CFG_STRING, log_dirs, "/tmp/strata-logs", 0, 0, v_nonempty, 0,
+         "Comma-separated directories holding partition logs (one broker per directory)."),
+    BROW("num.network.threads", ST_CFG_INT, num_network_threads, "2", 1, 64, NULL, 0,
+         "I/O threads, each with its own event loop and connections."),
+    BROW("socket.request.max.bytes", ST_CFG_INT, socket_request_max_bytes, "104857600", 64,
+         I32MAX, NULL, 0, "The largest request accepted; a larger frame closes the connection."),
+    BROW("connections.max.idle.ms", ST_CFG_LONG, connections_max_idle_ms, "600000", -1, I64MAX,
+         NULL, 0, "Idle connections are closed after this long (-1: never)."),
+    BROW("num.partitions", ST_CFG_INT, num_partitions, "1", 1, 100000, NULL, 0,
+         "Partitions of a topic created without a count (auto-created or -1)."),
+    BROW("default.replication.factor", ST_CFG_INT, default_replication_factor, "1", 1, 32767,
+         NULL, 0, "Replication factor of a topic created without one."),
+    BROW("auto.create.topics.enable", ST_CFG_BOOL, auto_create_topics_enable, "true", 0, 0, NULL,
+         0, "Create a topic when a client asks Metadata for one that does not exist."),
+    BROW("delete.topic.enable", ST_CFG_BOOL, delete_topic_enable, "true", 0, 0, NULL, 0,
+         "Allow DeleteTopics."),
+    BROW("min.insync.replicas", ST_CFG_INT, min_insync_replicas, "1", 1, I32MAX, NULL, 0,
+         "Default for topics: in-sync replicas needed to accept an acks=all write."),
+    BROW("log.segment.bytes", ST_CFG_LONG, log_segment_bytes, "1073741824", 14, I32MAX, NULL, 0,
+         "Default for topics: a segment rolls when it would grow past this size."),
+    BROW("log.roll.ms", ST_CFG_LONG, log_roll_ms, "604800000", 1, I64MAX, NULL, 0,
+         "Default for topics: a segment rolls when it is this old."),
+    BROW("log.retention.ms", ST_CFG_LONG, log_retention_ms, "604800000", -1, I64MAX, NULL, 0,
+         "Default for topics: closed segments whose newest record is older are deleted (-1: "
+         "forever)."),
+    BROW("log.retention.bytes", ST_CFG_LONG, log_retention_bytes, "-1", -1, I64MAX, NULL, 0,
+         "Default for topics: oldest closed segments are deleted while a partition is larger "
+         "(-1: no limit)."),
+    BROW("log.retention.check.interval.ms", ST_CFG_LONG, log_retention_check_interval_ms,
+         "300000", 1, I64MAX, NULL, 0, "How often retention is applied."),
+    BROW("log.index.interval.bytes", ST_CFG_INT, log_index_interval_bytes, "4096", 0, I32MAX,
+         NULL, 0, "Default for topics: bytes of batches between offset index entries."),
+    BROW("log.index.size.max.bytes", ST_CFG_INT, log_index_size_max_bytes, "10485760", 4, I32MAX,
+         NULL, 0, "Default for topics: a segment rolls when its offset index reaches this size."),
+    BROW("message.max.bytes", ST_CFG_INT, message_max_bytes, "1048588", 0, I32MAX, NULL, 0,
+         "Default for topics: the largest record batch accepted."),
+    BROW("log.message.timestamp.type", ST_CFG_STRING, log_message_timestamp_type, "CreateTime",
+         0, 0, v_timestamp_type, 0,
+         "Default for topics: CreateTime keeps the producer's timestamps, LogAppendTime stamps "
+         "the broker's."),
+    BROW("log.message.timestamp.before.max.ms", ST_CFG_LONG,
+         log_message_timestamp_before_max_ms, "9223372036854775807", 0, I64MAX, NULL, 0,
+         "Default for topics: how far in the past a CreateTime timestamp may be."),
+    BROW("log.message.timestamp.after.max.ms", ST_CFG_LONG, log_message_timestamp_after_max_ms,
+         "9223372036854775807", 0, I64MAX, NULL, 0,
+         "Default for topics: how far in the future a CreateTime timestamp may be."),
+    BROW("log.cleanup.policy", ST_CFG_STRING, log_cleanup_policy, "delete", 0, 0,
+         v_cleanup_policy, 0, "Default for topics: delete, compact or compact,delete."),
+    BROW("log.cleaner.delete.retention.ms", ST_CFG_LONG, log_cleaner_delete_retention_ms,
+         "86400000", 0, I64MAX, NULL, 0, "Default for topics: how long tombstones are kept."),
+    BROW("log.cleaner.min.compaction.lag.ms", ST_CFG_LONG, log_cleaner_min_compaction_lag_ms, "0",
+         0, I64MAX, NULL, 0, "Default for topics: records younger than this are not compacted."),
+    BROW("log.cleaner.min.cleanable.ratio", ST_CFG_DOUBLE, log_cleaner_min_cleanable_ratio, "0.5",
+         0, 1, NULL, 0, "Default for topics: dirty ratio that makes a log eligible for cleaning."),
+    BROW("log.flush.interval.ms", ST_CFG_LONG, log_flush_interval_ms, "-1", -1, I64MAX, NULL, 0,
+         "fsync every log this often in the background (-1: only on roll, shutdown and acks=all "
+         "with log.flush.on.ack)."),
+    BROW("log.flush.offset.checkpoint.interval.ms", ST_CFG_LONG,
+         log_flush_offset_checkpoint_interval_ms, "60000", 1, I64MAX, NULL, 0,
+         "How often the recovery-point and log-start checkpoints are written."),
+    BROW("log.flush.on.ack", ST_CFG_BOOL, log_flush_on_ack, "true", 0, 0, NULL, 0,
+         "Acknowledge an acks=all write only after a group-commit fsync that covers it."),
+    BROW("file.delete.delay.ms", ST_CFG_LONG, file_delete_delay_ms, "60000", 0, I64MAX, NULL, 0,
+         "Default for topics (accepted for compatibility; deleted segments stay readable by "
+         "in-flight reads through open descriptors)."),
+    BROW("unclean.leader.election.enable", ST_CFG_BOOL, unclean_leader_election_enable, "false",
+         0, 0, NULL, 0, "Default for topics: may an out-of-sync replica become leader."),
+    BROW("metadata.log.segment.bytes", ST_CFG_LONG, metadata_log_segment_bytes, "8388608", 14,
+         I32MAX, NULL, 0, "Segment size of the __cluster_metadata log."),
+    BROW("logger.level", ST_CFG_STRING, logger_level, "INFO", 0, 0, v_level, 0,
+         "Log level: ERROR, WARN, INFO, DEBUG or TRACE."),
+    BROW("logger.debug", ST_CFG_STRING, logger_debug, "", 0, 0, NULL, 0,
+         "Subsystems whose DEBUG lines are shown (comma list: net, log, produce, fetch, "
+         "controller, ...; all for every one)."),
+};
+
+const st_cfg_table_t st_broker_config_table = {broker_rows, ST_ARRAY_SIZE(broker_rows)};
+
+static const st_cfg_desc_t topic_rows[] = {
+    TROW("cleanup.policy", ST_CFG_STRING, cleanup_policy, 0, 0, v_cleanup_policy,
+         "delete, compact or compact,delete."),
+    TROW("retention.ms", ST_CFG_LONG, retention_ms, -1, I64MAX, NULL,
+         "Closed segments whose newest record is older are deleted (-1: forever)."),
+    TROW("retention.bytes", ST_CFG_LONG, retention_bytes, -1, I64MAX, NULL,
+         "Oldest closed segments are deleted while the partition is larger (-1: no limit)."),
+    TROW("segment.bytes", ST_CFG_LONG, segment_bytes, 14, I32MAX, NULL,
+         "A segment rolls when it would grow past this size."),
+    TROW("segment.ms", ST_CFG_LONG, segment_ms, 1, I64MAX, NULL, "A segment rolls when this old."),
+    TROW("segment.index.bytes", ST_CFG_INT, segment_index_bytes, 4, I32MAX, NULL,
+         "A segment rolls when its offset index reaches this size."),
+    TROW("index.interval.bytes", ST_CFG_INT, index_interval_bytes, 0, I32MAX, NULL,
+         "Bytes of batches between offset index entries."),
+    TROW("max.message.bytes", ST_CFG_INT, max_message_bytes, 0, I32MAX, NULL,
+         "The largest record batch accepted."),
+    TROW("message.timestamp.type", ST_CFG_STRING, message_timestamp_type, 0, 0, v_timestamp_type,
+         "CreateTime or LogAppendTime."),
+    TROW("message.timestamp.before.max.ms", ST_CFG_LONG, message_timestamp_before_max_ms, 0,
+         I64MAX, NULL, "How far in the past a CreateTime timestamp may be."),
+    TROW("message.timestamp.after.max.ms", ST_CFG_LONG, message_timestamp_after_max_ms, 0,
+         I64MAX, NULL, "How far in the future a CreateTime timestamp may be."),
+    TROW("message.timestamp.difference.max.ms", ST_CFG_LONG, message_timestamp_difference_max_ms,
+         0, I64MAX, NULL,
+         "Older form of both bounds above; used when they are not set on the topic."),
+    TROW("min.insync.replicas", ST_CFG_INT, min_insync_replicas, 1, I32MAX, NULL,
+         "In-sync replicas needed to accept an acks=all write."),
+    TROW("delete.retention.ms", ST_CFG_LONG, delete_retention_ms, 0, I64MAX, NULL,
+         "How long tombstones are kept in a compacted topic."),
+    TROW("min.compaction.lag.ms", ST_CFG_LONG, min_compaction_lag_ms, 0, I64MAX, NULL,
+         "Records younger than this are not compacted."),
+    TROW("min.cleanable.dirty.ratio", ST_CFG_DOUBLE, min_cleanable_dirty_ratio, 0, 1, NULL,
+         "Dirty ratio that makes a compacted log eligible for cleaning."),
+    TROW("compression.type", ST_CFG_STRING, compression_type, 0, 0, v_compression_type,
+         "producer: batches are kept as the producer compressed them."),
+    TROW("file.delete.delay.ms", ST_CFG_LONG, file_delete_delay_ms, 0, I64MAX, NULL,
+         "Accepted for compatibility."),
+    TROW("unclean.leader.election.enable", ST_CFG_BOOL, unclean_leader_election_enable, 0, 0,
+         NULL, "May an out-of-sync replica become leader."),
+};
+
+const st_cfg_table_t st_topic_config_table = {topic_rows, ST_ARRAY_SIZE(topic_rows)};
+
+/* Same order as topic_rows. */
+static const char *topic_synonyms[] = {
+    "log.cleanup.policy",
+    "log.retention.ms",
+    "log.retention.bytes",
+    "log.segment.bytes",
+    "log.roll.ms",
+    "log.index.size.max.bytes",
+    "log.index.interval.bytes",
+    "message.max.bytes",
+    "log.message.timestamp.type",
+    "log.message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms",
+    NULL, /* message.timestamp.difference.max.ms: fixed default */
+    "min.insync.replicas",
+    "log.cleaner.delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio",
+    NULL, /* compression.type */
+    "file.delete.delay.ms",
+    "unclean.leader.election.enable",
+};
+
+_Static_assert(ST_ARRAY_SIZE(topic_synonyms) == ST_ARRAY_SIZE(topic_rows),
+               "topic_synonyms must follow topic_rows");
+
+const char *st_topic_config_synonym(size_t i) {
+    return i < ST_ARRAY_SIZE(topic_synonyms) ? topic_synonyms[i] : NULL;
+}
+
+static const char *topic_fixed_default(const char *name) {
+    if (!strcmp(name, "message.timestamp.difference.max.ms")) return "9223372036854775807";
+    if (!strcmp(name, "compression.type")) return "producer";
+    return NULL;
+}
+
+st_err_t st_broker_config_load(st_broker_config_t *cfg, const char *path, char **overrides,
+                               int noverrides, const st_cfg_bind_t *extra, size_t nextra,
+                               char *err, size_t errlen) {
+    memset(cfg, 0, sizeof *cfg);
+    st_err_t e = st_cfg_defaults(&st_broker_config_table, cfg, err, errlen);
+    st_cfg_bind_t binds[8];
+    size_t nb = 0;
+    binds[nb++] = (st_cfg_bind_t){&st_broker_config_table, cfg};
+    for (size_t i = 0; i < nextra && nb < ST_ARRAY_SIZE(binds); i++) binds[nb++] = extra[i];
+    if (!e && path) e = st_cfg_load_file(binds, nb, path, err, errlen);
+    for (int i = 0; !e && i < noverrides; i++) e = st_cfg_override(binds, nb, overrides[i], err, errlen);
+    return e;
+}
+
+void st_broker_config_fini(st_broker_config_t *cfg) { st_cfg_fini(&st_broker_config_table, cfg); }
+
+st_err_t st_parse_listeners(const char *text, st_listener_spec_t **out, int *n, char *err,
+                            size_t errlen) {
+    int cnt = 0;
+    char **items = st_split_csv(text, &cnt);
+    st_listener_spec_t *v = st_calloc((size_t)cnt + 1, sizeof *v);
+    st_err_t e = ST_OK;
+    for (int i = 0; i < cnt; i++) {
+        char *s = items[i];
+        char *sep = strstr(s, "://");
+        if (!sep) {
+            snprintf(err, errlen, "'%s' is not NAME://host:port", s);
+            e = ST_E_CONFIG;
+            break;
+        }
+        *sep = 0;
+        snprintf(v[i].name, sizeof v[i].name, "%s", s);
+        char *hostport = sep + 3, *colon = strrchr(hostport, ':');
+        if (!colon) {
+            snprintf(err, errlen, "'%s' has no port", hostport);
+            e = ST_E_CONFIG;
+            break;
+        }
+        *colon = 0;
+        char *host = hostport;
+        if (host[0] == '[') { /* [ipv6] */
+            host++;
+            char *rb = strchr(host, ']');
+            if (rb) *rb = 0;
+        }
+        snprintf(v[i].host, sizeof v[i].host, "%s", host);
+        char *end;
+        long port = strtol(colon + 1, &end, 10);
+        if (*end || port < 0 || port > 65535 || colon[1] == 0) {
+            snprintf(err, errlen, "'%s' is not a port", colon + 1);
+            e = ST_E_CONFIG;
+            break;
+        }
+        v[i].port = (int)port;
+        if (strcmp(v[i].name, "PLAINTEXT")) {
+            snprintf(err, errlen, "listener %s: only PLAINTEXT is supported", v[i].name);
+            e = ST_E_CONFIG;
+            break;
+        }
+    }
+    st_free_strv(items, cnt);
+    if (e) {
+        free(v);
+        return e;
+    }
+    *out = v;
+    *n = cnt;
+    return ST_OK;
+}
+
+char **st_split_csv(const char *text, int *n) {
+    int cap = 4, cnt = 0;
+    char **v = st_malloc((size_t)cap * sizeof *v);
+    const char *p = text;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        while (len && isspace((unsigned char)*p)) {
+            p++;
+            len--;
+        }
+        while (len && isspace((unsigned char)p[len - 1])) len--;
+        if (len) {
+            if (cnt == cap) {
+                cap *= 2;
+                v = st_realloc(v, (size_t)cap * sizeof *v);
+            }
+            v[cnt++] = st_strndup(p, len);
+        }
+        if (!comma) break;
+        p = comma + 1;
+    }
+    *n = cnt;
+    return v;
+}
+
+void st_free_strv(char **v, int n) {
+    for (int i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+st_err_t st_topic_config_build(const st_broker_config_t *b, const st_kv_t *overrides, int n,
+                               st_topic_config_t *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    int have_before = 0, have_after = 0;
+    for (size_t i = 0; i < ST_ARRAY_SIZE(topic_rows); i++) {
+        const char *syn = topic_synonyms[i];
+        char val[256];
+        if (syn) {
+            st_cfg_format(st_cfg_lookup(&st_broker_config_table, syn), b, val, sizeof val);
+        } else {
+            snprintf(val, sizeof val, "%s", topic_fixed_default(topic_rows[i].name));
+        }
+        st_cfg_set(&st_topic_config_table, out, topic_rows[i].name, val, err, errlen);
+    }
+    for (int i = 0; i < n; i++) {
+        if (!overrides[i].value) continue;
+        st_err_t e = st_cfg_set(&st_topic_config_table, out, overrides[i].name, overrides[i].value,
+                                err, errlen);
+        if (e) {
+            st_topic_config_fini(out);
+            return ST_E_INVALID_CONFIG;
+        }
+        if (!strcmp(overrides[i].name, "message.timestamp.before.max.ms")) have_before = 1;
+        if (!strcmp(overrides[i].name, "message.timestamp.after.max.ms")) have_after = 1;
+    }
+    /* The older single bound applies where the newer ones were not set. */
+    if (out->message_timestamp_difference_max_ms != INT64_MAX) {
+        if (!have_before) out->message_timestamp_before_max_ms = out->message_timestamp_difference_max_ms;
+        if (!have_after) out->message_timestamp_after_max_ms = out->message_timestamp_difference_max_ms;
+    }
+    return ST_OK;
+}
+
+void st_topic_config_fini(st_topic_config_t *t) { st_cfg_fini(&st_topic_config_table, t); }
+
+void st_topic_config_to_log(const st_topic_config_t *t, st_log_config_t *out) {
+    memset(out, 0, sizeof *out);
+    out->segment_bytes = t->segment_bytes;
+    out->segment_ms = t->segment_ms;
+    out->retention_ms = t->retention_ms;
+    out->retention_bytes = t->retention_bytes;
+    out->index_interval_bytes = t->index_interval_bytes;
+    out->segment_index_bytes = t->segment_index_bytes;
+    out->max_message_bytes = t->max_message_bytes;
+    out->log_append_time = !strcmp(t->message_timestamp_type, "LogAppendTime");
+    out->ts_before_max_ms = t->message_timestamp_before_max_ms;
+    out->ts_after_max_ms = t->message_timestamp_after_max_ms;
+    out->delete_policy = strstr(t->cleanup_policy, "delete") != NULL;
+}
+
+void st_config_doc(FILE *out, const st_cfg_table_t *extra, size_t nextra) {
+    fprintf(out, "### Broker settings\n\n");
+    st_cfg_doc_markdown(&st_broker_config_table, out);
+    for (size_t i = 0; i < nextra; i++) {
+        fprintf(out, "\n");
+        st_cfg_doc_markdown(&extra[i], out);
+    }
+    fprintf(out, "\n### Topic settings\n\nSet with CreateTopics or IncrementalAlterConfigs; "
+                 "each defaults to the broker setting named in the last column.\n\n");
+    fprintf(out, "| key | type | valid | broker default from | description |\n");
+    fprintf(out, "|---|---|---|---|---|\n");
+    for (size_t i = 0; i < ST_ARRAY_SIZE(topic_rows); i++) {
+        const st_cfg_desc_t *d = &topic_rows[i];
+        const char *syn = topic_synonyms[i];
+        char fixed[96];
+        if (!syn) snprintf(fixed, sizeof fixed, "(fixed: `%s`)", topic_fixed_default(d->name));
+        fprintf(out, "| `%s` | %s | %s | %s%s%s | %s |\n", d->name, st_cfg_type_name(d->type),
+                d->validate ? "see description" : "", syn ? "`" : "", syn ? syn : fixed,
+                syn ? "`" : "", d->doc);
+    }
+}

@@ -1,0 +1,110 @@
+/*
+ * config.h - the broker's settings and the per-topic settings, each from one
+ * descriptor table (Kafka's property names).
+ */
+#ifndef ST_SERVER_CONFIG_H
+#define ST_SERVER_CONFIG_H
+
+#include "log.h"
+#include "net.h"
+#include "st_base.h"
+
+typedef struct st_broker_config {
+    int32_t node_id;
+    char *listeners;
+    char *advertised_listeners;
+    char *log_dirs;
+    int32_t num_network_threads;
+    int32_t socket_request_max_bytes;
+    int64_t connections_max_idle_ms;
+    int32_t num_partitions;
+    int32_t default_replication_factor;
+    int auto_create_topics_enable;
+    int delete_topic_enable;
+    int32_t min_insync_replicas;
+    int64_t log_segment_bytes;
+    int64_t log_roll_ms;
+    int64_t log_retention_ms;
+    int64_t log_retention_bytes;
+    int64_t log_retention_check_interval_ms;
+    int32_t log_index_interval_bytes;
+    int32_t log_index_size_max_bytes;
+    int32_t message_max_bytes;
+    char *log_message_timestamp_type;
+    int64_t log_message_timestamp_before_max_ms;
+    int64_t log_message_timestamp_after_max_ms;
+    char *log_cleanup_policy;
+    int64_t log_cleaner_delete_retention_ms;
+    int64_t log_cleaner_min_compaction_lag_ms;
+    double log_cleaner_min_cleanable_ratio;
+    int64_t log_flush_interval_ms;
+    int64_t log_flush_offset_checkpoint_interval_ms;
+    int log_flush_on_ack;
+    int64_t file_delete_delay_ms;
+    int unclean_leader_election_enable;
+    int64_t metadata_log_segment_bytes;
+    char *logger_level;
+    char *logger_debug;
+} st_broker_config_t;
+
+/* A topic's settings: every field always holds the effective value (the
+ * topic's override, else the broker's default). */
+typedef struct st_topic_config {
+    char *cleanup_policy;
+    int64_t retention_ms;
+    int64_t retention_bytes;
+    int64_t segment_bytes;
+    int64_t segment_ms;
+    int32_t segment_index_bytes;
+    int32_t index_interval_bytes;
+    int32_t max_message_bytes;
+    char *message_timestamp_type;
+    int64_t message_timestamp_before_max_ms;
+    int64_t message_timestamp_after_max_ms;
+    int64_t message_timestamp_difference_max_ms;
+    int32_t min_insync_replicas;
+    int64_t delete_retention_ms;
+    int64_t min_compaction_lag_ms;
+    double min_cleanable_dirty_ratio;
+    char *compression_type;
+    int64_t file_delete_delay_ms;
+    int unclean_leader_election_enable;
+} st_topic_config_t;
+
+extern const st_cfg_table_t st_broker_config_table;
+extern const st_cfg_table_t st_topic_config_table;
+/* For topic row i, the broker setting that supplies its default (NULL when
+ * the topic setting has a fixed default). */
+const char *st_topic_config_synonym(size_t i);
+
+/* Defaults, then the file, then each "key=value" override.  Extra tables
+ * (the object store's) share the file.  err names the offending key. */
+st_err_t st_broker_config_load(st_broker_config_t *cfg, const char *path, char **overrides,
+                               int noverrides, const st_cfg_bind_t *extra, size_t nextra,
+                               char *err, size_t errlen);
+void st_broker_config_fini(st_broker_config_t *cfg);
+
+/* listeners / advertised.listeners: "NAME://host:port,..." */
+st_err_t st_parse_listeners(const char *text, st_listener_spec_t **out, int *n, char *err,
+                            size_t errlen);
+
+/* log.dirs as an array (caller frees with st_free_strv). */
+char **st_split_csv(const char *text, int *n);
+void st_free_strv(char **v, int n);
+
+/* Effective topic config: broker defaults, then overrides (name/value
+ * pairs).  Returns INVALID_CONFIG with a reason for a bad override. */
+typedef struct st_kv {
+    char *name;
+    char *value;
+} st_kv_t;
+
+st_err_t st_topic_config_build(const st_broker_config_t *b, const st_kv_t *overrides, int n,
+                               st_topic_config_t *out, char *err, size_t errlen);
+void st_topic_config_fini(st_topic_config_t *t);
+void st_topic_config_to_log(const st_topic_config_t *t, st_log_config_t *out);
+
+/* The README's configuration reference (markdown). */
+void st_config_doc(FILE *out, const st_cfg_table_t *extra, size_t nextra);
+
+#endif /* ST_SERVER_CONFIG_H */

@@ -1,0 +1,152 @@
+/*
+ * dispatch.c - from a decoded request to its handler; the loop hooks;
+ * work handed to the controller thread; ApiVersions and DescribeCluster.
+ */
+#include "server.h"
+
+#include <stdlib.h>
+
+static const struct {
+    int16_t key;
+    st_handler_fn fn;
+} handlers[] = {
+    {ST_API_PRODUCE, st_handle_produce},
+    {ST_API_FETCH, st_handle_fetch},
+    {ST_API_LIST_OFFSETS, st_handle_list_offsets},
+    {ST_API_METADATA, st_handle_metadata},
+    {ST_API_API_VERSIONS, st_handle_api_versions},
+    {ST_API_CREATE_TOPICS, st_handle_create_topics},
+    {ST_API_DELETE_TOPICS, st_handle_delete_topics},
+    {ST_API_DELETE_RECORDS, st_handle_delete_records},
+    {ST_API_DESCRIBE_CONFIGS, st_handle_describe_configs},
+    {ST_API_ALTER_CONFIGS, st_handle_alter_configs},
+    {ST_API_CREATE_PARTITIONS, st_handle_create_partitions},
+    {ST_API_INCREMENTAL_ALTER_CONFIGS, st_handle_incremental_alter_configs},
+    {ST_API_DESCRIBE_CLUSTER, st_handle_describe_cluster},
+};
+
+st_handler_fn st_handler_for(int16_t key) {
+    for (size_t i = 0; i < ST_ARRAY_SIZE(handlers); i++)
+        if (handlers[i].key == key) return handlers[i].fn;
+    return NULL;
+}
+
+void st_server_on_request(st_request_t *req, void *arg) {
+    st_server_t *srv = arg;
+    if (!st_loop_user(req->loop)) {
+        st_loop_state_t *ls = st_calloc(1, sizeof *ls);
+        ls->srv = srv;
+        st_loop_set_user(req->loop, ls);
+    }
+    st_handler_fn fn = st_handler_for(req->api->key);
+    if (!fn) {
+        st_request_close_conn(req, "API without a handler");
+        st_request_no_response(req);
+        return;
+    }
+    ST_DEBUG("net", "%s v%d correlation %d from %s", req->api->name, (int)req->hdr.api_version,
+             (int)req->hdr.correlation_id, st_request_peer(req));
+    fn(srv, req);
+}
+
+void st_server_on_wake(st_loop_t *loop, void *arg) {
+    (void)arg;
+    st_loop_state_t *ls = st_loop_user(loop);
+    if (ls) st_purgatory_wake(&ls->purgatory);
+}
+
+int64_t st_server_on_tick(st_loop_t *loop, int64_t now_ms, void *arg) {
+    (void)arg;
+    st_loop_state_t *ls = st_loop_user(loop);
+    return ls ? st_purgatory_tick(&ls->purgatory, now_ms) : -1;
+}
+
+void st_server_on_drain(st_loop_t *loop, void *arg) {
+    (void)arg;
+    st_loop_state_t *ls = st_loop_user(loop);
+    if (ls) st_purgatory_drain(&ls->purgatory);
+}
+
+/* ---- controller round trips --------------------------------------------- */
+
+typedef struct ctl_trip {
+    st_server_t *srv;
+    st_request_t *req;
+    st_ctl_work_fn work;
+    st_ctl_done_fn done;
+    void *ctx;
+} ctl_trip_t;
+
+static void trip_done(void *arg) {
+    ctl_trip_t *t = arg;
+    t->done(t->srv, t->req, t->ctx);
+    free(t);
+}
+
+static void trip_work(st_controller_t *ctl, void *arg) {
+    ctl_trip_t *t = arg;
+    t->work(t->srv, ctl, t->ctx);
+    st_loop_post(t->req->loop, trip_done, t);
+}
+
+void st_server_via_controller(st_server_t *srv, st_request_t *req, st_ctl_work_fn work,
+                              st_ctl_done_fn done, void *ctx) {
+    ctl_trip_t *t = st_malloc(sizeof *t);
+    *t = (ctl_trip_t){srv, req, work, done, ctx};
+    st_controller_submit(srv->ctl, trip_work, t);
+}
+
+/* ---- ApiVersions -------------------------------------------------------- */
+
+void st_handle_api_versions(st_server_t *srv, st_request_t *req) {
+    (void)srv;
+    st_api_versions_resp_t r;
+    st_schema_defaults(&st_api_versions_resp_schema, &r);
+    if (!req->body) {
+        /* A version we do not know: answer in v0 with the error and our
+         * ranges, so the client retries with one we support. */
+        r.error_code = st_err_wire(ST_E_UNSUPPORTED_VERSION);
+        req->hdr.api_version = 0;
+    }
+    int n = 0;
+    for (size_t i = 0; st_api_at(i); i++) n += st_handler_for(st_api_at(i)->key) != NULL;
+    ST_ARRAY_ALLOC(r.api_keys, &req->arena, n);
+    int k = 0;
+    for (size_t i = 0; st_api_at(i); i++) {
+        const st_api_t *api = st_api_at(i);
+        if (!st_handler_for(api->key)) continue;
+        r.api_keys.v[k].api_key = api->key;
+        r.api_keys.v[k].min_version = api->min_ver;
+        r.api_keys.v[k].max_version = api->max_ver;
+        k++;
+    }
+    st_request_respond(req, &r);
+}
+
+/* ---- DescribeCluster ---------------------------------------------------- */
+
+void st_handle_describe_cluster(st_server_t *srv, st_request_t *req) {
+    st_describe_cluster_resp_t r;
+    st_schema_defaults(&st_describe_cluster_resp_schema, &r);
+    st_meta_image_t *img = st_controller_image(srv->ctl);
+    r.cluster_id = st_str(st_req_strdup(req, st_str(st_controller_cluster_id(srv->ctl))));
+    r.controller_id = st_controller_id(srv->ctl);
+    int n = 0;
+    for (int i = 0; i < img->nbrokers; i++) n += !img->brokers[i].fenced;
+    ST_ARRAY_ALLOC(r.brokers, &req->arena, n);
+    int k = 0;
+    for (int i = 0; i < img->nbrokers; i++) {
+        const st_meta_broker_t *b = &img->brokers[i];
+        if (b->fenced) continue;
+        r.brokers.v[k].broker_id = b->id;
+        r.brokers.v[k].host = st_str(st_req_strdup(req, st_str(b->host)));
+        r.brokers.v[k].port = b->port;
+        r.brokers.v[k].rack = b->rack ? st_str(st_req_strdup(req, st_str(b->rack))) : ST_STR_NULL;
+        k++;
+    }
+    st_describe_cluster_req_t *q = req->body;
+    if (q->include_cluster_authorized_operations)
+        r.cluster_authorized_operations = (1 << 4) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11);
+    st_image_release(img);
+    st_request_respond(req, &r);
+}

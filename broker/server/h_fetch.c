@@ -1,0 +1,163 @@
+/*
+ * h_fetch.c - Fetch: read many partitions into one response whose record
+ * data goes out by sendfile; wait for min_bytes up to max_wait_ms.
+ *
+ * Limits (KIP-74): partition_max_bytes per partition and max_bytes for the
+ * response, except that the first batch of the first partition with data
+ * is returned whole even when larger, so a consumer can always progress.
+ * Fetch sessions (KIP-227) are not kept: every fetch is a full fetch and
+ * the session id answered is 0.
+ */
+#include "server.h"
+
+#include <stdlib.h>
+
+typedef struct fetch_op {
+    st_delayed_t base;
+    st_server_t *srv;
+    st_request_t *req;
+    st_partition_t **parts; /* per requested partition, NULL when unknown */
+    int nparts;
+} fetch_op_t;
+
+static void release_files(st_fetch_resp_t *r) {
+    for (int i = 0; i < r->responses.n; i++)
+        for (int j = 0; j < r->responses.v[i].partitions.n; j++) {
+            st_records_t *rec = &r->responses.v[i].partitions.v[j].records;
+            if (rec->file) st_file_release(rec->file);
+            rec->file = NULL;
+        }
+}
+
+/* One pass over every partition.  With out == NULL only count the bytes
+ * available; otherwise fill the response.  Returns the bytes. */
+static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
+    st_fetch_req_t *q = op->req->body;
+    int64_t total = 0;
+    int k = 0;
+    int32_t max_bytes = q->max_bytes > 0 ? q->max_bytes : INT32_MAX;
+    if (out) ST_ARRAY_ALLOC(out->responses, &op->req->arena, q->topics.n);
+    for (int i = 0; i < q->topics.n; i++) {
+        st_fetch_req_topic_t *qt = &q->topics.v[i];
+        st_fetch_resp_topic_t *rt = out ? &out->responses.v[i] : NULL;
+        if (rt) {
+            rt->topic = qt->topic;
+            rt->topic_id = qt->topic_id;
+            ST_ARRAY_ALLOC(rt->partitions, &op->req->arena, qt->partitions.n);
+        }
+        for (int j = 0; j < qt->partitions.n; j++, k++) {
+            st_fetch_req_part_t *qp = &qt->partitions.v[j];
+            st_fetch_resp_part_t tmp, *rp = rt ? &rt->partitions.v[j] : &tmp;
+            st_schema_defaults(&st_fetch_resp_part_schema, rp);
+            rp->partition_index = qp->partition;
+            st_partition_t *p = op->parts[k];
+            if (!p) {
+                rp->error_code = st_err_wire(ST_E_UNKNOWN_TOPIC_OR_PARTITION);
+                rp->high_watermark = rp->last_stable_offset = rp->log_start_offset = -1;
+                if (errors) (*errors)++;
+                continue;
+            }
+            st_err_t e = st_check_leader_epoch(qp->current_leader_epoch, p->leader_epoch);
+            int32_t limit = qp->partition_max_bytes;
+            if (total > 0 && (int64_t)limit > max_bytes - total) limit = (int32_t)(max_bytes - total);
+            st_log_read_t rd = {0};
+            if (!e && limit > 0) e = st_log_read(p->log, qp->fetch_offset, limit, total == 0, &rd);
+            else if (!e) {
+                st_log_offsets_t o;
+                st_log_offsets(p->log, &o);
+                rd.high_watermark = o.high_watermark;
+                rd.log_start_offset = o.log_start_offset;
+            }
+            rp->high_watermark = rd.high_watermark;
+            rp->last_stable_offset = rd.high_watermark;
+            rp->log_start_offset = rd.log_start_offset;
+            if (e) {
+                rp->error_code = st_err_wire(e);
+                if (e == ST_E_FENCED_LEADER_EPOCH || e == ST_E_UNKNOWN_LEADER_EPOCH) {
+                    rp->current_leader.leader_id = st_controller_id(op->srv->ctl);
+                    rp->current_leader.leader_epoch = p->leader_epoch;
+                }
+                if (errors) (*errors)++;
+                continue;
+            }
+            if (rd.file) {
+                total += rd.len;
+                if (out) {
+                    rp->records.file = rd.file; /* released after the response is built */
+                    rp->records.file_off = rd.pos;
+                    rp->records.len = rd.len;
+                } else {
+                    st_file_release(rd.file);
+                }
+            } else if (out) {
+                rp->records.len = 0;
+            }
+        }
+    }
+    return total;
+}
+
+static void fetch_respond(fetch_op_t *op) {
+    st_fetch_resp_t r;
+    st_schema_defaults(&st_fetch_resp_schema, &r);
+    fetch_pass(op, &r, NULL);
+    st_request_respond(op->req, &r);
+    release_files(&r);
+}
+
+static int fetch_try(st_delayed_t *d) {
+    fetch_op_t *op = (fetch_op_t *)d;
+    st_fetch_req_t *q = op->req->body;
+    int loop = st_loop_index(op->req->loop);
+    for (int i = 0; i < op->nparts; i++)
+        if (op->parts[i]) st_partition_watch(op->parts[i], loop);
+    int errors = 0;
+    int64_t bytes = fetch_pass(op, NULL, &errors);
+    if (errors == 0 && bytes < q->min_bytes && q->max_wait_ms > 0) return 0;
+    fetch_respond(op);
+    return 1;
+}
+
+static void fetch_expire(st_delayed_t *d) { fetch_respond((fetch_op_t *)d); }
+
+static void fetch_destroy(st_delayed_t *d) {
+    fetch_op_t *op = (fetch_op_t *)d;
+    for (int i = 0; i < op->nparts; i++) st_partition_release(op->parts[i]);
+    free(op->parts);
+    free(op);
+}
+
+void st_handle_fetch(st_server_t *srv, st_request_t *req) {
+    st_fetch_req_t *q = req->body;
+    if (q->session_id != 0) {
+        st_fetch_resp_t r;
+        st_schema_defaults(&st_fetch_resp_schema, &r);
+        r.error_code = st_err_wire(ST_E_FETCH_SESSION_ID_NOT_FOUND);
+        ST_ARRAY_ALLOC(r.responses, &req->arena, 0);
+        st_request_respond(req, &r);
+        return;
+    }
+    fetch_op_t *op = st_calloc(1, sizeof *op);
+    op->srv = srv;
+    op->req = req;
+    for (int i = 0; i < q->topics.n; i++) op->nparts += q->topics.v[i].partitions.n;
+    op->parts = st_calloc((size_t)op->nparts + 1, sizeof *op->parts);
+    int k = 0;
+    for (int i = 0; i < q->topics.n; i++) {
+        st_fetch_req_topic_t *qt = &q->topics.v[i];
+        for (int j = 0; j < qt->partitions.n; j++, k++) {
+            int32_t idx = qt->partitions.v[j].partition;
+            /* versions with topic ids leave the name empty, older ones the id */
+            op->parts[k] = st_uuid_is_zero(&qt->topic_id)
+                               ? st_replicas_lookup(srv->rm, qt->topic.p,
+                                                    (size_t)ST_MAX(qt->topic.len, 0), idx, NULL)
+                               : st_replicas_lookup_id(srv->rm, &qt->topic_id, idx);
+        }
+    }
+    int64_t wait = q->max_wait_ms > 0 ? q->max_wait_ms : 0;
+    op->base.deadline_ms = st_mono_ms() + wait;
+    op->base.try_complete = fetch_try;
+    op->base.expire = fetch_expire;
+    op->base.destroy = fetch_destroy;
+    st_purgatory_add(st_req_purgatory(req), &op->base);
+}

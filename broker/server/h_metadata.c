@@ -1,0 +1,150 @@
+/*
+ * h_metadata.c - Metadata: brokers, the controller (this broker) and
+ * topics, creating requested topics when auto.create.topics.enable allows.
+ *
+ * A request naming topics that do not exist is answered after the
+ * controller has created them (one round trip to the controller thread),
+ * so a client sees a usable topic on its first request.
+ */
+#include "server.h"
+
+#include <stdlib.h>
+
+/* Operations a client may perform on topics / the cluster, as Kafka's
+ * AclOperation codes (bit n = code n): every operation is allowed here. */
+#define TOPIC_OPS ((1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11))
+
+typedef struct md_ctx {
+    char **create; /* topic names to create */
+    int ncreate;
+} md_ctx_t;
+
+static void fill_topic(st_request_t *req, st_metadata_topic_t *out, const st_meta_topic_t *t,
+                       int include_ops) {
+    st_metadata_req_t *q = req->body;
+    (void)q;
+    out->error_code = 0;
+    out->name = st_str(st_req_strdup(req, st_str(t->name)));
+    out->topic_id = t->id;
+    out->is_internal = (int8_t)t->internal;
+    out->topic_authorized_operations = include_ops ? TOPIC_OPS : INT32_MIN;
+    ST_ARRAY_ALLOC(out->partitions, &req->arena, t->nparts);
+    for (int k = 0; k < t->nparts; k++) {
+        const st_meta_partition_t *mp = &t->parts[k];
+        st_metadata_partition_t *p = &out->partitions.v[k];
+        p->error_code = mp->leader < 0 ? st_err_wire(ST_E_LEADER_NOT_AVAILABLE) : 0;
+        p->partition_index = mp->id;
+        p->leader_id = mp->leader;
+        p->leader_epoch = mp->leader_epoch;
+        ST_ARRAY_ALLOC(p->replica_nodes, &req->arena, mp->nreplicas);
+        memcpy(p->replica_nodes.v, mp->replicas, sizeof(int32_t) * (size_t)mp->nreplicas);
+        ST_ARRAY_ALLOC(p->isr_nodes, &req->arena, mp->nisr);
+        memcpy(p->isr_nodes.v, mp->isr, sizeof(int32_t) * (size_t)mp->nisr);
+        ST_ARRAY_ALLOC(p->offline_replicas, &req->arena, 0);
+    }
+}
+
+static int name_valid(st_str_t n) {
+    if (n.len <= 0 || n.len > 249) return 0;
+    if ((n.len == 1 && n.p[0] == '.') || (n.len == 2 && n.p[0] == '.' && n.p[1] == '.')) return 0;
+    for (int i = 0; i < n.len; i++) {
+        char c = n.p[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+static void respond(st_server_t *srv, st_request_t *req) {
+    st_metadata_req_t *q = req->body;
+    st_metadata_resp_t r;
+    st_schema_defaults(&st_metadata_resp_schema, &r);
+    st_meta_image_t *img = st_controller_image(srv->ctl);
+    int nb = 0;
+    for (int i = 0; i < img->nbrokers; i++) nb += !img->brokers[i].fenced;
+    ST_ARRAY_ALLOC(r.brokers, &req->arena, nb);
+    int k = 0;
+    for (int i = 0; i < img->nbrokers; i++) {
+        const st_meta_broker_t *b = &img->brokers[i];
+        if (b->fenced) continue;
+        r.brokers.v[k].node_id = b->id;
+        r.brokers.v[k].host = st_str(st_req_strdup(req, st_str(b->host)));
+        r.brokers.v[k].port = b->port;
+        r.brokers.v[k].rack = b->rack ? st_str(st_req_strdup(req, st_str(b->rack))) : ST_STR_NULL;
+        k++;
+    }
+    r.cluster_id = st_str(st_req_strdup(req, st_str(st_controller_cluster_id(srv->ctl))));
+    r.controller_id = st_controller_id(srv->ctl);
+    if (q->include_cluster_authorized_operations)
+        r.cluster_authorized_operations = (1 << 4) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11);
+    int include_ops = q->include_topic_authorized_operations;
+    if (q->topics.n < 0) {
+        /* null: every topic */
+        ST_ARRAY_ALLOC(r.topics, &req->arena, img->ntopics);
+        for (int i = 0; i < img->ntopics; i++) fill_topic(req, &r.topics.v[i], img->topics[i], include_ops);
+    } else {
+        ST_ARRAY_ALLOC(r.topics, &req->arena, q->topics.n);
+        for (int i = 0; i < q->topics.n; i++) {
+            st_metadata_req_topic_t *qt = &q->topics.v[i];
+            st_metadata_topic_t *out = &r.topics.v[i];
+            st_schema_defaults(&st_metadata_topic_schema, out);
+            const st_meta_topic_t *t = NULL;
+            if (qt->name.len >= 0) t = st_image_topic(img, qt->name.p, (size_t)qt->name.len);
+            else t = st_image_topic_by_id(img, &qt->topic_id);
+            if (t) {
+                fill_topic(req, out, t, include_ops);
+                continue;
+            }
+            out->name = qt->name;
+            out->topic_id = qt->topic_id;
+            ST_ARRAY_ALLOC(out->partitions, &req->arena, 0);
+            if (qt->name.len < 0) out->error_code = st_err_wire(ST_E_UNKNOWN_TOPIC_ID);
+            else if (!name_valid(qt->name)) out->error_code = st_err_wire(ST_E_INVALID_TOPIC_EXCEPTION);
+            else out->error_code = st_err_wire(ST_E_UNKNOWN_TOPIC_OR_PARTITION);
+        }
+    }
+    st_image_release(img);
+    st_request_respond(req, &r);
+}
+
+static void create_work(st_server_t *srv, st_controller_t *ctl, void *arg) {
+    md_ctx_t *ctx = arg;
+    for (int i = 0; i < ctx->ncreate; i++) {
+        st_new_topic_t t = {0};
+        t.name = ctx->create[i];
+        t.name_len = strlen(ctx->create[i]);
+        t.num_partitions = -1;
+        t.replication_factor = -1;
+        st_op_result_t res;
+        st_controller_create_topic(ctl, &t, 0, &res);
+        if (res.error && res.error != ST_E_TOPIC_ALREADY_EXISTS)
+            ST_WARN("controller", "auto-creating topic %s failed: %s", t.name, res.message);
+    }
+    (void)srv;
+}
+
+static void create_done(st_server_t *srv, st_request_t *req, void *arg) {
+    (void)arg;
+    respond(srv, req);
+}
+
+void st_handle_metadata(st_server_t *srv, st_request_t *req) {
+    st_metadata_req_t *q = req->body;
+    if (q->topics.n > 0 && q->allow_auto_topic_creation && srv->cfg.auto_create_topics_enable) {
+        st_meta_image_t *img = st_controller_image(srv->ctl);
+        md_ctx_t *ctx = st_arena_alloc(&req->arena, sizeof *ctx);
+        ctx->create = st_arena_alloc(&req->arena, sizeof(char *) * (size_t)q->topics.n);
+        for (int i = 0; i < q->topics.n; i++) {
+            st_str_t n = q->topics.v[i].name;
+            if (n.len < 0 || !name_valid(n) || st_image_topic(img, n.p, (size_t)n.len)) continue;
+            ctx->create[ctx->ncreate++] = st_req_strdup(req, n);
+        }
+        st_image_release(img);
+        if (ctx->ncreate > 0) {
+            st_server_via_controller(srv, req, create_work, create_done, ctx);
+            return;
+        }
+    }
+    respond(srv, req);
+}

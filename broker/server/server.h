@@ -1,0 +1,88 @@
+/*
+ * server.h - what the request handlers share: the server context, the
+ * per-loop state and the handler table.
+ *
+ * Handlers run on the I/O thread that read the request.  They answer at
+ * once, park a delayed operation on their loop's purgatory, or hand work
+ * to the controller thread and answer when it posts back.
+ */
+#ifndef ST_SERVER_H
+#define ST_SERVER_H
+
+#include "config.h"
+#include "controller.h"
+#include "delayed.h"
+#include "log.h"
+#include "net.h"
+#include "replica.h"
+
+typedef struct st_server {
+    st_broker_config_t cfg;
+    st_logmgr_t *logs;
+    st_controller_t *ctl;
+    st_replicas_t *rm;
+    st_net_t *net;
+    st_listener_spec_t *listeners;
+    int nlisteners;
+    st_listener_spec_t *advertised;
+    int nadvertised;
+    const st_cfg_bind_t *extra_config; /* the object store's table, etc. */
+    size_t nextra_config;
+} st_server_t;
+
+typedef struct st_loop_state {
+    st_server_t *srv;
+    st_purgatory_t purgatory;
+} st_loop_state_t;
+
+typedef void (*st_handler_fn)(st_server_t *srv, st_request_t *req);
+
+/* The handler of an API key, or NULL (ApiVersions advertises only keys that
+ * have one). */
+st_handler_fn st_handler_for(int16_t key);
+
+/* net hooks */
+void st_server_on_request(st_request_t *req, void *arg);
+void st_server_on_wake(st_loop_t *loop, void *arg);
+int64_t st_server_on_tick(st_loop_t *loop, int64_t now_ms, void *arg);
+void st_server_on_drain(st_loop_t *loop, void *arg);
+
+static inline st_purgatory_t *st_req_purgatory(st_request_t *req) {
+    return &((st_loop_state_t *)st_loop_user(req->loop))->purgatory;
+}
+
+/* Run work(srv, ctx) on the controller thread, then done(req, ctx) on the
+ * request's loop. */
+typedef void (*st_ctl_work_fn)(st_server_t *srv, st_controller_t *ctl, void *ctx);
+typedef void (*st_ctl_done_fn)(st_server_t *srv, st_request_t *req, void *ctx);
+void st_server_via_controller(st_server_t *srv, st_request_t *req, st_ctl_work_fn work,
+                              st_ctl_done_fn done, void *ctx);
+
+/* Handlers */
+void st_handle_api_versions(st_server_t *srv, st_request_t *req);
+void st_handle_metadata(st_server_t *srv, st_request_t *req);
+void st_handle_produce(st_server_t *srv, st_request_t *req);
+void st_handle_fetch(st_server_t *srv, st_request_t *req);
+void st_handle_list_offsets(st_server_t *srv, st_request_t *req);
+void st_handle_delete_records(st_server_t *srv, st_request_t *req);
+void st_handle_create_topics(st_server_t *srv, st_request_t *req);
+void st_handle_delete_topics(st_server_t *srv, st_request_t *req);
+void st_handle_create_partitions(st_server_t *srv, st_request_t *req);
+void st_handle_describe_configs(st_server_t *srv, st_request_t *req);
+void st_handle_alter_configs(st_server_t *srv, st_request_t *req);
+void st_handle_incremental_alter_configs(st_server_t *srv, st_request_t *req);
+void st_handle_describe_cluster(st_server_t *srv, st_request_t *req);
+
+/* Leader epoch fencing (KIP-320): -1 accepts any; an older epoch is
+ * FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH. */
+static inline st_err_t st_check_leader_epoch(int32_t requested, int32_t current) {
+    if (requested < 0 || requested == current) return ST_OK;
+    return requested < current ? ST_E_FENCED_LEADER_EPOCH : ST_E_UNKNOWN_LEADER_EPOCH;
+}
+
+/* Copy of a wire string into the request arena, NUL-terminated. */
+static inline char *st_req_strdup(st_request_t *req, st_str_t s) {
+    return st_arena_strndup(&req->arena, s.len > 0 ? s.p : "", s.len > 0 ? (size_t)s.len : 0);
+}
+
+#endif /* ST_SERVER_H */
