@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Install what Strata needs from Debian 12's packages, skipping what is
+# already there.  `deps.sh run` installs what building and running need;
+# `deps.sh test` (the default) adds the test tools: kcat, cmocka, Ceph RGW
+# (a real S3 server), Node.js and npm (kafkajs).
+set -euo pipefail
+
+what=${1:-test}
+
+run_pkgs=(build-essential cmake pkg-config
+          libcurl4-openssl-dev libexpat1-dev libjansson-dev
+          zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev librdkafka-dev)
+test_pkgs=(kcat libcmocka-dev python3 curl
+           ceph-mon ceph-osd radosgw ceph-common)
+
+pkgs=("${run_pkgs[@]}")
+[ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Node.js: any recent node with npm will do (kafkajs needs >= 14).
+if [ "$what" = test ] && ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
