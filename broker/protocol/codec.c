@@ -177,7 +177,7 @@ static void decode_field(const st_field_t *f, int v, int flexible, st_rd_t *r, s
             arr->n = -1;
             break;
         }
-        if ((size_t)n > st_rd_left(r)) {
+        if (r->err || (size_t)n > st_rd_left(r)) {
             st_rd_fail(r, ST_E_TRUNCATED);
             arr->n = 0;
             break;
@@ -248,7 +248,10 @@ static int field_is_default(const st_field_t *f, const void *obj) {
         const st_str_t *s = p;
         return f->def == ST_DEF_NULL ? s->len < 0 : s->len == 0;
     }
-    case ST_F_BYTES: return ((const st_bytes_t *)p)->len <= 0;
+    case ST_F_BYTES: {
+        const st_bytes_t *b = p;
+        return f->def == ST_DEF_NULL ? b->len < 0 : b->len == 0;
+    }
     case ST_F_RECORDS: return ((const st_records_t *)p)->len < 0;
     case ST_F_STRUCT: return struct_is_default(f->sub, p);
     default: {

@@ -7,6 +7,7 @@
 ST_SCHEMA_DEFINE(st_api_versions_req, ST_API_VERSIONS_REQ)
 ST_SCHEMA_DEFINE(st_api_versions_key, ST_API_VERSIONS_KEY)
 ST_SCHEMA_DEFINE(st_api_versions_feature, ST_API_VERSIONS_FEATURE)
+ST_SCHEMA_DEFINE(st_api_versions_finalized, ST_API_VERSIONS_FINALIZED)
 ST_SCHEMA_DEFINE(st_api_versions_resp, ST_API_VERSIONS_RESP)
 ST_SCHEMA_DEFINE(st_metadata_req_topic, ST_METADATA_REQ_TOPIC)
 ST_SCHEMA_DEFINE(st_metadata_req, ST_METADATA_REQ)

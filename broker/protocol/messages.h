@@ -43,13 +43,20 @@ ST_SCHEMA_DECLARE(st_api_versions_key, ST_API_VERSIONS_KEY)
     X(S, INT16, max_version, V(3), NN, NT, 0, _)
 ST_SCHEMA_DECLARE(st_api_versions_feature, ST_API_VERSIONS_FEATURE)
 
+/* Kafka's FinalizedFeatureKey: the max level comes before the min level. */
+#define ST_API_VERSIONS_FINALIZED(X, S)                                                 \
+    X(S, STRING, name, V(3), NN, NT, 0, _)                                             \
+    X(S, INT16, max_version_level, V(3), NN, NT, 0, _)                                 \
+    X(S, INT16, min_version_level, V(3), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_api_versions_finalized, ST_API_VERSIONS_FINALIZED)
+
 #define ST_API_VERSIONS_RESP(X, S)                                                      \
     X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
     X(S, ARRAY, api_keys, V(0), NN, NT, 0, st_api_versions_key)                        \
     X(S, INT32, throttle_time_ms, V(1), NN, NT, 0, _)                                  \
     X(S, ARRAY, supported_features, V(3), NN, 0, 0, st_api_versions_feature)           \
     X(S, INT64, finalized_features_epoch, V(3), NN, 1, -1, _)                          \
-    X(S, ARRAY, finalized_features, V(3), NN, 2, 0, st_api_versions_feature)           \
+    X(S, ARRAY, finalized_features, V(3), NN, 2, 0, st_api_versions_finalized)         \
     X(S, BOOL, zk_migration_ready, V(3), NN, 3, 0, _)
 ST_SCHEMA_DECLARE(st_api_versions_resp, ST_API_VERSIONS_RESP)
 
@@ -534,6 +541,7 @@ ST_SCHEMA_DECLARE(st_describe_cluster_resp, ST_DESCRIBE_CLUSTER_RESP)
 /* Every schema above, for tests that walk them all: X(schema). */
 #define ST_ALL_SCHEMAS(X)                                                               \
     X(st_api_versions_req) X(st_api_versions_key) X(st_api_versions_feature)           \
+    X(st_api_versions_finalized)                                                       \
     X(st_api_versions_resp) X(st_metadata_req_topic) X(st_metadata_req)                \
     X(st_metadata_broker) X(st_metadata_partition) X(st_metadata_topic)                \
     X(st_metadata_resp) X(st_produce_req_part) X(st_produce_req_topic)                 \
