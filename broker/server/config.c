@@ -384,11 +384,12 @@ void st_topic_config_to_log(const st_topic_config_t *t, st_log_config_t *out) {
     out->delete_policy = strstr(t->cleanup_policy, "delete") != NULL;
 }
 
-void st_config_doc(FILE *out, const st_cfg_table_t *extra, size_t nextra) {
+void st_config_doc(FILE *out, const st_cfg_table_t *extra, const char *const *titles,
+                   size_t nextra) {
     fprintf(out, "### Broker settings\n\n");
     st_cfg_doc_markdown(&st_broker_config_table, out);
     for (size_t i = 0; i < nextra; i++) {
-        fprintf(out, "\n");
+        fprintf(out, "\n### %s\n\n", titles[i]);
         st_cfg_doc_markdown(&extra[i], out);
     }
     fprintf(out, "\n### Topic settings\n\nSet with CreateTopics or IncrementalAlterConfigs; "

@@ -105,6 +105,7 @@ void st_topic_config_fini(st_topic_config_t *t);
 void st_topic_config_to_log(const st_topic_config_t *t, st_log_config_t *out);
 
 /* The README's configuration reference (markdown). */
-void st_config_doc(FILE *out, const st_cfg_table_t *extra, size_t nextra);
+void st_config_doc(FILE *out, const st_cfg_table_t *extra, const char *const *titles,
+                   size_t nextra);
 
 #endif /* ST_SERVER_CONFIG_H */

@@ -9,6 +9,7 @@
  *           checkpoints, segments closed, clean-shutdown marker -> exit 0
  */
 #include "server.h"
+#include "st_objectstore.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -44,7 +45,8 @@ int main(int argc, char **argv) {
         }
     }
     if (print_doc) {
-        st_config_doc(stdout, NULL, 0);
+        static const char *const titles[] = {"Object store settings"};
+        st_config_doc(stdout, &st_os_config_table, titles, 1);
         return 0;
     }
     if (!config_path || optind != argc) {
@@ -62,8 +64,16 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     static st_server_t srv;
+    /* The object store's settings share the properties file (tiering
+     * reads them). */
+    static st_os_config_t oscfg;
+    st_os_config_init(&oscfg);
+    static st_cfg_bind_t extra[1];
+    extra[0] = (st_cfg_bind_t){&st_os_config_table, &oscfg};
+    srv.extra_config = extra;
+    srv.nextra_config = 1;
     char err[1024];
-    if (st_broker_config_load(&srv.cfg, config_path, overrides, noverrides, NULL, 0, err,
+    if (st_broker_config_load(&srv.cfg, config_path, overrides, noverrides, extra, 1, err,
                               sizeof err)) {
         fprintf(stderr, "stratad: configuration error: %s\n", err);
         return 1;
@@ -153,6 +163,7 @@ int main(int argc, char **argv) {
     free(srv.listeners);
     free(srv.advertised);
     st_broker_config_fini(&srv.cfg);
+    st_os_config_fini(&oscfg);
     free(overrides);
     ST_INFO("server", "stopped cleanly");
     return 0;

@@ -1,0 +1,54 @@
+"""
+Start-up configuration: an unknown key or a malformed value stops stratad
+with a message naming the key; a second broker on the same log.dirs is
+refused; SIGINT stops cleanly; the README's configuration reference matches
+the descriptor tables.
+"""
+import os
+import signal
+import subprocess
+
+from strata_harness import Broker, CONFIG, ROOT, binary, check, fail, run
+
+stratad = binary("stratad")
+
+
+def start_fails(args, needle):
+    p = subprocess.run([stratad] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    err = p.stderr.decode()
+    check(p.returncode != 0, "stratad %r started (exit %d)" % (args, p.returncode))
+    check(needle in err, "stratad %r: %r does not mention %r" % (args, err.strip(), needle))
+
+
+start_fails(["--config", CONFIG, "--override", "no.such.key=1"], "no.such.key")
+start_fails(["--config", CONFIG, "--override", "log.segment.bytes=lots"], "log.segment.bytes")
+start_fails(["--config", CONFIG, "--override", "num.partitions=0"], "num.partitions")
+start_fails(["--config", CONFIG, "--override", "log.message.timestamp.type=Sometimes"],
+            "log.message.timestamp.type")
+start_fails(["--config", CONFIG, "--override", "listeners=nonsense"], "listeners")
+start_fails(["--config", "/nonexistent/server.properties"], "/nonexistent/server.properties")
+
+b = Broker().start()
+try:
+    second = Broker(root=b.root)
+    p = subprocess.run(second.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    check(p.returncode != 0 and b"locked" in p.stderr,
+          "a second broker on the same log.dirs: exit %d, %r" % (p.returncode, p.stderr))
+    check(b.alive(), "the first broker died")
+    rc = b.stop(signal.SIGINT)
+    check(rc == 0, "SIGINT: exit status %s" % rc)
+    check(os.path.exists(os.path.join(b.logdir, ".strata-clean-shutdown")), "no clean-shutdown marker")
+    check("stopped cleanly" in b.log_text(), "no 'stopped cleanly' line")
+    b.start()
+    check("not clean" not in b.log_text().split("==== start 1")[1], "clean stop was treated as unclean")
+finally:
+    b.stop()
+    b.cleanup()
+
+_, doc, _ = run([stratad, "--print-config-doc"])
+readme = open(os.path.join(ROOT, "README.md")).read()
+begin, end = "<!-- config-reference:begin -->\n", "<!-- config-reference:end -->\n"
+section = readme[readme.index(begin) + len(begin):readme.index(end)]
+if section != doc.decode():
+    fail("README's configuration reference is stale: run scripts/gen-docs.sh")
+print("ok: bad settings refused by name, lock enforced, clean stop, README reference current")
