@@ -421,6 +421,12 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
         res->error = ST_E_INVALID_TOPIC_EXCEPTION;
         return;
     }
+    if (t->name_len == strlen(META_TOPIC) && !memcmp(t->name, META_TOPIC, t->name_len)) {
+        res->error = ST_E_INVALID_REQUEST;
+        snprintf(res->message, sizeof res->message, "%s is reserved for cluster metadata",
+                 META_TOPIC);
+        return;
+    }
     if (st_image_topic(img, t->name, t->name_len)) {
         res->error = ST_E_TOPIC_ALREADY_EXISTS;
         snprintf(res->message, sizeof res->message, "Topic '%.*s' already exists.",

@@ -18,43 +18,7 @@ import time
 
 from strata_harness import Broker, check, fail, frame, kcat, kstr, read_frame, request
 
-# ---- encoders for the few requests this test sends -----------------------
-
-_CRC_TABLE = []
-for _i in range(256):
-    _c = _i
-    for _ in range(8):
-        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
-    _CRC_TABLE.append(_c)
-
-
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for b in data:
-        c = (c >> 8) ^ _CRC_TABLE[(c ^ b) & 0xFF]
-    return c ^ 0xFFFFFFFF
-
-
-def varint(n):
-    n = (n << 1) ^ (n >> 63)
-    out = b""
-    while n >= 0x80:
-        out += bytes([(n & 0x7F) | 0x80])
-        n >>= 7
-    return out + bytes([n])
-
-
-def record_batch(values, ts=None):
-    ts = int(time.time() * 1000) if ts is None else ts
-    recs = b""
-    for i, v in enumerate(values):
-        body = b"\x00" + varint(0) + varint(i) + varint(-1) + varint(len(v)) + v + varint(0)
-        recs += varint(len(body)) + body
-    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, ts, ts, -1, -1, -1, len(values)) + recs
-    head = struct.pack(">iB", 0, 2)  # partition leader epoch, magic
-    crc = struct.pack(">I", crc32c(after_crc))
-    body = head + crc + after_crc
-    return struct.pack(">qi", 0, len(body)) + body
+from kwire import record_batch
 
 
 def produce_req(topic, partition, records, acks=-1, corr=1):

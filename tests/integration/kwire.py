@@ -1,0 +1,191 @@
+"""
+kwire - just enough of Kafka's wire format, in classic (non-flexible)
+versions, for tests that must send requests by hand: record batches with
+CRC32C, Produce v3, Fetch v4, ListOffsets v1, DeleteRecords v0,
+IncrementalAlterConfigs v0, CreateTopics v0, Metadata v1.
+
+Responses are parsed with a small cursor; every function returns plain
+tuples and lists.
+"""
+import socket
+import struct
+import time
+
+from strata_harness import frame, kstr, read_frame, request
+
+_CRC_TABLE = []
+for _i in range(256):
+    _c = _i
+    for _ in range(8):
+        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
+    _CRC_TABLE.append(_c)
+
+
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = (c >> 8) ^ _CRC_TABLE[(c ^ b) & 0xFF]
+    return c ^ 0xFFFFFFFF
+
+
+def varint(n):
+    n = (n << 1) ^ (n >> 63)
+    out = b""
+    while n >= 0x80:
+        out += bytes([(n & 0x7F) | 0x80])
+        n >>= 7
+    return out + bytes([n])
+
+
+def record_batch(values, ts=None, keys=None):
+    """An uncompressed batch v2; values are bytes (None for null)."""
+    ts = int(time.time() * 1000) if ts is None else ts
+    recs = b""
+    for i, v in enumerate(values):
+        k = keys[i] if keys else None
+        body = b"\x00" + varint(0) + varint(i)
+        body += varint(-1) if k is None else varint(len(k)) + k
+        body += varint(-1) if v is None else varint(len(v)) + v
+        body += varint(0)
+        recs += varint(len(body)) + body
+    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, ts, ts, -1, -1, -1, len(values)) + recs
+    body = struct.pack(">iB", 0, 2) + struct.pack(">I", crc32c(after_crc)) + after_crc
+    return struct.pack(">qi", 0, len(body)) + body
+
+
+class Cursor:
+    def __init__(self, data, pos=0):
+        self.d, self.p = data, pos
+
+    def take(self, fmt):
+        v = struct.unpack_from(fmt, self.d, self.p)
+        self.p += struct.calcsize(fmt)
+        return v if len(v) > 1 else v[0]
+
+    def string(self):
+        n = self.take(">h")
+        if n < 0:
+            return None
+        s = self.d[self.p:self.p + n].decode()
+        self.p += n
+        return s
+
+    def bytes_(self):
+        n = self.take(">i")
+        if n < 0:
+            return None
+        s = self.d[self.p:self.p + n]
+        self.p += n
+        return s
+
+
+class Conn:
+    """One connection; call() sends a request and returns a Cursor past the
+    correlation id of its response."""
+
+    def __init__(self, port, timeout=10):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.corr = 0
+
+    def call(self, api, version, body):
+        self.corr += 1
+        self.s.sendall(request(api, version, self.corr, body))
+        r = read_frame(self.s)
+        if r is None:
+            raise ConnectionError("connection closed by the broker")
+        c = Cursor(r)
+        corr = c.take(">i")
+        assert corr == self.corr, "correlation %d != %d" % (corr, self.corr)
+        return c
+
+    def close(self):
+        self.s.close()
+
+    # -- APIs ---------------------------------------------------------------
+
+    def produce(self, topic, partition, records, acks=-1, timeout_ms=10000):
+        body = kstr(None) + struct.pack(">hi", acks, timeout_ms) + struct.pack(">i", 1) + kstr(topic)
+        body += struct.pack(">i", 1) + struct.pack(">ii", partition, len(records)) + records
+        c = self.call(0, 3, body)
+        out = []
+        for _ in range(c.take(">i")):
+            c.string()
+            for _ in range(c.take(">i")):
+                idx, err, base, _lat = c.take(">ihqq")
+                out.append((idx, err, base))
+        return out[0]
+
+    def list_offsets(self, topic, partition, timestamp):
+        body = struct.pack(">i", -1) + struct.pack(">i", 1) + kstr(topic) + struct.pack(">i", 1)
+        body += struct.pack(">iq", partition, timestamp)
+        c = self.call(2, 1, body)
+        c.take(">i")
+        c.string()
+        c.take(">i")
+        _p, err, ts, off = c.take(">ihqq")
+        return err, off, ts
+
+    def delete_records(self, topic, partition, offset):
+        body = struct.pack(">i", 1) + kstr(topic) + struct.pack(">i", 1) + struct.pack(">iq", partition, offset)
+        body += struct.pack(">i", 10000)
+        c = self.call(21, 0, body)
+        c.take(">i")  # throttle
+        c.take(">i")
+        c.string()
+        c.take(">i")
+        _p, low, err = c.take(">iqh")
+        return err, low
+
+    def incremental_alter(self, topic, changes):
+        """changes: [(name, op, value)] with op 0 set, 1 delete."""
+        body = struct.pack(">i", 1) + struct.pack(">b", 2) + kstr(topic) + struct.pack(">i", len(changes))
+        for name, op, value in changes:
+            body += kstr(name) + struct.pack(">b", op) + kstr(value)
+        body += struct.pack(">b", 0)
+        c = self.call(44, 0, body)
+        c.take(">i")
+        c.take(">i")
+        err = c.take(">h")
+        msg = c.string()
+        return err, msg
+
+    def create_topic(self, topic, partitions, rf=1, configs=None):
+        configs = configs or {}
+        body = struct.pack(">i", 1) + kstr(topic) + struct.pack(">ih", partitions, rf) + struct.pack(">i", 0)
+        body += struct.pack(">i", len(configs))
+        for k, v in configs.items():
+            body += kstr(k) + kstr(v)
+        body += struct.pack(">i", 30000)
+        c = self.call(19, 0, body)
+        c.take(">i")
+        c.string()
+        return c.take(">h")
+
+    def fetch(self, topic, partition, offset, max_bytes=1 << 20, max_wait=100):
+        """Returns (error, high watermark, log start, records bytes)."""
+        body = struct.pack(">iiiib", -1, max_wait, 1, max_bytes, 0) + struct.pack(">i", 1) + kstr(topic)
+        body += struct.pack(">i", 1) + struct.pack(">iqqi", partition, offset, -1, max_bytes)
+        c = self.call(1, 5, body)
+        c.take(">i")  # throttle
+        c.take(">i")
+        c.string()
+        c.take(">i")
+        _p, err, hw, _lso, lstart = c.take(">ihqqq")
+        n = c.take(">i")
+        for _ in range(max(n, 0)):
+            c.take(">qq")
+        return err, hw, lstart, c.bytes_()
+
+
+def batches(data):
+    """Split fetched record data into (base offset, record count, bytes)
+    for every whole batch."""
+    out, pos = [], 0
+    while pos + 61 <= len(data):
+        base, length = struct.unpack_from(">qi", data, pos)
+        if pos + 12 + length > len(data):
+            break
+        count = struct.unpack_from(">i", data, pos + 57)[0]
+        out.append((base, count, data[pos:pos + 12 + length]))
+        pos += 12 + length
+    return out
