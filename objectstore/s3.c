@@ -542,7 +542,15 @@ static void start_call(s3_t *s3, call_t *c) {
     if (cfg->s3_ca_file[0]) curl_easy_setopt(e, CURLOPT_CAINFO, cfg->s3_ca_file);
     if (!strcmp(c->method, "HEAD")) {
         curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-    } else if (!strcmp(c->method, "PUT") || !strcmp(c->method, "POST")) {
+    } else if (!strcmp(c->method, "POST")) {
+        /* Our POST bodies are small XML documents held in memory.  As post
+         * fields curl sends them at once: with a read callback it would add
+         * "Expect: 100-continue" above 1 KiB, and RGW answers that for a
+         * POST only after the body, which costs curl's full 1 s wait. */
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->body_len);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->body_mem ? (const char *)c->body_mem : "");
+    } else if (!strcmp(c->method, "PUT")) {
         /* UPLOAD sends exactly body_len bytes with a Content-Length and no
          * Content-Type of curl's choosing (which it would sign). */
         curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
@@ -552,7 +560,6 @@ static void start_call(s3_t *s3, call_t *c) {
         curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, on_seek);
         curl_easy_setopt(e, CURLOPT_SEEKDATA, c);
         curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
-        if (!strcmp(c->method, "POST")) curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "POST");
     } else if (strcmp(c->method, "GET") != 0) {
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, c->method);
     }
@@ -796,6 +803,7 @@ static call_t *object_call(s3_op_t *op, call_kind_t kind, const char *method) {
 
 static void metadata_headers(s3_op_t *op, call_t *c) {
     const st_os_request_t *rq = &op->req->rq;
+    add_header(c, "Content-Type: application/octet-stream");
     add_header(c, "x-amz-meta-%s: %08x", ST_OS_CRC_META, op->crc);
     for (size_t i = 0; i < rq->nmeta; i++)
         add_header(c, "x-amz-meta-%s: %s", rq->meta[i].name, rq->meta[i].value);
