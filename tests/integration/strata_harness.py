@@ -208,3 +208,121 @@ def wait_for(pred, timeout=30, interval=0.1, what="condition"):
 
 def grep_log(broker, pattern):
     return re.findall(pattern, broker.log_text())
+
+
+# ---- child processes other than brokers (client programs)
+
+_children = []
+
+
+def spawn(cmd, **kw):
+    """Popen a helper process; the atexit hook kills it if the test did not."""
+    p = subprocess.Popen(cmd, **kw)
+    _children.append(p)
+    return p
+
+
+@atexit.register
+def _stop_children():
+    for p in _children:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def log_starts(broker):
+    """The broker's log split at each start: element i is what start i wrote."""
+    return re.split(r"^==== start \d+ ====\n", broker.log_text(), flags=re.M)[1:]
+
+
+# ---- segment files (record batch v2 as Kafka lays it out)
+#
+#   baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 |
+#   magic int8 | crc uint32 | attributes int16 | lastOffsetDelta int32 |
+#   baseTimestamp int64 | maxTimestamp int64 | producerId int64 |
+#   producerEpoch int16 | baseSequence int32 | recordCount int32 | records
+#
+# batchLength counts from partitionLeaderEpoch on, so a batch takes
+# batchLength + 12 bytes in the file.
+
+BATCH_HEADER_SIZE = 61
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+def partition_dir(broker, topic, partition):
+    return os.path.join(broker.logdir, "%s-%d" % (topic, partition))
+
+
+def segment_logs(broker, topic, partition):
+    """The partition's .log files, oldest first."""
+    d = partition_dir(broker, topic, partition)
+    return sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".log"))
+
+
+def read_batches(path):
+    """The whole batches of one segment file, in file order; a torn tail
+    ends the list.  Each is a dict of header fields plus pos, size and the
+    batch bytes."""
+    with open(path, "rb") as f:
+        data = f.read()
+    out, pos = [], 0
+    while pos + BATCH_HEADER_SIZE <= len(data):
+        (base, blen, epoch, magic, crc, attrs, lod, bts, mts, pid, pepoch, bseq,
+         count) = _BATCH_HEADER.unpack_from(data, pos)
+        size = blen + 12
+        if blen < BATCH_HEADER_SIZE - 12 or pos + size > len(data):
+            break
+        out.append(dict(pos=pos, size=size, base_offset=base, last_offset=base + lod,
+                        leader_epoch=epoch, magic=magic, crc=crc, attributes=attrs,
+                        codec=attrs & 7, log_append_time=bool(attrs & 8), count=count,
+                        base_timestamp=bts, max_timestamp=mts,
+                        data=data[pos:pos + size]))
+        pos += size
+    return out
+
+
+def _varint(b, i):
+    shift = v = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return (v >> 1) ^ -(v & 1), i
+
+
+def batch_records(batch):
+    """The records of an uncompressed batch from read_batches(): dicts with
+    offset, timestamp, key, value (None when null) and headers, a list of
+    (name, value-or-None)."""
+    if batch["codec"] != 0:
+        raise ValueError("batch at offset %d is compressed" % batch["base_offset"])
+    b, i, out = batch["data"], BATCH_HEADER_SIZE, []
+
+    def nbytes(i):
+        n, i = _varint(b, i)
+        if n < 0:
+            return None, i
+        return bytes(b[i:i + n]), i + n
+
+    for _ in range(batch["count"]):
+        length, i = _varint(b, i)
+        end = i + length
+        i += 1  # attributes
+        ts_delta, i = _varint(b, i)
+        off_delta, i = _varint(b, i)
+        key, i = nbytes(i)
+        value, i = nbytes(i)
+        nh, i = _varint(b, i)
+        headers = []
+        for _ in range(nh):
+            name, i = nbytes(i)
+            hv, i = nbytes(i)
+            headers.append((name.decode(errors="replace"), hv))
+        if i != end:
+            raise ValueError("record at offset %d does not end at its length" % (batch["base_offset"] + off_delta))
+        out.append(dict(offset=batch["base_offset"] + off_delta,
+                        timestamp=batch["base_timestamp"] + ts_delta,
+                        key=key, value=value, headers=headers))
+    return out
