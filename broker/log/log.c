@@ -471,6 +471,7 @@ out:
 
 typedef struct ts_search {
     int64_t target;
+    int64_t from; /* the log start: records below it are not answers */
     int64_t offset;
     int64_t ts;
     int found;
@@ -478,7 +479,7 @@ typedef struct ts_search {
 
 static int ts_record_cb(const st_record_t *r, void *arg) {
     ts_search_t *t = arg;
-    if (r->timestamp >= t->target) {
+    if (r->offset >= t->from && r->timestamp >= t->target) {
         t->offset = r->offset;
         t->ts = r->timestamp;
         t->found = 1;
@@ -508,9 +509,9 @@ st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int6
                 buf = st_realloc(buf, (size_t)b.size);
                 size_t got = 0;
                 st_pread_all(s->file->fd, buf, (size_t)b.size, pos, &got);
-                ts_search_t t = {ts, 0, 0, 0};
+                ts_search_t t = {ts, log->log_start_offset, 0, 0, 0};
                 if (got == (size_t)b.size) st_batch_foreach_record(buf, b.size, ts_record_cb, &t);
-                if (t.found && t.offset >= log->log_start_offset) {
+                if (t.found) {
                     *offset = t.offset;
                     *found_ts = t.ts;
                     *epoch = b.leader_epoch;

@@ -150,9 +150,12 @@ void st_log__seg_unlink(st_segment_t *s, const char *dir) {
 
 /* Load the index files and keep their longest prefix that agrees with the
  * .log: entries ascending, positions inside the file, and each entry
- * naming a batch whose last offset matches.  Returns 0 when the files had
- * to be cut (or were missing while the log is not empty). */
-static int load_indexes(st_segment_t *s) {
+ * naming a batch whose last offset matches.  last_rel is the relative
+ * offset of a closed segment's last record (-1 when not known): its closing
+ * time-index entry may name a record past the last offset-index entry.
+ * Returns 0 when the files had to be cut (or were missing while the log is
+ * not empty). */
+static int load_indexes(st_segment_t *s, int64_t last_rel) {
     struct stat st;
     int trusted = 1;
     if (fstat(s->index_fd, &st) == 0 && st.st_size >= 8) {
@@ -190,7 +193,8 @@ static int load_indexes(st_segment_t *s) {
         size_t got = 0;
         st_pread_all(s->timeindex_fd, buf, n * 12, 0, &got);
         n = got / 12;
-        int32_t max_rel = s->nidx ? s->idx[s->nidx - 1].rel : -1;
+        int64_t max_rel = s->nidx ? s->idx[s->nidx - 1].rel : -1;
+        if (last_rel > max_rel) max_rel = last_rel;
         for (size_t i = 0; i < n; i++) {
             int64_t ts = (int64_t)st_be64_get(buf + i * 12);
             int32_t rel = (int32_t)st_be32_get(buf + i * 12 + 8);
@@ -273,7 +277,7 @@ static st_err_t scan_from(st_segment_t *s, int64_t pos, int validate, int32_t in
 st_err_t st_log__seg_recover(st_segment_t *s, const char *dir, int validate, int is_last,
                              int64_t next_base, const st_log_config_t *cfg, const char *what) {
     (void)dir;
-    int trusted = load_indexes(s);
+    int trusted = load_indexes(s, is_last ? -1 : next_base - 1 - s->base_offset);
     if (!trusted && s->size > 0)
         ST_WARN("log", "%s: index of segment %020lld is missing or inconsistent; rebuilding",
                 what, (long long)s->base_offset);
@@ -288,16 +292,29 @@ st_err_t st_log__seg_recover(st_segment_t *s, const char *dir, int validate, int
         s->bytes_since_index = 0;
         return ST_OK;
     }
-    /* Scan from the last trusted index entry (the start when none). */
+    /* Drop the last trusted index entry and scan from right after the batch
+     * of the one before it (the start when none), as things stood when the
+     * dropped entry was written: the scan puts it back at the same batch,
+     * and sees the timestamps of every batch the kept entries do not cover. */
     int64_t pos = 0;
+    s->bytes_since_index = 0;
     if (trusted && s->nidx) {
-        st_idx_entry_t last = s->idx[s->nidx - 1];
-        pos = last.pos;
-        s->nidx--; /* re-added by the scan */
-        s->next_offset = s->base_offset + (s->nidx ? s->idx[s->nidx - 1].rel + 1 : 0);
+        int32_t prev_rel = -1;
+        s->nidx--;
+        if (s->nidx) {
+            st_idx_entry_t prev = s->idx[s->nidx - 1];
+            uint8_t hdr[ST_BATCH_HEADER_SIZE];
+            size_t got = 0;
+            st_batch_info_t b;
+            st_pread_all(s->file->fd, hdr, sizeof hdr, prev.pos, &got);
+            if (st_batch_header(hdr, got, &b)) return ST_CORRUPT_BKPT; /* load_indexes read it */
+            pos = prev.pos + b.size;
+            s->bytes_since_index = b.size;
+            prev_rel = prev.rel;
+        }
+        s->next_offset = s->base_offset + prev_rel + 1;
         /* time entries past the rescanned point are rebuilt as well */
-        while (s->ntidx && s->tidx[s->ntidx - 1].rel > (s->nidx ? s->idx[s->nidx - 1].rel : -1))
-            s->ntidx--;
+        while (s->ntidx && s->tidx[s->ntidx - 1].rel > prev_rel) s->ntidx--;
         if (s->ntidx) {
             s->max_timestamp = s->tidx[s->ntidx - 1].ts;
             s->offset_of_max_timestamp = s->base_offset + s->tidx[s->ntidx - 1].rel;
@@ -313,7 +330,6 @@ st_err_t st_log__seg_recover(st_segment_t *s, const char *dir, int validate, int
         s->next_offset = s->base_offset;
         s->nidx_written = s->ntidx_written = 0;
     }
-    s->bytes_since_index = 0;
     st_err_t e = scan_from(s, pos, validate, cfg->index_interval_bytes, what);
     if (e) return e;
     if (s->dirty_index) e = st_log__seg_write_indexes(s, !is_last);
