@@ -168,7 +168,7 @@ st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int
         bases[nbases++] = base;
     }
     closedir(d);
-    qsort(bases, (size_t)nbases, sizeof *bases, cmp_i64);
+    if (nbases) qsort(bases, (size_t)nbases, sizeof *bases, cmp_i64);
 
     for (int i = 0; i < nbases; i++) {
         st_segment_t *s;

@@ -365,23 +365,33 @@ void st_logmgr_request_flush(st_logmgr_t *m, st_log_t *log) {
 static void *flusher_main(void *arg) {
     st_logmgr_t *m = arg;
     st_thread_set_name("log-flusher");
+    st_log_t **round = NULL;
+    int cap = 0;
     pthread_mutex_lock(&m->lock);
     for (;;) {
         while (!m->flush_head && !m->stopping) pthread_cond_wait(&m->cond, &m->lock);
-        st_log_t *batch = m->flush_head;
-        if (!batch && m->stopping) break;
+        if (!m->flush_head && m->stopping) break;
+        /* Take the whole queue out of the list before unlocking: once a log
+         * is unmarked it may be queued again (and relinked) at any time. */
+        int n = 0;
+        for (st_log_t *l = m->flush_head; l; l = l->flush_next) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 64;
+                round = st_realloc(round, sizeof *round * (size_t)cap);
+            }
+            round[n++] = l;
+            l->flush_queued = 0;
+        }
         m->flush_head = m->flush_tail = NULL;
-        for (st_log_t *l = batch; l; l = l->flush_next) l->flush_queued = 0;
         pthread_mutex_unlock(&m->lock);
-        while (batch) {
-            st_log_t *next = batch->flush_next;
-            if (!batch->closed) st_log_flush(batch);
-            st_log_release(batch);
-            batch = next;
+        for (int i = 0; i < n; i++) {
+            st_log_flush(round[i]); /* a closed log answers at once */
+            st_log_release(round[i]);
         }
         pthread_mutex_lock(&m->lock);
     }
     pthread_mutex_unlock(&m->lock);
+    free(round);
     return NULL;
 }
 

@@ -64,6 +64,7 @@ struct st_loop {
     void *user;
     st_conn_t *conns;
     int stopping;
+    int requests; /* not yet freed, on open or closed connections */
 };
 
 typedef struct listener {
@@ -155,6 +156,7 @@ static void conn_release(st_conn_t *c) {
 }
 
 static void request_free(st_request_t *req) {
+    req->loop->requests--;
     st_chain_fini(&req->resp);
     st_arena_fini(&req->arena);
     free(req->frame);
@@ -249,6 +251,7 @@ static void conn_dispatch(st_conn_t *c, uint8_t *frame, size_t len) {
     st_arena_init(&req->arena, 4096);
     st_chain_init(&req->resp);
     c->refs++;
+    c->loop->requests++;
     conn_enqueue(c, req);
     st_err_t e = st_request_decode(frame, len, &req->arena, &req->hdr, &req->api, &req->body);
     if (e == ST_E_UNSUPPORTED_VERSION && req->api && req->api->key == ST_API_API_VERSIONS) {
@@ -456,6 +459,10 @@ static void accept_all(st_net_t *n, listener_t *l) {
                 ST_LOG_RATELIMITED(ST_LOG_WARN, "net", 5000, "accept: %s", strerror(errno));
             return;
         }
+        if (__atomic_load_n(&n->loops[0].stopping, __ATOMIC_ACQUIRE)) {
+            close(fd); /* shutting down: no new connections */
+            continue;
+        }
         st_loop_t *target = &n->loops[n->next_loop++ % (unsigned)n->nloops];
         if (target == &n->loops[0]) {
             conn_add(target, fd);
@@ -479,19 +486,21 @@ static void *loop_main(void *arg) {
         int64_t wait = n->hooks.on_tick ? n->hooks.on_tick(loop, now, n->hooks.arg) : -1;
         if (wait < 0 || wait > 1000) wait = 1000;
         if (__atomic_load_n(&loop->stopping, __ATOMIC_ACQUIRE)) {
+            /* Draining: read nothing more, expire whatever is parked (again
+             * each round: a controller reply may have parked more), and wait
+             * until every request is answered or the deadline passes. */
             if (!drain_deadline) {
                 drain_deadline = now + 5000;
-                if (n->hooks.on_drain) n->hooks.on_drain(loop, n->hooks.arg);
                 for (st_conn_t *c = loop->conns; c; c = c->next_all) {
                     c->paused = 1;
                     conn_update_events(c);
                 }
             }
-            int busy = 0;
-            for (st_conn_t *c = loop->conns; c; c = c->next_all)
-                if (c->head) busy = 1;
+            if (n->hooks.on_drain) n->hooks.on_drain(loop, n->hooks.arg);
+            int busy = loop->requests > 0;
+            for (st_conn_t *c = loop->conns; c && !busy; c = c->next_all) busy = c->head != NULL;
             if (!busy || now >= drain_deadline) break;
-            wait = 50;
+            wait = 20;
         }
         int k = epoll_wait(loop->epfd, evs, 64, (int)wait);
         for (int i = 0; i < k; i++) {

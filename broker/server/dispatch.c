@@ -33,11 +33,6 @@ st_handler_fn st_handler_for(int16_t key) {
 
 void st_server_on_request(st_request_t *req, void *arg) {
     st_server_t *srv = arg;
-    if (!st_loop_user(req->loop)) {
-        st_loop_state_t *ls = st_calloc(1, sizeof *ls);
-        ls->srv = srv;
-        st_loop_set_user(req->loop, ls);
-    }
     st_handler_fn fn = st_handler_for(req->api->key);
     if (!fn) {
         st_request_close_conn(req, "API without a handler");

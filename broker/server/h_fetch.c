@@ -20,13 +20,19 @@ typedef struct fetch_op {
     int nparts;
 } fetch_op_t;
 
-static void release_files(st_fetch_resp_t *r) {
+/* The file references a response holds; st_request_respond may free the
+ * request (and its arena) when the connection is gone, so they are
+ * collected first and released after. */
+static st_file_t **collect_files(const st_fetch_resp_t *r, int *n) {
+    int cnt = 0;
+    for (int i = 0; i < r->responses.n; i++) cnt += r->responses.v[i].partitions.n;
+    st_file_t **v = st_malloc(sizeof *v * (size_t)(cnt + 1));
+    *n = 0;
     for (int i = 0; i < r->responses.n; i++)
-        for (int j = 0; j < r->responses.v[i].partitions.n; j++) {
-            st_records_t *rec = &r->responses.v[i].partitions.v[j].records;
-            if (rec->file) st_file_release(rec->file);
-            rec->file = NULL;
-        }
+        for (int j = 0; j < r->responses.v[i].partitions.n; j++)
+            if (r->responses.v[i].partitions.v[j].records.file)
+                v[(*n)++] = r->responses.v[i].partitions.v[j].records.file;
+    return v;
 }
 
 /* One pass over every partition.  With out == NULL only count the bytes
@@ -101,8 +107,11 @@ static void fetch_respond(fetch_op_t *op) {
     st_fetch_resp_t r;
     st_schema_defaults(&st_fetch_resp_schema, &r);
     fetch_pass(op, &r, NULL);
-    st_request_respond(op->req, &r);
-    release_files(&r);
+    int n;
+    st_file_t **files = collect_files(&r, &n);
+    st_request_respond(op->req, &r); /* the response keeps its own references */
+    for (int i = 0; i < n; i++) st_file_release(files[i]);
+    free(files);
 }
 
 static int fetch_try(st_delayed_t *d) {

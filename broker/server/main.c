@@ -25,10 +25,12 @@ static void usage(FILE *out) {
             "configuration reference or --print-config-doc.\n");
 }
 
+static int serve(const char *config_path, char **overrides, int noverrides);
+
 int main(int argc, char **argv) {
     const char *config_path = NULL;
     char **overrides = st_calloc((size_t)argc, sizeof *overrides);
-    int noverrides = 0, print_doc = 0;
+    int noverrides = 0, print_doc = 0, rc = 2;
     static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
                                          {"override", required_argument, NULL, 'o'},
                                          {"print-config-doc", no_argument, NULL, 'd'},
@@ -40,19 +42,25 @@ int main(int argc, char **argv) {
         case 'c': config_path = optarg; break;
         case 'o': overrides[noverrides++] = optarg; break;
         case 'd': print_doc = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'h': usage(stdout); rc = 0; goto out;
+        default: usage(stderr); goto out;
         }
     }
     if (print_doc) {
         static const char *const titles[] = {"Object store settings"};
         st_config_doc(stdout, &st_os_config_table, titles, 1);
-        return 0;
-    }
-    if (!config_path || optind != argc) {
+        rc = 0;
+    } else if (!config_path || optind != argc) {
         usage(stderr);
-        return 2;
+    } else {
+        rc = serve(config_path, overrides, noverrides);
     }
+out:
+    free(overrides);
+    return rc;
+}
+
+static int serve(const char *config_path, char **overrides, int noverrides) {
 
     /* Signals are taken synchronously by this thread; every thread started
      * below inherits the mask. */
@@ -109,6 +117,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "stratad: %s\n", err);
         return 1;
     }
+    st_loop_state_t *loop_states = st_calloc((size_t)st_net_nloops(srv.net), sizeof *loop_states);
+    for (int i = 0; i < st_net_nloops(srv.net); i++) {
+        loop_states[i].srv = &srv;
+        st_loop_set_user(st_net_loop(srv.net, i), &loop_states[i]);
+    }
     /* An advertised address takes the port actually bound when it was 0,
      * and a host when none was given. */
     for (int i = 0; i < srv.nadvertised; i++) {
@@ -158,13 +171,13 @@ int main(int argc, char **argv) {
     st_controller_close(srv.ctl);
     st_replicas_destroy(srv.rm);
     st_net_destroy(srv.net);
+    free(loop_states);
     st_logmgr_close(srv.logs);
     st_free_strv(dirs, ndirs);
     free(srv.listeners);
     free(srv.advertised);
     st_broker_config_fini(&srv.cfg);
     st_os_config_fini(&oscfg);
-    free(overrides);
     ST_INFO("server", "stopped cleanly");
     return 0;
 }

@@ -111,7 +111,10 @@ class Broker:
             return self.proc.returncode if self.proc else None
         self.proc.send_signal(sig)
         try:
-            return self.proc.wait(timeout)
+            rc = self.proc.wait(timeout)
+            if rc != 0 and sig != signal.SIGKILL:
+                print("stratad exited %d; its log ends:\n%s" % (rc, self.log_tail(int(os.environ.get("STRATA_LOG_LINES", "60")))), flush=True)
+            return rc
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
