@@ -34,15 +34,17 @@ for b in stratad strata-loadgen strata-sink; do
 done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata-bench.XXXXXX")
-pids=()
+# At most one server and one strata-loadgen run at a time; a pid is
+# forgotten as soon as its process has been reaped, so cleanup never
+# signals a pid that may have been reused.
+server_pid=""
+loadgen_pid=""
 
-# Stop, by pid, everything this script started; remove the temporary files.
+# Stop, by pid, whatever this script still runs; remove the temporary files.
 cleanup() {
   local pid
-  for pid in "${pids[@]}"; do
+  for pid in $loadgen_pid $server_pid; do
     kill "$pid" 2>/dev/null || true
-  done
-  for pid in "${pids[@]}"; do
     wait "$pid" 2>/dev/null || true
   done
   rm -rf "$work"
@@ -50,7 +52,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-server_pid=""
 bootstrap=""
 
 # start_server NAME CMD...: run a server in the background and wait for its
@@ -60,7 +61,6 @@ start_server() {
   shift
   "$@" >"$work/$name.out" 2>"$work/$name.err" &
   server_pid=$!
-  pids+=("$server_pid")
   local i
   for i in $(seq 1 100); do
     bootstrap=$(sed -n 's/^bootstrap.servers=//p' "$work/$name.out")
@@ -83,7 +83,14 @@ stop_server() {
 # any failed record fails the benchmark.
 result=""
 loadgen() {
-  if ! "$bin/strata-loadgen" --quiet "$@" >"$work/result"; then
+  # In the background and waited for, so that a signal to this script is
+  # handled at once (bash runs traps only between foreground commands).
+  "$bin/strata-loadgen" --quiet "$@" >"$work/result" &
+  loadgen_pid=$!
+  local rc=0
+  wait "$loadgen_pid" || rc=$?
+  loadgen_pid=""
+  if [ "$rc" != 0 ]; then
     echo "run.sh: strata-loadgen $* failed" >&2
     exit 1
   fi
@@ -150,7 +157,8 @@ measure_sink() {
 
 echo "strata produce/consume benchmark: $(nproc) CPUs, loopback, $PARTITIONS partition(s)," \
      "median of $REPEATS runs"
-echo "$(uname -sr), librdkafka $(pkg-config --modversion rdkafka 2>/dev/null || echo '?')"
+echo "$(uname -sr), librdkafka $(pkg-config --modversion rdkafka 2>/dev/null || echo '?')," \
+     "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 produce_rows=()
 consume_rows=()
@@ -180,14 +188,14 @@ for size in 100 1000; do
         "$(median "${c_rps[@]}")" "$(median "${c_mbs[@]}")" "$lo - $hi")")
       lo=$(printf '%s\n' "${d_mbs[@]}" | sort -g | head -n 1)
       hi=$(printf '%s\n' "${d_mbs[@]}" | sort -g | tail -n 1)
-      dd_rows+=("$(printf '| %-6s | %9s | %12s | %17s |' "$label" "$((n * size / 1000000))" \
+      dd_rows+=("$(printf '| %-6s | %9s | %11s | %17s |' "$label" "$((n * size / 1000000))" \
         "$(median "${d_mbs[@]}")" "$lo - $hi")")
     fi
   done
 done
 
 echo
-echo "Produce (MB = 10^6 bytes of record values; ratio = stratad MB/s / sink MB/s)"
+echo "Produce (1 KB = 1000 B; MB = 10^6 bytes of record values; ratio = stratad MB/s / sink MB/s)"
 echo
 echo "| record | acks |   records | stratad rec/s | stratad MB/s | sink rec/s |   sink MB/s | ratio |"
 echo "|--------|------|-----------|---------------|--------------|------------|-----------|-------|"
@@ -204,3 +212,5 @@ echo
 echo "| record |        MB |     dd MB/s | MB/s min - max    |"
 echo "|--------|-----------|-------------|-------------------|"
 printf '%s\n' "${dd_rows[@]}"
+echo
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
