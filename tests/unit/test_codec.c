@@ -399,7 +399,7 @@ static void roundtrip_one(const char *what, const st_schema_t *s, int v, int fle
     wire_lo = wire_hi = NULL;
 
     encode_flat(s, v, flexible, out, &again);
-    if (again.len != wire.len || memcmp(again.data, wire.data, wire.len))
+    if (again.len != wire.len || (wire.len && memcmp(again.data, wire.data, wire.len)))
         fail_msg("%s: encode(decode(bytes)) differs from bytes (%zu vs %zu)", path, again.len,
                  wire.len);
     st_arena_fini(&b);

@@ -1648,77 +1648,91 @@ static void test_log_crash_intact(void **state) {
     env_fini(&c);
 }
 
+/* Damage the index files of a log (how: 0 delete them, 1 garbage over
+ * them, 2 a wrong and a torn entry appended, 3 junk after the time index
+ * only), reopen: the indexes are rebuilt the way they were written, and
+ * reads and time lookups still work.  On a cleanly closed log, or on a
+ * crashed copy (whose active segment never had its index written). */
+static void index_rebuild_case(int crashed, int how) {
+    env_t orig, copy, *t = &orig;
+    env_init(&orig, 5000, 500);
+    append_many(&orig, 100, 4, 1700000000000, 0);
+    if (crashed) {
+        crash_copy(&orig, &copy);
+        t = &copy;
+    }
+    env_close(&orig);
+    st_buf_t good, again;
+    st_buf_init(&good);
+    st_buf_init(&again);
+    snapshot_indexes(&orig, &good);
+
+    int64_t bases[256];
+    int n = list_segments(t->pdir, bases, 256);
+    assert_true(n >= 3);
+    for (int i = 0; i < n; i++) {
+        char path[4400];
+        seg_path(t, bases[i], ".index", path, sizeof path);
+        if (how == 0) {
+            /* (c) the index files are gone */
+            assert_int_equal(unlink(path), 0);
+        } else if (how == 1) {
+            /* (d) garbage entries over the whole file, and beyond */
+            int64_t sz = file_size(path);
+            uint8_t junk[4096];
+            unit_fill(junk, sizeof junk);
+            assert_true(sz + 16 <= (int64_t)sizeof junk);
+            FILE *f = fopen(path, "w");
+            fwrite(junk, 1, (size_t)sz + 16, f);
+            fclose(f);
+        } else if (how == 2) {
+            /* an entry that names the wrong batch, then a torn one */
+            FILE *f = fopen(path, "a");
+            uint8_t ent[11] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 3};
+            fwrite(ent, 1, sizeof ent, f);
+            fclose(f);
+        } else {
+            /* the offset index intact; junk after the time index's
+             * entries (an offset out of range, then a torn entry) */
+            seg_path(t, bases[i], ".timeindex", path, sizeof path);
+            FILE *f = fopen(path, "a");
+            uint8_t tj[17];
+            unit_fill(tj, sizeof tj);
+            tj[0] = 0x7f;
+            st_be32_put(tj + 8, 0x7fffffff);
+            fwrite(tj, 1, sizeof tj, f);
+            fclose(f);
+        }
+    }
+    capture_start();
+    env_open(t);
+    capture_stop();
+    if (how < 3) assert_non_null(strstr(captured, "rebuilding"));
+    free(captured);
+    verify_reads(t, 0, 1 << 20);
+    verify_every_offset(t, 0);
+    check_index_invariants(t);
+    check_time_lookups(t, 0);
+    int64_t max_ts = INT64_MIN;
+    for (int i = 0; i < t->md.nr; i++) max_ts = ST_MAX(max_ts, t->md.r[i].ts);
+    assert_true(st_log_max_timestamp(t->log) == max_ts);
+    env_close(t);
+    snapshot_indexes(t, &again);
+    if (how < 3 && (again.len != good.len || memcmp(again.data, good.data, good.len)))
+        fail_msg("case %d%s: rebuilt indexes differ from the originals", how,
+                 crashed ? " (crashed)" : "");
+    env_open(t);
+    check_time_lookups(t, 0);
+    st_buf_fini(&good);
+    st_buf_fini(&again);
+    env_fini(t);
+    if (crashed) env_fini(&orig);
+}
+
 static void test_log_index_rebuild(void **state) {
     (void)state;
-    for (int how = 0; how < 4; how++) {
-        env_t e;
-        env_init(&e, 5000, 500);
-        append_many(&e, 100, 4, 1700000000000, 0);
-        env_close(&e);
-        st_buf_t good, again;
-        st_buf_init(&good);
-        st_buf_init(&again);
-        snapshot_indexes(&e, &good);
-
-        int64_t bases[256];
-        int n = list_segments(e.pdir, bases, 256);
-        assert_true(n >= 3);
-        for (int i = 0; i < n; i++) {
-            char path[4400];
-            seg_path(&e, bases[i], ".index", path, sizeof path);
-            if (how == 0) {
-                /* (c) the index files are gone */
-                assert_int_equal(unlink(path), 0);
-            } else if (how == 1) {
-                /* (d) garbage entries over the whole file, and beyond */
-                int64_t sz = file_size(path);
-                uint8_t junk[4096];
-                unit_fill(junk, sizeof junk);
-                assert_true(sz + 16 <= (int64_t)sizeof junk);
-                FILE *f = fopen(path, "w");
-                fwrite(junk, 1, (size_t)sz + 16, f);
-                fclose(f);
-            } else if (how == 2) {
-                /* an entry that names the wrong batch, then a torn one */
-                FILE *f = fopen(path, "a");
-                uint8_t ent[11] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 3};
-                fwrite(ent, 1, sizeof ent, f);
-                fclose(f);
-            } else {
-                /* the offset index intact; junk after the time index's
-                 * entries (an offset out of range, then a torn entry) */
-                seg_path(&e, bases[i], ".timeindex", path, sizeof path);
-                FILE *f = fopen(path, "a");
-                uint8_t tj[17];
-                unit_fill(tj, sizeof tj);
-                tj[0] = 0x7f;
-                st_be32_put(tj + 8, 0x7fffffff);
-                fwrite(tj, 1, sizeof tj, f);
-                fclose(f);
-            }
-        }
-        capture_start();
-        env_open(&e);
-        capture_stop();
-        if (how < 3) assert_non_null(strstr(captured, "rebuilding"));
-        free(captured);
-        verify_reads(&e, 0, 1 << 20);
-        verify_every_offset(&e, 0);
-        check_index_invariants(&e);
-        check_time_lookups(&e, 0);
-        int64_t max_ts = INT64_MIN;
-        for (int i = 0; i < e.md.nr; i++) max_ts = ST_MAX(max_ts, e.md.r[i].ts);
-        assert_true(st_log_max_timestamp(e.log) == max_ts);
-        env_close(&e);
-        snapshot_indexes(&e, &again);
-        if (how < 3 && (again.len != good.len || memcmp(again.data, good.data, good.len)))
-            fail_msg("case %d: rebuilt indexes differ from the originals", how);
-        env_open(&e);
-        check_time_lookups(&e, 0);
-        st_buf_fini(&good);
-        st_buf_fini(&again);
-        env_fini(&e);
-    }
+    for (int crashed = 0; crashed < 2; crashed++)
+        for (int how = 0; how < 4; how++) index_rebuild_case(crashed, how);
 }
 
 /* ======================================================================
