@@ -54,20 +54,49 @@ static inline void unit_fill(void *p, size_t n) {
 
 /* ---- scratch directories -------------------------------------------------- */
 
+/* Directories made and not yet removed: a failing test jumps out before its
+ * own cleanup, so what is left is removed when the executable exits. */
+static char *unit_tmpdirs[64];
+
+static inline void unit_tmpdirs_cleanup(void) {
+    for (size_t i = 0; i < ST_ARRAY_SIZE(unit_tmpdirs); i++) {
+        if (!unit_tmpdirs[i]) continue;
+        st_rmtree(unit_tmpdirs[i]);
+        free(unit_tmpdirs[i]);
+        unit_tmpdirs[i] = NULL;
+    }
+}
+
 /* A fresh directory under $TMPDIR (or /tmp); the caller frees the string
  * with unit_tmpdir_remove. */
 static inline char *unit_tmpdir(void) {
+    static int registered;
     const char *base = getenv("TMPDIR");
     char tmpl[4096];
     snprintf(tmpl, sizeof tmpl, "%s/strata-unit-XXXXXX", base && *base ? base : "/tmp");
     char *d = mkdtemp(tmpl);
     assert_non_null(d);
+    if (!registered) {
+        atexit(unit_tmpdirs_cleanup);
+        registered = 1;
+    }
+    for (size_t i = 0; i < ST_ARRAY_SIZE(unit_tmpdirs); i++) {
+        if (unit_tmpdirs[i]) continue;
+        unit_tmpdirs[i] = st_strdup(d);
+        break;
+    }
     return st_strdup(d);
 }
 
 static inline void unit_tmpdir_remove(char *dir) {
     if (!dir) return;
     assert_int_equal(st_rmtree(dir), ST_OK);
+    for (size_t i = 0; i < ST_ARRAY_SIZE(unit_tmpdirs); i++) {
+        if (!unit_tmpdirs[i] || strcmp(unit_tmpdirs[i], dir)) continue;
+        free(unit_tmpdirs[i]);
+        unit_tmpdirs[i] = NULL;
+        break;
+    }
     free(dir);
 }
 
