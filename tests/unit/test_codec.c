@@ -918,7 +918,8 @@ static void test_unsupported_version_and_unknown_key(void **state) {
     for (size_t k = 0; k < ST_ARRAY_SIZE(unknown); k++) {
         uint8_t frame[] = {(uint8_t)(unknown[k] >> 8), (uint8_t)unknown[k], 0, 0, 0, 0, 0, 9, 0xff,
                            0xff};
-        got_api = (const st_api_t *)&a; /* must be overwritten */
+        static const st_api_t sentinel = {0, "sentinel", 0, 0, 0, NULL, NULL};
+        got_api = &sentinel; /* must be overwritten with NULL */
         assert_int_equal(st_request_decode(frame, sizeof frame, &a, &h, &got_api, &body),
                          ST_E_INVALID_REQUEST);
         assert_null(got_api);
