@@ -71,6 +71,18 @@ void st_log__epoch_truncate_from(st_log_t *log, int64_t offset) {
     if (n != log->nepochs) epoch_write(log);
 }
 
+/* The log now starts at offset: entries wholly before it go, and the one
+ * spanning it starts there (Kafka's truncateFromStart). */
+static void epoch_truncate_start(st_log_t *log, int64_t offset) {
+    int k = 0;
+    while (k + 1 < log->nepochs && log->epochs[k + 1].start <= offset) k++;
+    if (k == 0 && (log->nepochs == 0 || log->epochs[0].start >= offset)) return;
+    memmove(log->epochs, log->epochs + k, sizeof *log->epochs * (size_t)(log->nepochs - k));
+    log->nepochs -= k;
+    if (log->epochs[0].start < offset) log->epochs[0].start = offset;
+    epoch_write(log);
+}
+
 st_err_t st_log__epoch_load(st_log_t *log) {
     char path[4096], *text;
     snprintf(path, sizeof path, "%s/leader-epoch-checkpoint", log->dir);
@@ -571,6 +583,7 @@ static void drop_oldest(st_log_t *log, int n, const char *why) {
     segs_remove_first(log, n);
     if (log->segs[0]->base_offset > log->log_start_offset)
         log->log_start_offset = log->segs[0]->base_offset;
+    epoch_truncate_start(log, log->log_start_offset);
 }
 
 st_err_t st_log_delete_records(st_log_t *log, int64_t offset, int64_t *low_out) {
@@ -589,6 +602,7 @@ st_err_t st_log_delete_records(st_log_t *log, int64_t offset, int64_t *low_out) 
     int n = 0;
     while (n < log->nsegs - 1 && log->segs[n + 1]->base_offset <= log->log_start_offset) n++;
     if (n) drop_oldest(log, n, "below the log start offset (DeleteRecords)");
+    else epoch_truncate_start(log, log->log_start_offset);
     *low_out = log->log_start_offset;
 out:
     pthread_mutex_unlock(&log->lock);

@@ -40,6 +40,42 @@ static size_t elem_size(const st_field_t *f) {
     }
 }
 
+/* The fewest bytes one encoded struct of s can take at version v: an array
+ * count read from the wire must fit in what remains at that size per item,
+ * so a small frame cannot make the decoder allocate much. */
+static size_t min_wire_size(const st_schema_t *s, int v, int flexible) {
+    size_t n = flexible ? 1 : 0; /* tagged-field count */
+    for (size_t i = 0; i < s->nfields; i++) {
+        const st_field_t *f = &s->fields[i];
+        if (!in_range(v, f->vmin, f->vmax) || (f->tag >= 0 && flexible)) continue;
+        switch (f->type) {
+        case ST_F_BOOL:
+        case ST_F_INT8: n += 1; break;
+        case ST_F_INT16:
+        case ST_F_UINT16: n += 2; break;
+        case ST_F_INT32: n += 4; break;
+        case ST_F_INT64:
+        case ST_F_FLOAT64: n += 8; break;
+        case ST_F_UUID: n += 16; break;
+        case ST_F_STRING: n += flexible ? 1 : 2; break;
+        case ST_F_STRUCT: n += min_wire_size(f->sub, v, flexible); break;
+        default: n += flexible ? 1 : 4; break; /* bytes, records, arrays */
+        }
+    }
+    return n;
+}
+
+static size_t elem_min_size(const st_field_t *f, int v, int flexible) {
+    switch (f->type) {
+    case ST_F_ARRAY: return ST_MAX(min_wire_size(f->sub, v, flexible), (size_t)1);
+    case ST_F_ARRAY_INT32: return 4;
+    case ST_F_ARRAY_INT64: return 8;
+    case ST_F_ARRAY_UUID: return 16;
+    case ST_F_ARRAY_STRING: return flexible ? 1 : 2;
+    default: return 1;
+    }
+}
+
 static void field_default(const st_field_t *f, void *obj) {
     void *p = field_ptr(obj, f);
     switch (f->type) {
@@ -177,7 +213,7 @@ static void decode_field(const st_field_t *f, int v, int flexible, st_rd_t *r, s
             arr->n = -1;
             break;
         }
-        if (r->err || (size_t)n > st_rd_left(r)) {
+        if (r->err || (uint64_t)n * elem_min_size(f, v, flexible) > st_rd_left(r)) {
             st_rd_fail(r, ST_E_TRUNCATED);
             arr->n = 0;
             break;

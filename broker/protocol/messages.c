@@ -82,32 +82,36 @@ ST_SCHEMA_DEFINE(st_describe_cluster_broker, ST_DESCRIBE_CLUSTER_BROKER)
 ST_SCHEMA_DEFINE(st_describe_cluster_resp, ST_DESCRIBE_CLUSTER_RESP)
 
 
-/* key, name, min, max, first flexible, request, response.  The minimums
- * stay low on purpose: librdkafka turns features on only when our range
- * overlaps the ranges it knows (PROTOCOL-NOTES). */
+/* key, name, advertised min, min, max, first flexible, request, response.
+ * The minimums stay low on purpose: librdkafka turns features on only when
+ * our range overlaps the ranges it knows.  Produce is advertised from v0
+ * although v0-2 (message sets v0/v1) are refused at decoding: librdkafka
+ * before 2.10 compresses with gzip, snappy or lz4 only when the Produce
+ * range includes v0, and Kafka 4.0 advertises it for that reason
+ * (KAFKA-18659). */
 static const st_api_t api_table[] = {
-    {ST_API_PRODUCE, "Produce", 3, 9, 9, &st_produce_req_schema, &st_produce_resp_schema},
-    {ST_API_FETCH, "Fetch", 4, 12, 12, &st_fetch_req_schema, &st_fetch_resp_schema},
-    {ST_API_LIST_OFFSETS, "ListOffsets", 1, 7, 6, &st_list_offsets_req_schema,
+    {ST_API_PRODUCE, "Produce", 0, 3, 9, 9, &st_produce_req_schema, &st_produce_resp_schema},
+    {ST_API_FETCH, "Fetch", 4, 4, 12, 12, &st_fetch_req_schema, &st_fetch_resp_schema},
+    {ST_API_LIST_OFFSETS, "ListOffsets", 1, 1, 7, 6, &st_list_offsets_req_schema,
      &st_list_offsets_resp_schema},
-    {ST_API_METADATA, "Metadata", 1, 12, 9, &st_metadata_req_schema, &st_metadata_resp_schema},
-    {ST_API_API_VERSIONS, "ApiVersions", 0, 3, 3, &st_api_versions_req_schema,
+    {ST_API_METADATA, "Metadata", 1, 1, 12, 9, &st_metadata_req_schema, &st_metadata_resp_schema},
+    {ST_API_API_VERSIONS, "ApiVersions", 0, 0, 3, 3, &st_api_versions_req_schema,
      &st_api_versions_resp_schema},
-    {ST_API_CREATE_TOPICS, "CreateTopics", 0, 7, 5, &st_create_topics_req_schema,
+    {ST_API_CREATE_TOPICS, "CreateTopics", 0, 0, 7, 5, &st_create_topics_req_schema,
      &st_create_topics_resp_schema},
-    {ST_API_DELETE_TOPICS, "DeleteTopics", 0, 6, 4, &st_delete_topics_req_schema,
+    {ST_API_DELETE_TOPICS, "DeleteTopics", 0, 0, 6, 4, &st_delete_topics_req_schema,
      &st_delete_topics_resp_schema},
-    {ST_API_DELETE_RECORDS, "DeleteRecords", 0, 2, 2, &st_delete_records_req_schema,
+    {ST_API_DELETE_RECORDS, "DeleteRecords", 0, 0, 2, 2, &st_delete_records_req_schema,
      &st_delete_records_resp_schema},
-    {ST_API_DESCRIBE_CONFIGS, "DescribeConfigs", 0, 4, 4, &st_describe_configs_req_schema,
+    {ST_API_DESCRIBE_CONFIGS, "DescribeConfigs", 0, 0, 4, 4, &st_describe_configs_req_schema,
      &st_describe_configs_resp_schema},
-    {ST_API_ALTER_CONFIGS, "AlterConfigs", 0, 2, 2, &st_alter_configs_req_schema,
+    {ST_API_ALTER_CONFIGS, "AlterConfigs", 0, 0, 2, 2, &st_alter_configs_req_schema,
      &st_alter_configs_resp_schema},
-    {ST_API_CREATE_PARTITIONS, "CreatePartitions", 0, 3, 2, &st_create_partitions_req_schema,
+    {ST_API_CREATE_PARTITIONS, "CreatePartitions", 0, 0, 3, 2, &st_create_partitions_req_schema,
      &st_create_partitions_resp_schema},
-    {ST_API_INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1, 1,
+    {ST_API_INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 0, 1, 1,
      &st_incr_alter_configs_req_schema, &st_alter_configs_resp_schema},
-    {ST_API_DESCRIBE_CLUSTER, "DescribeCluster", 0, 1, 0, &st_describe_cluster_req_schema,
+    {ST_API_DESCRIBE_CLUSTER, "DescribeCluster", 0, 0, 1, 0, &st_describe_cluster_req_schema,
      &st_describe_cluster_resp_schema},
 };
 

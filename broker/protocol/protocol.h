@@ -221,6 +221,7 @@ void st_req_header_encode(const st_req_header_t *h, int hversion, st_buf_t *out)
 typedef struct st_api {
     int16_t key;
     const char *name;
+    int16_t adv_min_ver; /* advertised minimum (may be below min_ver) */
     int16_t min_ver, max_ver;
     int16_t flex_from; /* first flexible version; ST_VMAX+1 when none */
     const st_schema_t *req;

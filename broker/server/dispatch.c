@@ -111,11 +111,7 @@ void st_handle_api_versions(st_server_t *srv, st_request_t *req) {
         const st_api_t *api = st_api_at(i);
         if (!st_handler_for(api->key)) continue;
         r.api_keys.v[k].api_key = api->key;
-        /* librdkafka before 2.10 compresses with gzip, snappy or lz4 only
-         * when the Produce range includes v0, so Produce is advertised
-         * from 0 while v0-2 requests are still refused at decoding, as
-         * Kafka 4.0 does (KAFKA-18659, librdkafka#4956). */
-        r.api_keys.v[k].min_version = api->key == ST_API_PRODUCE ? 0 : api->min_ver;
+        r.api_keys.v[k].min_version = api->adv_min_ver;
         r.api_keys.v[k].max_version = api->max_ver;
         k++;
     }

@@ -595,7 +595,7 @@ static void test_api_table(void **state) {
     assert_int_equal(st_api_lookup(ST_API_PRODUCE)->flex_from, 9);
     assert_int_equal(st_api_lookup(ST_API_FETCH)->flex_from, 12);
     assert_int_equal(st_api_lookup(ST_API_DESCRIBE_CLUSTER)->flex_from, 0);
-    check_schema_rows(&(st_api_t){-1, "test", 0, 3, 2, &t_outer_schema, &t_outer_schema},
+    check_schema_rows(&(st_api_t){-1, "test", 0, 0, 3, 2, &t_outer_schema, &t_outer_schema},
                       &t_outer_schema, 0);
 
     /* ST_ALL_SCHEMAS names only schemas some API uses. */
@@ -918,7 +918,7 @@ static void test_unsupported_version_and_unknown_key(void **state) {
     for (size_t k = 0; k < ST_ARRAY_SIZE(unknown); k++) {
         uint8_t frame[] = {(uint8_t)(unknown[k] >> 8), (uint8_t)unknown[k], 0, 0, 0, 0, 0, 9, 0xff,
                            0xff};
-        static const st_api_t sentinel = {0, "sentinel", 0, 0, 0, NULL, NULL};
+        static const st_api_t sentinel = {0, "sentinel", 0, 0, 0, 0, NULL, NULL};
         got_api = &sentinel; /* must be overwritten with NULL */
         assert_int_equal(st_request_decode(frame, sizeof frame, &a, &h, &got_api, &body),
                          ST_E_INVALID_REQUEST);
