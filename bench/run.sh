@@ -5,9 +5,9 @@
 #
 # For each record size (100 B, 1 KB) and each acks (1, all), REPEATS times:
 # a fresh stratad (empty temporary log dir, free port) takes N records from
-# strata-loadgen, then the same N records are read back from it; a fresh
-# strata-sink takes the same N records.  Medians are printed, and the
-# ratio stratad / sink.
+# strata-loadgen, and with acks=1 the same N records are read back from it;
+# a fresh strata-sink takes the same N records; with acks=1, dd writes the
+# same number of bytes.  Medians are printed, and the ratio stratad / sink.
 #
 # Settings (environment): REPEATS (3), PARTITIONS (1), N_100 (3000000),
 # N_1K (1000000), BUILD_DIR (build-bench), SKIP_BUILD=1 to reuse a build.
@@ -111,7 +111,8 @@ median() { # median VALUES...
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
-# Medians of each row and the raw values behind them.
+# The values of one row, one entry per run: stratad (s_), sink (k_),
+# consume (c_), dd (d_).
 s_rps=(); s_mbs=(); k_rps=(); k_mbs=(); c_rps=(); c_mbs=(); d_mbs=()
 
 # measure_stratad N SIZE ACKS CONSUME: a fresh broker on an empty log dir;
@@ -134,17 +135,6 @@ measure_stratad() {
   rm -rf "$dir"
 }
 
-# measure_dd BYTES: how fast this machine's file system takes BYTES of
-# plain 1 MiB write()s into a new file beside the logs (no fsync): the
-# ceiling for an append-only log that goes through the page cache.
-measure_dd() {
-  local count=$(( ($1 + 1048575) / 1048576 )) line
-  line=$(LC_ALL=C dd if=/dev/zero of="$work/dd" bs=1M count="$count" 2>&1 | grep copied)
-  rm -f "$work/dd"
-  echo "    dd write:        $line" >&2
-  d_mbs+=("$(awk '{ printf "%.2f", $1 / $(NF - 3) / 1e6 }' <<<"$line")")
-}
-
 # measure_sink N SIZE ACKS: a fresh sink; produce N records.
 measure_sink() {
   local n=$1 size=$2 acks=$3
@@ -155,9 +145,29 @@ measure_sink() {
   stop_server
 }
 
+# measure_dd BYTES: how fast this machine takes BYTES of plain 1 MiB
+# write()s into a new file beside the logs (no fsync): the ceiling for any
+# log that writes through the page cache.  On a virtual machine it can vary
+# a lot from run to run: the first write to a page of guest memory the host
+# has not backed yet (never touched, or handed back by the balloon's free
+# page reporting) is a fault on the host.
+measure_dd() {
+  local count=$(( ($1 + 1048575) / 1048576 )) line
+  line=$(LC_ALL=C dd if=/dev/zero of="$work/dd" bs=1M count="$count" 2>&1 | grep copied)
+  rm -f "$work/dd"
+  echo "    dd write:        $line" >&2
+  d_mbs+=("$(awk '{ printf "%.2f", $1 / $(NF - 3) / 1e6 }' <<<"$line")")
+}
+
+spread() { # spread VALUES... -> "min - max"
+  printf '%s\n' "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo " - " hi }'
+}
+
 echo "strata produce/consume benchmark: $(nproc) CPUs, loopback, $PARTITIONS partition(s)," \
      "median of $REPEATS runs"
-echo "$(uname -sr), librdkafka $(pkg-config --modversion rdkafka 2>/dev/null || echo '?')," \
+rev=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
+git diff --quiet HEAD -- base broker 2>/dev/null || rev="$rev (base/ or broker/ modified)"
+echo "stratad at $rev; $(uname -sr), librdkafka $(pkg-config --modversion rdkafka 2>/dev/null || echo '?')," \
      "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 produce_rows=()
@@ -170,8 +180,8 @@ for size in 100 1000; do
     [ "$acks" = 1 ] && consume=1
     s_rps=(); s_mbs=(); k_rps=(); k_mbs=(); c_rps=(); c_mbs=(); d_mbs=()
     echo "  $label acks=$acks, $n records:" >&2
-    # stratad and the sink take turns, so a slow moment of the machine
-    # falls on both.
+    # The measurements take turns, so a slow moment of the machine falls
+    # on all of them.
     for r in $(seq 1 "$REPEATS"); do
       measure_stratad "$n" "$size" "$acks" "$consume"
       measure_sink "$n" "$size" "$acks"
@@ -182,14 +192,10 @@ for size in 100 1000; do
       "$label" "$acks" "$n" "$(median "${s_rps[@]}")" "$smbs" "$(median "${k_rps[@]}")" \
       "$kmbs" "$(ratio "$smbs" "$kmbs")")")
     if [ "$consume" = 1 ]; then
-      lo=$(printf '%s\n' "${c_mbs[@]}" | sort -g | head -n 1)
-      hi=$(printf '%s\n' "${c_mbs[@]}" | sort -g | tail -n 1)
       consume_rows+=("$(printf '| %-6s | %9s | %13s | %12s | %17s |' "$label" "$n" \
-        "$(median "${c_rps[@]}")" "$(median "${c_mbs[@]}")" "$lo - $hi")")
-      lo=$(printf '%s\n' "${d_mbs[@]}" | sort -g | head -n 1)
-      hi=$(printf '%s\n' "${d_mbs[@]}" | sort -g | tail -n 1)
+        "$(median "${c_rps[@]}")" "$(median "${c_mbs[@]}")" "$(spread "${c_mbs[@]}")")")
       dd_rows+=("$(printf '| %-6s | %9s | %11s | %17s |' "$label" "$((n * size / 1000000))" \
-        "$(median "${d_mbs[@]}")" "$lo - $hi")")
+        "$(median "${d_mbs[@]}")" "$(spread "${d_mbs[@]}")")")
     fi
   done
 done
@@ -197,11 +203,11 @@ done
 echo
 echo "Produce (1 KB = 1000 B; MB = 10^6 bytes of record values; ratio = stratad MB/s / sink MB/s)"
 echo
-echo "| record | acks |   records | stratad rec/s | stratad MB/s | sink rec/s |   sink MB/s | ratio |"
+echo "| record | acks |   records | stratad rec/s | stratad MB/s | sink rec/s | sink MB/s | ratio |"
 echo "|--------|------|-----------|---------------|--------------|------------|-----------|-------|"
 printf '%s\n' "${produce_rows[@]}"
 echo
-echo "Consume from stratad (assign, from the beginning; after the acks=1 produce)"
+echo "Consume from stratad (assign, from the beginning, after the acks=1 produce)"
 echo
 echo "| record |   records | stratad rec/s | stratad MB/s | MB/s min - max    |"
 echo "|--------|-----------|---------------|--------------|-------------------|"
