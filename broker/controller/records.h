@@ -79,14 +79,7 @@ ST_SCHEMA_DECLARE(st_mrec_feature, ST_MREC_FEATURE_FIELDS)
     X(S, BOOL, in_controlled_shutdown, V(1), NN, NT, 0, _)
 ST_SCHEMA_DECLARE(st_mrec_register_broker, ST_MREC_REGISTER_BROKER_FIELDS)
 
-#ifndef ST_MESSAGES_KEEP_DSL
-#undef V
-#undef VR
-#undef NN
-#undef NUL
-#undef NULR
-#undef NT
-#endif
+#include "msg_dsl_end.h"
 
 /* A decoded record: type, version and the struct for that type. */
 typedef struct st_mrec {

@@ -274,19 +274,20 @@ static void conn_dispatch(st_conn_t *c, uint8_t *frame, size_t len) {
     c->loop->net->hooks.on_request(req, c->loop->net->hooks.arg);
 }
 
+/* Read up to n bytes: > 0 read, 0 would block, -1 the connection closed. */
+static ssize_t conn_recv(st_conn_t *c, void *buf, size_t n) {
+    ssize_t got = read(c->fd, buf, n);
+    if (got > 0) return got;
+    if (got < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+    conn_close(c, got < 0 ? strerror(errno) : NULL);
+    return -1;
+}
+
 static void conn_read(st_conn_t *c) {
     for (int rounds = 0; rounds < 16 && !c->closed && !c->paused; rounds++) {
         if (!c->frame) {
-            ssize_t n = read(c->fd, c->sizebuf + c->sizegot, 4 - c->sizegot);
-            if (n == 0) {
-                conn_close(c, NULL);
-                return;
-            }
-            if (n < 0) {
-                if (errno == EAGAIN || errno == EINTR) return;
-                conn_close(c, strerror(errno));
-                return;
-            }
+            ssize_t n = conn_recv(c, c->sizebuf + c->sizegot, 4 - c->sizegot);
+            if (n <= 0) return;
             c->sizegot += (size_t)n;
             if (c->sizegot < 4) continue;
             int32_t size = (int32_t)st_be32_get(c->sizebuf);
@@ -307,16 +308,8 @@ static void conn_read(st_conn_t *c) {
             c->framelen = (size_t)size;
             c->framegot = 0;
         }
-        ssize_t n = read(c->fd, c->frame + c->framegot, c->framelen - c->framegot);
-        if (n == 0) {
-            conn_close(c, NULL);
-            return;
-        }
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EINTR) return;
-            conn_close(c, strerror(errno));
-            return;
-        }
+        ssize_t n = conn_recv(c, c->frame + c->framegot, c->framelen - c->framegot);
+        if (n <= 0) return;
         c->framegot += (size_t)n;
         c->last_active_ms = st_mono_ms();
         if (c->framegot == c->framelen) {

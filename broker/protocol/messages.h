@@ -571,13 +571,6 @@ ST_SCHEMA_DECLARE(st_describe_cluster_resp, ST_DESCRIBE_CLUSTER_RESP)
     X(st_create_partitions_resp) X(st_describe_cluster_req)                            \
     X(st_describe_cluster_broker) X(st_describe_cluster_resp)
 
-#ifndef ST_MESSAGES_KEEP_DSL
-#undef V
-#undef VR
-#undef NN
-#undef NUL
-#undef NULR
-#undef NT
-#endif
+#include "msg_dsl_end.h"
 
 #endif /* ST_MESSAGES_H */
