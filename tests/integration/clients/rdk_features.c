@@ -379,8 +379,8 @@ static void fill_varied(msg_t *m, int n) {
         char *val = xmalloc(vlen);
         switch (i % 3) {
         case 0: memset(val, 'a' + i % 26, vlen); break;
-        case 1:
-            for (size_t j = 0; j < vlen; j++) val[j] = (char)(rnd() & 0xff);
+        case 1: /* random, but over 16 symbols, so a batch still compresses */
+            for (size_t j = 0; j < vlen; j++) val[j] = (char)(0x30 + (rnd() & 0xf) * (i % 7 + 1));
             break;
         default:
             for (size_t j = 0; j < vlen; j++) val[j] = "lorem ipsum dolor sit amet "[(j + (size_t)i) % 27];
