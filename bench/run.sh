@@ -9,8 +9,9 @@
 # a fresh strata-sink takes the same N records; with acks=1, dd writes the
 # same number of bytes.  Medians are printed, and the ratio stratad / sink.
 #
-# Settings (environment): REPEATS (3), PARTITIONS (1), N_100 (3000000),
-# N_1K (1000000), BUILD_DIR (build-bench), SKIP_BUILD=1 to reuse a build.
+# Settings (environment): REPEATS (3), PARTITIONS (1), N_100 (5000000),
+# N_1K (2000000), SETTLE_S (4), BUILD_DIR (build-bench), SKIP_BUILD=1 to
+# reuse a build.
 # Needs what scripts/deps.sh installs (cmake, a compiler, librdkafka-dev).
 set -euo pipefail
 
@@ -20,8 +21,9 @@ cd "$root"
 
 REPEATS=${REPEATS:-3}
 PARTITIONS=${PARTITIONS:-1}
-N_100=${N_100:-3000000}
-N_1K=${N_1K:-1000000}
+N_100=${N_100:-5000000}
+N_1K=${N_1K:-2000000}
+SETTLE_S=${SETTLE_S:-4}
 BUILD_DIR=${BUILD_DIR:-build-bench}
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
@@ -115,6 +117,15 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'
 # consume (c_), dd (d_).
 s_rps=(); s_mbs=(); k_rps=(); k_mbs=(); c_rps=(); c_mbs=(); d_mbs=()
 
+# settle: wait before a measurement that writes through the page cache.
+# On a virtual machine, page-cache writes are fast into memory freed a
+# moment ago and slow into memory the host has not backed (never touched,
+# or handed back by the balloon's free page reporting, ~2 s after a free):
+# the first write to such a page is a fault on the host.  Waiting lets what
+# the previous measurement freed go back, so stratad and dd each start from
+# the same state instead of inheriting warm pages from whatever ran before.
+settle() { sleep "$SETTLE_S"; }
+
 # measure_stratad N SIZE ACKS CONSUME: a fresh broker on an empty log dir;
 # produce N records, then (CONSUME=1) read them back.
 measure_stratad() {
@@ -123,6 +134,7 @@ measure_stratad() {
   start_server stratad "$bin/stratad" --config config/server.properties \
     --override listeners=PLAINTEXT://127.0.0.1:0 --override "log.dirs=$dir" \
     --override "num.partitions=$PARTITIONS"
+  settle
   loadgen produce -b "$bootstrap" -t bench -n "$n" -s "$size" -a "$acks"
   echo "    stratad produce: $result" >&2
   s_rps+=("$(field records_per_s "$result")"); s_mbs+=("$(field mb_per_s "$result")")
@@ -146,13 +158,11 @@ measure_sink() {
 }
 
 # measure_dd BYTES: how fast this machine takes BYTES of plain 1 MiB
-# write()s into a new file beside the logs (no fsync): the ceiling for any
-# log that writes through the page cache.  On a virtual machine it can vary
-# a lot from run to run: the first write to a page of guest memory the host
-# has not backed yet (never touched, or handed back by the balloon's free
-# page reporting) is a fault on the host.
+# write()s into a new file beside the logs (no fsync): what writing through
+# the page cache costs here, which every such log pays (see settle).
 measure_dd() {
   local count=$(( ($1 + 1048575) / 1048576 )) line
+  settle
   line=$(LC_ALL=C dd if=/dev/zero of="$work/dd" bs=1M count="$count" 2>&1 | grep copied)
   rm -f "$work/dd"
   echo "    dd write:        $line" >&2
