@@ -175,8 +175,11 @@ spread() { # spread VALUES... -> "min - max"
 
 echo "strata produce/consume benchmark: $(nproc) CPUs, loopback, $PARTITIONS partition(s)," \
      "median of $REPEATS runs"
-rev=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
-git diff --quiet HEAD -- base broker 2>/dev/null || rev="$rev (base/ or broker/ modified)"
+rev="?"
+if head_rev=$(git rev-parse --short HEAD 2>/dev/null); then
+  rev=$head_rev
+  git diff --quiet HEAD -- base broker || rev="$rev (base/ or broker/ modified)"
+fi
 echo "stratad at $rev; $(uname -sr), librdkafka $(pkg-config --modversion rdkafka 2>/dev/null || echo '?')," \
      "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
