@@ -447,7 +447,8 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
             c->sink_errno = en;
             return 0; /* abort the transfer */
         }
-        c->crc = st_crc32c(c->crc, d, keep);
+        /* Only a read from offset 0 can turn out to be the whole object. */
+        if (c->op->req->rq.offset == 0) c->crc = st_crc32c(c->crc, d, keep);
         c->got += keep;
     }
     return len;
@@ -773,6 +774,12 @@ static void op_maybe_finish(s3_op_t *op) {
     req->res.http_status = op->last_http;
     req->res.cancelled = op->cancelled;
     st_err_t status = op->failed ? op->status : ST_OK;
+    if (status == ST_OK && req->rq.op == ST_OS_PUT) {
+        req->res.has_object_size = 1;
+        req->res.object_size = op->size;
+        req->res.has_crc32c = 1;
+        req->res.crc32c = op->crc;
+    }
     char msg[sizeof op->msg];
     memcpy(msg, op->msg, sizeof msg);
     op_free(op);
@@ -1335,6 +1342,17 @@ static void finish_attempt(s3_t *s3, call_t *c, CURLcode cc) {
     verdict_t v = {ST_OK, 0, ""};
     if (c->easy) {
         if (!c->http) curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &c->http);
+        if (st_log_debug_enabled(ST_OS_SUBSYS)) {
+            curl_off_t pre = 0, start = 0, total = 0;
+            curl_easy_getinfo(c->easy, CURLINFO_PRETRANSFER_TIME_T, &pre);
+            curl_easy_getinfo(c->easy, CURLINFO_STARTTRANSFER_TIME_T, &start);
+            curl_easy_getinfo(c->easy, CURLINFO_TOTAL_TIME_T, &total);
+            ST_DEBUG(ST_OS_SUBSYS, "%s %s: HTTP %ld, curl %d, attempt %d, %lld bytes, "
+                     "pretransfer %lld us, first byte %lld us, total %lld us",
+                     c->method, c->url + strlen(s3->base_url), c->http, (int)cc, c->attempt,
+                     (long long)(c->body_len + c->got), (long long)pre, (long long)start,
+                     (long long)total);
+        }
         easy_put(s3, c->easy);
         c->easy = NULL;
     }

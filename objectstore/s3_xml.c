@@ -64,6 +64,19 @@ static void XMLCALL on_end(void *ud, const XML_Char *name) {
     w->text.len = 0;
 }
 
+/* S3 never sends a document type; one could only define entities. */
+static void XMLCALL on_doctype(void *ud, const XML_Char *name, const XML_Char *sysid,
+                               const XML_Char *pubid, int has_internal_subset) {
+    (void)name;
+    (void)sysid;
+    (void)pubid;
+    (void)has_internal_subset;
+    walker_t *w = ud;
+    w->failed = 1;
+    snprintf(w->why, sizeof w->why, "XML answer with a DOCTYPE refused");
+    XML_StopParser(w->parser, XML_FALSE);
+}
+
 static void XMLCALL on_text(void *ud, const XML_Char *s, int len) {
     walker_t *w = ud;
     if (w->text_overflow || len <= 0) return;
@@ -101,8 +114,12 @@ static int walk_xml(const char *xml, size_t len, elem_end_cb cb, void *ud, walke
     XML_SetUserData(w->parser, w);
     XML_SetElementHandler(w->parser, on_start, on_end);
     XML_SetCharacterDataHandler(w->parser, on_text);
+    XML_SetStartDoctypeDeclHandler(w->parser, on_doctype);
     int rc = 0;
-    if (len > INT32_MAX || XML_Parse(w->parser, xml, (int)len, 1) != XML_STATUS_OK) {
+    if (len > INT32_MAX) {
+        snprintf(w->why, sizeof w->why, "XML answer too large");
+        rc = -1;
+    } else if (XML_Parse(w->parser, xml, (int)len, 1) != XML_STATUS_OK && !w->failed) {
         snprintf(w->why, sizeof w->why, "malformed XML answer (%s at line %lu)",
                  XML_ErrorString(XML_GetErrorCode(w->parser)),
                  (unsigned long)XML_GetCurrentLineNumber(w->parser));

@@ -109,6 +109,10 @@ rgw data = $dir/rgw
 rgw dns name = localhost
 debug rgw = 0/0
 debug ms = 0/0
+# Free the space of deleted and overwritten objects within seconds, not
+# after the default two hours: the OSD keeps everything in RAM.
+rgw gc obj min wait = 5
+rgw gc processor period = 5
 # Without this radosgw keeps retrying its monitor session forever.
 ms mon client mode = crc secure
 CONF
@@ -131,7 +135,7 @@ CONF
     osd_uuid=$(cat /proc/sys/kernel/random/uuid)
     osd_id=$(ceph $c osd new "$osd_uuid")
     ceph-osd $c -i "$osd_id" --mkfs --osd-uuid "$osd_uuid" >/dev/null 2>&1
-    ceph-osd $c -i "$osd_id"
+    ceph-osd $c -i "$osd_id" 2>>"$dir/log/osd.stderr"
     ok=0
     for i in $(seq 150); do
         if ceph $c osd stat 2>/dev/null | grep -q '1 up'; then ok=1; break; fi
