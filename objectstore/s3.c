@@ -106,6 +106,7 @@ struct call {
     int range_total_known;
     uint64_t skip, limit; /* data: bytes to drop first, bytes to keep */
     int data_started;
+    int want_crc;
     uint64_t got;
     uint32_t crc;
     int sink_errno;
@@ -310,6 +311,7 @@ static void reset_attempt(call_t *c) {
     c->skip = 0;
     c->limit = UINT64_MAX;
     c->data_started = 0;
+    c->want_crc = 0;
     c->sink_errno = 0;
     c->overflow = 0;
     c->read_errno = 0;
@@ -419,6 +421,11 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
         const st_os_request_t *rq = &c->op->req->rq;
         /* A server that ignores Range sends the whole object (200). */
         if (c->http == 200) c->skip = rq->offset;
+        /* Only an answer holding the whole object is worth a CRC32C. */
+        c->want_crc = rq->offset == 0 &&
+                      (c->http == 200 || (c->has_range && c->range_first == 0 &&
+                                          c->range_total_known && c->content_length >= 0 &&
+                                          (uint64_t)c->content_length == c->range_total));
         /* Size the buffer once when the length is known. */
         s3_op_t *op = c->op;
         if (rq->sink.kind == ST_OS_SINK_ALLOC && c->content_length > 0) {
@@ -447,8 +454,7 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
             c->sink_errno = en;
             return 0; /* abort the transfer */
         }
-        /* Only a read from offset 0 can turn out to be the whole object. */
-        if (c->op->req->rq.offset == 0) c->crc = st_crc32c(c->crc, d, keep);
+        if (c->want_crc) c->crc = st_crc32c(c->crc, d, keep);
         c->got += keep;
     }
     return len;

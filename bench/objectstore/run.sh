@@ -65,8 +65,9 @@ range=$((RANGE_MB * 1048576))
 
 # curl config files: one transfer per section, every option repeated (a
 # "next" starts afresh).  SigV4 as S3 wants it: signed by curl, payload
-# unsigned, body length known.  --silent goes on the command line only:
-# repeated in a section, the switch would flip back off.
+# unsigned, body length known.  (--silent does not quiet curl 7.88's
+# parallel progress meter when transfers come from a config file;
+# --no-progress-meter does.)
 common() {
   printf 'fail\naws-sigv4 = "aws:amz:%s:s3"\nuser = "%s:%s"\n' \
     "$STRATA_RGW_REGION" "$STRATA_RGW_ACCESS_KEY" "$STRATA_RGW_SECRET_KEY"
@@ -109,7 +110,7 @@ timed() { # command... ; prints the seconds it took, fails with it
 }
 
 run_curl() { # put|get inflight
-  curl --silent --show-error --parallel --parallel-immediate --parallel-max "$2" \
+  curl --no-progress-meter --parallel --parallel-immediate --parallel-max "$2" \
     --config "$work/$1.curl"
 }
 run_layer() { # put|get inflight
