@@ -426,10 +426,12 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
                       (c->http == 200 || (c->has_range && c->range_first == 0 &&
                                           c->range_total_known && c->content_length >= 0 &&
                                           (uint64_t)c->content_length == c->range_total));
-        /* Size the buffer once when the length is known. */
+        /* Size the buffer once when the length is known (a length the
+         * server claims is believed up to 256 MiB; past that it grows). */
         s3_op_t *op = c->op;
         if (rq->sink.kind == ST_OS_SINK_ALLOC && c->content_length > 0) {
             uint64_t want = ST_MIN((uint64_t)c->content_length, c->limit);
+            want = ST_MIN(want, (uint64_t)256 * 1024 * 1024);
             if (want > op->buf_cap && want < SIZE_MAX) {
                 uint8_t *nb = realloc(op->buf, (size_t)want);
                 if (nb) {

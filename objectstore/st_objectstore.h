@@ -240,7 +240,10 @@ st_err_t st_os_new(const st_os_config_t *cfg, st_os_t **out, char *err, size_t e
 
 /* Cancels what is still queued or in flight (each such request completes
  * with ST_E_RETRYABLE and res->cancelled set), waits for every callback to
- * return, then frees.  No request may be submitted during or after it. */
+ * return, then frees.  No request may be submitted during or after it, and
+ * it must not be called from a callback (it joins the callback's thread).
+ * Multipart uploads cut short here are not aborted: a bucket lifecycle rule
+ * for incomplete uploads reclaims them. */
 void st_os_destroy(st_os_t *os);
 
 const char *st_os_backend_name(const st_os_t *os);

@@ -13,7 +13,12 @@
 # os_bench's), so both pay their start-up.  Medians are printed in MB/s
 # (10^6 bytes per second) with the ratio layer / curl.
 #
-# Settings (environment): COUNT (32), SIZE_MB (8), RANGE_MB (4), REPEATS (3),
+# The RGW started here collects the space of overwritten objects after 5 s
+# (tests/s3/rgw.sh) and may hold 6 GiB in RAM (RGW_MEMSTORE_BYTES).  Run on
+# a quiet machine: with two cores, anything else running moves the figures
+# more than the clients differ.
+#
+# Settings (environment): COUNT (32), SIZE_MB (8), RANGE_MB (4), REPEATS (5),
 # INFLIGHT ("1 4 16"), BUILD_DIR (build-bench-os), SKIP_BUILD=1 to reuse a
 # build, RGW_ENV=FILE to use a running RGW (as written by tests/s3/rgw.sh).
 set -euo pipefail
@@ -25,7 +30,7 @@ cd "$root"
 COUNT=${COUNT:-32}
 SIZE_MB=${SIZE_MB:-8}
 RANGE_MB=${RANGE_MB:-4}
-REPEATS=${REPEATS:-3}
+REPEATS=${REPEATS:-5}
 INFLIGHT=${INFLIGHT:-"1 4 16"}
 BUILD_DIR=${BUILD_DIR:-build-bench-os}
 

@@ -11,7 +11,9 @@
 # listen on free ports picked at start.  Needs the Debian packages ceph-mon,
 # ceph-osd, radosgw, ceph-common, plus curl and python3.
 # Environment: RGW_MEMSTORE_BYTES (RAM the OSD may hold, default 3 GiB),
-# RGW_BUCKET (default strata-test), RGW_KEEP_STATE=1 keeps the directory.
+# RGW_GC_MIN_WAIT (seconds before the space of deleted or overwritten
+# objects is collected, default 5), RGW_BUCKET (default strata-test),
+# RGW_KEEP_STATE=1 keeps the directory.
 set -eu
 
 die() { echo "rgw.sh: $*" >&2; exit 1; }
@@ -111,7 +113,7 @@ debug rgw = 0/0
 debug ms = 0/0
 # Free the space of deleted and overwritten objects within seconds, not
 # after the default two hours: the OSD keeps everything in RAM.
-rgw gc obj min wait = 5
+rgw gc obj min wait = ${RGW_GC_MIN_WAIT:-5}
 rgw gc processor period = 5
 # Without this radosgw keeps retrying its monitor session forever.
 ms mon client mode = crc secure
