@@ -51,4 +51,4 @@ if [ "$code" != 200 ]; then
 fi
 STRATA_TEST_S3_ENDPOINT=$endpoint STRATA_TEST_S3_ACCESS_KEY=$user \
     STRATA_TEST_S3_SECRET_KEY=$pass STRATA_TEST_S3_BUCKET=$bucket \
-    "$conformance" --backend s3 --from-env --name minio
+    "$conformance" --backend s3 --from-env --portable --name minio
