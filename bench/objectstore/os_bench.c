@@ -6,8 +6,9 @@
  *   os_bench --env RGWENV --mode put --dir DIR --count N --inflight K --prefix P
  *       uploads DIR/obj-000 .. obj-(N-1) as P/obj-000 ... (file sources)
  *   os_bench --env RGWENV --mode get --count N --size BYTES --range BYTES
- *            --inflight K --prefix P
- *       reads every object in ranges of BYTES into memory
+ *            --inflight K --prefix P [--discard]
+ *       reads every object in ranges of BYTES into memory (--discard: into
+ *       /dev/null through a file sink, as curl -o /dev/null does)
  *
  * At most K requests are in flight.  Prints bytes, seconds and MB/s
  * (10^6 bytes) of the transfer phase; run.sh times the whole process, as
@@ -64,15 +65,19 @@ static void set(st_os_config_t *c, const char *k, const char *v) {
 
 static void usage(void) {
     fprintf(stderr, "usage: os_bench --env FILE --mode put|get --count N --inflight K --prefix P "
-                    "[--dir DIR] [--size BYTES --range BYTES]\n");
+                    "[--dir DIR] [--size BYTES --range BYTES [--discard]]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     const char *envfile = NULL, *mode = NULL, *dir = NULL, *prefix = "bench";
-    int count = 0, inflight = 1;
+    int count = 0, inflight = 1, discard = 0;
     long long size = 0, range = 0;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--discard")) {
+            discard = 1;
+            continue;
+        }
         if (i + 1 >= argc) usage();
         if (!strcmp(argv[i], "--env")) envfile = argv[++i];
         else if (!strcmp(argv[i], "--mode")) mode = argv[++i];
@@ -148,7 +153,8 @@ int main(int argc, char **argv) {
                 rq.op = ST_OS_GET;
                 rq.offset = (uint64_t)(r * range);
                 rq.length = (uint64_t)range;
-                rq.sink = (st_os_sink_t){.kind = ST_OS_SINK_MEM, .buf = s->buf, .capacity = (size_t)range};
+                rq.sink = discard ? (st_os_sink_t){.kind = ST_OS_SINK_FILE, .path = "/dev/null"}
+                                  : (st_os_sink_t){.kind = ST_OS_SINK_MEM, .buf = s->buf, .capacity = (size_t)range};
             }
             st_os_submit(os, &rq, done, s);
         }

@@ -8,7 +8,9 @@
 #   put  COUNT files of SIZE_MB MiB: `curl --parallel -T` vs os_bench (file
 #        sources: the layer also reads each file once for its CRC32C)
 #   get  every object in RANGE_MB MiB ranges: `curl --parallel -r` into
-#        /dev/null vs os_bench into memory
+#        /dev/null vs os_bench into memory (the path a reader uses; the copy
+#        into its buffers is work curl skips when writing to /dev/null)
+#   get-null  the same, os_bench also writing into /dev/null (a file sink)
 # Each measurement is the wall time of the whole process (curl's or
 # os_bench's), so both pay their start-up.  Medians are printed in MB/s
 # (10^6 bytes per second) with the ratio layer / curl.
@@ -114,27 +116,29 @@ timed() { # command... ; prints the seconds it took, fails with it
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }'
 }
 
-run_curl() { # put|get inflight
+run_curl() { # put|get|get-null inflight
+  local what=$1
+  [ "$what" = get-null ] && what=get
   curl --no-progress-meter --parallel --parallel-immediate --parallel-max "$2" \
-    --config "$work/$1.curl"
+    --config "$work/$what.curl"
 }
-run_layer() { # put|get inflight
+run_layer() { # put|get|get-null inflight
   if [ "$1" = put ]; then
     "$os_bench" --env "$env_file" --mode put --dir "$work/data" --count "$COUNT" \
       --inflight "$2" --prefix "$prefix"
   else
     "$os_bench" --env "$env_file" --mode get --count "$COUNT" --size "$size" --range "$range" \
-      --inflight "$2" --prefix "$prefix"
+      --inflight "$2" --prefix "$prefix" $([ "$1" = get-null ] && echo --discard)
   fi
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 echo "# object store vs curl: $COUNT objects of $SIZE_MB MiB, ranges of $RANGE_MB MiB, RGW on loopback, $REPEATS runs, medians"
-printf '%-4s %9s %12s %12s %7s\n' op inflight "layer MB/s" "curl MB/s" ratio
+printf '%-8s %9s %12s %12s %7s\n' op inflight "layer MB/s" "curl MB/s" ratio
 results=()
 for k in $INFLIGHT; do
-  for op in put get; do
+  for op in put get get-null; do
     : >"$work/layer.txt"
     : >"$work/curl.txt"
     for rep in $(seq 1 "$REPEATS"); do
@@ -147,7 +151,7 @@ for k in $INFLIGHT; do
     l=$(median <"$work/layer.txt")
     c=$(median <"$work/curl.txt")
     r=$(awk -v l="$l" -v c="$c" 'BEGIN { printf "%.2f", l / c }')
-    printf '%-4s %9s %12s %12s %7s   (layer: %s; curl: %s)\n' "$op" "$k" "$l" "$c" "$r" \
+    printf '%-8s %9s %12s %12s %7s   (layer: %s; curl: %s)\n' "$op" "$k" "$l" "$c" "$r" \
       "$(paste -sd' ' "$work/layer.txt")" "$(paste -sd' ' "$work/curl.txt")"
     results+=("| $op | $k | $l | $c | $r |")
   done
