@@ -134,6 +134,10 @@ run_layer() { # put|get|get-null inflight
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
+# Warm up (untimed): the first batch written to a fresh bucket is slow
+# whoever sends it.
+run_layer put 4 >/dev/null || { echo "run.sh: warm-up put failed" >&2; exit 1; }
+
 echo "# object store vs curl: $COUNT objects of $SIZE_MB MiB, ranges of $RANGE_MB MiB, RGW on loopback, $REPEATS runs, medians"
 printf '%-8s %9s %12s %12s %7s\n' op inflight "layer MB/s" "curl MB/s" ratio
 results=()
