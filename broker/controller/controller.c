@@ -350,7 +350,7 @@ void st_controller_close(st_controller_t *c) {
 
 /* ---- operations --------------------------------------------------------- */
 
-static int topic_name_ok(const char *n, size_t len, char *why, size_t whylen) {
+int st_topic_name_valid(const char *n, size_t len, char *why, size_t whylen) {
     if (len == 0 || len > 249) {
         snprintf(why, whylen, "Topic name must be 1 to 249 characters long");
         return 0;
@@ -417,7 +417,7 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
     memset(res, 0, sizeof *res);
     const st_broker_config_t *b = c->cfg.broker;
     st_meta_image_t *img = c->image;
-    if (!topic_name_ok(t->name, t->name_len, res->message, sizeof res->message)) {
+    if (!st_topic_name_valid(t->name, t->name_len, res->message, sizeof res->message)) {
         res->error = ST_E_INVALID_TOPIC_EXCEPTION;
         return;
     }

@@ -100,6 +100,10 @@ int32_t st_controller_id(const st_controller_t *c);
 typedef void (*st_controller_job_cb)(st_controller_t *c, void *arg);
 void st_controller_submit(st_controller_t *c, st_controller_job_cb fn, void *arg);
 
+/* Kafka's rule for topic names: 1-249 of [a-zA-Z0-9._-], not "." or "..".
+ * Returns 1 when valid; otherwise writes why. */
+int st_topic_name_valid(const char *name, size_t len, char *why, size_t whylen);
+
 /* ---- operations (controller thread only) ---------------------------------- */
 
 typedef struct st_new_topic {

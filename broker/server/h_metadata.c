@@ -45,15 +45,8 @@ static void fill_topic(st_request_t *req, st_metadata_topic_t *out, const st_met
 }
 
 static int name_valid(st_str_t n) {
-    if (n.len <= 0 || n.len > 249) return 0;
-    if ((n.len == 1 && n.p[0] == '.') || (n.len == 2 && n.p[0] == '.' && n.p[1] == '.')) return 0;
-    for (int i = 0; i < n.len; i++) {
-        char c = n.p[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-'))
-            return 0;
-    }
-    return 1;
+    char why[8];
+    return n.len > 0 && st_topic_name_valid(n.p, (size_t)n.len, why, sizeof why);
 }
 
 static void respond(st_server_t *srv, st_request_t *req) {
