@@ -8,9 +8,8 @@
  * broker does.
  */
 #include "cli_int.h"
+#include "config.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <stdlib.h>
 
 static void usage(FILE *out) {
@@ -20,64 +19,6 @@ static void usage(FILE *out) {
     st_cli_bucket_usage(out);
 }
 
-static char *trim(char *s) {
-    while (isspace((unsigned char)*s)) s++;
-    size_t n = strlen(s);
-    while (n && isspace((unsigned char)s[n - 1])) s[--n] = 0;
-    return s;
-}
-
-/* One key=value setting.  Keys of the object store go to its table; the
- * rest belong to the broker. */
-static st_err_t apply(st_os_config_t *cfg, char *line, const char *where, char *err,
-                      size_t errlen) {
-    char *eq = strchr(line, '=');
-    if (!eq) {
-        snprintf(err, errlen, "%s: expected key=value, got '%s'", where, line);
-        return ST_E_CONFIG;
-    }
-    *eq = 0;
-    char *key = trim(line), *value = trim(eq + 1);
-    if (!*key) {
-        snprintf(err, errlen, "%s: empty key", where);
-        return ST_E_CONFIG;
-    }
-    st_cfg_bind_t binds[] = {
-        {&st_os_config_table, cfg},
-        /* broker table bound here once it exists */
-    };
-    if (strncmp(key, "objectstore.", 12) != 0) {
-        /* A broker setting: not ours to check until the broker's table is
-         * bound above; then st_cfg_load_file can read the whole file. */
-        return ST_OK;
-    }
-    char inner[600];
-    st_err_t e = st_cfg_bind_set(binds, ST_ARRAY_SIZE(binds), key, value, inner, sizeof inner);
-    if (e) snprintf(err, errlen, "%s: %s", where, inner);
-    return e;
-}
-
-static st_err_t load_file(st_os_config_t *cfg, const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return ST_E_CONFIG;
-    }
-    char line[8192];
-    int lineno = 0;
-    st_err_t e = ST_OK;
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        char *s = trim(line);
-        if (!*s || *s == '#' || *s == '!') continue;
-        char where[600];
-        snprintf(where, sizeof where, "%s:%d", path, lineno);
-        if ((e = apply(cfg, s, where, err, errlen))) break;
-    }
-    fclose(f);
-    return e;
-}
-
 static int cmd_bucket(int argc, char **argv) {
     st_os_config_t cfg;
     st_os_config_init(&cfg);
@@ -85,7 +26,7 @@ static int cmd_bucket(int argc, char **argv) {
     int i = 0, rc;
     const char *config = NULL;
     /* Overrides apply after the file, whatever their order on the line. */
-    const char *overrides[64];
+    char *overrides[64];
     int noverrides = 0;
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc) {
@@ -112,20 +53,17 @@ static int cmd_bucket(int argc, char **argv) {
             break;
         }
     }
-    if (config && load_file(&cfg, config, err, sizeof err)) {
+    /* The broker's whole file is read through the broker's table and the
+     * object store's, exactly as stratad reads it. */
+    st_broker_config_t broker;
+    st_cfg_bind_t extra[] = {{&st_os_config_table, &cfg}};
+    st_err_t e = st_broker_config_load(&broker, config, overrides, noverrides, extra, 1, err,
+                                       sizeof err);
+    st_broker_config_fini(&broker);
+    if (e) {
         fprintf(stderr, "strata bucket: %s\n", err);
         rc = ST_CLI_EXIT_FAIL;
         goto out;
-    }
-    for (int k = 0; k < noverrides; k++) {
-        char *copy = st_strdup(overrides[k]);
-        st_err_t e = apply(&cfg, copy, "--override", err, sizeof err);
-        free(copy);
-        if (e) {
-            fprintf(stderr, "strata bucket: %s\n", err);
-            rc = ST_CLI_EXIT_FAIL;
-            goto out;
-        }
     }
     rc = st_cli_bucket(&cfg, argc - i, argv + i);
 out:

@@ -8,7 +8,7 @@ set -euo pipefail
 what=${1:-test}
 
 run_pkgs=(build-essential cmake pkg-config
-          libcurl4-openssl-dev libexpat1-dev libjansson-dev
+          libcurl4-openssl-dev libssl-dev libexpat1-dev libjansson-dev
           zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev librdkafka-dev)
 test_pkgs=(kcat libcmocka-dev python3 curl
            ceph-mon ceph-osd radosgw ceph-common)
