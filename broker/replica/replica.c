@@ -19,24 +19,12 @@ typedef struct topic_entry {
 
 #define NBUCKETS 1024
 
-typedef struct appender {
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    st_append_job_t *head, *tail;
-    int stopping;
-    int index;
-} appender_t;
-
 struct st_replicas {
     const st_broker_config_t *cfg;
     st_logmgr_t *logs;
     st_net_t *net;
     pthread_rwlock_t lock;
     topic_entry_t *buckets[NBUCKETS];
-    appender_t *appenders;
-    int nappenders;
-    unsigned next_appender; /* controller thread only */
 };
 
 static uint32_t hash_name(const char *s, size_t n) {
@@ -142,71 +130,6 @@ st_err_t st_partition_append(st_partition_t *p, uint8_t *records, size_t len,
     return e;
 }
 
-/* ---- appenders -------------------------------------------------------------- */
-
-static void *appender_main(void *arg) {
-    appender_t *a = arg;
-    char name[16];
-    snprintf(name, sizeof name, "appender-%d", a->index);
-    st_thread_set_name(name);
-    pthread_mutex_lock(&a->lock);
-    for (;;) {
-        while (!a->head && !a->stopping) pthread_cond_wait(&a->cond, &a->lock);
-        st_append_job_t *j = a->head;
-        if (!j) break;
-        a->head = a->tail = NULL; /* take the whole queue: order kept */
-        pthread_mutex_unlock(&a->lock);
-        while (j) {
-            st_append_job_t *next = j->next;
-            j->err = st_partition_append(j->part, j->records, j->len, &j->info);
-            j->done(j);
-            j = next;
-        }
-        pthread_mutex_lock(&a->lock);
-    }
-    pthread_mutex_unlock(&a->lock);
-    return NULL;
-}
-
-void st_replicas_start_appenders(st_replicas_t *rm, int nthreads) {
-    rm->nappenders = nthreads < 1 ? 1 : nthreads;
-    rm->appenders = st_calloc((size_t)rm->nappenders, sizeof *rm->appenders);
-    for (int i = 0; i < rm->nappenders; i++) {
-        appender_t *a = &rm->appenders[i];
-        a->index = i;
-        pthread_mutex_init(&a->lock, NULL);
-        pthread_cond_init(&a->cond, NULL);
-        pthread_create(&a->thread, NULL, appender_main, a);
-    }
-}
-
-void st_replicas_stop_appenders(st_replicas_t *rm) {
-    for (int i = 0; i < rm->nappenders; i++) {
-        appender_t *a = &rm->appenders[i];
-        pthread_mutex_lock(&a->lock);
-        a->stopping = 1;
-        pthread_cond_signal(&a->cond);
-        pthread_mutex_unlock(&a->lock);
-        pthread_join(a->thread, NULL);
-        pthread_mutex_destroy(&a->lock);
-        pthread_cond_destroy(&a->cond);
-    }
-    free(rm->appenders);
-    rm->appenders = NULL;
-    rm->nappenders = 0;
-}
-
-void st_partition_append_async(st_partition_t *p, st_append_job_t *job) {
-    appender_t *a = &p->owner->appenders[p->appender % p->owner->nappenders];
-    job->next = NULL;
-    pthread_mutex_lock(&a->lock);
-    if (a->tail) a->tail->next = job;
-    else a->head = job;
-    a->tail = job;
-    pthread_cond_signal(&a->cond);
-    pthread_mutex_unlock(&a->lock);
-}
-
 /* ---- keeping up with the image ------------------------------------------- */
 
 static void effective_config(st_replicas_t *rm, const st_meta_topic_t *t, st_log_config_t *lc,
@@ -243,7 +166,6 @@ static st_partition_t *partition_open(st_replicas_t *rm, const st_meta_topic_t *
     p->min_insync_replicas = min_isr;
     p->isr_size = mp->nisr;
     p->owner = rm;
-    p->appender = (int)(rm->next_appender++ & 0x7fffffff);
     st_err_t e = st_logmgr_open_log(rm->logs, t->name, mp->id, &t->id, lc, &p->log);
     if (e) {
         ST_ERROR("replica", "%s-%d: cannot open log: %s", t->name, (int)mp->id, st_err_msg(e));

@@ -24,7 +24,6 @@
 
 typedef struct st_partition {
     int refs;
-    int appender; /* which appender thread writes this partition */
     char *topic;
     st_uuid_t topic_id;
     int32_t index;
@@ -59,25 +58,5 @@ void st_partition_watch(st_partition_t *p, int loop_index);
 /* Append validated batches as leader; moves the high watermark. */
 st_err_t st_partition_append(st_partition_t *p, uint8_t *records, size_t len,
                              st_append_info_t *info);
-
-/* Appends run on appender threads (num.io.threads), so a network thread
- * reads and checks the next request while the previous one is copied into
- * the page cache.  A partition always goes to the same appender: its
- * appends keep their order.  done(job) runs on the appender thread. */
-typedef struct st_append_job {
-    st_partition_t *part; /* kept by the caller until done */
-    uint8_t *records;
-    size_t len;
-    st_err_t err;
-    st_append_info_t info;
-    void (*done)(struct st_append_job *job);
-    void *arg;
-    struct st_append_job *next;
-} st_append_job_t;
-
-void st_replicas_start_appenders(st_replicas_t *rm, int nthreads);
-/* Runs what is queued, then joins the threads. */
-void st_replicas_stop_appenders(st_replicas_t *rm);
-void st_partition_append_async(st_partition_t *p, st_append_job_t *job);
 
 #endif /* ST_REPLICA_H */

@@ -80,9 +80,6 @@ static const st_cfg_desc_t broker_rows[] = {
          "Comma-separated directories holding partition logs (one broker per directory)."),
     BROW("num.network.threads", ST_CFG_INT, num_network_threads, "2", 1, 64, NULL, 0,
          "I/O threads, each with its own event loop and connections."),
-    BROW("num.io.threads", ST_CFG_INT, num_io_threads, "1", 1, 64, NULL, 0,
-         "Threads that append produced batches to partition logs; a partition always uses "
-         "the same one, so its appends keep their order."),
     BROW("socket.request.max.bytes", ST_CFG_INT, socket_request_max_bytes, "104857600", 64,
          I32MAX, NULL, 0, "The largest request accepted; a larger frame closes the connection."),
     BROW("connections.max.idle.ms", ST_CFG_LONG, connections_max_idle_ms, "600000", -1, I64MAX,

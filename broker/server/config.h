@@ -15,7 +15,6 @@ typedef struct st_broker_config {
     char *advertised_listeners;
     char *log_dirs;
     int32_t num_network_threads;
-    int32_t num_io_threads;
     int32_t socket_request_max_bytes;
     int64_t connections_max_idle_ms;
     int32_t num_partitions;

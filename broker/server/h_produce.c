@@ -2,22 +2,12 @@
  * h_produce.c - Produce: validate every batch, append as leader, answer by
  * acks.
  *
- *   network thread: decode, check acks / min.insync.replicas / sizes,
- *                   validate every batch (CRC32C, counts, timestamps)
- *   appender:       stamp offsets and write (st_partition_append_async)
- *   network thread: once every partition is appended, answer by acks:
- *
  *   acks=0   no response; an error closes the connection (the client's
  *            only way to learn of it, as in Kafka)
- *   acks=1   answer now
+ *   acks=1   answer after the append
  *   acks=-1  with log.flush.on.ack, answer once a group-commit fsync has
  *            covered every appended batch (parked; REQUEST_TIMED_OUT after
- *            timeout_ms)
- *
- * Appending off the network thread lets it read and check the next request
- * while the previous one is copied into the page cache; a partition always
- * has the same appender, so its appends keep their order, and the
- * connection's responses keep theirs.
+ *            timeout_ms); min.insync.replicas is checked before appending
  */
 #include "server.h"
 
@@ -29,27 +19,13 @@ typedef struct produce_wait {
     st_produce_resp_part_t *out;
 } produce_wait_t;
 
-typedef struct produce_op produce_op_t;
-
-typedef struct produce_job {
-    st_append_job_t job;
-    produce_op_t *op;
-    st_produce_resp_part_t *out;
-    st_str_t topic;
-} produce_job_t;
-
-struct produce_op {
+typedef struct produce_op {
     st_delayed_t base;
-    st_server_t *srv;
     st_request_t *req;
     st_produce_resp_t resp;
-    produce_job_t *jobs;
-    int njobs;
-    int pending; /* atomic: appends not yet done */
     produce_wait_t *waits;
     int nwaits;
-    int any_error;
-};
+} produce_op_t;
 
 static int produce_try(st_delayed_t *d) {
     produce_op_t *op = (produce_op_t *)d;
@@ -92,9 +68,7 @@ static void produce_expire(st_delayed_t *d) {
 static void produce_destroy(st_delayed_t *d) {
     produce_op_t *op = (produce_op_t *)d;
     for (int i = 0; i < op->nwaits; i++) st_partition_release(op->waits[i].part);
-    for (int i = 0; i < op->njobs; i++) st_partition_release(op->jobs[i].job.part);
     free(op->waits);
-    free(op->jobs);
     free(op);
 }
 
@@ -106,68 +80,15 @@ static void set_error(st_request_t *req, st_produce_resp_part_t *out, st_err_t e
     else out->error_message = st_str(st_err_msg(e));
 }
 
-/* Every append is done: answer by acks (network thread). */
-static void produce_appended(void *arg) {
-    produce_op_t *op = arg;
-    st_request_t *req = op->req;
-    st_produce_req_t *q = req->body;
-    for (int i = 0; i < op->njobs; i++) {
-        produce_job_t *pj = &op->jobs[i];
-        st_partition_t *p = pj->job.part;
-        if (pj->job.err) {
-            ST_LOG_RATELIMITED(ST_LOG_WARN, "produce", 2000, "%.*s-%d from %s: %s",
-                               ST_STR_FMT(pj->topic), (int)p->index, st_request_peer(req),
-                               st_err_name(pj->job.err));
-            set_error(req, pj->out, pj->job.err, NULL);
-            op->any_error = 1;
-            continue;
-        }
-        pj->out->base_offset = pj->job.info.base_offset;
-        pj->out->log_append_time_ms = pj->job.info.log_append_time;
-        pj->out->log_start_offset = pj->job.info.log_start_offset;
-        if (q->acks == -1 && op->srv->cfg.log_flush_on_ack) {
-            st_logmgr_request_flush(op->srv->logs, p->log);
-            op->waits[op->nwaits++] = (produce_wait_t){p, pj->job.info.last_offset + 1, pj->out};
-            pj->job.part = NULL; /* the wait holds it now */
-        }
-    }
-    if (q->acks == 0) {
-        if (op->any_error) st_request_close_conn(req, "acks=0 produce failed");
-        st_request_no_response(req);
-        produce_destroy(&op->base);
-        return;
-    }
-    if (op->nwaits == 0) {
-        st_request_respond(req, &op->resp);
-        produce_destroy(&op->base);
-        return;
-    }
-    op->base.deadline_ms = st_mono_ms() + (q->timeout_ms > 0 ? q->timeout_ms : 30000);
-    op->base.try_complete = produce_try;
-    op->base.expire = produce_expire;
-    op->base.destroy = produce_destroy;
-    st_purgatory_add(st_req_purgatory(req), &op->base);
-}
-
-/* Appender thread: the last append to finish hands the request back. */
-static void append_done(st_append_job_t *job) {
-    produce_job_t *pj = (produce_job_t *)job;
-    produce_op_t *op = pj->op;
-    if (__atomic_sub_fetch(&op->pending, 1, __ATOMIC_ACQ_REL) == 0)
-        st_loop_post(op->req->loop, produce_appended, op);
-}
-
 void st_handle_produce(st_server_t *srv, st_request_t *req) {
     st_produce_req_t *q = req->body;
     produce_op_t *op = st_calloc(1, sizeof *op);
-    op->srv = srv;
     op->req = req;
     st_schema_defaults(&st_produce_resp_schema, &op->resp);
     int acks = q->acks;
     int bad_acks = acks != 0 && acks != 1 && acks != -1;
-    int total_parts = 0;
+    int any_error = 0, total_parts = 0;
     for (int i = 0; i < q->topics.n; i++) total_parts += q->topics.v[i].partitions.n;
-    op->jobs = st_calloc((size_t)total_parts + 1, sizeof *op->jobs);
     op->waits = st_calloc((size_t)total_parts + 1, sizeof *op->waits);
 
     ST_ARRAY_ALLOC(op->resp.responses, &req->arena, q->topics.n);
@@ -183,14 +104,15 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
             out->index = qp->index;
             if (bad_acks) {
                 set_error(req, out, ST_E_INVALID_REQUIRED_ACKS, NULL);
-                op->any_error = 1;
+                any_error = 1;
                 continue;
             }
+            int known = 0;
             st_partition_t *p = st_replicas_lookup(srv->rm, qt->name.p, (size_t)ST_MAX(qt->name.len, 0),
-                                                   qp->index, NULL);
+                                                   qp->index, &known);
             if (!p) {
                 set_error(req, out, ST_E_UNKNOWN_TOPIC_OR_PARTITION, NULL);
-                op->any_error = 1;
+                any_error = 1;
                 continue;
             }
             st_err_t e = ST_OK;
@@ -218,31 +140,44 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
                 e = st_batches_validate(qp->records.p, (size_t)qp->records.len, &lim, st_now_ms(),
                                         &nbatches, why, sizeof why);
             }
+            st_append_info_t info;
+            /* The batches are stamped in place: the receive buffer is ours. */
+            if (!e) e = st_partition_append(p, (uint8_t *)qp->records.p, (size_t)qp->records.len, &info);
             if (e) {
                 ST_LOG_RATELIMITED(ST_LOG_WARN, "produce", 2000, "%.*s-%d from %s: %s%s%s",
                                    ST_STR_FMT(qt->name), (int)qp->index, st_request_peer(req),
                                    st_err_name(e), *why ? ": " : "", why);
                 set_error(req, out, e, why);
                 st_partition_release(p);
-                op->any_error = 1;
+                any_error = 1;
                 continue;
             }
-            produce_job_t *pj = &op->jobs[op->njobs++];
-            pj->op = op;
-            pj->out = out;
-            pj->topic = qt->name;
-            pj->job.part = p;
-            /* The batches are stamped in place: the receive buffer is ours
-             * and outlives the request. */
-            pj->job.records = (uint8_t *)qp->records.p;
-            pj->job.len = (size_t)qp->records.len;
-            pj->job.done = append_done;
+            out->base_offset = info.base_offset;
+            out->log_append_time_ms = info.log_append_time;
+            out->log_start_offset = info.log_start_offset;
+            if (acks == -1 && srv->cfg.log_flush_on_ack) {
+                st_logmgr_request_flush(srv->logs, p->log);
+                op->waits[op->nwaits++] = (produce_wait_t){p, info.last_offset + 1, out};
+            } else {
+                st_partition_release(p);
+            }
         }
     }
-    if (op->njobs == 0) {
-        produce_appended(op);
+
+    if (acks == 0) {
+        produce_destroy(&op->base);
+        if (any_error) st_request_close_conn(req, "acks=0 produce failed");
+        st_request_no_response(req);
         return;
     }
-    op->pending = op->njobs;
-    for (int i = 0; i < op->njobs; i++) st_partition_append_async(op->jobs[i].job.part, &op->jobs[i].job);
+    if (op->nwaits == 0) {
+        st_request_respond(req, &op->resp);
+        produce_destroy(&op->base);
+        return;
+    }
+    op->base.deadline_ms = st_mono_ms() + (q->timeout_ms > 0 ? q->timeout_ms : 30000);
+    op->base.try_complete = produce_try;
+    op->base.expire = produce_expire;
+    op->base.destroy = produce_destroy;
+    st_purgatory_add(st_req_purgatory(req), &op->base);
 }

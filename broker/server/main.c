@@ -154,7 +154,6 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
         return 1;
     }
     st_logmgr_start(srv.logs);
-    st_replicas_start_appenders(srv.rm, srv.cfg.num_io_threads);
     st_controller_start(srv.ctl);
     st_net_start(srv.net);
 
@@ -169,7 +168,6 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     ST_INFO("server", "%s received: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 
     st_net_stop(srv.net);
-    st_replicas_stop_appenders(srv.rm);
     st_controller_close(srv.ctl);
     st_replicas_destroy(srv.rm);
     st_net_destroy(srv.net);
