@@ -21,6 +21,8 @@
  *
  * Both are sparse: an entry every log.index.interval.bytes of batches.
  */
+#define ST_LOG_PREALLOC_BYTES (1 << 20) /* per fallocate; small: it is reserved per partition */
+
 typedef struct st_idx_entry {
     int32_t rel;
     int32_t pos;
@@ -35,6 +37,7 @@ typedef struct st_segment {
     int64_t base_offset;
     int64_t next_offset; /* offset after the last batch */
     int64_t size;        /* bytes of valid batches */
+    int64_t prealloc_end; /* disk blocks allocated up to here (fallocate) */
     st_file_t *file;     /* the .log */
     int index_fd, timeindex_fd;
     st_idx_entry_t *idx;
@@ -94,6 +97,7 @@ st_err_t st_log__seg_recover(st_segment_t *s, const char *dir, int validate, int
 void st_log__seg_index_batch(st_segment_t *s, const st_batch_info_t *b, int64_t pos,
                              int32_t interval);
 st_err_t st_log__seg_write_indexes(st_segment_t *s, int final);
+void st_log__seg_trim(st_segment_t *s);
 void st_log__seg_close(st_segment_t *s);
 void st_log__seg_unlink(st_segment_t *s, const char *dir);
 /* Position of the batch holding offset (or the first batch after it);

@@ -127,6 +127,13 @@ st_err_t st_log__seg_write_indexes(st_segment_t *s, int final) {
     return e;
 }
 
+/* Give back disk blocks allocated past the data (see the append's
+ * preallocation): truncating to the current size frees blocks beyond it. */
+void st_log__seg_trim(st_segment_t *s) {
+    if (ftruncate(s->file->fd, s->size) != 0) { /* best effort: recovery trims too */ }
+    s->prealloc_end = s->size;
+}
+
 void st_log__seg_close(st_segment_t *s) {
     if (!s) return;
     st_file_release(s->file);
@@ -332,6 +339,7 @@ st_err_t st_log__seg_recover(st_segment_t *s, const char *dir, int validate, int
     }
     st_err_t e = scan_from(s, pos, validate, cfg->index_interval_bytes, what);
     if (e) return e;
+    st_log__seg_trim(s);
     if (s->dirty_index) e = st_log__seg_write_indexes(s, !is_last);
     return e;
 }
