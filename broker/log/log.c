@@ -624,31 +624,49 @@ out:
     return e;
 }
 
-int st_log_apply_retention(st_log_t *log, int64_t now_ms) {
+/* How many of the oldest closed segments a time or size bound lets go:
+ * time by their newest record, size while the rest still fits.  Only the
+ * first `eligible` segments may go. */
+static int expired_prefix(st_log_t *log, int64_t now_ms, int64_t ms, int64_t bytes, int eligible,
+                          const char **why) {
     int n = 0;
-    pthread_mutex_lock(&log->lock);
-    if (log->offline || log->closed || !log->cfg.delete_policy) goto out;
-    const char *why = NULL;
-    /* retention.ms: closed segments whose newest record is too old */
-    if (log->cfg.retention_ms >= 0) {
-        while (n < log->nsegs - 1 && log->segs[n]->max_timestamp >= 0 &&
-               now_ms - log->segs[n]->max_timestamp > log->cfg.retention_ms)
+    if (ms >= 0) {
+        while (n < eligible && log->segs[n]->max_timestamp >= 0 &&
+               now_ms - log->segs[n]->max_timestamp > ms)
             n++;
-        if (n) why = "older than retention.ms";
+        if (n) *why = log->cfg.remote ? "older than local.retention.ms" : "older than retention.ms";
     }
-    /* retention.bytes: the oldest closed segments while the rest still fit */
-    if (log->cfg.retention_bytes >= 0) {
+    if (bytes >= 0) {
         int64_t total = 0;
         for (int i = n; i < log->nsegs; i++) total += log->segs[i]->size;
         int m = n;
-        while (m < log->nsegs - 1 && total - log->segs[m]->size >= log->cfg.retention_bytes) {
+        while (m < eligible && total - log->segs[m]->size >= bytes) {
             total -= log->segs[m]->size;
             m++;
         }
         if (m > n) {
             n = m;
-            why = "beyond retention.bytes";
+            *why = log->cfg.remote ? "beyond local.retention.bytes" : "beyond retention.bytes";
         }
+    }
+    return n;
+}
+
+int st_log_apply_retention(st_log_t *log, int64_t now_ms) {
+    int n = 0;
+    pthread_mutex_lock(&log->lock);
+    if (log->offline || log->closed || !log->cfg.delete_policy) goto out;
+    const char *why = NULL;
+    if (log->cfg.remote) {
+        /* Tiered: only segments the bucket already holds may go. */
+        int eligible = 0;
+        while (eligible < log->nsegs - 1 && log->segs[eligible]->next_offset <= log->remote_end)
+            eligible++;
+        n = expired_prefix(log, now_ms, log->cfg.local_retention_ms, log->cfg.local_retention_bytes,
+                           eligible, &why);
+    } else {
+        n = expired_prefix(log, now_ms, log->cfg.retention_ms, log->cfg.retention_bytes,
+                           log->nsegs - 1, &why);
     }
     /* segments wholly below the log start offset */
     while (n < log->nsegs - 1 && log->segs[n + 1]->base_offset <= log->log_start_offset) {
@@ -701,4 +719,81 @@ st_err_t st_log_flush(st_log_t *log) {
     pthread_mutex_unlock(&log->lock);
     if (!e) notify(log);
     return e ? ST_E_KAFKA_STORAGE_ERROR : ST_OK;
+}
+
+/* ---- tiered storage ------------------------------------------------------ */
+
+int st_log_closed_segments(st_log_t *log, int64_t from, st_log_segment_info_t *out, int max) {
+    int n = 0;
+    pthread_mutex_lock(&log->lock);
+    for (int i = 0; i < log->nsegs - 1 && n < max && !log->closed && !log->offline; i++) {
+        st_segment_t *s = log->segs[i];
+        if (s->base_offset < from || s->size == 0) continue;
+        if (s->next_offset > log->high_watermark) break;
+        st_log_segment_info_t *o = &out[n++];
+        memset(o, 0, sizeof *o);
+        o->base_offset = s->base_offset;
+        o->last_offset = s->next_offset - 1;
+        o->max_timestamp = s->max_timestamp;
+        o->size_bytes = s->size;
+        st_log__seg_path(log->dir, s->base_offset, ".log", o->log_path, sizeof o->log_path);
+        st_log__seg_path(log->dir, s->base_offset, ".index", o->index_path, sizeof o->index_path);
+        st_log__seg_path(log->dir, s->base_offset, ".timeindex", o->timeindex_path,
+                         sizeof o->timeindex_path);
+        /* the epochs in force inside [base, next) */
+        for (int k = 0; k < log->nepochs && o->nepochs < (int)ST_ARRAY_SIZE(o->epochs); k++) {
+            int64_t start = log->epochs[k].start;
+            int64_t end = k + 1 < log->nepochs ? log->epochs[k + 1].start : INT64_MAX;
+            if (end <= s->base_offset || start >= s->next_offset) continue;
+            o->epochs[o->nepochs].epoch = log->epochs[k].epoch;
+            o->epochs[o->nepochs].start_offset = ST_MAX(start, s->base_offset);
+            o->nepochs++;
+        }
+    }
+    pthread_mutex_unlock(&log->lock);
+    return n;
+}
+
+void st_log_set_remote_end(st_log_t *log, int64_t remote_end) {
+    pthread_mutex_lock(&log->lock);
+    log->remote_end = remote_end;
+    pthread_mutex_unlock(&log->lock);
+}
+
+int64_t st_log_bytes_above(st_log_t *log, int64_t offset) {
+    int64_t n = 0;
+    pthread_mutex_lock(&log->lock);
+    for (int i = 0; i < log->nsegs; i++)
+        if (log->segs[i]->next_offset > offset) n += log->segs[i]->size;
+    pthread_mutex_unlock(&log->lock);
+    return n;
+}
+
+st_err_t st_log_truncate_fully(st_log_t *log, int64_t offset) {
+    st_err_t e = ST_OK;
+    pthread_mutex_lock(&log->lock);
+    if (log->closed || log->offline) {
+        e = ST_E_KAFKA_STORAGE_ERROR;
+        goto out;
+    }
+    ST_WARN("log", WHAT_FMT ": local log [%lld, %lld) is behind the bucket; starting it empty at %lld",
+            WHAT_ARGS(log), (long long)log->log_start_offset, (long long)log->leo, (long long)offset);
+    for (int i = 0; i < log->nsegs; i++) {
+        st_log__seg_unlink(log->segs[i], log->dir);
+        st_log__seg_close(log->segs[i]); /* readers keep their own file references */
+    }
+    log->nsegs = 0;
+    st_segment_t *s;
+    e = st_log__seg_open(log->dir, offset, 1, &s);
+    if (e) {
+        log->offline = 1;
+        goto out;
+    }
+    segs_push(log, s);
+    log->log_start_offset = log->leo = log->high_watermark = log->flushed_offset = offset;
+    st_log__epoch_truncate_from(log, 0);
+    st_fsync_dir(log->dir);
+out:
+    pthread_mutex_unlock(&log->lock);
+    return e;
 }

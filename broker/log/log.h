@@ -35,6 +35,12 @@ typedef struct st_log_config {
     int64_t ts_before_max_ms;
     int64_t ts_after_max_ms;
     int delete_policy; /* cleanup.policy contains delete */
+    /* Tiered storage: local segments go only once the bucket has them
+     * (below remote_end), by the local bounds; total retention is the
+     * remote log manager's. */
+    int remote;
+    int64_t local_retention_ms;
+    int64_t local_retention_bytes;
 } st_log_config_t;
 
 typedef struct st_log st_log_t;
@@ -165,5 +171,36 @@ int st_log_apply_retention(st_log_t *log, int64_t now_ms);
 /* fsync everything appended so far; returns after the flushed offset has
  * moved. */
 st_err_t st_log_flush(st_log_t *log);
+
+/* ---- tiered storage ---------------------------------------------------- */
+
+/* A closed segment as the remote log manager needs it. */
+typedef struct st_log_segment_info {
+    int64_t base_offset;
+    int64_t last_offset;
+    int64_t max_timestamp;
+    int64_t size_bytes;
+    char log_path[512];
+    char index_path[512];
+    char timeindex_path[512];
+    struct {
+        int32_t epoch;
+        int64_t start_offset;
+    } epochs[32];
+    int nepochs;
+} st_log_segment_info_t;
+
+/* Up to max closed segments with base_offset >= from, wholly below the high
+ * watermark, oldest first; their index files are complete on disk. */
+int st_log_closed_segments(st_log_t *log, int64_t from, st_log_segment_info_t *out, int max);
+/* Offsets below remote_end are in the bucket: local retention may delete
+ * segments holding only those. */
+void st_log_set_remote_end(st_log_t *log, int64_t remote_end);
+/* Bytes of segments holding offsets at or above offset. */
+int64_t st_log_bytes_above(st_log_t *log, int64_t offset);
+/* Drop every local segment and start empty at offset (Kafka's
+ * truncateFullyAndStartAt): the local copy is behind what the bucket
+ * holds. */
+st_err_t st_log_truncate_fully(st_log_t *log, int64_t offset);
 
 #endif /* ST_LOG_H */

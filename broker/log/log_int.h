@@ -65,7 +65,8 @@ struct st_log {
     st_segment_t **segs; /* ascending base offset; the last one is active */
     int nsegs, capsegs;
 
-    int64_t log_start_offset;
+    int64_t log_start_offset; /* local */
+    int64_t remote_end;       /* offsets below are in the bucket (tiering) */
     int64_t high_watermark;
     int64_t leo;
     int64_t flushed_offset;

@@ -92,7 +92,7 @@ ST_SCHEMA_DEFINE(st_describe_cluster_resp, ST_DESCRIBE_CLUSTER_RESP)
 static const st_api_t api_table[] = {
     {ST_API_PRODUCE, "Produce", 0, 3, 9, 9, &st_produce_req_schema, &st_produce_resp_schema},
     {ST_API_FETCH, "Fetch", 4, 4, 12, 12, &st_fetch_req_schema, &st_fetch_resp_schema},
-    {ST_API_LIST_OFFSETS, "ListOffsets", 1, 1, 7, 6, &st_list_offsets_req_schema,
+    {ST_API_LIST_OFFSETS, "ListOffsets", 1, 1, 9, 6, &st_list_offsets_req_schema,
      &st_list_offsets_resp_schema},
     {ST_API_METADATA, "Metadata", 1, 1, 12, 9, &st_metadata_req_schema, &st_metadata_resp_schema},
     {ST_API_API_VERSIONS, "ApiVersions", 0, 0, 3, 3, &st_api_versions_req_schema,

@@ -23,6 +23,7 @@ struct st_replicas {
     const st_broker_config_t *cfg;
     st_logmgr_t *logs;
     st_net_t *net;
+    st_tier_t *tier;
     pthread_rwlock_t lock;
     topic_entry_t *buckets[NBUCKETS];
 };
@@ -42,6 +43,7 @@ st_replicas_t *st_replicas_new(const st_broker_config_t *cfg, st_logmgr_t *logs)
 }
 
 void st_replicas_set_net(st_replicas_t *rm, st_net_t *net) { rm->net = net; }
+void st_replicas_set_tier(st_replicas_t *rm, st_tier_t *tier) { rm->tier = tier; }
 
 static st_partition_t *partition_keep(st_partition_t *p) {
     __atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
@@ -62,7 +64,10 @@ void st_replicas_destroy(st_replicas_t *rm) {
         while (t) {
             topic_entry_t *next = t->next;
             for (int i = 0; i < t->nparts; i++) {
+                if (!t->parts[i]) continue;
                 st_log_set_notify(t->parts[i]->log, NULL, NULL);
+                if (t->parts[i]->tier) st_tier_part_close(t->parts[i]->tier, 0);
+                t->parts[i]->tier = NULL;
                 st_partition_release(t->parts[i]);
             }
             free(t->parts);
@@ -130,6 +135,91 @@ st_err_t st_partition_append(st_partition_t *p, uint8_t *records, size_t len,
     return e;
 }
 
+/* ---- tiered storage -------------------------------------------------------- */
+
+int64_t st_partition_log_start(st_partition_t *p) {
+    st_log_offsets_t o;
+    st_log_offsets(p->log, &o);
+    if (!p->tier) return o.log_start_offset;
+    int64_t rs = __atomic_load_n(&p->remote_start, __ATOMIC_ACQUIRE);
+    int64_t re = __atomic_load_n(&p->remote_end, __ATOMIC_ACQUIRE);
+    return rs < re ? ST_MIN(rs, o.log_start_offset) : o.log_start_offset;
+}
+
+int st_partition_is_remote(st_partition_t *p, int64_t offset) {
+    if (!p->tier) return 0;
+    st_log_offsets_t o;
+    st_log_offsets(p->log, &o);
+    int64_t rs = __atomic_load_n(&p->remote_start, __ATOMIC_ACQUIRE);
+    int64_t re = __atomic_load_n(&p->remote_end, __ATOMIC_ACQUIRE);
+    return offset < o.log_start_offset && offset >= rs && offset < re;
+}
+
+static int tier_closed_segments(void *arg, int64_t from, st_tier_segment_t *out, int max) {
+    st_partition_t *p = arg;
+    st_log_segment_info_t info[8];
+    int n = st_log_closed_segments(p->log, from, info, ST_MIN(max, 8));
+    for (int i = 0; i < n; i++) {
+        st_tier_segment_t *o = &out[i];
+        memset(o, 0, sizeof *o);
+        o->base_offset = info[i].base_offset;
+        o->last_offset = info[i].last_offset;
+        o->max_timestamp = info[i].max_timestamp;
+        o->size_bytes = info[i].size_bytes;
+        snprintf(o->log_path, sizeof o->log_path, "%s", info[i].log_path);
+        snprintf(o->index_path, sizeof o->index_path, "%s", info[i].index_path);
+        snprintf(o->timeindex_path, sizeof o->timeindex_path, "%s", info[i].timeindex_path);
+        o->nepochs = ST_MIN(info[i].nepochs, (int)ST_ARRAY_SIZE(o->epochs));
+        for (int k = 0; k < o->nepochs; k++) {
+            o->epochs[k].epoch = info[i].epochs[k].epoch;
+            o->epochs[k].start_offset = info[i].epochs[k].start_offset;
+        }
+    }
+    return n;
+}
+
+static void on_log_change(st_log_t *log, void *arg);
+
+static void tier_remote_changed(void *arg, int64_t start, int64_t end) {
+    st_partition_t *p = arg;
+    __atomic_store_n(&p->remote_start, start, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->remote_end, end, __ATOMIC_RELEASE);
+    st_log_set_remote_end(p->log, end);
+    on_log_change(p->log, p); /* parked requests may be waiting on this */
+}
+
+static int64_t tier_local_bytes_above(void *arg, int64_t offset) {
+    return st_log_bytes_above(((st_partition_t *)arg)->log, offset);
+}
+
+static void tier_release(void *arg) { st_partition_release(arg); }
+
+/* Tier the partition: read its manifest, and when the bucket is ahead of
+ * the local log (a lost or old disk) start the local log at the remote
+ * end. */
+static void tier_attach(st_replicas_t *rm, st_partition_t *p, const st_log_config_t *lc) {
+    st_tier_part_ops_t ops = {tier_closed_segments, tier_remote_changed, tier_local_bytes_above,
+                              tier_release, partition_keep(p)};
+    st_tier_retention_t ret = {lc->retention_ms, lc->retention_bytes};
+    char id[23], cache[4200], err[512];
+    st_uuid_format(&p->topic_id, id);
+    snprintf(cache, sizeof cache, "%s/remote-manifest.json", st_log_dir(p->log));
+    st_tier_part_t *tp;
+    if (st_tier_part_open(rm->tier, p->topic, id, p->index, cache, &ops, &ret, &tp, err, sizeof err)) {
+        ST_ERROR("replica", "%s-%d: tiered storage unavailable: %s", p->topic, (int)p->index, err);
+        return; /* the partition serves its local data; nothing local is deleted */
+    }
+    st_tier_status_t s;
+    st_tier_part_status(tp, &s);
+    st_log_offsets_t o;
+    st_log_offsets(p->log, &o);
+    if (s.remote_end > o.leo) st_log_truncate_fully(p->log, s.remote_end);
+    __atomic_store_n(&p->remote_start, s.remote_start, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->remote_end, s.remote_end, __ATOMIC_RELEASE);
+    st_log_set_remote_end(p->log, s.remote_end);
+    p->tier = tp;
+}
+
 /* ---- keeping up with the image ------------------------------------------- */
 
 static void effective_config(st_replicas_t *rm, const st_meta_topic_t *t, st_log_config_t *lc,
@@ -144,6 +234,7 @@ static void effective_config(st_replicas_t *rm, const st_meta_topic_t *t, st_log
         st_topic_config_build(rm->cfg, NULL, 0, &tc, why, sizeof why);
     }
     st_topic_config_to_log(&tc, lc);
+    lc->remote = lc->remote && rm->tier != NULL;
     *min_isr = tc.min_insync_replicas;
     st_topic_config_fini(&tc);
 }
@@ -174,6 +265,7 @@ static st_partition_t *partition_open(st_replicas_t *rm, const st_meta_topic_t *
         return NULL;
     }
     st_log_set_notify(p->log, on_log_change, p);
+    if (lc->remote) tier_attach(rm, p, lc);
     return p;
 }
 
@@ -183,6 +275,8 @@ static void entry_free(topic_entry_t *e, int delete_logs, st_logmgr_t *logs) {
         if (!p) continue;
         st_log_set_notify(p->log, NULL, NULL);
         on_log_change(p->log, p); /* parked readers learn the news */
+        if (p->tier) st_tier_part_close(p->tier, delete_logs);
+        p->tier = NULL;
         if (delete_logs) {
             st_log_t *log = p->log;
             p->log = st_log_keep(log);
@@ -242,6 +336,11 @@ void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new
             if (k < have && cur->parts[k]) {
                 st_partition_t *p = partition_keep(cur->parts[k]);
                 st_log_set_config(p->log, &lc);
+                if (lc.remote && !p->tier) tier_attach(rm, p, &lc);
+                if (p->tier) {
+                    st_tier_retention_t ret = {lc.retention_ms, lc.retention_bytes};
+                    st_tier_part_set_retention(p->tier, &ret);
+                }
                 p->min_insync_replicas = min_isr;
                 p->leader_epoch = mp->leader_epoch;
                 p->isr_size = mp->nisr;

@@ -21,6 +21,7 @@
 #include "controller.h"
 #include "log.h"
 #include "net.h"
+#include "st_tiering.h"
 
 typedef struct st_partition {
     int refs;
@@ -33,12 +34,17 @@ typedef struct st_partition {
     int32_t isr_size;
     uint64_t waiters; /* atomic: bit i = loop i has a parked request here */
     struct st_replicas *owner;
+    /* tiered storage (NULL when the topic is not tiered) */
+    st_tier_part_t *tier;
+    int64_t remote_start, remote_end; /* atomic: [start, end) in the bucket */
 } st_partition_t;
 
 typedef struct st_replicas st_replicas_t;
 
 st_replicas_t *st_replicas_new(const st_broker_config_t *cfg, st_logmgr_t *logs);
 void st_replicas_set_net(st_replicas_t *rm, st_net_t *net);
+/* The remote log manager (NULL: tiered storage off). */
+void st_replicas_set_tier(st_replicas_t *rm, st_tier_t *tier);
 void st_replicas_destroy(st_replicas_t *rm);
 
 /* The image listener: open logs of new partitions, delete those of removed
@@ -51,6 +57,12 @@ st_partition_t *st_replicas_lookup(st_replicas_t *rm, const char *topic, size_t 
                                    int32_t partition, int *topic_known);
 st_partition_t *st_replicas_lookup_id(st_replicas_t *rm, const st_uuid_t *id, int32_t partition);
 void st_partition_release(st_partition_t *p);
+
+/* The first offset a consumer may read: the remote log start when the
+ * bucket holds anything, else the local one. */
+int64_t st_partition_log_start(st_partition_t *p);
+/* Whether offset lies in the remote part only (below the local start). */
+int st_partition_is_remote(st_partition_t *p, int64_t offset);
 
 /* Ask to be woken (st_loop_wake of loop_index) at the next change. */
 void st_partition_watch(st_partition_t *p, int loop_index);

@@ -145,6 +145,42 @@ static const st_cfg_desc_t broker_rows[] = {
          0, 0, NULL, 0, "Default for topics: may an out-of-sync replica become leader."),
     BROW("metadata.log.segment.bytes", ST_CFG_LONG, metadata_log_segment_bytes, "8388608", 14,
          I32MAX, NULL, 0, "Segment size of the __cluster_metadata log."),
+    BROW("remote.log.storage.system.enable", ST_CFG_BOOL, remote_log_storage_system_enable,
+         "false", 0, 0, NULL, 0,
+         "Tiered storage: upload closed segments of topics with remote.storage.enable to the "
+         "object store (objectstore.*) and serve old offsets from it."),
+    BROW("log.remote.storage.enable", ST_CFG_BOOL, log_remote_storage_enable, "false", 0, 0, NULL,
+         0, "Default for topics: remote.storage.enable (Strata's; Kafka has no broker default)."),
+    BROW("log.local.retention.ms", ST_CFG_LONG, log_local_retention_ms, "-2", -2, I64MAX, NULL, 0,
+         "Default for tiered topics: how long segments stay on local disk once in the bucket "
+         "(-2: as retention.ms)."),
+    BROW("log.local.retention.bytes", ST_CFG_LONG, log_local_retention_bytes, "-2", -2, I64MAX,
+         NULL, 0,
+         "Default for tiered topics: local bytes kept once in the bucket (-2: as retention.bytes)."),
+    BROW("remote.log.manager.task.interval.ms", ST_CFG_LONG, remote_log_manager_task_interval_ms,
+         "30000", 10, I64MAX, NULL, 0, "How often each tiered partition uploads and applies "
+         "remote retention."),
+    BROW("remote.log.manager.copier.thread.pool.size", ST_CFG_INT,
+         remote_log_manager_copier_threads, "2", 1, 64, NULL, 0,
+         "Partitions uploading (and applying remote retention) at once."),
+    BROW("remote.log.manager.copy.max.bytes.per.second", ST_CFG_LONG,
+         remote_log_manager_copy_max_bytes_per_second, "9223372036854775807", 1, I64MAX, NULL, 0,
+         "Upload byte-rate quota (KIP-956)."),
+    BROW("remote.log.manager.fetch.max.bytes.per.second", ST_CFG_LONG,
+         remote_log_manager_fetch_max_bytes_per_second, "9223372036854775807", 1, I64MAX, NULL, 0,
+         "Download byte-rate quota for remote reads (KIP-956)."),
+    BROW("remote.log.fetch.chunk.bytes", ST_CFG_LONG, remote_log_fetch_chunk_bytes, "4194304",
+         65536, 1073741824, NULL, 0, "Remote reads fetch segments in ranged GETs of this size."),
+    BROW("remote.log.cache.dir", ST_CFG_STRING, remote_log_cache_dir, "", 0, 0, NULL, 0,
+         "Directory of the chunk cache (empty: remote-cache under the first log dir)."),
+    BROW("remote.log.cache.size.bytes", ST_CFG_LONG, remote_log_cache_size_bytes, "1073741824",
+         0, I64MAX, NULL, 0, "Bound of the on-disk chunk cache."),
+    BROW("remote.log.fetch.readahead.chunks", ST_CFG_INT, remote_log_fetch_readahead_chunks, "4",
+         0, 1024, NULL, 0,
+         "Chunks fetched ahead of a sequential remote reader, across segment ends."),
+    BROW("remote.log.index.file.cache.total.size.bytes", ST_CFG_LONG,
+         remote_log_index_file_cache_total_size_bytes, "268435456", 0, I64MAX, NULL, 0,
+         "Bound of the downloaded offset indexes kept in memory."),
     BROW("logger.level", ST_CFG_STRING, logger_level, "INFO", 0, 0, v_level, 0,
          "Log level: ERROR, WARN, INFO, DEBUG or TRACE."),
     BROW("logger.debug", ST_CFG_STRING, logger_debug, "", 0, 0, NULL, 0,
@@ -193,6 +229,12 @@ static const st_cfg_desc_t topic_rows[] = {
          "Accepted for compatibility."),
     TROW("unclean.leader.election.enable", ST_CFG_BOOL, unclean_leader_election_enable, 0, 0,
          NULL, "May an out-of-sync replica become leader."),
+    TROW("remote.storage.enable", ST_CFG_BOOL, remote_storage_enable, 0, 0, NULL,
+         "Tier this topic: closed segments go to the object store and are read back from it."),
+    TROW("local.retention.ms", ST_CFG_LONG, local_retention_ms, -2, I64MAX, NULL,
+         "Tiered: how long segments stay locally once in the bucket (-2: as retention.ms)."),
+    TROW("local.retention.bytes", ST_CFG_LONG, local_retention_bytes, -2, I64MAX, NULL,
+         "Tiered: local bytes kept once in the bucket (-2: as retention.bytes)."),
 };
 
 const st_cfg_table_t st_topic_config_table = {topic_rows, ST_ARRAY_SIZE(topic_rows)};
@@ -218,6 +260,9 @@ static const char *topic_synonyms[] = {
     NULL, /* compression.type */
     "file.delete.delay.ms",
     "unclean.leader.election.enable",
+    "log.remote.storage.enable",
+    "log.local.retention.ms",
+    "log.local.retention.bytes",
 };
 
 _Static_assert(ST_ARRAY_SIZE(topic_synonyms) == ST_ARRAY_SIZE(topic_rows),
@@ -382,6 +427,11 @@ void st_topic_config_to_log(const st_topic_config_t *t, st_log_config_t *out) {
     out->ts_before_max_ms = t->message_timestamp_before_max_ms;
     out->ts_after_max_ms = t->message_timestamp_after_max_ms;
     out->delete_policy = strstr(t->cleanup_policy, "delete") != NULL;
+    out->remote = t->remote_storage_enable;
+    /* -2: the same as the total bound */
+    out->local_retention_ms = t->local_retention_ms == -2 ? t->retention_ms : t->local_retention_ms;
+    out->local_retention_bytes =
+        t->local_retention_bytes == -2 ? t->retention_bytes : t->local_retention_bytes;
 }
 
 void st_config_doc(FILE *out, const st_cfg_table_t *extra, const char *const *titles,

@@ -45,6 +45,20 @@ typedef struct st_broker_config {
     int64_t metadata_log_segment_bytes;
     char *logger_level;
     char *logger_debug;
+    /* tiered storage */
+    int remote_log_storage_system_enable;
+    int log_remote_storage_enable;
+    int64_t log_local_retention_ms;
+    int64_t log_local_retention_bytes;
+    int64_t remote_log_manager_task_interval_ms;
+    int32_t remote_log_manager_copier_threads;
+    int64_t remote_log_manager_copy_max_bytes_per_second;
+    int64_t remote_log_manager_fetch_max_bytes_per_second;
+    int64_t remote_log_fetch_chunk_bytes;
+    char *remote_log_cache_dir;
+    int64_t remote_log_cache_size_bytes;
+    int32_t remote_log_fetch_readahead_chunks;
+    int64_t remote_log_index_file_cache_total_size_bytes;
 } st_broker_config_t;
 
 /* A topic's settings: every field always holds the effective value (the
@@ -69,6 +83,9 @@ typedef struct st_topic_config {
     char *compression_type;
     int64_t file_delete_delay_ms;
     int unclean_leader_election_enable;
+    int remote_storage_enable;
+    int64_t local_retention_ms;
+    int64_t local_retention_bytes;
 } st_topic_config_t;
 
 extern const st_cfg_table_t st_broker_config_table;

@@ -20,19 +20,78 @@ typedef struct fetch_op {
     int nparts;
 } fetch_op_t;
 
-/* The file references a response holds; st_request_respond may free the
- * request (and its arena) when the connection is gone, so they are
- * collected first and released after. */
-static st_file_t **collect_files(const st_fetch_resp_t *r, int *n) {
+/* What a response holds until it is encoded: file references and buffers
+ * of remote batches.  st_request_respond may free the request (and its
+ * arena) when the connection is gone, so they are collected first and let
+ * go after. */
+typedef struct held {
+    st_file_t **files;
+    uint8_t **bufs;
+    int nfiles, nbufs;
+} held_t;
+
+static void collect(const st_fetch_resp_t *r, held_t *h) {
     int cnt = 0;
     for (int i = 0; i < r->responses.n; i++) cnt += r->responses.v[i].partitions.n;
-    st_file_t **v = st_malloc(sizeof *v * (size_t)(cnt + 1));
-    *n = 0;
+    h->files = st_malloc(sizeof *h->files * (size_t)(cnt + 1));
+    h->bufs = st_malloc(sizeof *h->bufs * (size_t)(cnt + 1));
+    h->nfiles = h->nbufs = 0;
     for (int i = 0; i < r->responses.n; i++)
-        for (int j = 0; j < r->responses.v[i].partitions.n; j++)
-            if (r->responses.v[i].partitions.v[j].records.file)
-                v[(*n)++] = r->responses.v[i].partitions.v[j].records.file;
-    return v;
+        for (int j = 0; j < r->responses.v[i].partitions.n; j++) {
+            const st_records_t *rec = &r->responses.v[i].partitions.v[j].records;
+            if (rec->file) h->files[h->nfiles++] = rec->file;
+            else if (rec->p) h->bufs[h->nbufs++] = (uint8_t *)rec->p;
+        }
+}
+
+static void let_go(held_t *h) {
+    for (int i = 0; i < h->nfiles; i++) st_file_release(h->files[i]);
+    for (int i = 0; i < h->nbufs; i++) free(h->bufs[i]);
+    free(h->files);
+    free(h->bufs);
+}
+
+static void wake_loop(void *arg) { st_loop_wake(arg); }
+
+/* Data of one partition: a file range (local segment or cached remote
+ * chunk) or a buffer (a remote batch across chunks); neither when nothing
+ * is there yet (a remote download running wakes the loop when done). */
+typedef struct part_data {
+    st_file_t *file;
+    int64_t pos;
+    uint8_t *buf;
+    int32_t len;
+    int64_t high_watermark, log_start_offset;
+} part_data_t;
+
+static st_err_t read_partition(fetch_op_t *op, st_partition_t *p, int64_t offset, int32_t limit,
+                               int min_one, part_data_t *d) {
+    memset(d, 0, sizeof *d);
+    st_log_read_t rd = {0};
+    st_err_t e = ST_OK;
+    if (limit > 0) e = st_log_read(p->log, offset, limit, min_one, &rd);
+    st_log_offsets_t o;
+    st_log_offsets(p->log, &o);
+    d->high_watermark = o.high_watermark;
+    d->log_start_offset = st_partition_log_start(p);
+    if (e == ST_E_OFFSET_OUT_OF_RANGE && st_partition_is_remote(p, offset)) {
+        /* Below the local log start: from the bucket, never blocking. */
+        st_tier_read_t tr;
+        e = st_tier_read(p->tier, offset, limit, min_one, &tr, wake_loop, op->req->loop);
+        if (e == ST_E_AGAIN) return ST_OK;
+        if (e == ST_OK) {
+            d->file = tr.file;
+            d->pos = tr.pos;
+            d->buf = tr.buf;
+            d->len = tr.len;
+        }
+        return e;
+    }
+    if (e) return e;
+    d->file = rd.file;
+    d->pos = rd.pos;
+    d->len = rd.file ? rd.len : 0;
+    return ST_OK;
 }
 
 /* One pass over every partition.  With out == NULL only count the bytes
@@ -66,17 +125,11 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
             st_err_t e = st_check_leader_epoch(qp->current_leader_epoch, p->leader_epoch);
             int32_t limit = qp->partition_max_bytes;
             if (total > 0 && (int64_t)limit > max_bytes - total) limit = (int32_t)(max_bytes - total);
-            st_log_read_t rd = {0};
-            if (!e && limit > 0) e = st_log_read(p->log, qp->fetch_offset, limit, total == 0, &rd);
-            else if (!e) {
-                st_log_offsets_t o;
-                st_log_offsets(p->log, &o);
-                rd.high_watermark = o.high_watermark;
-                rd.log_start_offset = o.log_start_offset;
-            }
-            rp->high_watermark = rd.high_watermark;
-            rp->last_stable_offset = rd.high_watermark;
-            rp->log_start_offset = rd.log_start_offset;
+            part_data_t d = {0};
+            if (!e) e = read_partition(op, p, qp->fetch_offset, limit, total == 0, &d);
+            rp->high_watermark = d.high_watermark;
+            rp->last_stable_offset = d.high_watermark;
+            rp->log_start_offset = d.log_start_offset;
             if (e) {
                 rp->error_code = st_err_wire(e);
                 if (e == ST_E_FENCED_LEADER_EPOCH || e == ST_E_UNKNOWN_LEADER_EPOCH) {
@@ -86,17 +139,16 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
                 if (errors) (*errors)++;
                 continue;
             }
-            if (rd.file) {
-                total += rd.len;
-                if (out) {
-                    rp->records.file = rd.file; /* released after the response is built */
-                    rp->records.file_off = rd.pos;
-                    rp->records.len = rd.len;
-                } else {
-                    st_file_release(rd.file);
-                }
-            } else if (out) {
-                rp->records.len = 0;
+            total += d.len;
+            if (out) {
+                /* let go of after the response is built */
+                rp->records.file = d.file;
+                rp->records.file_off = d.pos;
+                rp->records.p = d.buf;
+                rp->records.len = d.len;
+            } else {
+                st_file_release(d.file);
+                free(d.buf);
             }
         }
     }
@@ -107,11 +159,10 @@ static void fetch_respond(fetch_op_t *op) {
     st_fetch_resp_t r;
     st_schema_defaults(&st_fetch_resp_schema, &r);
     fetch_pass(op, &r, NULL);
-    int n;
-    st_file_t **files = collect_files(&r, &n);
-    st_request_respond(op->req, &r); /* the response keeps its own references */
-    for (int i = 0; i < n; i++) st_file_release(files[i]);
-    free(files);
+    held_t h;
+    collect(&r, &h);
+    st_request_respond(op->req, &r); /* the encoded response keeps its own references */
+    let_go(&h);
 }
 
 static int fetch_try(st_delayed_t *d) {

@@ -7,6 +7,8 @@
 #define TS_LATEST -1
 #define TS_EARLIEST -2
 #define TS_MAX_TIMESTAMP -3
+#define TS_EARLIEST_LOCAL -4 /* KIP-405 */
+#define TS_LATEST_TIERED -5  /* KIP-1005 */
 
 void st_handle_list_offsets(st_server_t *srv, st_request_t *req) {
     st_list_offsets_req_t *q = req->body;
@@ -43,8 +45,18 @@ void st_handle_list_offsets(st_server_t *srv, st_request_t *req) {
             int64_t offset = -1, ts = -1;
             int32_t epoch = -1;
             if (qp->timestamp == TS_EARLIEST) {
+                offset = st_partition_log_start(p);
+                epoch = offset < o.log_start_offset && p->tier ? st_tier_part_epoch_for(p->tier, offset)
+                                                              : st_log_epoch_for_offset(p->log, offset);
+            } else if (qp->timestamp == TS_EARLIEST_LOCAL) {
                 offset = o.log_start_offset;
                 epoch = st_log_epoch_for_offset(p->log, offset);
+            } else if (qp->timestamp == TS_LATEST_TIERED) {
+                /* the highest offset in the bucket, -1 when none */
+                int64_t rs = __atomic_load_n(&p->remote_start, __ATOMIC_ACQUIRE);
+                int64_t re = __atomic_load_n(&p->remote_end, __ATOMIC_ACQUIRE);
+                offset = p->tier && re > rs ? re - 1 : -1;
+                if (offset >= 0) epoch = st_tier_part_epoch_for(p->tier, offset);
             } else if (qp->timestamp == TS_LATEST) {
                 /* read_committed stops at the last stable offset, which is
                  * the high watermark while there are no transactions */
@@ -58,6 +70,15 @@ void st_handle_list_offsets(st_server_t *srv, st_request_t *req) {
                     offset = -1;
                     ts = -1;
                     epoch = -1;
+                }
+                /* Older than everything local: the bucket may hold it (to
+                 * the segment: its first records may be older). */
+                int64_t roff;
+                if (p->tier && target >= 0 && (offset < 0 || offset == o.log_start_offset) &&
+                    st_tier_offset_for_time(p->tier, target, &roff) == ST_OK && roff < o.log_start_offset) {
+                    offset = roff;
+                    ts = -1;
+                    epoch = st_tier_part_epoch_for(p->tier, roff);
                 }
             } else {
                 e = ST_E_INVALID_REQUEST;
@@ -99,8 +120,19 @@ void st_handle_delete_records(st_server_t *srv, st_request_t *req) {
                 out->error_code = st_err_wire(ST_E_UNKNOWN_TOPIC_OR_PARTITION);
                 continue;
             }
-            int64_t low;
-            st_err_t e = st_log_delete_records(p->log, qp->offset, &low);
+            int64_t low = -1;
+            st_err_t e = ST_OK;
+            st_log_offsets_t o;
+            st_log_offsets(p->log, &o);
+            int64_t target = qp->offset == -1 ? o.high_watermark : qp->offset;
+            if (target < 0 || target > o.high_watermark) e = ST_E_OFFSET_OUT_OF_RANGE;
+            /* Across both tiers: the bucket drops what lies wholly below
+             * (manifest first); the local log moves its start when the
+             * offset reaches it. */
+            if (!e && p->tier) st_tier_delete_records(p->tier, target);
+            if (!e && (!p->tier || target >= o.log_start_offset))
+                e = st_log_delete_records(p->log, target, &low);
+            if (!e) low = ST_MAX(target, st_partition_log_start(p));
             out->error_code = st_err_wire(e);
             if (!e) {
                 out->low_watermark = low;

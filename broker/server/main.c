@@ -10,6 +10,7 @@
  */
 #include "server.h"
 #include "st_objectstore.h"
+#include "st_tiering.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -146,6 +147,45 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     }
     srv.rm = st_replicas_new(&srv.cfg, srv.logs);
     st_replicas_set_net(srv.rm, srv.net);
+    st_os_t *os = NULL;
+    st_tier_t *tier = NULL;
+    if (srv.cfg.remote_log_storage_system_enable) {
+        /* The bucket must answer before any partition opens: a missing
+         * bucket, refused credentials or an unreachable endpoint stop
+         * start-up with one line. */
+        if (st_os_new(&oscfg, &os, err, sizeof err) || st_os_check(os, err, sizeof err)) {
+            fprintf(stderr, "stratad: object store: %s\n", err);
+            st_os_destroy(os);
+            st_logmgr_close(srv.logs);
+            return 1;
+        }
+        char cache_dir[4200];
+        if (*srv.cfg.remote_log_cache_dir)
+            snprintf(cache_dir, sizeof cache_dir, "%s", srv.cfg.remote_log_cache_dir);
+        else
+            snprintf(cache_dir, sizeof cache_dir, "%s/remote-cache", dirs[0]);
+        st_tier_config_t tcfg = {
+            .task_interval_ms = srv.cfg.remote_log_manager_task_interval_ms,
+            .copy_threads = srv.cfg.remote_log_manager_copier_threads,
+            .copy_max_bytes_per_s = srv.cfg.remote_log_manager_copy_max_bytes_per_second == INT64_MAX
+                                        ? 0 : srv.cfg.remote_log_manager_copy_max_bytes_per_second,
+            .fetch_max_bytes_per_s = srv.cfg.remote_log_manager_fetch_max_bytes_per_second == INT64_MAX
+                                         ? 0 : srv.cfg.remote_log_manager_fetch_max_bytes_per_second,
+            .chunk_bytes = srv.cfg.remote_log_fetch_chunk_bytes,
+            .cache_dir = cache_dir,
+            .cache_bytes = srv.cfg.remote_log_cache_size_bytes,
+            .readahead_chunks = srv.cfg.remote_log_fetch_readahead_chunks,
+            .index_cache_bytes = srv.cfg.remote_log_index_file_cache_total_size_bytes,
+        };
+        if (st_tier_new(&tcfg, os, &tier, err, sizeof err)) {
+            fprintf(stderr, "stratad: %s\n", err);
+            st_os_destroy(os);
+            st_logmgr_close(srv.logs);
+            return 1;
+        }
+        st_replicas_set_tier(srv.rm, tier);
+        ST_INFO("server", "tiered storage on: %s", st_os_describe(os));
+    }
     st_controller_config_t ccfg = {&srv.cfg, st_logmgr_cluster_id(srv.logs), srv.advertised,
                                    srv.nadvertised};
     if (st_controller_open(&ccfg, srv.logs, st_replicas_sync, srv.rm, &srv.ctl, err, sizeof err)) {
@@ -154,6 +194,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
         return 1;
     }
     st_logmgr_start(srv.logs);
+    if (tier) st_tier_start(tier);
     st_controller_start(srv.ctl);
     st_net_start(srv.net);
 
@@ -170,6 +211,8 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     st_net_stop(srv.net);
     st_controller_close(srv.ctl);
     st_replicas_destroy(srv.rm);
+    st_tier_destroy(tier); /* after the partitions let go of it */
+    st_os_destroy(os);
     st_net_destroy(srv.net);
     free(loop_states);
     st_logmgr_close(srv.logs);

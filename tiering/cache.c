@@ -1,0 +1,373 @@
+/*
+ * cache.c - downloaded bytes of remote segments: chunks on disk, offset
+ * indexes in memory, one download per entry however many ask.
+ *
+ *            get (miss)                 GET ok
+ *   (none) ------------> LOADING -----------------> READY --(LRU)--> gone
+ *                          |  ^                       
+ *                  GET failed |  get, a second later
+ *                          v  |
+ *                         FAILED
+ *
+ * Everyone who asks for a LOADING entry is added to its waiters and woken
+ * when the GET ends, whatever the outcome.  READY entries are evicted least
+ * recently used first when their kind is over its bound; a chunk being
+ * sent keeps its descriptor (st_file_t) open after eviction, and an index
+ * in use is never freed under its reader (refs).
+ *
+ * Lock: c->lock guards everything here; callbacks run without it.
+ */
+#include "tier_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+enum { LOADING, READY, FAILED };
+
+#define FAIL_RETRY_MS 1000
+#define NBUCKETS 4096
+
+typedef struct waiter {
+    st_tier_wake_cb cb;
+    void *arg;
+    struct waiter *next;
+} waiter_t;
+
+typedef struct centry {
+    char objkey[320];
+    uint64_t offset, length;
+    int in_memory;
+    int state;
+    int refs;      /* readers of mem */
+    int in_lru;
+    int64_t bytes; /* counted against the bound once READY */
+    st_file_t *file;
+    char path[640];
+    uint8_t *mem;
+    int64_t failed_ms;
+    waiter_t *waiters;
+    struct centry *hnext, *lprev, *lnext, *qnext;
+    struct st_tier_cache *cache;
+    uint64_t seq;
+} centry_t;
+
+struct st_tier_cache {
+    st_tier_t *tier;
+    pthread_mutex_t lock;
+    pthread_cond_t idle;
+    char *dir;
+    int64_t file_cap, mem_cap, file_used, mem_used;
+    centry_t *buckets[NBUCKETS];
+    centry_t *lru_head, *lru_tail; /* head: most recent */
+    int inflight;
+    uint64_t seq;
+    /* quota */
+    int64_t rate;
+    double tokens;
+    int64_t refill_us;
+    centry_t *queue_head, *queue_tail;
+};
+
+static uint32_t hash_key(const char *k, uint64_t off) {
+    uint32_t h = 2166136261u;
+    for (; *k; k++) h = (h ^ (uint8_t)*k) * 16777619u;
+    return (h ^ (uint32_t)off ^ (uint32_t)(off >> 32)) * 16777619u;
+}
+
+static centry_t **slot(st_tier_cache_t *c, const char *key, uint64_t off) {
+    return &c->buckets[hash_key(key, off) % NBUCKETS];
+}
+
+static void lru_unlink(st_tier_cache_t *c, centry_t *e) {
+    if (!e->in_lru) return;
+    if (e->lprev) e->lprev->lnext = e->lnext;
+    else c->lru_head = e->lnext;
+    if (e->lnext) e->lnext->lprev = e->lprev;
+    else c->lru_tail = e->lprev;
+    e->lprev = e->lnext = NULL;
+    e->in_lru = 0;
+}
+
+static void lru_push(st_tier_cache_t *c, centry_t *e) {
+    e->lprev = NULL;
+    e->lnext = c->lru_head;
+    if (c->lru_head) c->lru_head->lprev = e;
+    c->lru_head = e;
+    if (!c->lru_tail) c->lru_tail = e;
+    e->in_lru = 1;
+}
+
+static void hash_remove(st_tier_cache_t *c, centry_t *e) {
+    centry_t **pp = slot(c, e->objkey, e->offset);
+    while (*pp && *pp != e) pp = &(*pp)->hnext;
+    if (*pp) *pp = e->hnext;
+}
+
+static void entry_free(centry_t *e) {
+    if (e->file) st_file_release(e->file);
+    if (e->path[0]) unlink(e->path);
+    free(e->mem);
+    free(e);
+}
+
+/* Evict READY entries, oldest first, until each kind is under its bound.
+ * Lock held. */
+static void evict(st_tier_cache_t *c) {
+    centry_t *e = c->lru_tail;
+    while (e && (c->file_used > c->file_cap || c->mem_used > c->mem_cap)) {
+        centry_t *prev = e->lprev;
+        int over = e->in_memory ? c->mem_used > c->mem_cap : c->file_used > c->file_cap;
+        if (over && e->refs == 0) {
+            lru_unlink(c, e);
+            hash_remove(c, e);
+            if (e->in_memory) c->mem_used -= e->bytes;
+            else c->file_used -= e->bytes;
+            ST_TIER_STAT_ADD(c->tier, cache_evictions, 1);
+            entry_free(e);
+        }
+        e = prev;
+    }
+}
+
+static void download_done(st_os_result_t *res, void *arg);
+
+/* Lock held. */
+static void submit(st_tier_cache_t *c, centry_t *e) {
+    st_os_request_t rq;
+    memset(&rq, 0, sizeof rq);
+    rq.op = ST_OS_GET;
+    rq.key = e->objkey;
+    rq.offset = e->offset;
+    rq.length = e->length;
+    if (e->in_memory) {
+        rq.sink.kind = ST_OS_SINK_ALLOC;
+    } else {
+        snprintf(e->path, sizeof e->path, "%s/%llu.part", c->dir, (unsigned long long)e->seq);
+        unlink(e->path);
+        rq.sink.kind = ST_OS_SINK_FILE;
+        rq.sink.path = e->path;
+        rq.sink.offset = 0;
+    }
+    c->inflight++;
+    ST_TIER_STAT_ADD(c->tier, fetch_requests, 1);
+    st_os_submit(c->tier->os, &rq, download_done, e);
+}
+
+static void start(st_tier_cache_t *c, centry_t *e) {
+    e->state = LOADING;
+    e->seq = ++c->seq;
+    if (c->rate <= 0) {
+        submit(c, e);
+        return;
+    }
+    e->qnext = NULL;
+    if (c->queue_tail) c->queue_tail->qnext = e;
+    else c->queue_head = e;
+    c->queue_tail = e;
+}
+
+void st_tier__cache_pump(st_tier_cache_t *c) {
+    pthread_mutex_lock(&c->lock);
+    int64_t now = st_mono_us();
+    c->tokens += (double)(now - c->refill_us) * (double)c->rate / 1e6;
+    if (c->tokens > (double)c->rate) c->tokens = (double)c->rate; /* one second of burst */
+    c->refill_us = now;
+    while (c->queue_head && c->tokens > 0) {
+        centry_t *e = c->queue_head;
+        c->queue_head = e->qnext;
+        if (!c->queue_head) c->queue_tail = NULL;
+        c->tokens -= (double)e->length;
+        submit(c, e);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void download_done(st_os_result_t *res, void *arg) {
+    centry_t *e = arg;
+    st_tier_cache_t *c = e->cache;
+    pthread_mutex_lock(&c->lock);
+    int ok = res->status == ST_OK;
+    if (ok && !e->in_memory) {
+        char final[700];
+        snprintf(final, sizeof final, "%s/%llu.chunk", c->dir, (unsigned long long)e->seq);
+        int fd = -1;
+        if (rename(e->path, final) == 0) {
+            snprintf(e->path, sizeof e->path, "%s", final);
+            fd = open(e->path, O_RDONLY | O_CLOEXEC);
+        }
+        if (fd < 0) {
+            ok = 0;
+            unlink(e->path);
+        } else {
+            e->file = st_file_new(fd);
+            e->bytes = (int64_t)res->length;
+            c->file_used += e->bytes;
+        }
+    } else if (ok) {
+        e->mem = res->data;
+        res->data = NULL; /* taken */
+        e->bytes = (int64_t)res->length;
+        c->mem_used += e->bytes;
+    }
+    if (ok) {
+        e->state = READY;
+        lru_push(c, e);
+        ST_TIER_STAT_ADD(c->tier, bytes_fetched, res->length);
+        evict(c);
+    } else {
+        if (!e->in_memory && e->path[0]) unlink(e->path);
+        e->path[0] = 0;
+        e->state = FAILED;
+        e->failed_ms = st_mono_ms();
+        ST_TIER_STAT_ADD(c->tier, fetch_failures, 1);
+        ST_LOG_RATELIMITED(ST_LOG_WARN, "tiering", 5000, "download of %s [%llu, +%llu) failed: %s",
+                           e->objkey, (unsigned long long)e->offset,
+                           (unsigned long long)e->length, res->message);
+    }
+    waiter_t *w = e->waiters;
+    e->waiters = NULL;
+    c->inflight--;
+    if (c->inflight == 0) pthread_cond_broadcast(&c->idle);
+    pthread_mutex_unlock(&c->lock);
+    while (w) {
+        waiter_t *next = w->next;
+        w->cb(w->arg);
+        free(w);
+        w = next;
+    }
+}
+
+st_err_t st_tier__cache_get(st_tier_cache_t *c, const char *key, uint64_t offset, uint64_t length,
+                            int in_memory, st_cache_ref_t *ref, st_tier_wake_cb wake, void *arg) {
+    st_err_t rc = ST_E_AGAIN;
+    pthread_mutex_lock(&c->lock);
+    centry_t *e = *slot(c, key, offset);
+    while (e && (e->offset != offset || strcmp(e->objkey, key))) e = e->hnext;
+    if (e && e->state == READY) {
+        lru_unlink(c, e);
+        lru_push(c, e);
+        memset(ref, 0, sizeof *ref);
+        ref->len = e->bytes;
+        ref->entry = e;
+        if (e->in_memory) {
+            ref->mem = e->mem;
+            e->refs++;
+        } else {
+            ref->file = st_file_keep(e->file);
+        }
+        ST_TIER_STAT_ADD(c->tier, cache_hits, 1);
+        pthread_mutex_unlock(&c->lock);
+        return ST_OK;
+    }
+    if (e && e->state == FAILED && st_mono_ms() - e->failed_ms < FAIL_RETRY_MS) {
+        pthread_mutex_unlock(&c->lock);
+        return ST_E_KAFKA_STORAGE_ERROR;
+    }
+    if (!e) {
+        e = st_calloc(1, sizeof *e);
+        snprintf(e->objkey, sizeof e->objkey, "%s", key);
+        e->offset = offset;
+        e->length = length;
+        e->in_memory = in_memory;
+        e->cache = c;
+        centry_t **s = slot(c, key, offset);
+        e->hnext = *s;
+        *s = e;
+        ST_TIER_STAT_ADD(c->tier, cache_misses, 1);
+        start(c, e);
+    } else if (e->state == FAILED) {
+        start(c, e);
+    }
+    if (wake) {
+        waiter_t *w = st_malloc(sizeof *w);
+        w->cb = wake;
+        w->arg = arg;
+        w->next = e->waiters;
+        e->waiters = w;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+void st_tier__cache_release(st_tier_cache_t *c, st_cache_ref_t *ref) {
+    if (ref->file) st_file_release(ref->file);
+    if (ref->mem) {
+        pthread_mutex_lock(&c->lock);
+        ((centry_t *)ref->entry)->refs--;
+        evict(c);
+        pthread_mutex_unlock(&c->lock);
+    }
+    memset(ref, 0, sizeof *ref);
+}
+
+int64_t st_tier__cache_used(st_tier_cache_t *c) {
+    pthread_mutex_lock(&c->lock);
+    int64_t n = c->file_used;
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+st_tier_cache_t *st_tier__cache_new(st_tier_t *t, const char *dir, int64_t file_bytes,
+                                    int64_t mem_bytes, int64_t fetch_bytes_per_s) {
+    st_tier_cache_t *c = st_calloc(1, sizeof *c);
+    c->tier = t;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->idle, NULL);
+    c->dir = st_strdup(dir);
+    c->file_cap = file_bytes;
+    c->mem_cap = mem_bytes;
+    c->rate = fetch_bytes_per_s;
+    c->tokens = (double)fetch_bytes_per_s;
+    c->refill_us = st_mono_us();
+    /* A cache starts empty: whatever an earlier run left is removed. */
+    st_mkdirs(dir);
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d))) {
+            size_t n = strlen(de->d_name);
+            if ((n > 6 && !strcmp(de->d_name + n - 6, ".chunk")) ||
+                (n > 5 && !strcmp(de->d_name + n - 5, ".part"))) {
+                char p[4096];
+                snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+                unlink(p);
+            }
+        }
+        closedir(d);
+    }
+    return c;
+}
+
+void st_tier__cache_destroy(st_tier_cache_t *c) {
+    if (!c) return;
+    pthread_mutex_lock(&c->lock);
+    /* queued downloads never started: their waiters still hear of it */
+    while (c->queue_head) {
+        centry_t *e = c->queue_head;
+        c->queue_head = e->qnext;
+        e->state = FAILED;
+        for (waiter_t *w = e->waiters, *n; w; w = n) {
+            n = w->next;
+            w->cb(w->arg);
+            free(w);
+        }
+        e->waiters = NULL;
+    }
+    while (c->inflight > 0) pthread_cond_wait(&c->idle, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+    for (int b = 0; b < NBUCKETS; b++) {
+        centry_t *e = c->buckets[b];
+        while (e) {
+            centry_t *next = e->hnext;
+            entry_free(e);
+            e = next;
+        }
+    }
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->idle);
+    free(c->dir);
+    free(c);
+}

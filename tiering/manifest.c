@@ -1,0 +1,163 @@
+/*
+ * manifest.c - a partition's remote segments as JSON (jansson), and the
+ * object keys of a segment.
+ *
+ *   {"version": 1, "topic": "orders", "topic_id": "...", "partition": 0,
+ *    "log_start_offset": 0,
+ *    "segments": [{"id": "...", "state": "COPY_SEGMENT_FINISHED",
+ *                  "base_offset": 0, "last_offset": 999,
+ *                  "max_timestamp": 1700000000000, "size": 1048576,
+ *                  "crc32c": "8a9136aa", "leader_epochs": [[0, 0]]}]}
+ *
+ * Bytes from the bucket are hostile: every field is type-checked and the
+ * segments must be ascending and contiguous.
+ */
+#include "tier_int.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+
+void st_tier__manifest_init(st_manifest_t *m) { memset(m, 0, sizeof *m); }
+
+void st_tier__manifest_fini(st_manifest_t *m) {
+    for (int i = 0; i < m->nsegs; i++) free(m->segs[i].epochs);
+    free(m->segs);
+    memset(m, 0, sizeof *m);
+}
+
+void st_tier__manifest_copy(st_manifest_t *dst, const st_manifest_t *src) {
+    dst->log_start = src->log_start;
+    dst->nsegs = src->nsegs;
+    dst->segs = st_calloc((size_t)src->nsegs + 1, sizeof *dst->segs);
+    for (int i = 0; i < src->nsegs; i++) {
+        dst->segs[i] = src->segs[i];
+        dst->segs[i].epochs = st_malloc(sizeof(st_tier_epoch_t) * (size_t)(src->segs[i].nepochs + 1));
+        memcpy(dst->segs[i].epochs, src->segs[i].epochs,
+               sizeof(st_tier_epoch_t) * (size_t)src->segs[i].nepochs);
+    }
+}
+
+int64_t st_tier__manifest_end(const st_manifest_t *m) {
+    return m->nsegs ? m->segs[m->nsegs - 1].last_offset + 1 : m->log_start;
+}
+
+int64_t st_tier__manifest_start(const st_manifest_t *m) {
+    if (!m->nsegs) return m->log_start;
+    return ST_MAX(m->log_start, m->segs[0].base_offset);
+}
+
+int64_t st_tier__manifest_bytes(const st_manifest_t *m) {
+    int64_t n = 0;
+    for (int i = 0; i < m->nsegs; i++) n += m->segs[i].size_bytes;
+    return n;
+}
+
+void st_tier__object_key(const char *prefix, const st_rseg_t *s, const char *kind, char *out,
+                         size_t n) {
+    snprintf(out, n, "%s/%020lld-%s.%s", prefix, (long long)s->base_offset, s->id, kind);
+}
+
+char *st_tier__manifest_encode(const st_manifest_t *m, const char *topic, const char *topic_id,
+                               int32_t partition) {
+    json_t *root = json_object();
+    json_object_set_new(root, "version", json_integer(1));
+    json_object_set_new(root, "topic", json_string(topic));
+    json_object_set_new(root, "topic_id", json_string(topic_id));
+    json_object_set_new(root, "partition", json_integer(partition));
+    json_object_set_new(root, "log_start_offset", json_integer(m->log_start));
+    json_t *segs = json_array();
+    for (int i = 0; i < m->nsegs; i++) {
+        const st_rseg_t *s = &m->segs[i];
+        json_t *o = json_object();
+        char crc[9];
+        snprintf(crc, sizeof crc, "%08x", s->crc32c);
+        json_object_set_new(o, "id", json_string(s->id));
+        json_object_set_new(o, "state", json_string("COPY_SEGMENT_FINISHED"));
+        json_object_set_new(o, "base_offset", json_integer(s->base_offset));
+        json_object_set_new(o, "last_offset", json_integer(s->last_offset));
+        json_object_set_new(o, "max_timestamp", json_integer(s->max_timestamp));
+        json_object_set_new(o, "size", json_integer(s->size_bytes));
+        json_object_set_new(o, "crc32c", json_string(crc));
+        json_t *ep = json_array();
+        for (int k = 0; k < s->nepochs; k++)
+            json_array_append_new(ep, json_pack("[iI]", (int)s->epochs[k].epoch,
+                                                (json_int_t)s->epochs[k].start_offset));
+        json_object_set_new(o, "leader_epochs", ep);
+        json_array_append_new(segs, o);
+    }
+    json_object_set_new(root, "segments", segs);
+    char *text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    return text;
+}
+
+static int get_i64(json_t *o, const char *name, int64_t *out) {
+    json_t *v = json_object_get(o, name);
+    if (!json_is_integer(v)) return -1;
+    *out = (int64_t)json_integer_value(v);
+    return 0;
+}
+
+st_err_t st_tier__manifest_decode(const char *text, size_t len, st_manifest_t *out, char *why,
+                                  size_t whylen) {
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, 0, &jerr);
+    st_manifest_t m;
+    st_tier__manifest_init(&m);
+    st_err_t e = ST_E_CORRUPT;
+    if (!root) {
+        snprintf(why, whylen, "not JSON: %s (line %d)", jerr.text, jerr.line);
+        return e;
+    }
+    int64_t version;
+    json_t *segs = json_object_get(root, "segments");
+    if (get_i64(root, "version", &version) || version != 1) {
+        snprintf(why, whylen, "unknown manifest version");
+        goto out;
+    }
+    if (get_i64(root, "log_start_offset", &m.log_start) || m.log_start < 0 || !json_is_array(segs)) {
+        snprintf(why, whylen, "missing log_start_offset or segments");
+        goto out;
+    }
+    m.nsegs = (int)json_array_size(segs);
+    m.segs = st_calloc((size_t)m.nsegs + 1, sizeof *m.segs);
+    for (int i = 0; i < m.nsegs; i++) {
+        json_t *o = json_array_get(segs, (size_t)i);
+        st_rseg_t *s = &m.segs[i];
+        json_t *id = json_object_get(o, "id"), *crc = json_object_get(o, "crc32c"),
+               *ep = json_object_get(o, "leader_epochs");
+        if (!json_is_string(id) || strlen(json_string_value(id)) != 22 || !json_is_string(crc) ||
+            get_i64(o, "base_offset", &s->base_offset) || get_i64(o, "last_offset", &s->last_offset) ||
+            get_i64(o, "max_timestamp", &s->max_timestamp) || get_i64(o, "size", &s->size_bytes) ||
+            !json_is_array(ep) || s->base_offset < 0 || s->last_offset < s->base_offset ||
+            s->size_bytes < 0) {
+            snprintf(why, whylen, "segment %d is malformed", i);
+            goto out;
+        }
+        if (i > 0 && s->base_offset != m.segs[i - 1].last_offset + 1) {
+            snprintf(why, whylen, "segment %d does not follow segment %d", i, i - 1);
+            goto out;
+        }
+        snprintf(s->id, sizeof s->id, "%s", json_string_value(id));
+        s->crc32c = (uint32_t)strtoul(json_string_value(crc), NULL, 16);
+        s->nepochs = (int)json_array_size(ep);
+        s->epochs = st_calloc((size_t)s->nepochs + 1, sizeof *s->epochs);
+        for (int k = 0; k < s->nepochs; k++) {
+            json_t *pair = json_array_get(ep, (size_t)k);
+            if (!json_is_array(pair) || json_array_size(pair) != 2 ||
+                !json_is_integer(json_array_get(pair, 0)) || !json_is_integer(json_array_get(pair, 1))) {
+                snprintf(why, whylen, "segment %d: bad leader_epochs", i);
+                goto out;
+            }
+            s->epochs[k].epoch = (int32_t)json_integer_value(json_array_get(pair, 0));
+            s->epochs[k].start_offset = (int64_t)json_integer_value(json_array_get(pair, 1));
+        }
+    }
+    *out = m;
+    st_tier__manifest_init(&m);
+    e = ST_OK;
+out:
+    st_tier__manifest_fini(&m);
+    json_decref(root);
+    return e;
+}

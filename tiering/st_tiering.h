@@ -1,0 +1,182 @@
+/*
+ * st_tiering.h - the remote log manager: closed segments go to the bucket,
+ * old offsets are served from it.
+ *
+ * Per partition, a manifest object in the bucket is the source of truth for
+ * what is remote:
+ *
+ *   <prefix>/<topic>-<topicId>/<partition>/manifest.json
+ *   <prefix>/<topic>-<topicId>/<partition>/<baseOffset:20>-<segmentId>.log
+ *                                                                 .index
+ *                                                                 .timeindex
+ *                                                                 .epochs
+ *
+ * Segment objects are immutable and named with a fresh id, so a retried
+ * upload never overwrites a committed one.  Upload order: the objects, then
+ * the manifest naming them (the commit point), then the broker may delete
+ * its local copy.  Remote retention: the manifest without the segments
+ * first, the objects after.  A crash anywhere leaves the old manifest or
+ * the new one, never one naming a missing object; objects no manifest
+ * names are orphans, deleted by a later sweep.
+ *
+ * Reads: an offset below the local log start is found in the manifest,
+ * located through the segment's offset index (downloaded once, cached) and
+ * served from fixed-size chunks of the segment, downloaded by ranged GETs
+ * into a bounded on-disk chunk cache; two readers of one chunk share one
+ * download, and a sequential reader's next chunks are fetched ahead, across
+ * segment boundaries.  Nothing here blocks the caller: a read that needs a
+ * download answers ST_E_AGAIN and calls the wake callback once.
+ *
+ * This library knows Kafka's record batch framing (it walks batch headers
+ * to find an offset) but includes no broker header: the broker describes
+ * closed segments through st_tier_part_ops_t and hears of progress through
+ * its callbacks.
+ *
+ * Threads: the manager's task thread (uploads, retention, sweeps, run on a
+ * small pool) and the object store's threads (completions).  Every public
+ * function is thread-safe.
+ */
+#ifndef ST_TIERING_H
+#define ST_TIERING_H
+
+#include "st_base.h"
+#include "st_objectstore.h"
+
+typedef struct st_tier_config {
+    int64_t task_interval_ms;       /* remote.log.manager.task.interval.ms */
+    int32_t copy_threads;           /* partitions uploading at once */
+    int64_t copy_max_bytes_per_s;   /* 0: unlimited */
+    int64_t fetch_max_bytes_per_s;  /* 0: unlimited */
+    int64_t chunk_bytes;            /* ranged GET size */
+    const char *cache_dir;
+    int64_t cache_bytes;
+    int32_t readahead_chunks;
+    int64_t index_cache_bytes;      /* downloaded offset indexes kept */
+} st_tier_config_t;
+
+typedef struct st_tier st_tier_t;
+typedef struct st_tier_part st_tier_part_t;
+
+typedef struct st_tier_epoch {
+    int32_t epoch;
+    int64_t start_offset;
+} st_tier_epoch_t;
+
+/* A closed local segment offered for upload (paths are copied). */
+typedef struct st_tier_segment {
+    int64_t base_offset;
+    int64_t last_offset;
+    int64_t max_timestamp;
+    int64_t size_bytes;
+    char log_path[512];
+    char index_path[512];
+    char timeindex_path[512];
+    st_tier_epoch_t epochs[32]; /* the leader epochs the segment spans */
+    int nepochs;
+} st_tier_segment_t;
+
+/* How the manager asks the broker about one partition, and tells it. */
+typedef struct st_tier_part_ops {
+    /* Up to max closed segments with base_offset >= from, wholly below the
+     * high watermark, oldest first; returns how many. */
+    int (*closed_segments)(void *arg, int64_t from, st_tier_segment_t *out, int max);
+    /* The remote part moved: [remote_start, remote_end) is in the bucket
+     * (remote_start == remote_end: nothing). */
+    void (*remote_changed)(void *arg, int64_t remote_start, int64_t remote_end);
+    /* Bytes of the local log not yet in the bucket (for total retention). */
+    int64_t (*local_bytes_above)(void *arg, int64_t offset);
+    /* The manager is done with arg (after st_tier_part_close, once no job
+     * of the partition runs any more). */
+    void (*release)(void *arg);
+    void *arg;
+} st_tier_part_ops_t;
+
+typedef struct st_tier_retention {
+    int64_t retention_ms;    /* total: -1 forever */
+    int64_t retention_bytes; /* total: -1 unbounded */
+} st_tier_retention_t;
+
+/* ---- the manager ------------------------------------------------------ */
+
+st_err_t st_tier_new(const st_tier_config_t *cfg, st_os_t *os, st_tier_t **out, char *err,
+                     size_t errlen);
+void st_tier_start(st_tier_t *t);
+/* Stops the task thread, waits for uploads and downloads in flight. */
+void st_tier_destroy(st_tier_t *t);
+
+typedef struct st_tier_stats {
+    uint64_t bytes_uploaded, segments_uploaded, upload_requests, upload_failures;
+    uint64_t bytes_fetched, fetch_requests, fetch_failures;
+    uint64_t cache_hits, cache_misses, cache_evictions;
+    uint64_t segments_deleted, objects_deleted, orphans_deleted;
+    int64_t cache_used_bytes;
+} st_tier_stats_t;
+
+void st_tier_get_stats(st_tier_t *t, st_tier_stats_t *out);
+
+/* ---- partitions -------------------------------------------------------- */
+
+/* Attach a partition.  Its manifest is read from the local cache file when
+ * there is one, else from the bucket (blocking: the broker must learn the
+ * remote end before it appends); the bucket copy is refreshed later.
+ * ops are called from the manager's threads. */
+st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id,
+                           int32_t partition, const char *cache_manifest_path,
+                           const st_tier_part_ops_t *ops, const st_tier_retention_t *ret,
+                           st_tier_part_t **out, char *err, size_t errlen);
+/* Detach; with delete_remote, every object of the partition goes too
+ * (topic deletion; done in the background). */
+void st_tier_part_close(st_tier_part_t *p, int delete_remote);
+void st_tier_part_set_retention(st_tier_part_t *p, const st_tier_retention_t *ret);
+/* Upload now, whatever the task interval (tests, shutdown). */
+void st_tier_part_kick(st_tier_part_t *p);
+
+typedef struct st_tier_status {
+    int64_t remote_start;   /* first remote offset (== remote_end: none) */
+    int64_t remote_end;     /* next offset after the remote part */
+    int64_t remote_bytes;
+    int remote_segments;
+    int64_t durable_log_start; /* log start the bucket's manifest holds */
+    int64_t last_upload_ms; /* wall clock; 0: never */
+    int loaded;             /* manifest read */
+    char last_error[160];
+} st_tier_status_t;
+
+void st_tier_part_status(st_tier_part_t *p, st_tier_status_t *out);
+/* The leader epoch in force at offset per the remote epochs (-1). */
+int32_t st_tier_part_epoch_for(st_tier_part_t *p, int64_t offset);
+
+/* ---- reads ------------------------------------------------------------- */
+
+typedef void (*st_tier_wake_cb)(void *arg);
+
+typedef struct st_tier_read {
+    st_file_t *file; /* a cached chunk: [pos, pos+len) of it; caller releases */
+    int64_t pos;
+    uint8_t *buf;    /* or bytes (a batch across chunks); caller frees */
+    int32_t len;
+    int64_t remote_start, remote_end;
+} st_tier_read_t;
+
+/* Read from offset (remote_start <= offset < remote_end) up to max_bytes,
+ * with the whole first batch even when larger (KIP-74) when min_one.
+ * ST_OK with data, ST_E_AGAIN while a download runs (wake(arg) is called
+ * once when it ends), ST_E_OFFSET_OUT_OF_RANGE outside the remote part,
+ * ST_E_KAFKA_STORAGE_ERROR when the bucket failed (retriable). */
+st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int min_one,
+                      st_tier_read_t *out, st_tier_wake_cb wake, void *wake_arg);
+
+/* The base offset of the first remote segment holding a record with a
+ * timestamp >= ts (segment granularity: its first records may be older);
+ * ST_E_NOT_FOUND when none. */
+st_err_t st_tier_offset_for_time(st_tier_part_t *p, int64_t ts, int64_t *offset);
+
+/* DeleteRecords below offset: remote segments wholly below go (manifest
+ * first); the remote start becomes offset when it lies in the remote part. */
+st_err_t st_tier_delete_records(st_tier_part_t *p, int64_t offset);
+
+/* The bucket prefix of a partition (for tools and tests). */
+void st_tier_part_prefix(const char *topic, const char *topic_id, int32_t partition, char *out,
+                         size_t n);
+
+#endif /* ST_TIERING_H */

@@ -1,0 +1,921 @@
+/*
+ * tier.c - the remote log manager: partitions, the task thread, uploads,
+ * remote retention, orphan sweeps and remote reads.
+ *
+ * One partition's work (upload, retention, sweep) runs as one job at a
+ * time on the manager's pool (copy_threads partitions at once); jobs block
+ * on the object store, never a broker thread.  The manifest in memory is
+ * replaced only after the bucket holds the new one, so a reader always
+ * sees a manifest whose objects exist.
+ *
+ * Locks: t->lock (the partition list, stopping); p->lock (the manifest in
+ * memory and the partition's state).  Never both in the order p -> t.
+ */
+#include "tier_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define SWEEP_INTERVAL_MS (10 * 60 * 1000)
+
+struct st_tier_part {
+    st_tier_t *tier;
+    pthread_mutex_t lock;
+    int refs;
+    char *topic, *topic_id;
+    int32_t partition;
+    char prefix[512];
+    char *cache_path;
+    st_tier_part_ops_t ops;
+    st_tier_retention_t ret;
+    st_manifest_t man;
+    int64_t durable_log_start; /* log start the bucket's manifest holds */
+    int job_running;
+    int kicked;
+    int closing, delete_remote;
+    int loaded;
+    int64_t last_upload_ms;
+    int64_t last_sweep_ms;
+    char last_error[160];
+};
+
+void st_tier_part_prefix(const char *topic, const char *topic_id, int32_t partition, char *out,
+                         size_t n) {
+    snprintf(out, n, "%s-%s/%d", topic, topic_id, (int)partition);
+}
+
+static st_tier_part_t *part_keep(st_tier_part_t *p) {
+    __atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+static void part_release(st_tier_part_t *p) {
+    if (__atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    if (p->ops.release) p->ops.release(p->ops.arg);
+    st_tier__manifest_fini(&p->man);
+    pthread_mutex_destroy(&p->lock);
+    free(p->topic);
+    free(p->topic_id);
+    free(p->cache_path);
+    free(p);
+}
+
+static void set_error(st_tier_part_t *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_error(st_tier_part_t *p, const char *fmt, ...) {
+    char msg[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&p->lock);
+    snprintf(p->last_error, sizeof p->last_error, "%s", msg);
+    pthread_mutex_unlock(&p->lock);
+    ST_LOG_RATELIMITED(ST_LOG_WARN, "tiering", 10000, "%s-%d: %s", p->topic, (int)p->partition, msg);
+}
+
+/* ---- manifests in the bucket and in the local cache ------------------------ */
+
+static void manifest_key(st_tier_part_t *p, char *out, size_t n) {
+    snprintf(out, n, "%s/manifest.json", p->prefix);
+}
+
+/* Read the bucket's manifest: ST_OK, ST_E_NOT_FOUND (none yet), or an
+ * error. */
+static st_err_t manifest_fetch(st_tier_part_t *p, st_manifest_t *out, char *why, size_t whylen) {
+    char key[600];
+    manifest_key(p, key, sizeof key);
+    st_os_request_t rq = {.op = ST_OS_GET, .key = key, .offset = 0, .length = ST_OS_TO_END};
+    rq.sink.kind = ST_OS_SINK_ALLOC;
+    st_os_result_t *res = st_os_run(p->tier->os, &rq);
+    st_err_t e = res->status;
+    if (e == ST_OK) e = st_tier__manifest_decode(res->data, (size_t)res->length, out, why, whylen);
+    else snprintf(why, whylen, "%s", res->message);
+    st_os_result_free(res);
+    return e;
+}
+
+static st_err_t manifest_store(st_tier_part_t *p, const st_manifest_t *m, char *why, size_t whylen) {
+    char key[600];
+    manifest_key(p, key, sizeof key);
+    char *text = st_tier__manifest_encode(m, p->topic, p->topic_id, p->partition);
+    st_os_request_t rq = {.op = ST_OS_PUT, .key = key};
+    rq.src.kind = ST_OS_SRC_MEM;
+    rq.src.data = text;
+    rq.src.length = strlen(text);
+    st_os_result_t *res = st_os_run(p->tier->os, &rq);
+    st_err_t e = res->status;
+    if (e) snprintf(why, whylen, "manifest write: %s", res->message);
+    st_os_result_free(res);
+    /* The local copy lets a restart know the remote end without a GET. */
+    if (!e && p->cache_path) st_write_file_atomic(p->cache_path, text, strlen(text));
+    free(text);
+    return e;
+}
+
+/* Install m as the partition's manifest and tell the broker. */
+static void manifest_install(st_tier_part_t *p, st_manifest_t *m) {
+    pthread_mutex_lock(&p->lock);
+    st_tier__manifest_fini(&p->man);
+    p->man = *m;
+    st_tier__manifest_init(m);
+    p->durable_log_start = p->man.log_start;
+    int64_t start = st_tier__manifest_start(&p->man), end = st_tier__manifest_end(&p->man);
+    int tell = !p->closing && p->ops.remote_changed;
+    pthread_mutex_unlock(&p->lock);
+    if (tell) p->ops.remote_changed(p->ops.arg, start, end);
+}
+
+/* ---- uploads ---------------------------------------------------------------- */
+
+static st_err_t put_file(st_tier_t *t, const char *key, const char *path, int crc_known,
+                         uint32_t crc, char *why, size_t whylen) {
+    st_os_request_t rq = {.op = ST_OS_PUT, .key = key, .crc32c_known = crc_known, .crc32c = crc};
+    rq.src.kind = ST_OS_SRC_FILE;
+    rq.src.path = path;
+    rq.src.offset = 0;
+    rq.src.length = ST_OS_TO_END;
+    st_os_result_t *res = st_os_run(t->os, &rq);
+    st_err_t e = res->status;
+    ST_TIER_STAT_ADD(t, upload_requests, 1);
+    if (e) snprintf(why, whylen, "upload of %s: %s", key, res->message);
+    st_os_result_free(res);
+    return e;
+}
+
+static st_err_t put_mem(st_tier_t *t, const char *key, const void *data, size_t len, char *why,
+                        size_t whylen) {
+    st_os_request_t rq = {.op = ST_OS_PUT, .key = key};
+    rq.src.kind = ST_OS_SRC_MEM;
+    rq.src.data = data;
+    rq.src.length = len;
+    st_os_result_t *res = st_os_run(t->os, &rq);
+    st_err_t e = res->status;
+    ST_TIER_STAT_ADD(t, upload_requests, 1);
+    if (e) snprintf(why, whylen, "upload of %s: %s", key, res->message);
+    st_os_result_free(res);
+    return e;
+}
+
+/* CRC32C of a whole file (the manifest records it; readers of whole
+ * objects check it). */
+static st_err_t file_crc(const char *path, int64_t size, uint32_t *crc) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return st_err_from_errno(errno);
+    uint8_t *buf = st_malloc(1 << 20);
+    uint32_t c = 0;
+    int64_t off = 0;
+    st_err_t e = ST_OK;
+    while (off < size) {
+        size_t want = (size_t)ST_MIN((int64_t)(1 << 20), size - off), got = 0;
+        e = st_pread_all(fd, buf, want, off, &got);
+        if (e || got != want) {
+            if (!e) e = ST_E_IO;
+            break;
+        }
+        c = st_crc32c(c, buf, got);
+        off += (int64_t)got;
+    }
+    free(buf);
+    close(fd);
+    *crc = c;
+    return e;
+}
+
+/* Copy quota: sleep so the average stays under copy_max_bytes_per_s. */
+static void copy_quota(st_tier_t *t, int64_t bytes, int64_t started_us) {
+    if (t->cfg.copy_max_bytes_per_s <= 0) return;
+    int64_t want_us = bytes * 1000000 / t->cfg.copy_max_bytes_per_s;
+    int64_t spent = st_mono_us() - started_us;
+    if (want_us > spent) usleep((useconds_t)ST_MIN(want_us - spent, 10000000));
+}
+
+static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) {
+    st_tier_t *t = p->tier;
+    char why[400] = "";
+    int64_t started = st_mono_us();
+    st_rseg_t r;
+    memset(&r, 0, sizeof r);
+    st_uuid_t id;
+    st_uuid_random(&id);
+    st_uuid_format(&id, r.id);
+    r.base_offset = seg->base_offset;
+    r.last_offset = seg->last_offset;
+    r.max_timestamp = seg->max_timestamp;
+    r.size_bytes = seg->size_bytes;
+    r.nepochs = seg->nepochs;
+    r.epochs = st_malloc(sizeof *r.epochs * (size_t)(seg->nepochs + 1));
+    memcpy(r.epochs, seg->epochs, sizeof *r.epochs * (size_t)seg->nepochs);
+    st_err_t e = file_crc(seg->log_path, seg->size_bytes, &r.crc32c);
+    if (e) snprintf(why, sizeof why, "reading %s: %s", seg->log_path, st_err_msg(e));
+
+    /* The objects first, under a fresh id: a retry never overwrites. */
+    char key[700];
+    if (!e) {
+        st_tier__object_key(p->prefix, &r, "log", key, sizeof key);
+        e = put_file(t, key, seg->log_path, 1, r.crc32c, why, sizeof why);
+    }
+    if (!e) {
+        st_tier__object_key(p->prefix, &r, "index", key, sizeof key);
+        e = put_file(t, key, seg->index_path, 0, 0, why, sizeof why);
+    }
+    if (!e) {
+        st_tier__object_key(p->prefix, &r, "timeindex", key, sizeof key);
+        e = put_file(t, key, seg->timeindex_path, 0, 0, why, sizeof why);
+    }
+    if (!e) {
+        st_buf_t b;
+        st_buf_init(&b);
+        st_buf_printf(&b, "0\n%d\n", seg->nepochs);
+        for (int i = 0; i < seg->nepochs; i++)
+            st_buf_printf(&b, "%d %lld\n", seg->epochs[i].epoch, (long long)seg->epochs[i].start_offset);
+        st_tier__object_key(p->prefix, &r, "epochs", key, sizeof key);
+        e = put_mem(t, key, b.data, b.len, why, sizeof why);
+        st_buf_fini(&b);
+    }
+    /* Then the manifest that names them: the commit point. */
+    st_manifest_t next;
+    st_tier__manifest_init(&next);
+    if (!e) {
+        pthread_mutex_lock(&p->lock);
+        st_tier__manifest_copy(&next, &p->man);
+        pthread_mutex_unlock(&p->lock);
+        if (next.nsegs == 0 && next.log_start < r.base_offset) next.log_start = r.base_offset;
+        next.segs = st_realloc(next.segs, sizeof *next.segs * (size_t)(next.nsegs + 1));
+        next.segs[next.nsegs++] = r;
+        memset(&r, 0, sizeof r);
+        e = manifest_store(p, &next, why, sizeof why);
+    }
+    if (e) {
+        free(r.epochs);
+        st_tier__manifest_fini(&next);
+        ST_TIER_STAT_ADD(t, upload_failures, 1);
+        set_error(p, "%s", why);
+        return e;
+    }
+    manifest_install(p, &next);
+    pthread_mutex_lock(&p->lock);
+    p->last_upload_ms = st_now_ms();
+    p->last_error[0] = 0;
+    pthread_mutex_unlock(&p->lock);
+    ST_TIER_STAT_ADD(t, bytes_uploaded, seg->size_bytes);
+    ST_TIER_STAT_ADD(t, segments_uploaded, 1);
+    ST_INFO("tiering", "%s-%d: segment %lld-%lld (%lld bytes) is in the bucket", p->topic,
+            (int)p->partition, (long long)seg->base_offset, (long long)seg->last_offset,
+            (long long)seg->size_bytes);
+    copy_quota(t, seg->size_bytes, started);
+    return ST_OK;
+}
+
+/* ---- deletes ---------------------------------------------------------------- */
+
+static void delete_objects(st_tier_t *t, const char *const *keys, size_t n) {
+    if (!n) return;
+    st_os_request_t rq = {.op = ST_OS_DELETE_BATCH, .keys = keys, .nkeys = n};
+    st_os_result_t *res = st_os_run(t->os, &rq);
+    if (res->status == ST_OK) ST_TIER_STAT_ADD(t, objects_deleted, n - res->nfailed);
+    else ST_LOG_RATELIMITED(ST_LOG_WARN, "tiering", 10000, "deleting %zu objects: %s", n, res->message);
+    st_os_result_free(res);
+}
+
+static void delete_segment_objects(st_tier_part_t *p, const st_rseg_t *segs, int n) {
+    static const char *kinds[] = {"log", "index", "timeindex", "epochs"};
+    char (*keys)[700] = st_malloc(sizeof *keys * (size_t)(4 * n + 1));
+    const char **ptrs = st_malloc(sizeof *ptrs * (size_t)(4 * n + 1));
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 4; k++) {
+            st_tier__object_key(p->prefix, &segs[i], kinds[k], keys[4 * i + k], sizeof keys[0]);
+            ptrs[4 * i + k] = keys[4 * i + k];
+        }
+    delete_objects(p->tier, ptrs, (size_t)(4 * n));
+    free(ptrs);
+    free(keys);
+}
+
+/* Total retention and DeleteRecords: the manifest without the segments
+ * first, their objects after. */
+static void apply_retention(st_tier_part_t *p) {
+    st_manifest_t cur, next;
+    pthread_mutex_lock(&p->lock);
+    st_tier__manifest_copy(&cur, &p->man);
+    st_tier_retention_t ret = p->ret;
+    int64_t durable = p->durable_log_start;
+    pthread_mutex_unlock(&p->lock);
+    int64_t now = st_now_ms();
+    int64_t remote = st_tier__manifest_bytes(&cur);
+    int64_t local = p->ops.local_bytes_above ? p->ops.local_bytes_above(p->ops.arg, st_tier__manifest_end(&cur)) : 0;
+    int n = 0;
+    while (n < cur.nsegs) {
+        const st_rseg_t *s = &cur.segs[n];
+        int go = s->last_offset < cur.log_start; /* DeleteRecords */
+        if (!go && ret.retention_ms >= 0 && now - s->max_timestamp > ret.retention_ms) go = 1;
+        if (!go && ret.retention_bytes >= 0 && remote + local - s->size_bytes >= ret.retention_bytes) go = 1;
+        if (!go) break;
+        remote -= s->size_bytes;
+        n++;
+    }
+    if (n == 0 && durable == cur.log_start) {
+        st_tier__manifest_fini(&cur);
+        return;
+    }
+    st_tier__manifest_init(&next);
+    next.log_start = cur.log_start;
+    if (n > 0) next.log_start = ST_MAX(next.log_start, cur.segs[n - 1].last_offset + 1);
+    next.nsegs = cur.nsegs - n;
+    next.segs = st_calloc((size_t)next.nsegs + 1, sizeof *next.segs);
+    for (int i = 0; i < next.nsegs; i++) {
+        next.segs[i] = cur.segs[n + i];
+        cur.segs[n + i].epochs = NULL; /* moved */
+    }
+    char why[400];
+    if (manifest_store(p, &next, why, sizeof why)) {
+        set_error(p, "%s", why);
+        st_tier__manifest_fini(&next);
+        st_tier__manifest_fini(&cur);
+        return;
+    }
+    manifest_install(p, &next);
+    if (n > 0) {
+        delete_segment_objects(p, cur.segs, n);
+        ST_TIER_STAT_ADD(p->tier, segments_deleted, n);
+        ST_INFO("tiering", "%s-%d: %d remote segment(s) past retention deleted; remote log now "
+                "starts at %lld", p->topic, (int)p->partition, n,
+                (long long)st_tier__manifest_start(&p->man));
+    }
+    st_tier__manifest_fini(&cur);
+}
+
+/* Objects under the partition's prefix that the manifest does not name:
+ * left by an upload cut short.  Only one job per partition runs, so none
+ * is being written while this looks. */
+static void sweep_orphans(st_tier_part_t *p) {
+    st_tier_t *t = p->tier;
+    char prefix[600];
+    snprintf(prefix, sizeof prefix, "%s/", p->prefix);
+    char **orphans = NULL;
+    size_t n = 0, cap = 0;
+    char *token = NULL;
+    for (;;) {
+        st_os_request_t rq = {.op = ST_OS_LIST, .prefix = prefix, .token = token};
+        st_os_result_t *res = st_os_run(t->os, &rq);
+        free(token);
+        token = NULL;
+        if (res->status) {
+            st_os_result_free(res);
+            break;
+        }
+        pthread_mutex_lock(&p->lock);
+        for (size_t i = 0; i < res->nentries; i++) {
+            const char *k = res->entries[i].key + strlen(prefix);
+            if (!strcmp(k, "manifest.json")) continue;
+            int named = 0;
+            for (int s = 0; s < p->man.nsegs && !named; s++) {
+                char want[64];
+                snprintf(want, sizeof want, "%020lld-%s.", (long long)p->man.segs[s].base_offset,
+                         p->man.segs[s].id);
+                named = !strncmp(k, want, strlen(want));
+            }
+            if (named) continue;
+            if (n == cap) {
+                cap = cap ? cap * 2 : 16;
+                orphans = st_realloc(orphans, sizeof *orphans * cap);
+            }
+            orphans[n++] = st_strdup(res->entries[i].key);
+        }
+        pthread_mutex_unlock(&p->lock);
+        if (res->next_token) token = st_strdup(res->next_token);
+        st_os_result_free(res);
+        if (!token) break;
+    }
+    if (n) {
+        delete_objects(t, (const char *const *)orphans, n);
+        ST_TIER_STAT_ADD(t, orphans_deleted, n);
+        ST_INFO("tiering", "%s-%d: deleted %zu orphaned object(s) left by interrupted uploads",
+                p->topic, (int)p->partition, n);
+    }
+    for (size_t i = 0; i < n; i++) free(orphans[i]);
+    free(orphans);
+}
+
+static void delete_everything(st_tier_part_t *p) {
+    pthread_mutex_lock(&p->lock);
+    st_tier__manifest_fini(&p->man);
+    pthread_mutex_unlock(&p->lock);
+    char key[600];
+    manifest_key(p, key, sizeof key);
+    const char *k = key;
+    delete_objects(p->tier, &k, 1);
+    sweep_orphans(p); /* with an empty manifest: every segment object */
+}
+
+/* ---- the partition job ------------------------------------------------------- */
+
+static void part_forget(st_tier_part_t *p);
+
+static void part_job(void *arg) {
+    st_tier_part_t *p = arg;
+    st_tier_t *t = p->tier;
+    if (p->closing) {
+        if (p->delete_remote) delete_everything(p);
+        part_forget(p);
+        goto out;
+    }
+    if (!p->loaded) {
+        char why[300];
+        st_manifest_t m;
+        st_tier__manifest_init(&m);
+        st_err_t e = manifest_fetch(p, &m, why, sizeof why);
+        if (e == ST_OK || e == ST_E_NOT_FOUND) {
+            if (e == ST_OK) manifest_install(p, &m);
+            p->loaded = 1;
+        } else {
+            set_error(p, "reading the manifest: %s", why);
+            goto out;
+        }
+    }
+    if (st_mono_ms() - p->last_sweep_ms > SWEEP_INTERVAL_MS || p->last_sweep_ms == 0) {
+        sweep_orphans(p);
+        p->last_sweep_ms = st_mono_ms();
+    }
+    st_tier_segment_t *segs = st_malloc(sizeof *segs * 4);
+    for (;;) {
+        pthread_mutex_lock(&t->lock);
+        int stop = t->stopping || p->closing;
+        pthread_mutex_unlock(&t->lock);
+        if (stop) break;
+        pthread_mutex_lock(&p->lock);
+        int64_t end = st_tier__manifest_end(&p->man);
+        pthread_mutex_unlock(&p->lock);
+        int n = p->ops.closed_segments(p->ops.arg, end, segs, 4);
+        int done = 0, failed = 0;
+        for (int i = 0; i < n && !failed; i++) {
+            if (segs[i].base_offset < end) continue;
+            if (segs[i].base_offset > end && end > 0 && p->man.nsegs > 0) {
+                /* a gap (local segments deleted before upload?): never
+                 * leave a hole in the remote log */
+                set_error(p, "local segment %lld does not follow remote end %lld",
+                          (long long)segs[i].base_offset, (long long)end);
+                failed = 1;
+                break;
+            }
+            if (upload_segment(p, &segs[i])) failed = 1;
+            else done++;
+            end = segs[i].last_offset + 1;
+        }
+        if (failed || done == 0) break;
+    }
+    free(segs);
+    apply_retention(p);
+out:
+    pthread_mutex_lock(&p->lock);
+    p->job_running = 0;
+    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_lock(&t->lock);
+    t->pending_jobs--;
+    pthread_cond_broadcast(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+    part_release(p);
+}
+
+/* Start the partition's job unless one runs.  t->lock held. */
+static void schedule_locked(st_tier_t *t, st_tier_part_t *p) {
+    pthread_mutex_lock(&p->lock);
+    int run = !p->job_running;
+    if (run) p->job_running = 1;
+    pthread_mutex_unlock(&p->lock);
+    if (!run) return;
+    t->pending_jobs++;
+    st_pool_submit(t->pool, part_job, part_keep(p));
+}
+
+static void *task_main(void *arg) {
+    st_tier_t *t = arg;
+    st_thread_set_name("tier-task");
+    int64_t next_round = 0, next_stats = st_mono_ms() + 60000;
+    pthread_mutex_lock(&t->lock);
+    while (!t->stopping) {
+        int64_t now = st_mono_ms();
+        if (now >= next_round) {
+            for (int i = 0; i < t->nparts; i++) schedule_locked(t, t->parts[i]);
+            next_round = now + t->cfg.task_interval_ms;
+        } else {
+            for (int i = 0; i < t->nparts; i++)
+                if (t->parts[i]->kicked) {
+                    t->parts[i]->kicked = 0;
+                    schedule_locked(t, t->parts[i]);
+                }
+        }
+        if (now >= next_stats) {
+            st_tier_stats_t s;
+            pthread_mutex_unlock(&t->lock);
+            st_tier_get_stats(t, &s);
+            ST_INFO("tiering", "uploaded %llu segments / %llu bytes (%llu failures); fetched %llu "
+                    "bytes in %llu requests (%llu failures); cache hits %llu misses %llu, %lld "
+                    "bytes used; deleted %llu segments, %llu orphans",
+                    (unsigned long long)s.segments_uploaded, (unsigned long long)s.bytes_uploaded,
+                    (unsigned long long)s.upload_failures, (unsigned long long)s.bytes_fetched,
+                    (unsigned long long)s.fetch_requests, (unsigned long long)s.fetch_failures,
+                    (unsigned long long)s.cache_hits, (unsigned long long)s.cache_misses,
+                    (long long)s.cache_used_bytes, (unsigned long long)s.segments_deleted,
+                    (unsigned long long)s.orphans_deleted);
+            pthread_mutex_lock(&t->lock);
+            next_stats = now + 60000;
+        }
+        /* short naps while downloads wait for the fetch quota */
+        int64_t wait = t->cfg.fetch_max_bytes_per_s > 0 ? 20 : ST_MIN(next_round - now, 200);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (wait % 1000) * 1000000;
+        ts.tv_sec += wait / 1000 + ts.tv_nsec / 1000000000;
+        ts.tv_nsec %= 1000000000;
+        pthread_cond_timedwait(&t->cond, &t->lock, &ts);
+        if (t->cfg.fetch_max_bytes_per_s > 0) {
+            pthread_mutex_unlock(&t->lock);
+            st_tier__cache_pump(t->cache);
+            pthread_mutex_lock(&t->lock);
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    return NULL;
+}
+
+/* ---- the manager -------------------------------------------------------------- */
+
+st_err_t st_tier_new(const st_tier_config_t *cfg, st_os_t *os, st_tier_t **out, char *err,
+                     size_t errlen) {
+    st_tier_t *t = st_calloc(1, sizeof *t);
+    t->cfg = *cfg;
+    t->cache_dir = st_strdup(cfg->cache_dir);
+    t->cfg.cache_dir = t->cache_dir;
+    if (t->cfg.chunk_bytes < 65536) t->cfg.chunk_bytes = 65536;
+    st_err_t e = st_mkdirs(t->cache_dir);
+    if (e) {
+        snprintf(err, errlen, "remote.log.cache.dir: cannot create %s: %s", t->cache_dir,
+                 st_err_msg(e));
+        free(t->cache_dir);
+        free(t);
+        return e;
+    }
+    t->os = os;
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->cond, NULL);
+    t->pool = st_pool_new(cfg->copy_threads, "tier-copy");
+    t->cache = st_tier__cache_new(t, t->cache_dir, cfg->cache_bytes, cfg->index_cache_bytes,
+                                  cfg->fetch_max_bytes_per_s);
+    *out = t;
+    return ST_OK;
+}
+
+void st_tier_start(st_tier_t *t) {
+    pthread_create(&t->task, NULL, task_main, t);
+    t->started = 1;
+}
+
+void st_tier_destroy(st_tier_t *t) {
+    if (!t) return;
+    pthread_mutex_lock(&t->lock);
+    t->stopping = 1;
+    pthread_cond_broadcast(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+    if (t->started) pthread_join(t->task, NULL);
+    st_pool_destroy(t->pool); /* runs what is queued: closes, deletes */
+    st_tier__cache_destroy(t->cache);
+    for (int i = 0; i < t->nparts; i++) part_release(t->parts[i]);
+    free(t->parts);
+    pthread_mutex_destroy(&t->lock);
+    pthread_cond_destroy(&t->cond);
+    free(t->cache_dir);
+    free(t);
+}
+
+void st_tier_get_stats(st_tier_t *t, st_tier_stats_t *out) {
+    const st_tier_stats_atomic_t *s = &t->stats;
+#define LOAD(f) out->f = __atomic_load_n(&s->f, __ATOMIC_RELAXED)
+    LOAD(bytes_uploaded);
+    LOAD(segments_uploaded);
+    LOAD(upload_requests);
+    LOAD(upload_failures);
+    LOAD(bytes_fetched);
+    LOAD(fetch_requests);
+    LOAD(fetch_failures);
+    LOAD(cache_hits);
+    LOAD(cache_misses);
+    LOAD(cache_evictions);
+    LOAD(segments_deleted);
+    LOAD(objects_deleted);
+    LOAD(orphans_deleted);
+#undef LOAD
+    out->cache_used_bytes = st_tier__cache_used(t->cache);
+}
+
+/* ---- partitions ------------------------------------------------------------- */
+
+st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id,
+                           int32_t partition, const char *cache_manifest_path,
+                           const st_tier_part_ops_t *ops, const st_tier_retention_t *ret,
+                           st_tier_part_t **out, char *err, size_t errlen) {
+    st_tier_part_t *p = st_calloc(1, sizeof *p);
+    p->tier = t;
+    p->refs = 1;
+    pthread_mutex_init(&p->lock, NULL);
+    p->topic = st_strdup(topic);
+    p->topic_id = st_strdup(topic_id);
+    p->partition = partition;
+    st_tier_part_prefix(topic, topic_id, partition, p->prefix, sizeof p->prefix);
+    p->cache_path = cache_manifest_path ? st_strdup(cache_manifest_path) : NULL;
+    p->ops = *ops;
+    p->ret = *ret;
+    st_tier__manifest_init(&p->man);
+    char why[300];
+    char *text = NULL;
+    size_t len = 0;
+    st_manifest_t m;
+    st_tier__manifest_init(&m);
+    if (p->cache_path && st_read_file(p->cache_path, &text, &len) == ST_OK &&
+        st_tier__manifest_decode(text, len, &m, why, sizeof why) == ST_OK) {
+        /* The local copy is never ahead of the bucket's; the bucket's is
+         * read again by the first job. */
+        p->man = m;
+        p->durable_log_start = m.log_start;
+    } else {
+        st_err_t e = manifest_fetch(p, &m, why, sizeof why);
+        if (e == ST_OK) {
+            p->man = m;
+            p->durable_log_start = m.log_start;
+        } else if (e != ST_E_NOT_FOUND) {
+            snprintf(err, errlen, "%s-%d: reading the remote manifest: %s", topic, (int)partition, why);
+            free(text);
+            part_release(p);
+            return e;
+        }
+        p->loaded = 1;
+    }
+    free(text);
+    pthread_mutex_lock(&t->lock);
+    if (t->nparts == t->capparts) {
+        t->capparts = t->capparts ? t->capparts * 2 : 16;
+        t->parts = st_realloc(t->parts, sizeof *t->parts * (size_t)t->capparts);
+    }
+    t->parts[t->nparts++] = part_keep(p);
+    p->kicked = 1;
+    pthread_cond_broadcast(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+    *out = p;
+    return ST_OK;
+}
+
+void st_tier_part_close(st_tier_part_t *p, int delete_remote) {
+    st_tier_t *t = p->tier;
+    pthread_mutex_lock(&t->lock);
+    pthread_mutex_lock(&p->lock);
+    p->closing = 1;
+    p->delete_remote = delete_remote;
+    pthread_mutex_unlock(&p->lock);
+    /* The partition stays listed until its last job ran (after any job
+     * still running: one job per partition at a time). */
+    p->kicked = 1;
+    pthread_cond_broadcast(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+    part_release(p);
+}
+
+/* The closing job: drop the partition from the list. */
+static void part_forget(st_tier_part_t *p) {
+    st_tier_t *t = p->tier;
+    pthread_mutex_lock(&t->lock);
+    for (int i = 0; i < t->nparts; i++)
+        if (t->parts[i] == p) {
+            t->parts[i] = t->parts[--t->nparts];
+            part_release(p);
+            break;
+        }
+    pthread_mutex_unlock(&t->lock);
+}
+
+void st_tier_part_set_retention(st_tier_part_t *p, const st_tier_retention_t *ret) {
+    pthread_mutex_lock(&p->lock);
+    p->ret = *ret;
+    pthread_mutex_unlock(&p->lock);
+}
+
+void st_tier_part_kick(st_tier_part_t *p) {
+    st_tier_t *t = p->tier;
+    pthread_mutex_lock(&t->lock);
+    p->kicked = 1;
+    pthread_cond_broadcast(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+}
+
+void st_tier_part_status(st_tier_part_t *p, st_tier_status_t *out) {
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&p->lock);
+    out->remote_start = st_tier__manifest_start(&p->man);
+    out->remote_end = st_tier__manifest_end(&p->man);
+    out->remote_bytes = st_tier__manifest_bytes(&p->man);
+    out->remote_segments = p->man.nsegs;
+    out->last_upload_ms = p->last_upload_ms;
+    out->loaded = p->loaded;
+    out->durable_log_start = p->durable_log_start;
+    snprintf(out->last_error, sizeof out->last_error, "%s", p->last_error);
+    pthread_mutex_unlock(&p->lock);
+}
+
+int32_t st_tier_part_epoch_for(st_tier_part_t *p, int64_t offset) {
+    int32_t epoch = -1;
+    pthread_mutex_lock(&p->lock);
+    for (int i = 0; i < p->man.nsegs; i++)
+        for (int k = 0; k < p->man.segs[i].nepochs; k++)
+            if (p->man.segs[i].epochs[k].start_offset <= offset) epoch = p->man.segs[i].epochs[k].epoch;
+    pthread_mutex_unlock(&p->lock);
+    return epoch;
+}
+
+st_err_t st_tier_offset_for_time(st_tier_part_t *p, int64_t ts, int64_t *offset) {
+    st_err_t e = ST_E_NOT_FOUND;
+    pthread_mutex_lock(&p->lock);
+    for (int i = 0; i < p->man.nsegs; i++)
+        if (p->man.segs[i].max_timestamp >= ts && p->man.segs[i].last_offset >= p->man.log_start) {
+            *offset = ST_MAX(p->man.segs[i].base_offset, p->man.log_start);
+            e = ST_OK;
+            break;
+        }
+    pthread_mutex_unlock(&p->lock);
+    return e;
+}
+
+st_err_t st_tier_delete_records(st_tier_part_t *p, int64_t offset) {
+    pthread_mutex_lock(&p->lock);
+    int64_t start = st_tier__manifest_start(&p->man), end = st_tier__manifest_end(&p->man);
+    if (offset > p->man.log_start) p->man.log_start = ST_MIN(offset, ST_MAX(end, start));
+    pthread_mutex_unlock(&p->lock);
+    st_tier_part_kick(p);
+    return ST_OK;
+}
+
+/* ---- reads ------------------------------------------------------------------ */
+
+/* A copy of what a read needs of one segment, taken under the lock. */
+typedef struct seg_view {
+    char index_key[700], log_key[700];
+    int64_t base, last, size;
+} seg_view_t;
+
+static int find_segment(st_tier_part_t *p, int64_t offset, seg_view_t *v, seg_view_t *next) {
+    int lo = 0, hi = p->man.nsegs - 1, at = -1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (p->man.segs[mid].base_offset <= offset) {
+            at = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    if (at < 0 || offset > p->man.segs[at].last_offset) return 0;
+    const st_rseg_t *s = &p->man.segs[at];
+    st_tier__object_key(p->prefix, s, "index", v->index_key, sizeof v->index_key);
+    st_tier__object_key(p->prefix, s, "log", v->log_key, sizeof v->log_key);
+    v->base = s->base_offset;
+    v->last = s->last_offset;
+    v->size = s->size_bytes;
+    next->size = -1;
+    if (at + 1 < p->man.nsegs) {
+        const st_rseg_t *n = &p->man.segs[at + 1];
+        st_tier__object_key(p->prefix, n, "log", next->log_key, sizeof next->log_key);
+        next->size = n->size_bytes;
+    }
+    return 1;
+}
+
+/* Index entries: 8 bytes, relative offset and position (see the log's
+ * offset index).  The position of the batch holding target or before it. */
+static int64_t index_lookup(const uint8_t *idx, int64_t len, int64_t rel) {
+    int64_t lo = 0, hi = len / 8 - 1, best = -1;
+    while (lo <= hi) {
+        int64_t mid = (lo + hi) / 2;
+        int32_t r = (int32_t)st_be32_get(idx + mid * 8);
+        if (r < rel) {
+            best = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    if (best < 0) return 0;
+    int32_t pos = (int32_t)st_be32_get(idx + best * 8 + 4);
+    return pos < 0 ? 0 : pos;
+}
+
+/* Copy [pos, pos+len) of a segment out of its chunks. */
+static st_err_t chunk_bytes(st_tier_t *t, const seg_view_t *v, int64_t pos, int64_t len,
+                            uint8_t *out, st_tier_wake_cb wake, void *arg) {
+    int64_t csize = t->cfg.chunk_bytes;
+    st_err_t rc = ST_OK;
+    while (len > 0) {
+        int64_t k = pos / csize, cstart = k * csize;
+        st_cache_ref_t ref;
+        st_err_t e = st_tier__cache_get(t->cache, v->log_key, (uint64_t)cstart,
+                                        (uint64_t)ST_MIN(csize, v->size - cstart), 0, &ref, wake, arg);
+        if (e) {
+            /* keep asking for the rest: they download together */
+            if (rc == ST_OK || e != ST_E_AGAIN) rc = e;
+            int64_t step = cstart + csize - pos;
+            pos += step;
+            len -= step;
+            continue;
+        }
+        int64_t n = ST_MIN(len, cstart + ref.len - pos);
+        size_t got = 0;
+        if (n <= 0 || st_pread_all(ref.file->fd, out, (size_t)n, pos - cstart, &got) || got != (size_t)n)
+            rc = ST_E_KAFKA_STORAGE_ERROR;
+        st_tier__cache_release(t->cache, &ref);
+        if (rc && rc != ST_E_AGAIN) return rc;
+        out += n;
+        pos += n;
+        len -= n;
+    }
+    return rc;
+}
+
+static void read_ahead(st_tier_t *t, const seg_view_t *v, const seg_view_t *next, int64_t pos) {
+    int64_t csize = t->cfg.chunk_bytes;
+    int64_t k = pos / csize + 1;
+    st_cache_ref_t ref;
+    for (int i = 0; i < t->cfg.readahead_chunks; i++, k++) {
+        const seg_view_t *s = v;
+        int64_t kk = k;
+        int64_t nchunks = (v->size + csize - 1) / csize;
+        if (kk >= nchunks) {
+            if (next->size < 0) break;
+            s = next;
+            kk -= nchunks;
+            if (kk * csize >= next->size) break;
+        }
+        int64_t cstart = kk * csize;
+        if (st_tier__cache_get(t->cache, s->log_key, (uint64_t)cstart,
+                               (uint64_t)ST_MIN(csize, s->size - cstart), 0, &ref, NULL, NULL) == ST_OK)
+            st_tier__cache_release(t->cache, &ref);
+    }
+}
+
+st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int min_one,
+                      st_tier_read_t *out, st_tier_wake_cb wake, void *wake_arg) {
+    st_tier_t *t = p->tier;
+    memset(out, 0, sizeof *out);
+    seg_view_t v, next;
+    pthread_mutex_lock(&p->lock);
+    out->remote_start = st_tier__manifest_start(&p->man);
+    out->remote_end = st_tier__manifest_end(&p->man);
+    int found = offset >= out->remote_start && find_segment(p, offset, &v, &next);
+    pthread_mutex_unlock(&p->lock);
+    if (!found) return ST_E_OFFSET_OUT_OF_RANGE;
+
+    st_cache_ref_t idx;
+    st_err_t e = st_tier__cache_get(t->cache, v.index_key, 0, ST_OS_TO_END, 1, &idx, wake, wake_arg);
+    if (e) return e;
+    int64_t pos = index_lookup(idx.mem, idx.len, offset - v.base);
+    st_tier__cache_release(t->cache, &idx);
+
+    /* Walk batch headers from the indexed position to the batch holding
+     * offset (at most log.index.interval.bytes of batches). */
+    st_batch_hdr_t b;
+    for (;;) {
+        if (pos + ST_TIER_BATCH_HEADER > v.size) return ST_E_KAFKA_STORAGE_ERROR; /* index lied */
+        uint8_t hdr[ST_TIER_BATCH_HEADER];
+        e = chunk_bytes(t, &v, pos, ST_TIER_BATCH_HEADER, hdr, wake, wake_arg);
+        if (e) return e;
+        if (st_tier__batch_header(hdr, &b) || pos + b.size > v.size) {
+            ST_LOG_RATELIMITED(ST_LOG_ERROR, "tiering", 5000, "%s: bad batch at byte %lld",
+                               v.log_key, (long long)pos);
+            return ST_E_KAFKA_STORAGE_ERROR;
+        }
+        if (b.last_offset >= offset) break;
+        pos += b.size;
+    }
+    int64_t csize = t->cfg.chunk_bytes, k = pos / csize, cend = ST_MIN((k + 1) * csize, v.size);
+    read_ahead(t, &v, &next, pos);
+    if (b.size > max_bytes && !min_one) return ST_OK; /* nothing fits: an empty read */
+    if (pos + b.size <= cend) {
+        /* Within one chunk: sent straight from the cached file. */
+        st_cache_ref_t ref;
+        e = st_tier__cache_get(t->cache, v.log_key, (uint64_t)(k * csize), (uint64_t)(cend - k * csize),
+                               0, &ref, wake, wake_arg);
+        if (e) return e;
+        int64_t want = ST_MAX((int64_t)b.size, (int64_t)max_bytes);
+        out->file = ref.file; /* the reference moves to the caller */
+        out->pos = pos - k * csize;
+        out->len = (int32_t)ST_MIN(want, cend - pos);
+        return ST_OK;
+    }
+    /* The first batch crosses into the next chunk: copy it whole. */
+    uint8_t *buf = st_malloc((size_t)b.size);
+    e = chunk_bytes(t, &v, pos, b.size, buf, wake, wake_arg);
+    if (e) {
+        free(buf);
+        return e;
+    }
+    out->buf = buf;
+    out->len = b.size;
+    return ST_OK;
+}

@@ -1,0 +1,125 @@
+/* tier_int.h - declarations shared inside the tiering library. */
+#ifndef ST_TIER_INT_H
+#define ST_TIER_INT_H
+
+#include "st_tiering.h"
+
+/* ---- the manifest ------------------------------------------------------- */
+
+/* One remote segment.  Only segments whose objects were all stored appear
+ * in a manifest (the manifest is written after them). */
+typedef struct st_rseg {
+    char id[23]; /* segment id, Kafka's uuid text */
+    int64_t base_offset;
+    int64_t last_offset;
+    int64_t max_timestamp;
+    int64_t size_bytes;
+    uint32_t crc32c;
+    st_tier_epoch_t *epochs;
+    int nepochs;
+} st_rseg_t;
+
+typedef struct st_manifest {
+    int64_t log_start; /* may lie inside the first segment (DeleteRecords) */
+    st_rseg_t *segs;   /* ascending base offset, contiguous */
+    int nsegs;
+} st_manifest_t;
+
+void st_tier__manifest_init(st_manifest_t *m);
+void st_tier__manifest_fini(st_manifest_t *m);
+void st_tier__manifest_copy(st_manifest_t *dst, const st_manifest_t *src);
+int64_t st_tier__manifest_end(const st_manifest_t *m);   /* next offset */
+int64_t st_tier__manifest_start(const st_manifest_t *m); /* == end: empty */
+int64_t st_tier__manifest_bytes(const st_manifest_t *m);
+/* JSON text (malloc'ed) and back; decode checks every field. */
+char *st_tier__manifest_encode(const st_manifest_t *m, const char *topic, const char *topic_id,
+                               int32_t partition);
+st_err_t st_tier__manifest_decode(const char *text, size_t len, st_manifest_t *out, char *why,
+                                  size_t whylen);
+/* Object key of a segment file: kind is "log", "index", "timeindex",
+ * "epochs". */
+void st_tier__object_key(const char *prefix, const st_rseg_t *s, const char *kind, char *out,
+                         size_t n);
+
+/* ---- record batch framing (enough to find an offset in a segment) ------- */
+
+#define ST_TIER_BATCH_HEADER 61
+
+typedef struct st_batch_hdr {
+    int64_t base_offset;
+    int64_t last_offset;
+    int32_t size; /* whole batch */
+} st_batch_hdr_t;
+
+/* baseOffset int64, batchLength int32, partitionLeaderEpoch int32,
+ * magic int8 (2), crc, attributes, lastOffsetDelta int32 at byte 23. */
+static inline int st_tier__batch_header(const uint8_t *h, st_batch_hdr_t *b) {
+    int32_t len = (int32_t)st_be32_get(h + 8);
+    int32_t delta = (int32_t)st_be32_get(h + 23);
+    if (h[16] != 2 || len < ST_TIER_BATCH_HEADER - 12 || delta < 0) return -1;
+    b->base_offset = (int64_t)st_be64_get(h);
+    b->last_offset = b->base_offset + delta;
+    b->size = len + 12;
+    return 0;
+}
+
+/* ---- the cache of downloaded bytes ---------------------------------------
+ *
+ * Entries are chunks of segment objects (files in the cache directory) and
+ * whole offset indexes (memory).  An entry is LOADING while its GET runs;
+ * everyone who asks meanwhile waits on it (one download per chunk); READY
+ * entries are evicted least recently used first when the cache is over
+ * its bound; a FAILED entry answers errors for a second, then is retried.
+ */
+typedef struct st_tier_cache st_tier_cache_t;
+
+typedef struct st_cache_ref {
+    st_file_t *file; /* chunk: kept reference */
+    uint8_t *mem;    /* index: bytes owned by the cache entry... */
+    int64_t len;
+    void *entry;     /* ...kept alive by this reference */
+} st_cache_ref_t;
+
+/* fetch_bytes_per_s > 0 queues downloads and lets st_tier__cache_pump
+ * (the task thread) submit them as the byte-rate quota allows. */
+st_tier_cache_t *st_tier__cache_new(st_tier_t *t, const char *dir, int64_t file_bytes,
+                                    int64_t mem_bytes, int64_t fetch_bytes_per_s);
+void st_tier__cache_pump(st_tier_cache_t *c);
+void st_tier__cache_destroy(st_tier_cache_t *c);
+/* ST_OK and a reference; ST_E_AGAIN (download started or running; wake is
+ * called when it ends; wake may be NULL for read-ahead);
+ * ST_E_KAFKA_STORAGE_ERROR after a failed download. */
+st_err_t st_tier__cache_get(st_tier_cache_t *c, const char *key, uint64_t offset, uint64_t length,
+                            int in_memory, st_cache_ref_t *ref, st_tier_wake_cb wake, void *arg);
+void st_tier__cache_release(st_tier_cache_t *c, st_cache_ref_t *ref);
+int64_t st_tier__cache_used(st_tier_cache_t *c);
+
+/* ---- the manager -------------------------------------------------------- */
+
+typedef struct st_tier_stats_atomic {
+    uint64_t bytes_uploaded, segments_uploaded, upload_requests, upload_failures;
+    uint64_t bytes_fetched, fetch_requests, fetch_failures;
+    uint64_t cache_hits, cache_misses, cache_evictions;
+    uint64_t segments_deleted, objects_deleted, orphans_deleted;
+} st_tier_stats_atomic_t;
+
+struct st_tier {
+    st_tier_config_t cfg;
+    char *cache_dir;
+    st_os_t *os;
+    st_pool_t *pool;
+    st_tier_cache_t *cache;
+    pthread_mutex_t lock; /* parts, stopping, the fetch quota */
+    pthread_cond_t cond;
+    st_tier_part_t **parts;
+    int nparts, capparts;
+    int stopping;
+    pthread_t task;
+    int started;
+    st_tier_stats_atomic_t stats;
+    int pending_jobs; /* pool jobs not finished (guarded by lock) */
+};
+
+#define ST_TIER_STAT_ADD(t, field, n) __atomic_add_fetch(&(t)->stats.field, (uint64_t)(n), __ATOMIC_RELAXED)
+
+#endif /* ST_TIER_INT_H */
