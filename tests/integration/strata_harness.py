@@ -71,6 +71,11 @@ class Broker:
             "listeners": "PLAINTEXT://127.0.0.1:%d" % self.port,
             "log.dirs": self.logdir,
             "log.retention.check.interval.ms": "1000",
+            # config/server.properties tiers to ./data/bucket; tests opt in
+            # to tiering and keep every file under their own root
+            "remote.log.storage.system.enable": "false",
+            "objectstore.file.root": os.path.join(self.root, "bucket"),
+            "remote.log.cache.dir": os.path.join(self.root, "cache"),
         }
         ov.update(self.overrides)
         cmd = [binary("stratad"), "--config", CONFIG]
