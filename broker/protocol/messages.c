@@ -80,6 +80,51 @@ ST_SCHEMA_DEFINE(st_create_partitions_resp, ST_CREATE_PARTITIONS_RESP)
 ST_SCHEMA_DEFINE(st_describe_cluster_req, ST_DESCRIBE_CLUSTER_REQ)
 ST_SCHEMA_DEFINE(st_describe_cluster_broker, ST_DESCRIBE_CLUSTER_BROKER)
 ST_SCHEMA_DEFINE(st_describe_cluster_resp, ST_DESCRIBE_CLUSTER_RESP)
+ST_SCHEMA_DEFINE(st_find_coordinator_req, ST_FIND_COORDINATOR_REQ)
+ST_SCHEMA_DEFINE(st_coordinator, ST_COORDINATOR)
+ST_SCHEMA_DEFINE(st_find_coordinator_resp, ST_FIND_COORDINATOR_RESP)
+ST_SCHEMA_DEFINE(st_join_group_protocol, ST_JOIN_GROUP_PROTOCOL)
+ST_SCHEMA_DEFINE(st_join_group_req, ST_JOIN_GROUP_REQ)
+ST_SCHEMA_DEFINE(st_join_group_member, ST_JOIN_GROUP_MEMBER)
+ST_SCHEMA_DEFINE(st_join_group_resp, ST_JOIN_GROUP_RESP)
+ST_SCHEMA_DEFINE(st_sync_group_assignment, ST_SYNC_GROUP_ASSIGNMENT)
+ST_SCHEMA_DEFINE(st_sync_group_req, ST_SYNC_GROUP_REQ)
+ST_SCHEMA_DEFINE(st_sync_group_resp, ST_SYNC_GROUP_RESP)
+ST_SCHEMA_DEFINE(st_heartbeat_req, ST_HEARTBEAT_REQ)
+ST_SCHEMA_DEFINE(st_heartbeat_resp, ST_HEARTBEAT_RESP)
+ST_SCHEMA_DEFINE(st_leave_group_member, ST_LEAVE_GROUP_MEMBER)
+ST_SCHEMA_DEFINE(st_leave_group_req, ST_LEAVE_GROUP_REQ)
+ST_SCHEMA_DEFINE(st_leave_group_member_resp, ST_LEAVE_GROUP_MEMBER_RESP)
+ST_SCHEMA_DEFINE(st_leave_group_resp, ST_LEAVE_GROUP_RESP)
+ST_SCHEMA_DEFINE(st_offset_commit_req_part, ST_OFFSET_COMMIT_REQ_PART)
+ST_SCHEMA_DEFINE(st_offset_commit_req_topic, ST_OFFSET_COMMIT_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_offset_commit_req, ST_OFFSET_COMMIT_REQ)
+ST_SCHEMA_DEFINE(st_offset_commit_resp_part, ST_OFFSET_COMMIT_RESP_PART)
+ST_SCHEMA_DEFINE(st_offset_commit_resp_topic, ST_OFFSET_COMMIT_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_offset_commit_resp, ST_OFFSET_COMMIT_RESP)
+ST_SCHEMA_DEFINE(st_offset_fetch_req_topic, ST_OFFSET_FETCH_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_offset_fetch_req_group, ST_OFFSET_FETCH_REQ_GROUP)
+ST_SCHEMA_DEFINE(st_offset_fetch_req, ST_OFFSET_FETCH_REQ)
+ST_SCHEMA_DEFINE(st_offset_fetch_resp_part, ST_OFFSET_FETCH_RESP_PART)
+ST_SCHEMA_DEFINE(st_offset_fetch_resp_topic, ST_OFFSET_FETCH_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_offset_fetch_resp_group, ST_OFFSET_FETCH_RESP_GROUP)
+ST_SCHEMA_DEFINE(st_offset_fetch_resp, ST_OFFSET_FETCH_RESP)
+ST_SCHEMA_DEFINE(st_describe_groups_req, ST_DESCRIBE_GROUPS_REQ)
+ST_SCHEMA_DEFINE(st_described_group_member, ST_DESCRIBED_GROUP_MEMBER)
+ST_SCHEMA_DEFINE(st_described_group, ST_DESCRIBED_GROUP)
+ST_SCHEMA_DEFINE(st_describe_groups_resp, ST_DESCRIBE_GROUPS_RESP)
+ST_SCHEMA_DEFINE(st_list_groups_req, ST_LIST_GROUPS_REQ)
+ST_SCHEMA_DEFINE(st_listed_group, ST_LISTED_GROUP)
+ST_SCHEMA_DEFINE(st_list_groups_resp, ST_LIST_GROUPS_RESP)
+ST_SCHEMA_DEFINE(st_delete_groups_req, ST_DELETE_GROUPS_REQ)
+ST_SCHEMA_DEFINE(st_delete_groups_result, ST_DELETE_GROUPS_RESULT)
+ST_SCHEMA_DEFINE(st_delete_groups_resp, ST_DELETE_GROUPS_RESP)
+ST_SCHEMA_DEFINE(st_offset_delete_req_part, ST_OFFSET_DELETE_REQ_PART)
+ST_SCHEMA_DEFINE(st_offset_delete_req_topic, ST_OFFSET_DELETE_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_offset_delete_req, ST_OFFSET_DELETE_REQ)
+ST_SCHEMA_DEFINE(st_offset_delete_resp_part, ST_OFFSET_DELETE_RESP_PART)
+ST_SCHEMA_DEFINE(st_offset_delete_resp_topic, ST_OFFSET_DELETE_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_offset_delete_resp, ST_OFFSET_DELETE_RESP)
 
 
 /* key, name, advertised min, min, max, first flexible, request, response.
@@ -113,6 +158,31 @@ static const st_api_t api_table[] = {
      &st_incr_alter_configs_req_schema, &st_alter_configs_resp_schema},
     {ST_API_DESCRIBE_CLUSTER, "DescribeCluster", 0, 0, 1, 0, &st_describe_cluster_req_schema,
      &st_describe_cluster_resp_schema},
+    /* Consumer groups.  Minimums stay at 0 as Kafka 3.x advertises them:
+     * librdkafka 2.0.2 needs OffsetCommit to overlap 1-2 and OffsetFetch to
+     * include 1, and enables lz4 only when FindCoordinator v0 is listed. */
+    {ST_API_OFFSET_COMMIT, "OffsetCommit", 0, 0, 8, 8, &st_offset_commit_req_schema,
+     &st_offset_commit_resp_schema},
+    {ST_API_OFFSET_FETCH, "OffsetFetch", 0, 0, 8, 6, &st_offset_fetch_req_schema,
+     &st_offset_fetch_resp_schema},
+    {ST_API_FIND_COORDINATOR, "FindCoordinator", 0, 0, 4, 3, &st_find_coordinator_req_schema,
+     &st_find_coordinator_resp_schema},
+    {ST_API_JOIN_GROUP, "JoinGroup", 0, 0, 9, 6, &st_join_group_req_schema,
+     &st_join_group_resp_schema},
+    {ST_API_HEARTBEAT, "Heartbeat", 0, 0, 4, 4, &st_heartbeat_req_schema,
+     &st_heartbeat_resp_schema},
+    {ST_API_LEAVE_GROUP, "LeaveGroup", 0, 0, 5, 4, &st_leave_group_req_schema,
+     &st_leave_group_resp_schema},
+    {ST_API_SYNC_GROUP, "SyncGroup", 0, 0, 5, 4, &st_sync_group_req_schema,
+     &st_sync_group_resp_schema},
+    {ST_API_DESCRIBE_GROUPS, "DescribeGroups", 0, 0, 5, 5, &st_describe_groups_req_schema,
+     &st_describe_groups_resp_schema},
+    {ST_API_LIST_GROUPS, "ListGroups", 0, 0, 4, 3, &st_list_groups_req_schema,
+     &st_list_groups_resp_schema},
+    {ST_API_DELETE_GROUPS, "DeleteGroups", 0, 0, 2, 2, &st_delete_groups_req_schema,
+     &st_delete_groups_resp_schema},
+    {ST_API_OFFSET_DELETE, "OffsetDelete", 0, 0, 0, ST_VMAX + 1, &st_offset_delete_req_schema,
+     &st_offset_delete_resp_schema},
 };
 
 const st_api_t *st_api_lookup(int16_t key) {

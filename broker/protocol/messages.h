@@ -14,6 +14,15 @@ enum st_api_key {
     ST_API_FETCH = 1,
     ST_API_LIST_OFFSETS = 2,
     ST_API_METADATA = 3,
+    ST_API_OFFSET_COMMIT = 8,
+    ST_API_OFFSET_FETCH = 9,
+    ST_API_FIND_COORDINATOR = 10,
+    ST_API_JOIN_GROUP = 11,
+    ST_API_HEARTBEAT = 12,
+    ST_API_LEAVE_GROUP = 13,
+    ST_API_SYNC_GROUP = 14,
+    ST_API_DESCRIBE_GROUPS = 15,
+    ST_API_LIST_GROUPS = 16,
     ST_API_API_VERSIONS = 18,
     ST_API_CREATE_TOPICS = 19,
     ST_API_DELETE_TOPICS = 20,
@@ -21,7 +30,9 @@ enum st_api_key {
     ST_API_DESCRIBE_CONFIGS = 32,
     ST_API_ALTER_CONFIGS = 33,
     ST_API_CREATE_PARTITIONS = 37,
+    ST_API_DELETE_GROUPS = 42,
     ST_API_INCREMENTAL_ALTER_CONFIGS = 44,
+    ST_API_OFFSET_DELETE = 47,
     ST_API_DESCRIBE_CLUSTER = 60
 };
 
@@ -538,6 +549,299 @@ ST_SCHEMA_DECLARE(st_describe_cluster_broker, ST_DESCRIBE_CLUSTER_BROKER)
     X(S, INT32, cluster_authorized_operations, V(0), NN, NT, INT32_MIN, _)
 ST_SCHEMA_DECLARE(st_describe_cluster_resp, ST_DESCRIBE_CLUSTER_RESP)
 
+/* ---- Consumer groups: FindCoordinator (10), JoinGroup (11), Heartbeat
+ * (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups
+ * (16), OffsetCommit (8), OffsetFetch (9), DeleteGroups (42), OffsetDelete
+ * (47) ------------------------------------------------------------------ */
+#define ST_FIND_COORDINATOR_REQ(X, S)                                                   \
+    X(S, STRING, key, VR(0, 3), NN, NT, 0, _)                                          \
+    X(S, INT8, key_type, V(1), NN, NT, 0, _)                                           \
+    X(S, ARRAY_STRING, coordinator_keys, V(4), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_find_coordinator_req, ST_FIND_COORDINATOR_REQ)
+
+#define ST_COORDINATOR(X, S)                                                            \
+    X(S, STRING, key, V(4), NN, NT, 0, _)                                              \
+    X(S, INT32, node_id, V(4), NN, NT, 0, _)                                           \
+    X(S, STRING, host, V(4), NN, NT, 0, _)                                             \
+    X(S, INT32, port, V(4), NN, NT, 0, _)                                              \
+    X(S, INT16, error_code, V(4), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(4), NUL(4), NT, ST_DEF_NULL, _)
+ST_SCHEMA_DECLARE(st_coordinator, ST_COORDINATOR)
+
+#define ST_FIND_COORDINATOR_RESP(X, S)                                                  \
+    X(S, INT32, throttle_time_ms, V(1), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, VR(0, 3), NN, NT, 0, _)                                    \
+    X(S, STRING, error_message, VR(1, 3), NULR(1, 3), NT, ST_DEF_NULL, _)              \
+    X(S, INT32, node_id, VR(0, 3), NN, NT, 0, _)                                       \
+    X(S, STRING, host, VR(0, 3), NN, NT, 0, _)                                         \
+    X(S, INT32, port, VR(0, 3), NN, NT, 0, _)                                          \
+    X(S, ARRAY, coordinators, V(4), NN, NT, 0, st_coordinator)
+ST_SCHEMA_DECLARE(st_find_coordinator_resp, ST_FIND_COORDINATOR_RESP)
+
+#define ST_JOIN_GROUP_PROTOCOL(X, S)                                                    \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, BYTES, metadata, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_join_group_protocol, ST_JOIN_GROUP_PROTOCOL)
+
+#define ST_JOIN_GROUP_REQ(X, S)                                                         \
+    X(S, STRING, group_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, session_timeout_ms, V(0), NN, NT, 0, _)                                \
+    X(S, INT32, rebalance_timeout_ms, V(1), NN, NT, -1, _)                             \
+    X(S, STRING, member_id, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, group_instance_id, V(5), NUL(5), NT, ST_DEF_NULL, _)                  \
+    X(S, STRING, protocol_type, V(0), NN, NT, 0, _)                                    \
+    X(S, ARRAY, protocols, V(0), NN, NT, 0, st_join_group_protocol)                    \
+    X(S, STRING, reason, V(8), NUL(8), NT, ST_DEF_NULL, _)
+ST_SCHEMA_DECLARE(st_join_group_req, ST_JOIN_GROUP_REQ)
+
+#define ST_JOIN_GROUP_MEMBER(X, S)                                                      \
+    X(S, STRING, member_id, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, group_instance_id, V(5), NUL(5), NT, ST_DEF_NULL, _)                  \
+    X(S, BYTES, metadata, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_join_group_member, ST_JOIN_GROUP_MEMBER)
+
+#define ST_JOIN_GROUP_RESP(X, S)                                                        \
+    X(S, INT32, throttle_time_ms, V(2), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, INT32, generation_id, V(0), NN, NT, -1, _)                                    \
+    X(S, STRING, protocol_type, V(7), NUL(7), NT, ST_DEF_NULL, _)                      \
+    X(S, STRING, protocol_name, V(0), NUL(7), NT, 0, _)                                \
+    X(S, STRING, leader, V(0), NN, NT, 0, _)                                           \
+    X(S, BOOL, skip_assignment, V(9), NN, NT, 0, _)                                    \
+    X(S, STRING, member_id, V(0), NN, NT, 0, _)                                        \
+    X(S, ARRAY, members, V(0), NN, NT, 0, st_join_group_member)
+ST_SCHEMA_DECLARE(st_join_group_resp, ST_JOIN_GROUP_RESP)
+
+#define ST_SYNC_GROUP_ASSIGNMENT(X, S)                                                  \
+    X(S, STRING, member_id, V(0), NN, NT, 0, _)                                        \
+    X(S, BYTES, assignment, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_sync_group_assignment, ST_SYNC_GROUP_ASSIGNMENT)
+
+#define ST_SYNC_GROUP_REQ(X, S)                                                         \
+    X(S, STRING, group_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, generation_id, V(0), NN, NT, 0, _)                                     \
+    X(S, STRING, member_id, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, group_instance_id, V(3), NUL(3), NT, ST_DEF_NULL, _)                  \
+    X(S, STRING, protocol_type, V(5), NUL(5), NT, ST_DEF_NULL, _)                      \
+    X(S, STRING, protocol_name, V(5), NUL(5), NT, ST_DEF_NULL, _)                      \
+    X(S, ARRAY, assignments, V(0), NN, NT, 0, st_sync_group_assignment)
+ST_SCHEMA_DECLARE(st_sync_group_req, ST_SYNC_GROUP_REQ)
+
+#define ST_SYNC_GROUP_RESP(X, S)                                                        \
+    X(S, INT32, throttle_time_ms, V(1), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, protocol_type, V(5), NUL(5), NT, ST_DEF_NULL, _)                      \
+    X(S, STRING, protocol_name, V(5), NUL(5), NT, ST_DEF_NULL, _)                      \
+    X(S, BYTES, assignment, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_sync_group_resp, ST_SYNC_GROUP_RESP)
+
+#define ST_HEARTBEAT_REQ(X, S)                                                          \
+    X(S, STRING, group_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, generation_id, V(0), NN, NT, 0, _)                                     \
+    X(S, STRING, member_id, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, group_instance_id, V(3), NUL(3), NT, ST_DEF_NULL, _)
+ST_SCHEMA_DECLARE(st_heartbeat_req, ST_HEARTBEAT_REQ)
+
+#define ST_HEARTBEAT_RESP(X, S)                                                         \
+    X(S, INT32, throttle_time_ms, V(1), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_heartbeat_resp, ST_HEARTBEAT_RESP)
+
+#define ST_LEAVE_GROUP_MEMBER(X, S)                                                     \
+    X(S, STRING, member_id, V(3), NN, NT, 0, _)                                        \
+    X(S, STRING, group_instance_id, V(3), NUL(3), NT, ST_DEF_NULL, _)                  \
+    X(S, STRING, reason, V(5), NUL(5), NT, ST_DEF_NULL, _)
+ST_SCHEMA_DECLARE(st_leave_group_member, ST_LEAVE_GROUP_MEMBER)
+
+#define ST_LEAVE_GROUP_REQ(X, S)                                                        \
+    X(S, STRING, group_id, V(0), NN, NT, 0, _)                                         \
+    X(S, STRING, member_id, VR(0, 2), NN, NT, 0, _)                                    \
+    X(S, ARRAY, members, V(3), NN, NT, 0, st_leave_group_member)
+ST_SCHEMA_DECLARE(st_leave_group_req, ST_LEAVE_GROUP_REQ)
+
+#define ST_LEAVE_GROUP_MEMBER_RESP(X, S)                                                \
+    X(S, STRING, member_id, V(3), NN, NT, 0, _)                                        \
+    X(S, STRING, group_instance_id, V(3), NUL(3), NT, ST_DEF_NULL, _)                  \
+    X(S, INT16, error_code, V(3), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_leave_group_member_resp, ST_LEAVE_GROUP_MEMBER_RESP)
+
+#define ST_LEAVE_GROUP_RESP(X, S)                                                       \
+    X(S, INT32, throttle_time_ms, V(1), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, ARRAY, members, V(3), NN, NT, 0, st_leave_group_member_resp)
+ST_SCHEMA_DECLARE(st_leave_group_resp, ST_LEAVE_GROUP_RESP)
+
+#define ST_OFFSET_COMMIT_REQ_PART(X, S)                                                 \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT64, committed_offset, V(0), NN, NT, 0, _)                                  \
+    X(S, INT32, committed_leader_epoch, V(6), NN, NT, -1, _)                           \
+    X(S, INT64, commit_timestamp, VR(1, 1), NN, NT, -1, _)                             \
+    X(S, STRING, committed_metadata, V(0), NUL(0), NT, 0, _)
+ST_SCHEMA_DECLARE(st_offset_commit_req_part, ST_OFFSET_COMMIT_REQ_PART)
+
+#define ST_OFFSET_COMMIT_REQ_TOPIC(X, S)                                                \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_offset_commit_req_part)
+ST_SCHEMA_DECLARE(st_offset_commit_req_topic, ST_OFFSET_COMMIT_REQ_TOPIC)
+
+#define ST_OFFSET_COMMIT_REQ(X, S)                                                      \
+    X(S, STRING, group_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, generation_id, V(1), NN, NT, -1, _)                                    \
+    X(S, STRING, member_id, V(1), NN, NT, 0, _)                                        \
+    X(S, STRING, group_instance_id, V(7), NUL(7), NT, ST_DEF_NULL, _)                  \
+    X(S, INT64, retention_time_ms, VR(2, 4), NN, NT, -1, _)                            \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_offset_commit_req_topic)
+ST_SCHEMA_DECLARE(st_offset_commit_req, ST_OFFSET_COMMIT_REQ)
+
+#define ST_OFFSET_COMMIT_RESP_PART(X, S)                                                \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_offset_commit_resp_part, ST_OFFSET_COMMIT_RESP_PART)
+
+#define ST_OFFSET_COMMIT_RESP_TOPIC(X, S)                                               \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_offset_commit_resp_part)
+ST_SCHEMA_DECLARE(st_offset_commit_resp_topic, ST_OFFSET_COMMIT_RESP_TOPIC)
+
+#define ST_OFFSET_COMMIT_RESP(X, S)                                                     \
+    X(S, INT32, throttle_time_ms, V(3), NN, NT, 0, _)                                  \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_offset_commit_resp_topic)
+ST_SCHEMA_DECLARE(st_offset_commit_resp, ST_OFFSET_COMMIT_RESP)
+
+/* OffsetFetch: versions 0-7 ask for one group at the top level, 8+ for
+ * several in groups[]; the topic and partition shapes are the same. */
+#define ST_OFFSET_FETCH_REQ_TOPIC(X, S)                                                 \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY_INT32, partition_indexes, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_offset_fetch_req_topic, ST_OFFSET_FETCH_REQ_TOPIC)
+
+#define ST_OFFSET_FETCH_REQ_GROUP(X, S)                                                 \
+    X(S, STRING, group_id, V(8), NN, NT, 0, _)                                         \
+    X(S, ARRAY, topics, V(8), NUL(8), NT, 0, st_offset_fetch_req_topic)
+ST_SCHEMA_DECLARE(st_offset_fetch_req_group, ST_OFFSET_FETCH_REQ_GROUP)
+
+#define ST_OFFSET_FETCH_REQ(X, S)                                                       \
+    X(S, STRING, group_id, VR(0, 7), NN, NT, 0, _)                                     \
+    X(S, ARRAY, topics, VR(0, 7), NULR(2, 7), NT, 0, st_offset_fetch_req_topic)        \
+    X(S, ARRAY, groups, V(8), NN, NT, 0, st_offset_fetch_req_group)                    \
+    X(S, BOOL, require_stable, V(7), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_offset_fetch_req, ST_OFFSET_FETCH_REQ)
+
+#define ST_OFFSET_FETCH_RESP_PART(X, S)                                                 \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT64, committed_offset, V(0), NN, NT, 0, _)                                  \
+    X(S, INT32, committed_leader_epoch, V(5), NN, NT, -1, _)                           \
+    X(S, STRING, metadata, V(0), NUL(0), NT, 0, _)                                     \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_offset_fetch_resp_part, ST_OFFSET_FETCH_RESP_PART)
+
+#define ST_OFFSET_FETCH_RESP_TOPIC(X, S)                                                \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_offset_fetch_resp_part)
+ST_SCHEMA_DECLARE(st_offset_fetch_resp_topic, ST_OFFSET_FETCH_RESP_TOPIC)
+
+#define ST_OFFSET_FETCH_RESP_GROUP(X, S)                                                \
+    X(S, STRING, group_id, V(8), NN, NT, 0, _)                                         \
+    X(S, ARRAY, topics, V(8), NN, NT, 0, st_offset_fetch_resp_topic)                   \
+    X(S, INT16, error_code, V(8), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_offset_fetch_resp_group, ST_OFFSET_FETCH_RESP_GROUP)
+
+#define ST_OFFSET_FETCH_RESP(X, S)                                                      \
+    X(S, INT32, throttle_time_ms, V(3), NN, NT, 0, _)                                  \
+    X(S, ARRAY, topics, VR(0, 7), NN, NT, 0, st_offset_fetch_resp_topic)               \
+    X(S, INT16, error_code, VR(2, 7), NN, NT, 0, _)                                    \
+    X(S, ARRAY, groups, V(8), NN, NT, 0, st_offset_fetch_resp_group)
+ST_SCHEMA_DECLARE(st_offset_fetch_resp, ST_OFFSET_FETCH_RESP)
+
+#define ST_DESCRIBE_GROUPS_REQ(X, S)                                                    \
+    X(S, ARRAY_STRING, groups, V(0), NN, NT, 0, _)                                     \
+    X(S, BOOL, include_authorized_operations, V(3), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_describe_groups_req, ST_DESCRIBE_GROUPS_REQ)
+
+#define ST_DESCRIBED_GROUP_MEMBER(X, S)                                                 \
+    X(S, STRING, member_id, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, group_instance_id, V(4), NUL(4), NT, ST_DEF_NULL, _)                  \
+    X(S, STRING, client_id, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, client_host, V(0), NN, NT, 0, _)                                      \
+    X(S, BYTES, member_metadata, V(0), NN, NT, 0, _)                                   \
+    X(S, BYTES, member_assignment, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_described_group_member, ST_DESCRIBED_GROUP_MEMBER)
+
+#define ST_DESCRIBED_GROUP(X, S)                                                        \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, group_id, V(0), NN, NT, 0, _)                                         \
+    X(S, STRING, group_state, V(0), NN, NT, 0, _)                                      \
+    X(S, STRING, protocol_type, V(0), NN, NT, 0, _)                                    \
+    X(S, STRING, protocol_data, V(0), NN, NT, 0, _)                                    \
+    X(S, ARRAY, members, V(0), NN, NT, 0, st_described_group_member)                   \
+    X(S, INT32, authorized_operations, V(3), NN, NT, INT32_MIN, _)
+ST_SCHEMA_DECLARE(st_described_group, ST_DESCRIBED_GROUP)
+
+#define ST_DESCRIBE_GROUPS_RESP(X, S)                                                   \
+    X(S, INT32, throttle_time_ms, V(1), NN, NT, 0, _)                                  \
+    X(S, ARRAY, groups, V(0), NN, NT, 0, st_described_group)
+ST_SCHEMA_DECLARE(st_describe_groups_resp, ST_DESCRIBE_GROUPS_RESP)
+
+#define ST_LIST_GROUPS_REQ(X, S)                                                        \
+    X(S, ARRAY_STRING, states_filter, V(4), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_list_groups_req, ST_LIST_GROUPS_REQ)
+
+#define ST_LISTED_GROUP(X, S)                                                           \
+    X(S, STRING, group_id, V(0), NN, NT, 0, _)                                         \
+    X(S, STRING, protocol_type, V(0), NN, NT, 0, _)                                    \
+    X(S, STRING, group_state, V(4), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_listed_group, ST_LISTED_GROUP)
+
+#define ST_LIST_GROUPS_RESP(X, S)                                                       \
+    X(S, INT32, throttle_time_ms, V(1), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, ARRAY, groups, V(0), NN, NT, 0, st_listed_group)
+ST_SCHEMA_DECLARE(st_list_groups_resp, ST_LIST_GROUPS_RESP)
+
+#define ST_DELETE_GROUPS_REQ(X, S)                                                      \
+    X(S, ARRAY_STRING, groups_names, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_delete_groups_req, ST_DELETE_GROUPS_REQ)
+
+#define ST_DELETE_GROUPS_RESULT(X, S)                                                   \
+    X(S, STRING, group_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_delete_groups_result, ST_DELETE_GROUPS_RESULT)
+
+#define ST_DELETE_GROUPS_RESP(X, S)                                                     \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, ARRAY, results, V(0), NN, NT, 0, st_delete_groups_result)
+ST_SCHEMA_DECLARE(st_delete_groups_resp, ST_DELETE_GROUPS_RESP)
+
+#define ST_OFFSET_DELETE_REQ_PART(X, S)                                                 \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_offset_delete_req_part, ST_OFFSET_DELETE_REQ_PART)
+
+#define ST_OFFSET_DELETE_REQ_TOPIC(X, S)                                                \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_offset_delete_req_part)
+ST_SCHEMA_DECLARE(st_offset_delete_req_topic, ST_OFFSET_DELETE_REQ_TOPIC)
+
+#define ST_OFFSET_DELETE_REQ(X, S)                                                      \
+    X(S, STRING, group_id, V(0), NN, NT, 0, _)                                         \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_offset_delete_req_topic)
+ST_SCHEMA_DECLARE(st_offset_delete_req, ST_OFFSET_DELETE_REQ)
+
+#define ST_OFFSET_DELETE_RESP_PART(X, S)                                                \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_offset_delete_resp_part, ST_OFFSET_DELETE_RESP_PART)
+
+#define ST_OFFSET_DELETE_RESP_TOPIC(X, S)                                               \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_offset_delete_resp_part)
+ST_SCHEMA_DECLARE(st_offset_delete_resp_topic, ST_OFFSET_DELETE_RESP_TOPIC)
+
+#define ST_OFFSET_DELETE_RESP(X, S)                                                     \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_offset_delete_resp_topic)
+ST_SCHEMA_DECLARE(st_offset_delete_resp, ST_OFFSET_DELETE_RESP)
+
 /* Every schema above, for tests that walk them all: X(schema). */
 #define ST_ALL_SCHEMAS(X)                                                               \
     X(st_api_versions_req) X(st_api_versions_key) X(st_api_versions_feature)           \
@@ -569,7 +873,24 @@ ST_SCHEMA_DECLARE(st_describe_cluster_resp, ST_DESCRIBE_CLUSTER_RESP)
     X(st_create_partitions_assignment) X(st_create_partitions_topic)                   \
     X(st_create_partitions_req) X(st_create_partitions_result)                         \
     X(st_create_partitions_resp) X(st_describe_cluster_req)                            \
-    X(st_describe_cluster_broker) X(st_describe_cluster_resp)
+    X(st_describe_cluster_broker) X(st_describe_cluster_resp)                          \
+    X(st_find_coordinator_req) X(st_coordinator) X(st_find_coordinator_resp)           \
+    X(st_join_group_protocol) X(st_join_group_req) X(st_join_group_member)             \
+    X(st_join_group_resp) X(st_sync_group_assignment) X(st_sync_group_req)             \
+    X(st_sync_group_resp) X(st_heartbeat_req) X(st_heartbeat_resp)                     \
+    X(st_leave_group_member) X(st_leave_group_req) X(st_leave_group_member_resp)       \
+    X(st_leave_group_resp) X(st_offset_commit_req_part) X(st_offset_commit_req_topic)  \
+    X(st_offset_commit_req) X(st_offset_commit_resp_part)                              \
+    X(st_offset_commit_resp_topic) X(st_offset_commit_resp)                            \
+    X(st_offset_fetch_req_topic) X(st_offset_fetch_req_group) X(st_offset_fetch_req)   \
+    X(st_offset_fetch_resp_part) X(st_offset_fetch_resp_topic)                         \
+    X(st_offset_fetch_resp_group) X(st_offset_fetch_resp) X(st_describe_groups_req)    \
+    X(st_described_group_member) X(st_described_group) X(st_describe_groups_resp)      \
+    X(st_list_groups_req) X(st_listed_group) X(st_list_groups_resp)                    \
+    X(st_delete_groups_req) X(st_delete_groups_result) X(st_delete_groups_resp)        \
+    X(st_offset_delete_req_part) X(st_offset_delete_req_topic) X(st_offset_delete_req) \
+    X(st_offset_delete_resp_part) X(st_offset_delete_resp_topic)                       \
+    X(st_offset_delete_resp)
 
 #include "msg_dsl_end.h"
 
