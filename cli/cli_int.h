@@ -9,7 +9,16 @@
 #ifndef CLI_INT_H
 #define CLI_INT_H
 
+#include "config.h"
 #include "st_objectstore.h"
+
+/* What every command gets: the broker's settings as the broker reads
+ * them, the object store's, and where to reach the broker. */
+typedef struct st_cli_ctx {
+    st_broker_config_t broker;
+    st_os_config_t os;
+    char bootstrap[300];
+} st_cli_ctx_t;
 
 #define ST_CLI_EXIT_OK 0
 #define ST_CLI_EXIT_FAIL 1
@@ -19,5 +28,9 @@
  *   ls [PREFIX] | stat KEY | get KEY LOCALFILE | put KEY LOCALFILE | rm KEY */
 int st_cli_bucket(const st_os_config_t *cfg, int argc, char **argv);
 void st_cli_bucket_usage(FILE *out);
+
+/* strata tiering ... status [TOPIC] */
+int st_cli_tiering(const st_cli_ctx_t *ctx, int argc, char **argv);
+void st_cli_tiering_usage(FILE *out);
 
 #endif /* CLI_INT_H */

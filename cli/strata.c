@@ -1,30 +1,63 @@
 /*
  * strata.c - the `strata` command-line tool.
  *
- *   strata bucket --config FILE [--override key=value ...] <verb> ...
+ *   strata <command> --config FILE [--override key=value ...]
+ *                    [--bootstrap HOST:PORT] <verb> ...
  *
- * The configuration file is the broker's server.properties: the same keys
- * mean the same things here, so the tool sees the bucket exactly as the
- * broker does.
+ * The configuration file is the broker's server.properties, read through
+ * the same tables stratad reads it with: the tool sees the bucket and the
+ * broker exactly as the broker does.  --bootstrap defaults to the first
+ * advertised listener (or listener) of that file.
  */
 #include "cli_int.h"
-#include "config.h"
 
 #include <stdlib.h>
 
-static void usage(FILE *out) {
-    fprintf(out, "usage: strata <command> ...\n"
-                 "commands:\n"
-                 "  bucket   look into the object store (ls, stat, get, put, rm)\n\n");
-    st_cli_bucket_usage(out);
+typedef struct command {
+    const char *name;
+    const char *what;
+    int (*run)(const st_cli_ctx_t *ctx, int argc, char **argv);
+    void (*usage)(FILE *out);
+} command_t;
+
+static int run_bucket(const st_cli_ctx_t *ctx, int argc, char **argv) {
+    return st_cli_bucket(&ctx->os, argc, argv);
 }
 
-static int cmd_bucket(int argc, char **argv) {
-    st_os_config_t cfg;
-    st_os_config_init(&cfg);
+static const command_t commands[] = {
+    {"bucket", "look into the object store (ls, stat, get, put, rm)", run_bucket,
+     st_cli_bucket_usage},
+    {"tiering", "tiered storage per partition (status)", st_cli_tiering, st_cli_tiering_usage},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: strata <command> --config FILE [--override key=value ...] "
+                 "[--bootstrap HOST:PORT] <verb> ...\ncommands:\n");
+    for (size_t i = 0; i < ST_ARRAY_SIZE(commands); i++)
+        fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].what);
+    fprintf(out, "\n");
+    for (size_t i = 0; i < ST_ARRAY_SIZE(commands); i++) commands[i].usage(out);
+}
+
+/* host:port of the first advertised listener, else the first listener. */
+static void default_bootstrap(const st_broker_config_t *b, char *out, size_t n) {
+    st_listener_spec_t *l = NULL;
+    int cnt = 0;
+    char err[256];
+    const char *text = *b->advertised_listeners ? b->advertised_listeners : b->listeners;
+    if (st_parse_listeners(text, &l, &cnt, err, sizeof err) == ST_OK && cnt > 0)
+        snprintf(out, n, "%s:%d", *l[0].host ? l[0].host : "localhost", l[0].port);
+    else
+        snprintf(out, n, "localhost:9092");
+    free(l);
+}
+
+static int run(const command_t *cmd, int argc, char **argv) {
+    static st_cli_ctx_t ctx;
+    st_os_config_init(&ctx.os);
     char err[1024];
     int i = 0, rc;
-    const char *config = NULL;
+    const char *config = NULL, *bootstrap = NULL;
     /* Overrides apply after the file, whatever their order on the line. */
     char *overrides[64];
     int noverrides = 0;
@@ -33,41 +66,42 @@ static int cmd_bucket(int argc, char **argv) {
             config = argv[++i];
         } else if (!strncmp(argv[i], "--config=", 9)) {
             config = argv[i] + 9;
+        } else if (!strcmp(argv[i], "--bootstrap") && i + 1 < argc) {
+            bootstrap = argv[++i];
         } else if (!strcmp(argv[i], "--override") && i + 1 < argc) {
             if (noverrides == 64) {
-                fprintf(stderr, "strata bucket: too many --override options\n");
+                fprintf(stderr, "strata %s: too many --override options\n", cmd->name);
                 rc = ST_CLI_EXIT_USAGE;
                 goto out;
             }
             overrides[noverrides++] = argv[++i];
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            st_cli_bucket_usage(stdout);
+            cmd->usage(stdout);
             rc = ST_CLI_EXIT_OK;
             goto out;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "strata bucket: unknown option %s\n", argv[i]);
-            st_cli_bucket_usage(stderr);
+            fprintf(stderr, "strata %s: unknown option %s\n", cmd->name, argv[i]);
+            cmd->usage(stderr);
             rc = ST_CLI_EXIT_USAGE;
             goto out;
         } else {
             break;
         }
     }
-    /* The broker's whole file is read through the broker's table and the
-     * object store's, exactly as stratad reads it. */
-    st_broker_config_t broker;
-    st_cfg_bind_t extra[] = {{&st_os_config_table, &cfg}};
-    st_err_t e = st_broker_config_load(&broker, config, overrides, noverrides, extra, 1, err,
-                                       sizeof err);
-    st_broker_config_fini(&broker);
-    if (e) {
-        fprintf(stderr, "strata bucket: %s\n", err);
+    st_cfg_bind_t extra[] = {{&st_os_config_table, &ctx.os}};
+    if (st_broker_config_load(&ctx.broker, config, overrides, noverrides, extra, 1, err,
+                              sizeof err)) {
+        fprintf(stderr, "strata %s: %s\n", cmd->name, err);
         rc = ST_CLI_EXIT_FAIL;
-        goto out;
+        goto fini;
     }
-    rc = st_cli_bucket(&cfg, argc - i, argv + i);
+    if (bootstrap) snprintf(ctx.bootstrap, sizeof ctx.bootstrap, "%s", bootstrap);
+    else default_bootstrap(&ctx.broker, ctx.bootstrap, sizeof ctx.bootstrap);
+    rc = cmd->run(&ctx, argc - i, argv + i);
+fini:
+    st_broker_config_fini(&ctx.broker);
 out:
-    st_os_config_fini(&cfg);
+    st_os_config_fini(&ctx.os);
     return rc;
 }
 
@@ -76,7 +110,8 @@ int main(int argc, char **argv) {
         usage(stderr);
         return ST_CLI_EXIT_USAGE;
     }
-    if (!strcmp(argv[1], "bucket")) return cmd_bucket(argc - 2, argv + 2);
+    for (size_t i = 0; i < ST_ARRAY_SIZE(commands); i++)
+        if (!strcmp(argv[1], commands[i].name)) return run(&commands[i], argc - 2, argv + 2);
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return ST_CLI_EXIT_OK;

@@ -161,3 +161,17 @@ out:
     json_decref(root);
     return e;
 }
+
+st_err_t st_tier_manifest_summarize(const char *text, size_t len, st_tier_manifest_summary_t *out,
+                                    char *why, size_t whylen) {
+    st_manifest_t m;
+    st_err_t e = st_tier__manifest_decode(text, len, &m, why, whylen);
+    if (e) return e;
+    out->segments = m.nsegs;
+    out->bytes = st_tier__manifest_bytes(&m);
+    out->start = st_tier__manifest_start(&m);
+    out->end = st_tier__manifest_end(&m);
+    out->newest_timestamp = m.nsegs ? m.segs[m.nsegs - 1].max_timestamp : -1;
+    st_tier__manifest_fini(&m);
+    return ST_OK;
+}

@@ -175,6 +175,17 @@ st_err_t st_tier_offset_for_time(st_tier_part_t *p, int64_t ts, int64_t *offset)
  * first); the remote start becomes offset when it lies in the remote part. */
 st_err_t st_tier_delete_records(st_tier_part_t *p, int64_t offset);
 
+/* What a manifest says, for tools: segments, bytes and [start, end). */
+typedef struct st_tier_manifest_summary {
+    int segments;
+    int64_t bytes;
+    int64_t start, end;
+    int64_t newest_timestamp;
+} st_tier_manifest_summary_t;
+
+st_err_t st_tier_manifest_summarize(const char *text, size_t len, st_tier_manifest_summary_t *out,
+                                    char *why, size_t whylen);
+
 /* The bucket prefix of a partition (for tools and tests). */
 void st_tier_part_prefix(const char *topic, const char *topic_id, int32_t partition, char *out,
                          size_t n);

@@ -1,0 +1,114 @@
+/* kclient.c - see kclient.h.  Frames: int32 size, request header v1 or v2
+ * (by the API's flexible versions), body; the answer's header is v0 or v1. */
+#include "kclient.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+st_err_t st_kclient_open(st_kclient_t *c, const char *bootstrap, char *err, size_t errlen) {
+    char host[256];
+    snprintf(host, sizeof host, "%s", bootstrap);
+    char *colon = strrchr(host, ':');
+    if (!colon) {
+        snprintf(err, errlen, "%s: expected host:port", bootstrap);
+        return ST_E_INVAL;
+    }
+    *colon = 0;
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_socktype = SOCK_STREAM;
+    int rc = getaddrinfo(host, colon + 1, &hints, &res);
+    if (rc) {
+        snprintf(err, errlen, "%s: %s", bootstrap, gai_strerror(rc));
+        return ST_E_INVAL;
+    }
+    c->fd = -1;
+    for (struct addrinfo *ai = res; ai && c->fd < 0; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) c->fd = fd;
+        else if (fd >= 0) close(fd);
+    }
+    freeaddrinfo(res);
+    if (c->fd < 0) {
+        snprintf(err, errlen, "cannot connect to %s: %s", bootstrap, strerror(errno));
+        return ST_E_IO;
+    }
+    struct timeval tv = {30, 0};
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    c->correlation_id = 0;
+    return ST_OK;
+}
+
+void st_kclient_close(st_kclient_t *c) {
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+}
+
+static st_err_t io_all(int fd, void *p, size_t n, int writing) {
+    uint8_t *b = p;
+    while (n) {
+        ssize_t r = writing ? write(fd, b, n) : read(fd, b, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return r == 0 ? ST_E_CLOSED : st_err_from_errno(errno);
+        b += r;
+        n -= (size_t)r;
+    }
+    return ST_OK;
+}
+
+st_err_t st_kclient_call(st_kclient_t *c, int16_t key, int16_t version, const void *req,
+                         st_arena_t *a, void **resp, char *err, size_t errlen) {
+    const st_api_t *api = st_api_lookup(key);
+    if (!api) {
+        snprintf(err, errlen, "API %d is not described", key);
+        return ST_E_INVAL;
+    }
+    st_chain_t ch;
+    st_chain_init(&ch);
+    st_buf_put_i32(&ch.mem, 0);
+    st_req_header_t h = {key, version, ++c->correlation_id, st_str("strata-cli")};
+    st_req_header_encode(&h, st_api_req_header_version(api, version), &ch.mem);
+    st_encode(api->req, version, st_api_flexible(api, version), req, &ch);
+    st_be32_put(ch.mem.data, (uint32_t)(ch.mem.len - 4));
+    st_err_t e = io_all(c->fd, ch.mem.data, ch.mem.len, 1);
+    st_chain_fini(&ch);
+    uint8_t size[4];
+    if (!e) e = io_all(c->fd, size, 4, 0);
+    if (e) {
+        snprintf(err, errlen, "%s: %s", api->name, st_err_msg(e));
+        return e;
+    }
+    uint32_t n = st_be32_get(size);
+    if (n < 4 || n > (1u << 30)) {
+        snprintf(err, errlen, "%s: bad answer size %u", api->name, n);
+        return ST_E_CORRUPT;
+    }
+    uint8_t *frame = st_arena_alloc(a, n);
+    e = io_all(c->fd, frame, n, 0);
+    if (e) {
+        snprintf(err, errlen, "%s: %s", api->name, st_err_msg(e));
+        return e;
+    }
+    st_rd_t r;
+    st_rd_init(&r, frame, n);
+    if (st_rd_i32(&r) != c->correlation_id) {
+        snprintf(err, errlen, "%s: answer to another request", api->name);
+        return ST_E_CORRUPT;
+    }
+    if (st_api_resp_header_version(api, version) >= 1) {
+        uint64_t tags = st_rd_uvarint(&r);
+        for (uint64_t i = 0; i < tags && !r.err; i++) {
+            st_rd_uvarint(&r);
+            st_rd_bytes(&r, (size_t)st_rd_uvarint(&r));
+        }
+    }
+    void *out = st_arena_alloc(a, api->resp->size);
+    if (st_decode(api->resp, version, st_api_flexible(api, version), &r, a, out)) {
+        snprintf(err, errlen, "%s: malformed answer", api->name);
+        return ST_E_CORRUPT;
+    }
+    *resp = out;
+    return ST_OK;
+}
