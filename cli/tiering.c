@@ -5,9 +5,9 @@
  * how much is not in the bucket yet.
  *
  * Offsets come from the broker (ListOffsets -2 earliest, -4 earliest local,
- * -5 latest tiered, -1 latest: KIP-405 / KIP-1005); segments and bytes from
- * the partition's manifest in the bucket, read through the same object
- * store settings as the broker's.
+ * -5 latest tiered, -1 latest: KIP-405 / KIP-1005), local bytes from
+ * DescribeLogDirs; segments and bytes from the partition's manifest in the
+ * bucket, read through the same object store settings as the broker's.
  */
 #include "cli_int.h"
 #include "kclient.h"
@@ -31,6 +31,7 @@ typedef struct row {
     char topic_id[23];
     int32_t partition;
     int64_t off[NQ];
+    int64_t local_bytes;
     int16_t err;
 } row_t;
 
@@ -128,13 +129,32 @@ static int status(const st_cli_ctx_t *ctx, const char *topic) {
             }
     }
 
+    /* Local sizes (DescribeLogDirs). */
+    st_describe_log_dirs_req_t dq;
+    st_schema_defaults(&st_describe_log_dirs_req_schema, &dq);
+    dq.topics.n = -1;
+    st_describe_log_dirs_resp_t *dr;
+    for (int i = 0; i < nrows; i++) rows[i].local_bytes = -1;
+    if (st_kclient_call(&kc, ST_API_DESCRIBE_LOG_DIRS, 4, &dq, &a, (void **)&dr, err, sizeof err))
+        goto fail;
+    for (int d = 0; d < dr->results.n; d++)
+        for (int t = 0; t < dr->results.v[d].topics.n; t++) {
+            st_describe_log_dirs_topic_t *dt = &dr->results.v[d].topics.v[t];
+            for (int k = 0; k < dt->partitions.n; k++)
+                for (int j = 0; j < nrows; j++)
+                    if (st_str_eq(dt->name, rows[j].topic) &&
+                        rows[j].partition == dt->partitions.v[k].partition_index)
+                        rows[j].local_bytes = dt->partitions.v[k].partition_size;
+        }
+
     /* The bucket's side. */
     if (st_os_new(&ctx->os, &os, err, sizeof err)) goto fail;
-    printf("%-24s %4s %12s %12s %12s %12s %6s %9s %12s  %s\n", "TOPIC", "PART", "LOG-START",
-           "LOCAL-START", "TIERED-END", "HIGH-WATER", "SEGS", "REMOTE", "NOT-TIERED", "MANIFEST");
+    printf("%-24s %4s %12s %12s %12s %12s %9s %6s %9s %12s  %s\n", "TOPIC", "PART", "LOG-START",
+           "LOCAL-START", "TIERED-END", "HIGH-WATER", "LOCAL", "SEGS", "REMOTE", "NOT-TIERED",
+           "MANIFEST");
     for (int i = 0; i < nrows; i++) {
         row_t *r = &rows[i];
-        char prefix[600], key[700], bytes[32] = "-", why[200] = "";
+        char prefix[600], key[700], bytes[32] = "-", local[32] = "-", why[200] = "";
         st_tier_part_prefix(r->topic, r->topic_id, r->partition, prefix, sizeof prefix);
         snprintf(key, sizeof key, "%s/manifest.json", prefix);
         st_os_request_t rq = {.op = ST_OS_GET, .key = key, .offset = 0, .length = ST_OS_TO_END};
@@ -151,11 +171,12 @@ static int status(const st_cli_ctx_t *ctx, const char *topic) {
         }
         st_os_result_free(res);
         human(s.bytes, bytes, sizeof bytes);
+        human(r->local_bytes, local, sizeof local);
         int64_t tiered_end = r->off[Q_TIERED] >= 0 ? r->off[Q_TIERED] + 1 : -1;
         int64_t base = tiered_end >= 0 ? tiered_end : r->off[Q_LOCAL];
-        printf("%-24s %4d %12lld %12lld %12lld %12lld %6d %9s %12lld  %s%s%s\n", r->topic,
+        printf("%-24s %4d %12lld %12lld %12lld %12lld %9s %6d %9s %12lld  %s%s%s\n", r->topic,
                (int)r->partition, (long long)r->off[Q_EARLIEST], (long long)r->off[Q_LOCAL],
-               (long long)tiered_end, (long long)r->off[Q_LATEST], s.segments, bytes,
+               (long long)tiered_end, (long long)r->off[Q_LATEST], local, s.segments, bytes,
                (long long)(r->off[Q_LATEST] - base), state, r->err ? " error " : "",
                r->err ? st_err_name((st_err_t)r->err) : "");
     }

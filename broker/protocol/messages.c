@@ -80,6 +80,12 @@ ST_SCHEMA_DEFINE(st_create_partitions_resp, ST_CREATE_PARTITIONS_RESP)
 ST_SCHEMA_DEFINE(st_describe_cluster_req, ST_DESCRIBE_CLUSTER_REQ)
 ST_SCHEMA_DEFINE(st_describe_cluster_broker, ST_DESCRIBE_CLUSTER_BROKER)
 ST_SCHEMA_DEFINE(st_describe_cluster_resp, ST_DESCRIBE_CLUSTER_RESP)
+ST_SCHEMA_DEFINE(st_describe_log_dirs_req_topic, ST_DESCRIBE_LOG_DIRS_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_describe_log_dirs_req, ST_DESCRIBE_LOG_DIRS_REQ)
+ST_SCHEMA_DEFINE(st_describe_log_dirs_part, ST_DESCRIBE_LOG_DIRS_PART)
+ST_SCHEMA_DEFINE(st_describe_log_dirs_topic, ST_DESCRIBE_LOG_DIRS_TOPIC)
+ST_SCHEMA_DEFINE(st_describe_log_dirs_result, ST_DESCRIBE_LOG_DIRS_RESULT)
+ST_SCHEMA_DEFINE(st_describe_log_dirs_resp, ST_DESCRIBE_LOG_DIRS_RESP)
 ST_SCHEMA_DEFINE(st_find_coordinator_req, ST_FIND_COORDINATOR_REQ)
 ST_SCHEMA_DEFINE(st_coordinator, ST_COORDINATOR)
 ST_SCHEMA_DEFINE(st_find_coordinator_resp, ST_FIND_COORDINATOR_RESP)
@@ -158,6 +164,8 @@ static const st_api_t api_table[] = {
      &st_incr_alter_configs_req_schema, &st_alter_configs_resp_schema},
     {ST_API_DESCRIBE_CLUSTER, "DescribeCluster", 0, 0, 1, 0, &st_describe_cluster_req_schema,
      &st_describe_cluster_resp_schema},
+    {ST_API_DESCRIBE_LOG_DIRS, "DescribeLogDirs", 0, 0, 4, 2, &st_describe_log_dirs_req_schema,
+     &st_describe_log_dirs_resp_schema},
     /* Consumer groups.  Minimums stay at 0 as Kafka 3.x advertises them:
      * librdkafka 2.0.2 needs OffsetCommit to overlap 1-2 and OffsetFetch to
      * include 1, and enables lz4 only when FindCoordinator v0 is listed. */

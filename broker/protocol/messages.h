@@ -29,6 +29,7 @@ enum st_api_key {
     ST_API_DELETE_RECORDS = 21,
     ST_API_DESCRIBE_CONFIGS = 32,
     ST_API_ALTER_CONFIGS = 33,
+    ST_API_DESCRIBE_LOG_DIRS = 35,
     ST_API_CREATE_PARTITIONS = 37,
     ST_API_DELETE_GROUPS = 42,
     ST_API_INCREMENTAL_ALTER_CONFIGS = 44,
@@ -549,6 +550,42 @@ ST_SCHEMA_DECLARE(st_describe_cluster_broker, ST_DESCRIBE_CLUSTER_BROKER)
     X(S, INT32, cluster_authorized_operations, V(0), NN, NT, INT32_MIN, _)
 ST_SCHEMA_DECLARE(st_describe_cluster_resp, ST_DESCRIBE_CLUSTER_RESP)
 
+/* ---- DescribeLogDirs (35) --------------------------------------------- */
+#define ST_DESCRIBE_LOG_DIRS_REQ_TOPIC(X, S)                                            \
+    X(S, STRING, topic, V(0), NN, NT, 0, _)                                            \
+    X(S, ARRAY_INT32, partitions, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_describe_log_dirs_req_topic, ST_DESCRIBE_LOG_DIRS_REQ_TOPIC)
+
+#define ST_DESCRIBE_LOG_DIRS_REQ(X, S)                                                  \
+    X(S, ARRAY, topics, V(0), NUL(0), NT, 0, st_describe_log_dirs_req_topic)
+ST_SCHEMA_DECLARE(st_describe_log_dirs_req, ST_DESCRIBE_LOG_DIRS_REQ)
+
+#define ST_DESCRIBE_LOG_DIRS_PART(X, S)                                                 \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT64, partition_size, V(0), NN, NT, 0, _)                                    \
+    X(S, INT64, offset_lag, V(0), NN, NT, 0, _)                                        \
+    X(S, BOOL, is_future_key, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_describe_log_dirs_part, ST_DESCRIBE_LOG_DIRS_PART)
+
+#define ST_DESCRIBE_LOG_DIRS_TOPIC(X, S)                                                \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_describe_log_dirs_part)
+ST_SCHEMA_DECLARE(st_describe_log_dirs_topic, ST_DESCRIBE_LOG_DIRS_TOPIC)
+
+#define ST_DESCRIBE_LOG_DIRS_RESULT(X, S)                                               \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, log_dir, V(0), NN, NT, 0, _)                                          \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_describe_log_dirs_topic)                   \
+    X(S, INT64, total_bytes, V(4), NN, NT, -1, _)                                      \
+    X(S, INT64, usable_bytes, V(4), NN, NT, -1, _)
+ST_SCHEMA_DECLARE(st_describe_log_dirs_result, ST_DESCRIBE_LOG_DIRS_RESULT)
+
+#define ST_DESCRIBE_LOG_DIRS_RESP(X, S)                                                 \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(3), NN, NT, 0, _)                                        \
+    X(S, ARRAY, results, V(0), NN, NT, 0, st_describe_log_dirs_result)
+ST_SCHEMA_DECLARE(st_describe_log_dirs_resp, ST_DESCRIBE_LOG_DIRS_RESP)
+
 /* ---- Consumer groups: FindCoordinator (10), JoinGroup (11), Heartbeat
  * (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups
  * (16), OffsetCommit (8), OffsetFetch (9), DeleteGroups (42), OffsetDelete
@@ -874,6 +911,9 @@ ST_SCHEMA_DECLARE(st_offset_delete_resp, ST_OFFSET_DELETE_RESP)
     X(st_create_partitions_req) X(st_create_partitions_result)                         \
     X(st_create_partitions_resp) X(st_describe_cluster_req)                            \
     X(st_describe_cluster_broker) X(st_describe_cluster_resp)                          \
+    X(st_describe_log_dirs_req_topic) X(st_describe_log_dirs_req)                      \
+    X(st_describe_log_dirs_part) X(st_describe_log_dirs_topic)                         \
+    X(st_describe_log_dirs_result) X(st_describe_log_dirs_resp)                        \
     X(st_find_coordinator_req) X(st_coordinator) X(st_find_coordinator_resp)           \
     X(st_join_group_protocol) X(st_join_group_req) X(st_join_group_member)             \
     X(st_join_group_resp) X(st_sync_group_assignment) X(st_sync_group_req)             \

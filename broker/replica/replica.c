@@ -109,6 +109,25 @@ st_partition_t *st_replicas_lookup_id(st_replicas_t *rm, const st_uuid_t *id, in
     return p;
 }
 
+st_partition_t **st_replicas_all(st_replicas_t *rm, int *n) {
+    int cnt = 0, cap = 64;
+    st_partition_t **v = st_malloc(sizeof *v * (size_t)cap);
+    pthread_rwlock_rdlock(&rm->lock);
+    for (int b = 0; b < NBUCKETS; b++)
+        for (topic_entry_t *t = rm->buckets[b]; t; t = t->next)
+            for (int i = 0; i < t->nparts; i++) {
+                if (!t->parts[i]) continue;
+                if (cnt == cap) {
+                    cap *= 2;
+                    v = st_realloc(v, sizeof *v * (size_t)cap);
+                }
+                v[cnt++] = partition_keep(t->parts[i]);
+            }
+    pthread_rwlock_unlock(&rm->lock);
+    *n = cnt;
+    return v;
+}
+
 void st_partition_watch(st_partition_t *p, int loop_index) {
     __atomic_or_fetch(&p->waiters, (uint64_t)1 << (loop_index & 63), __ATOMIC_ACQ_REL);
 }

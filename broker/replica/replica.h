@@ -58,6 +58,10 @@ st_partition_t *st_replicas_lookup(st_replicas_t *rm, const char *topic, size_t 
 st_partition_t *st_replicas_lookup_id(st_replicas_t *rm, const st_uuid_t *id, int32_t partition);
 void st_partition_release(st_partition_t *p);
 
+/* Every hosted partition, kept (release each with st_partition_release
+ * and free the array). */
+st_partition_t **st_replicas_all(st_replicas_t *rm, int *n);
+
 /* The first offset a consumer may read: the remote log start when the
  * bucket holds anything, else the local one. */
 int64_t st_partition_log_start(st_partition_t *p);

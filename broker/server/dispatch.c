@@ -23,6 +23,7 @@ static const struct {
     {ST_API_CREATE_PARTITIONS, st_handle_create_partitions},
     {ST_API_INCREMENTAL_ALTER_CONFIGS, st_handle_incremental_alter_configs},
     {ST_API_DESCRIBE_CLUSTER, st_handle_describe_cluster},
+    {ST_API_DESCRIBE_LOG_DIRS, st_handle_describe_log_dirs},
 };
 
 st_handler_fn st_handler_for(int16_t key) {

@@ -8,6 +8,7 @@
 #include "server.h"
 
 #include <stdlib.h>
+#include <sys/statvfs.h>
 
 /* ConfigSource and ConfigType codes of DescribeConfigs. */
 enum { SRC_DYNAMIC_TOPIC = 1, SRC_STATIC_BROKER = 4, SRC_DEFAULT = 5 };
@@ -506,4 +507,66 @@ void st_handle_incremental_alter_configs(st_server_t *srv, st_request_t *req) {
         }
     }
     st_server_via_controller(srv, req, alter_work, alter_done, c);
+}
+
+/* ---- DescribeLogDirs ---------------------------------------------------- */
+
+static int wanted_partition(const st_describe_log_dirs_req_t *q, const st_partition_t *p) {
+    if (q->topics.n < 0) return 1;
+    for (int i = 0; i < q->topics.n; i++) {
+        if (!st_str_eq(q->topics.v[i].topic, p->topic)) continue;
+        for (int k = 0; k < q->topics.v[i].partitions.n; k++)
+            if (q->topics.v[i].partitions.v[k] == p->index) return 1;
+    }
+    return 0;
+}
+
+/* Per log dir, the size of each partition's local log (the tiered part is
+ * not counted: it is in the bucket). */
+void st_handle_describe_log_dirs(st_server_t *srv, st_request_t *req) {
+    st_describe_log_dirs_req_t *q = req->body;
+    st_describe_log_dirs_resp_t r;
+    st_schema_defaults(&st_describe_log_dirs_resp_schema, &r);
+    int ndirs = 0, nparts = 0;
+    char **dirs = st_split_csv(srv->cfg.log_dirs, &ndirs);
+    st_partition_t **parts = st_replicas_all(srv->rm, &nparts);
+    ST_ARRAY_ALLOC(r.results, &req->arena, ndirs);
+    for (int d = 0; d < ndirs; d++) {
+        st_describe_log_dirs_result_t *res = &r.results.v[d];
+        st_schema_defaults(&st_describe_log_dirs_result_schema, res);
+        res->log_dir = arena_str(req, dirs[d]);
+        struct statvfs vfs;
+        if (statvfs(dirs[d], &vfs) == 0) {
+            res->total_bytes = (int64_t)vfs.f_blocks * (int64_t)vfs.f_frsize;
+            res->usable_bytes = (int64_t)vfs.f_bavail * (int64_t)vfs.f_frsize;
+        }
+        ST_ARRAY_ALLOC(res->topics, &req->arena, nparts);
+        res->topics.n = 0;
+        for (int i = 0; i < nparts; i++) {
+            st_partition_t *p = parts[i];
+            const char *pdir = st_log_dir(p->log);
+            size_t dl = strlen(dirs[d]);
+            if (strncmp(pdir, dirs[d], dl) || pdir[dl] != '/' || !wanted_partition(q, p)) continue;
+            st_describe_log_dirs_topic_t *t = NULL;
+            for (int k = 0; k < res->topics.n; k++)
+                if (st_str_eq(res->topics.v[k].name, p->topic)) t = &res->topics.v[k];
+            if (!t) {
+                t = &res->topics.v[res->topics.n++];
+                t->name = arena_str(req, p->topic);
+                ST_ARRAY_ALLOC(t->partitions, &req->arena, nparts);
+                t->partitions.n = 0;
+            }
+            st_log_offsets_t o;
+            st_log_offsets(p->log, &o);
+            st_describe_log_dirs_part_t *dp = &t->partitions.v[t->partitions.n++];
+            dp->partition_index = p->index;
+            dp->partition_size = o.size_bytes;
+            dp->offset_lag = 0;
+            dp->is_future_key = 0;
+        }
+    }
+    for (int i = 0; i < nparts; i++) st_partition_release(parts[i]);
+    free(parts);
+    st_free_strv(dirs, ndirs);
+    st_request_respond(req, &r);
 }

@@ -72,6 +72,7 @@ void st_handle_describe_configs(st_server_t *srv, st_request_t *req);
 void st_handle_alter_configs(st_server_t *srv, st_request_t *req);
 void st_handle_incremental_alter_configs(st_server_t *srv, st_request_t *req);
 void st_handle_describe_cluster(st_server_t *srv, st_request_t *req);
+void st_handle_describe_log_dirs(st_server_t *srv, st_request_t *req);
 
 /* Leader epoch fencing (KIP-320): -1 accepts any; an older epoch is
  * FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH. */
