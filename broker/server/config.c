@@ -186,6 +186,37 @@ static const st_cfg_desc_t broker_rows[] = {
     BROW("logger.debug", ST_CFG_STRING, logger_debug, "", 0, 0, NULL, 0,
          "Subsystems whose DEBUG lines are shown (comma list: net, log, produce, fetch, "
          "controller, ...; all for every one)."),
+    /* consumer groups, committed offsets and the log cleaner */
+    BROW("offsets.topic.num.partitions", ST_CFG_INT, offsets_topic_num_partitions, "50", 1,
+         100000, NULL, 0,
+         "Partitions of __consumer_offsets when it is created (on first use); groups are placed "
+         "by abs(hash(group.id)) % this count."),
+    BROW("offsets.topic.replication.factor", ST_CFG_INT, offsets_topic_replication_factor, "1",
+         1, 32767, NULL, 0,
+         "Replication factor of __consumer_offsets when it is created (Kafka's default is 3; "
+         "one broker needs 1)."),
+    BROW("offsets.topic.segment.bytes", ST_CFG_INT, offsets_topic_segment_bytes, "104857600",
+         14, I32MAX, NULL, 0, "segment.bytes of __consumer_offsets when it is created."),
+    BROW("offsets.retention.minutes", ST_CFG_INT, offsets_retention_minutes, "10080", 1, I32MAX,
+         NULL, 0,
+         "Committed offsets of a group without members are deleted this long after it became "
+         "empty (of a group that only commits, after the commit)."),
+    BROW("offsets.retention.check.interval.ms", ST_CFG_LONG, offsets_retention_check_interval_ms,
+         "600000", 1, I64MAX, NULL, 0, "How often expired offsets are looked for."),
+    BROW("offsets.load.buffer.size", ST_CFG_INT, offsets_load_buffer_size, "5242880", 1, I32MAX,
+         NULL, 0, "Bytes read at a time while replaying __consumer_offsets at start."),
+    BROW("offset.metadata.max.bytes", ST_CFG_INT, offset_metadata_max_bytes, "4096", 0, I32MAX,
+         NULL, 0, "The longest metadata string an offset commit may carry."),
+    BROW("group.min.session.timeout.ms", ST_CFG_INT, group_min_session_timeout_ms, "6000", 0,
+         I32MAX, NULL, 0, "The shortest session timeout a group member may ask for."),
+    BROW("group.max.session.timeout.ms", ST_CFG_INT, group_max_session_timeout_ms, "1800000", 0,
+         I32MAX, NULL, 0, "The longest session timeout a group member may ask for."),
+    BROW("group.initial.rebalance.delay.ms", ST_CFG_INT, group_initial_rebalance_delay_ms,
+         "3000", 0, I32MAX, NULL, 0,
+         "How long the first rebalance of an empty group waits for more members (extended "
+         "while members keep joining, up to the rebalance timeout)."),
+    BROW("group.max.size", ST_CFG_INT, group_max_size, "2147483647", 1, I32MAX, NULL, 0,
+         "The most members a group may have."),
 };
 
 const st_cfg_table_t st_broker_config_table = {broker_rows, ST_ARRAY_SIZE(broker_rows)};

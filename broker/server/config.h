@@ -59,6 +59,18 @@ typedef struct st_broker_config {
     int64_t remote_log_cache_size_bytes;
     int32_t remote_log_fetch_readahead_chunks;
     int64_t remote_log_index_file_cache_total_size_bytes;
+    /* consumer groups, committed offsets and the log cleaner */
+    int32_t offsets_topic_num_partitions;
+    int32_t offsets_topic_replication_factor;
+    int32_t offsets_topic_segment_bytes;
+    int32_t offsets_retention_minutes;
+    int64_t offsets_retention_check_interval_ms;
+    int32_t offsets_load_buffer_size;
+    int32_t offset_metadata_max_bytes;
+    int32_t group_min_session_timeout_ms;
+    int32_t group_max_session_timeout_ms;
+    int32_t group_initial_rebalance_delay_ms;
+    int32_t group_max_size;
 } st_broker_config_t;
 
 /* A topic's settings: every field always holds the effective value (the

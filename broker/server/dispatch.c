@@ -24,6 +24,17 @@ static const struct {
     {ST_API_INCREMENTAL_ALTER_CONFIGS, st_handle_incremental_alter_configs},
     {ST_API_DESCRIBE_CLUSTER, st_handle_describe_cluster},
     {ST_API_DESCRIBE_LOG_DIRS, st_handle_describe_log_dirs},
+    {ST_API_FIND_COORDINATOR, st_handle_find_coordinator},
+    {ST_API_JOIN_GROUP, st_handle_join_group},
+    {ST_API_SYNC_GROUP, st_handle_sync_group},
+    {ST_API_HEARTBEAT, st_handle_heartbeat},
+    {ST_API_LEAVE_GROUP, st_handle_leave_group},
+    {ST_API_OFFSET_COMMIT, st_handle_offset_commit},
+    {ST_API_OFFSET_FETCH, st_handle_offset_fetch},
+    {ST_API_DESCRIBE_GROUPS, st_handle_describe_groups},
+    {ST_API_LIST_GROUPS, st_handle_list_groups},
+    {ST_API_DELETE_GROUPS, st_handle_delete_groups},
+    {ST_API_OFFSET_DELETE, st_handle_offset_delete},
 };
 
 st_handler_fn st_handler_for(int16_t key) {

@@ -3,11 +3,14 @@
  *
  *   start:  config -> listeners bound -> log dirs locked -> metadata log
  *           replayed (partitions opened, recovered) -> this broker
- *           registered -> flusher, janitor, controller threads -> I/O loops
- *   stop (SIGTERM / SIGINT):  stop accepting and reading -> finish or expire
- *           every request in flight -> controller -> partitions -> flush,
+ *           registered -> flusher, janitor, controller, group coordinator
+ *           threads -> I/O loops
+ *   stop (SIGTERM / SIGINT):  parked group joins answered -> stop accepting
+ *           and reading -> finish or expire every request in flight -> group
+ *           coordinator -> controller -> partitions -> flush,
  *           checkpoints, segments closed, clean-shutdown marker -> exit 0
  */
+#include "group.h"
 #include "server.h"
 #include "st_objectstore.h"
 #include "st_tiering.h"
@@ -193,9 +196,11 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
         st_logmgr_close(srv.logs);
         return 1;
     }
+    srv.groups = st_server_groups_new(&srv);
     st_logmgr_start(srv.logs);
     if (tier) st_tier_start(tier);
     st_controller_start(srv.ctl);
+    st_group_coord_start(srv.groups);
     st_net_start(srv.net);
 
     ST_INFO("server", "stratad node %d of cluster %s is serving at %s:%d (CRC32C %s)",
@@ -208,7 +213,9 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     sigwait(&sigs, &sig);
     ST_INFO("server", "%s received: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 
+    st_group_coord_close_requests(srv.groups); /* parked joins and syncs are answered */
     st_net_stop(srv.net);
+    st_group_coord_destroy(srv.groups);
     st_controller_close(srv.ctl);
     st_replicas_destroy(srv.rm);
     st_tier_destroy(tier); /* after the partitions let go of it */

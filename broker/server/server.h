@@ -28,6 +28,7 @@ typedef struct st_server {
     int nadvertised;
     const st_cfg_bind_t *extra_config; /* the object store's table, etc. */
     size_t nextra_config;
+    struct st_group_coord *groups; /* the group coordinator (broker/group) */
 } st_server_t;
 
 typedef struct st_loop_state {
@@ -73,6 +74,20 @@ void st_handle_alter_configs(st_server_t *srv, st_request_t *req);
 void st_handle_incremental_alter_configs(st_server_t *srv, st_request_t *req);
 void st_handle_describe_cluster(st_server_t *srv, st_request_t *req);
 void st_handle_describe_log_dirs(st_server_t *srv, st_request_t *req);
+/* consumer groups (h_group.c) */
+void st_handle_find_coordinator(st_server_t *srv, st_request_t *req);
+void st_handle_join_group(st_server_t *srv, st_request_t *req);
+void st_handle_sync_group(st_server_t *srv, st_request_t *req);
+void st_handle_heartbeat(st_server_t *srv, st_request_t *req);
+void st_handle_leave_group(st_server_t *srv, st_request_t *req);
+void st_handle_offset_commit(st_server_t *srv, st_request_t *req);
+void st_handle_offset_fetch(st_server_t *srv, st_request_t *req);
+void st_handle_describe_groups(st_server_t *srv, st_request_t *req);
+void st_handle_list_groups(st_server_t *srv, st_request_t *req);
+void st_handle_delete_groups(st_server_t *srv, st_request_t *req);
+void st_handle_offset_delete(st_server_t *srv, st_request_t *req);
+/* The group coordinator configured from srv->cfg (not started). */
+struct st_group_coord *st_server_groups_new(st_server_t *srv);
 
 /* Leader epoch fencing (KIP-320): -1 accepts any; an older epoch is
  * FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH. */

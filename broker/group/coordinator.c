@@ -1,0 +1,352 @@
+/*
+ * coordinator.c - the group coordinator service: one thread that owns the
+ * group state machine (state.c), runs the jobs request handlers give it in
+ * order, fires the state machine's timers, replays the __consumer_offsets
+ * partitions this broker leads, and appends the records the state machine
+ * writes.
+ *
+ * Loading: at start every partition of __consumer_offsets led here is
+ * LOADING; the thread replays each one in steps of offsets.load.buffer.size
+ * between jobs, so requests for groups of a partition still loading are
+ * answered COORDINATOR_LOAD_IN_PROGRESS and every other group is served
+ * meanwhile.  A partition met for the first time later (the topic was just
+ * created) is loaded on the spot when small.
+ *
+ * Durability: an append returns once the batch is in the log; the flusher
+ * is asked for an fsync, and a handler whose response reports a write waits
+ * (on its own loop) until the partition's flushed offset passes
+ * st_group_coord_written_end, as an acks=all produce does.
+ *
+ *   main loop:  job queued? -> run it
+ *               else        -> one load step per LOADING partition,
+ *                              st_gstate_tick, sleep until the next
+ *                              deadline or job
+ *
+ * Threads: the coordinator thread owns everything here except the job
+ * queue (c->lock).
+ */
+#include "group_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef struct job {
+    st_group_job_fn fn;
+    void *arg;
+    struct job *next;
+} job_t;
+
+typedef struct part {
+    st_partition_t *p; /* kept while loading or loaded */
+    int64_t load_pos;  /* next offset to replay */
+    int64_t written_end;
+} part_t;
+
+struct st_group_coord {
+    st_group_coord_config_t cfg;
+    st_replicas_t *rm;
+    st_controller_t *ctl;
+    st_logmgr_t *logs;
+    st_gstate_t *state;
+    int32_t nparts;
+    part_t *parts;
+    uint8_t *buf;
+    size_t bufcap;
+
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    job_t *head, *tail;
+    int stopping, started;
+};
+
+static int64_t op_mono(void *arg) {
+    (void)arg;
+    return st_mono_ms();
+}
+
+static int64_t op_wall(void *arg) {
+    (void)arg;
+    return st_now_ms();
+}
+
+static st_err_t op_append(void *arg, int32_t partition, const st_batch_record_t *recs, int n) {
+    st_group_coord_t *c = arg;
+    if (partition < 0 || partition >= c->nparts || !c->parts[partition].p)
+        return ST_E_NOT_LEADER_OR_FOLLOWER;
+    st_partition_t *p = c->parts[partition].p;
+    st_buf_t b;
+    st_buf_init(&b);
+    st_batch_build(&b, recs, n, st_now_ms());
+    st_log_config_t lc;
+    st_log_get_config(p->log, &lc);
+    st_err_t e = ST_OK;
+    if ((int64_t)b.len > lc.max_message_bytes) e = ST_E_MESSAGE_TOO_LARGE;
+    else if ((int64_t)b.len > lc.segment_bytes) e = ST_E_RECORD_LIST_TOO_LARGE;
+    st_append_info_t info;
+    if (!e) e = st_partition_append(p, b.data, b.len, &info);
+    if (!e) {
+        c->parts[partition].written_end = info.last_offset + 1;
+        if (c->cfg.flush_on_ack) st_logmgr_request_flush(c->logs, p->log);
+    }
+    st_buf_fini(&b);
+    return e;
+}
+
+/* ---- loading ------------------------------------------------------------- */
+
+/* The partition if this broker leads it (kept), else NULL. */
+static st_partition_t *led_partition(st_group_coord_t *c, int32_t partition) {
+    st_meta_image_t *img = st_controller_image(c->ctl);
+    const st_meta_topic_t *t =
+        st_image_topic(img, ST_GROUP_OFFSETS_TOPIC, strlen(ST_GROUP_OFFSETS_TOPIC));
+    int leader = t && partition < t->nparts && t->parts[partition].leader == c->cfg.node_id;
+    if (t && t->nparts != c->nparts)
+        ST_LOG_RATELIMITED(ST_LOG_WARN, "group", 60000,
+                           "%s has %d partitions but groups are placed over %d (the count when "
+                           "the coordinator started)",
+                           ST_GROUP_OFFSETS_TOPIC, t->nparts, (int)c->nparts);
+    st_image_release(img);
+    if (!leader) return NULL;
+    return st_replicas_lookup(c->rm, ST_GROUP_OFFSETS_TOPIC, strlen(ST_GROUP_OFFSETS_TOPIC),
+                              partition, NULL);
+}
+
+static void start_load(st_group_coord_t *c, int32_t partition, st_partition_t *p) {
+    part_t *pt = &c->parts[partition];
+    st_partition_release(pt->p);
+    pt->p = p;
+    st_log_offsets_t o;
+    st_log_offsets(p->log, &o);
+    pt->load_pos = o.log_start_offset;
+    st_gstate_set_partition(c->state, partition, ST_GPART_LOADING);
+    ST_INFO("group", "loading %s-%d (offsets %lld..%lld)", ST_GROUP_OFFSETS_TOPIC, (int)partition,
+            (long long)o.log_start_offset, (long long)o.high_watermark);
+}
+
+typedef struct replay {
+    st_group_coord_t *c;
+    int32_t partition;
+} replay_t;
+
+static int replay_record(const st_record_t *r, void *arg) {
+    replay_t *rp = arg;
+    st_gstate_load_record(rp->c->state, rp->partition, r->key, r->key_len,
+                          r->value_len >= 0 ? r->value : NULL, r->value_len);
+    return 0;
+}
+
+/* One step of replay: up to offsets.load.buffer.size bytes.  Returns 1
+ * when the partition is loaded (or given up). */
+static int load_step(st_group_coord_t *c, int32_t partition) {
+    part_t *pt = &c->parts[partition];
+    st_log_read_t rd;
+    st_err_t e = st_log_read(pt->p->log, pt->load_pos, c->cfg.load_buffer_bytes, 1, &rd);
+    if (e == ST_E_OFFSET_OUT_OF_RANGE && pt->load_pos < rd.log_start_offset) {
+        pt->load_pos = rd.log_start_offset; /* DeleteRecords or compaction moved the start */
+        return 0;
+    }
+    if (e == ST_E_OFFSET_OUT_OF_RANGE || (!e && !rd.file)) {
+        st_gstate_load_done(c->state, partition);
+        return 1;
+    }
+    if (e) {
+        ST_ERROR("group", "%s-%d: cannot read while loading: %s", ST_GROUP_OFFSETS_TOPIC,
+                 (int)partition, st_err_msg(e));
+        st_gstate_unload(c->state, partition);
+        st_gstate_set_partition(c->state, partition, ST_GPART_UNKNOWN);
+        st_partition_release(pt->p);
+        pt->p = NULL;
+        return 1;
+    }
+    if ((size_t)rd.len > c->bufcap) {
+        c->bufcap = (size_t)rd.len;
+        c->buf = st_realloc(c->buf, c->bufcap);
+    }
+    size_t got = 0;
+    e = st_pread_all(rd.file->fd, c->buf, (size_t)rd.len, rd.pos, &got);
+    st_file_release(rd.file);
+    int64_t before = pt->load_pos;
+    size_t pos = 0;
+    replay_t rp = {c, partition};
+    while (!e && pos + ST_BATCH_HEADER_SIZE <= got) {
+        st_batch_info_t b;
+        if (st_batch_header(c->buf + pos, got - pos, &b) || pos + (size_t)b.size > got) break;
+        if (st_batch_last_offset(&b) >= pt->load_pos && !(b.attributes & ST_ATTR_CONTROL)) {
+            st_err_t re = st_batch_foreach_record(c->buf + pos, b.size, replay_record, &rp);
+            if (re)
+                ST_WARN("group", "%s-%d: batch at offset %lld unreadable (%s); skipped",
+                        ST_GROUP_OFFSETS_TOPIC, (int)partition, (long long)b.base_offset,
+                        st_err_name(re));
+        }
+        pt->load_pos = st_batch_last_offset(&b) + 1;
+        pos += (size_t)b.size;
+    }
+    if (pt->load_pos == before) {
+        /* nothing whole could be read: the log is damaged past here */
+        ST_ERROR("group", "%s-%d: no readable batch at offset %lld; loading stops there",
+                 ST_GROUP_OFFSETS_TOPIC, (int)partition, (long long)before);
+        st_gstate_load_done(c->state, partition);
+        return 1;
+    }
+    return 0;
+}
+
+/* The state machine met a partition it knows nothing about: load it if it
+ * is ours, right away when small. */
+static void op_ensure(void *arg, int32_t partition) {
+    st_group_coord_t *c = arg;
+    st_partition_t *p = led_partition(c, partition);
+    if (!p) return; /* stays UNKNOWN: asked again next time */
+    start_load(c, partition, p);
+    for (int i = 0; i < 16; i++)
+        if (load_step(c, partition)) break;
+}
+
+/* ---- the thread ------------------------------------------------------------- */
+
+static int load_some(st_group_coord_t *c) {
+    int loading = 0;
+    for (int32_t i = 0; i < c->nparts; i++) {
+        if (st_gstate_partition(c->state, i) != ST_GPART_LOADING) continue;
+        if (!load_step(c, i)) loading = 1;
+    }
+    return loading;
+}
+
+static void *coord_main(void *arg) {
+    st_group_coord_t *c = arg;
+    st_thread_set_name("group-coord");
+    for (int32_t i = 0; i < c->nparts; i++) {
+        st_partition_t *p = led_partition(c, i);
+        if (p) start_load(c, i, p);
+    }
+    pthread_mutex_lock(&c->lock);
+    for (;;) {
+        if (c->head) {
+            job_t *j = c->head;
+            c->head = j->next;
+            if (!c->head) c->tail = NULL;
+            pthread_mutex_unlock(&c->lock);
+            j->fn(c, c->state, j->arg);
+            free(j);
+            pthread_mutex_lock(&c->lock);
+            continue;
+        }
+        if (c->stopping) break;
+        pthread_mutex_unlock(&c->lock);
+        int loading = load_some(c);
+        int64_t next = st_gstate_tick(c->state);
+        pthread_mutex_lock(&c->lock);
+        if (c->head || c->stopping || loading) continue;
+        int64_t wait = next < 0 ? 1000 : ST_MIN(ST_MAX(next - st_mono_ms(), 0), 1000);
+        if (wait <= 0) continue;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += wait / 1000;
+        ts.tv_nsec += (wait % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+st_group_coord_t *st_group_coord_new(const st_group_coord_config_t *cfg, st_replicas_t *rm,
+                                     st_controller_t *ctl, st_logmgr_t *logs) {
+    st_group_coord_t *c = st_calloc(1, sizeof *c);
+    c->cfg = *cfg;
+    if (c->cfg.load_buffer_bytes <= 0) c->cfg.load_buffer_bytes = 5 << 20;
+    c->rm = rm;
+    c->ctl = ctl;
+    c->logs = logs;
+    /* Groups are placed over the partitions the topic has, when it exists */
+    st_meta_image_t *img = st_controller_image(ctl);
+    const st_meta_topic_t *t =
+        st_image_topic(img, ST_GROUP_OFFSETS_TOPIC, strlen(ST_GROUP_OFFSETS_TOPIC));
+    c->nparts = t && t->nparts > 0 ? t->nparts : cfg->state.num_partitions;
+    st_image_release(img);
+    st_gstate_config_t sc = cfg->state;
+    sc.num_partitions = c->nparts;
+    c->parts = st_calloc((size_t)c->nparts, sizeof *c->parts);
+    st_gstate_ops_t ops = {op_mono, op_wall, op_append, op_ensure, c};
+    c->state = st_gstate_new(&sc, &ops);
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cond, NULL);
+    return c;
+}
+
+void st_group_coord_start(st_group_coord_t *c) {
+    pthread_create(&c->thread, NULL, coord_main, c);
+    c->started = 1;
+}
+
+void st_group_coord_submit(st_group_coord_t *c, st_group_job_fn fn, void *arg) {
+    job_t *j = st_malloc(sizeof *j);
+    *j = (job_t){fn, arg, NULL};
+    pthread_mutex_lock(&c->lock);
+    if (c->tail) c->tail->next = j;
+    else c->head = j;
+    c->tail = j;
+    pthread_cond_signal(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+}
+
+typedef struct close_wait {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done;
+} close_wait_t;
+
+static void close_job(st_group_coord_t *c, st_gstate_t *s, void *arg) {
+    (void)c;
+    close_wait_t *w = arg;
+    st_gstate_close(s);
+    pthread_mutex_lock(&w->lock);
+    w->done = 1;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+void st_group_coord_close_requests(st_group_coord_t *c) {
+    if (!c || !c->started) return;
+    close_wait_t w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    st_group_coord_submit(c, close_job, &w);
+    pthread_mutex_lock(&w.lock);
+    while (!w.done) pthread_cond_wait(&w.cond, &w.lock);
+    pthread_mutex_unlock(&w.lock);
+}
+
+void st_group_coord_destroy(st_group_coord_t *c) {
+    if (!c) return;
+    pthread_mutex_lock(&c->lock);
+    c->stopping = 1;
+    pthread_cond_signal(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    if (c->started) pthread_join(c->thread, NULL);
+    /* jobs queued after the thread ended run here (none in a clean stop) */
+    while (c->head) {
+        job_t *j = c->head;
+        c->head = j->next;
+        j->fn(c, c->state, j->arg);
+        free(j);
+    }
+    st_gstate_destroy(c->state);
+    for (int32_t i = 0; i < c->nparts; i++) st_partition_release(c->parts[i].p);
+    free(c->parts);
+    free(c->buf);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->cond);
+    free(c);
+}
+
+int64_t st_group_coord_written_end(st_group_coord_t *c, int32_t partition) {
+    if (!c->cfg.flush_on_ack || partition < 0 || partition >= c->nparts) return 0;
+    return c->parts[partition].written_end;
+}
+
+int32_t st_group_coord_num_partitions(st_group_coord_t *c) { return c->nparts; }

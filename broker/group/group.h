@@ -1,0 +1,398 @@
+/*
+ * group.h - consumer groups: the classic group protocol, committed
+ * offsets, and their storage in __consumer_offsets (DESIGN.md decision 10).
+ *
+ * Two layers:
+ *
+ *   st_gstate_t       the state machine of every group this broker
+ *                     coordinates (state.c).  No threads, no I/O: time and
+ *                     the log come in through st_gstate_ops_t, so unit
+ *                     tests drive it with a fake clock and a fake log.
+ *   st_group_coord_t  the coordinator service (coordinator.c): one thread
+ *                     that owns the state machine, runs requests handed to
+ *                     it in order, fires its timers, replays the
+ *                     __consumer_offsets partitions it leads and appends
+ *                     group and offset records to them.
+ *
+ * The coordinator of a group is the leader of __consumer_offsets partition
+ * abs(javaStringHashCode(group.id)) % N (Kafka's rule, so every tool
+ * agrees).  Group metadata and committed offsets are records in that
+ * partition with Kafka's key and value formats (records.c), so a restart
+ * rebuilds every group by replaying it.
+ *
+ * Threads: every st_gstate_* call and every job given to
+ * st_group_coord_submit runs on the coordinator thread.  Waiters
+ * (JoinGroup and SyncGroup requests parked in a group) are completed on
+ * that thread, exactly once each.
+ */
+#ifndef ST_GROUP_H
+#define ST_GROUP_H
+
+#include "batch.h"
+#include "controller.h"
+#include "log.h"
+#include "replica.h"
+#include "st_base.h"
+
+#define ST_GROUP_OFFSETS_TOPIC "__consumer_offsets"
+#define ST_GROUP_CONSUMER_PROTOCOL "consumer"
+
+/* Kafka's partition of a group: abs(String.hashCode()) % n, the hash taken
+ * over the UTF-16 code units of the id (malformed UTF-8 counts as U+FFFD). */
+int32_t st_group_java_hash(const char *s, size_t len);
+int32_t st_group_partition_for(const char *group_id, size_t len, int32_t npartitions);
+
+/* ------------------------------------------------------------------------
+ * Group state (read-only outside state.c)
+ *
+ *                 first JoinGroup
+ *   +-------+  (add_member_and_rebalance)  +--------------------+
+ *   | Empty | ---------------------------> | PreparingRebalance |<-----+
+ *   +-------+                              +--------------------+      |
+ *       ^   last member gone:                   |  every member rejoined |
+ *       |   complete_join -> init_next_gen      |  or rebalance timeout  |
+ *       +---------------------------------------+  (complete_join)      |
+ *                                               v                        |
+ *                                     +---------------------+  join /    |
+ *                                     | CompletingRebalance | ---------->+
+ *                                     +---------------------+  leave /   |
+ *                                               |   leader's SyncGroup   |
+ *                                               v   stored (do_sync)     |
+ *                                          +--------+  member joins with |
+ *                                          | Stable | -------------------+
+ *                                          +--------+  new metadata, the
+ *                                                      leader rejoins, a
+ *                                                      member leaves or
+ *                                                      expires
+ *   Dead: deleted (DeleteGroups, offsets expired, unloaded); never left.
+ * ---------------------------------------------------------------------- */
+typedef enum st_group_state {
+    ST_GROUP_EMPTY = 0,
+    ST_GROUP_PREPARING_REBALANCE = 1,
+    ST_GROUP_COMPLETING_REBALANCE = 2,
+    ST_GROUP_STABLE = 3,
+    ST_GROUP_DEAD = 4
+} st_group_state_t;
+
+const char *st_group_state_name(st_group_state_t s); /* "Stable", ... (Kafka's) */
+
+typedef struct st_group_waiter st_group_waiter_t;
+
+typedef struct st_gprotocol {
+    char *name;
+    uint8_t *metadata;
+    int32_t metadata_len;
+} st_gprotocol_t;
+
+typedef struct st_gmember {
+    char *member_id;
+    char *instance_id; /* group.instance.id of a static member; NULL when dynamic */
+    char *client_id;
+    char *client_host;
+    char *protocol_type;
+    int32_t rebalance_timeout_ms;
+    int32_t session_timeout_ms;
+    st_gprotocol_t *protocols; /* in the member's order of preference */
+    int nprotocols;
+    uint8_t *assignment;
+    int32_t assignment_len;
+    st_group_waiter_t *join_waiter; /* a JoinGroup parked until the join completes */
+    st_group_waiter_t *sync_waiter; /* a SyncGroup parked until the leader assigns */
+    int is_new;                     /* joined but no generation yet */
+    int pending_sync;               /* joined this generation, no SyncGroup yet */
+    int64_t hb_deadline;            /* session expiry (monotonic ms); -1 none */
+} st_gmember_t;
+
+typedef struct st_goffset {
+    char *topic;
+    int32_t partition;
+    int64_t offset;
+    int32_t leader_epoch;
+    char *metadata;
+    int64_t commit_ts; /* wall ms */
+    int64_t expire_ts; /* wall ms; -1: by offsets.retention.minutes */
+} st_goffset_t;
+
+/* A small open-addressing map from byte strings to pointers. */
+typedef struct st_gmap_slot {
+    char *key; /* owned copy; NULL empty; ST_GMAP_TOMB deleted */
+    size_t len;
+    uint64_t hash;
+    void *val;
+} st_gmap_slot_t;
+
+typedef struct st_gmap {
+    st_gmap_slot_t *slots;
+    size_t cap, n, used;
+} st_gmap_t;
+
+typedef struct st_group {
+    char *id;
+    int32_t partition; /* of __consumer_offsets */
+    st_group_state_t state;
+    int64_t state_ts; /* wall ms of the last transition; -1 unknown */
+    int32_t generation;
+    char *protocol_type; /* NULL: none yet (a group that only commits) */
+    char *protocol_name; /* NULL outside a generation */
+    char *leader_id;
+    st_gmember_t **members; /* in order of joining */
+    int nmembers, capmembers;
+    int num_awaiting_join;
+    /* members told MEMBER_ID_REQUIRED that have not joined yet */
+    struct st_gpending {
+        char *member_id;
+        int64_t deadline;
+    } *pending;
+    int npending, cappending;
+    int new_member_added; /* a member joined during the initial delay */
+    int64_t join_deadline; /* PreparingRebalance: when the join completes; -1 none */
+    int join_initial;      /* the first rebalance of a group: wait the initial delay */
+    int64_t join_remaining_ms;
+    int64_t sync_deadline; /* members that have not sent SyncGroup by then go */
+    /* topics the members subscribe to (consumer protocol); known says
+     * whether the list could be read */
+    char **subscribed;
+    int nsubscribed;
+    int subscribed_known;
+    st_gmap_t offsets; /* "topic\0partition" -> st_goffset_t */
+    int has_metadata;  /* a group metadata record stands for it in the log */
+} st_group_t;
+
+/* ------------------------------------------------------------------------
+ * Results and waiters
+ * ---------------------------------------------------------------------- */
+typedef struct st_group_join_member {
+    const char *member_id;
+    const char *instance_id;
+    const uint8_t *metadata;
+    int32_t metadata_len;
+} st_group_join_member_t;
+
+/* Borrowed for the callback: copy what the response needs. */
+typedef struct st_group_join_result {
+    st_err_t error;
+    const char *member_id; /* "" when the member has none */
+    int32_t generation;    /* -1 on errors */
+    const char *protocol_type; /* NULL: none */
+    const char *protocol_name;
+    const char *leader; /* "" when none */
+    int skip_assignment;
+    const st_group_join_member_t *members; /* the leader's view; else none */
+    int nmembers;
+    int32_t partition; /* -1 when unknown */
+} st_group_join_result_t;
+
+typedef struct st_group_sync_result {
+    st_err_t error;
+    const char *protocol_type;
+    const char *protocol_name;
+    const uint8_t *assignment;
+    int32_t assignment_len;
+    int32_t partition;
+} st_group_sync_result_t;
+
+/* A JoinGroup or SyncGroup request parked in a group.  The state machine
+ * calls exactly one of the two callbacks, exactly once, for each waiter it
+ * is given (also when the coordinator stops). */
+struct st_group_waiter {
+    void (*join_done)(st_group_waiter_t *w, const st_group_join_result_t *r);
+    void (*sync_done)(st_group_waiter_t *w, const st_group_sync_result_t *r);
+};
+
+/* ------------------------------------------------------------------------
+ * The state machine
+ * ---------------------------------------------------------------------- */
+typedef struct st_gstate st_gstate_t;
+
+typedef struct st_gstate_ops {
+    int64_t (*mono_ms)(void *arg);
+    int64_t (*wall_ms)(void *arg);
+    /* Append one batch holding recs to __consumer_offsets-partition. */
+    st_err_t (*append)(void *arg, int32_t partition, const st_batch_record_t *recs, int n);
+    /* A request touches a partition whose state is unknown: the host may
+     * start (and finish) loading it (st_gstate_set_partition). */
+    void (*ensure_partition)(void *arg, int32_t partition);
+    void *arg;
+} st_gstate_ops_t;
+
+typedef struct st_gstate_config {
+    int32_t num_partitions; /* of __consumer_offsets */
+    int32_t min_session_timeout_ms;
+    int32_t max_session_timeout_ms;
+    int32_t initial_rebalance_delay_ms;
+    int32_t max_size; /* group.max.size */
+    int32_t offset_metadata_max_bytes;
+    int64_t offsets_retention_ms;
+    int64_t offsets_retention_check_interval_ms;
+} st_gstate_config_t;
+
+/* Partition ownership, as the host sees it. */
+typedef enum st_gpart_state {
+    ST_GPART_UNKNOWN = 0, /* not looked at yet: ensure_partition is asked */
+    ST_GPART_NOT_OWNED,   /* not the leader here: NOT_COORDINATOR */
+    ST_GPART_LOADING,     /* COORDINATOR_LOAD_IN_PROGRESS */
+    ST_GPART_LOADED
+} st_gpart_state_t;
+
+st_gstate_t *st_gstate_new(const st_gstate_config_t *cfg, const st_gstate_ops_t *ops);
+/* Completes every waiter with NOT_COORDINATOR, frees everything. */
+void st_gstate_destroy(st_gstate_t *s);
+const st_gstate_config_t *st_gstate_config(const st_gstate_t *s);
+
+void st_gstate_set_partition(st_gstate_t *s, int32_t partition, st_gpart_state_t st);
+st_gpart_state_t st_gstate_partition(const st_gstate_t *s, int32_t partition);
+int32_t st_gstate_partition_of(const st_gstate_t *s, const char *group_id);
+
+/* Replay (partition LOADING): one record of __consumer_offsets, in log
+ * order; value NULL is a tombstone.  Unknown or corrupt records are
+ * skipped and counted. */
+void st_gstate_load_record(st_gstate_t *s, int32_t partition, const uint8_t *key, int32_t klen,
+                           const uint8_t *value, int32_t vlen);
+/* The partition is replayed: its groups come to life (members get their
+ * session timers, as after Kafka's onGroupLoaded). */
+void st_gstate_load_done(st_gstate_t *s, int32_t partition);
+/* Leadership lost: waiters of its groups get NOT_COORDINATOR; groups go. */
+void st_gstate_unload(st_gstate_t *s, int32_t partition);
+/* Stopping: every waiter gets NOT_COORDINATOR, later calls answer it too. */
+void st_gstate_close(st_gstate_t *s);
+int st_gstate_skipped_records(const st_gstate_t *s);
+
+/* The status check of every group API (Kafka's validateGroupStatus):
+ * INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
+ * NOT_COORDINATOR or OK.  allow_empty_id: OffsetCommit, OffsetFetch,
+ * DescribeGroups and DeleteGroups accept "" as a group id. */
+st_err_t st_gstate_check(st_gstate_t *s, const char *group_id, int allow_empty_id);
+st_group_t *st_gstate_group(st_gstate_t *s, const char *group_id);
+/* Every group of loaded partitions (the callback must not change groups). */
+void st_gstate_foreach_group(st_gstate_t *s, void (*fn)(st_group_t *g, void *arg), void *arg);
+int st_gstate_loading(const st_gstate_t *s); /* some partition is loading */
+int st_gstate_closed(const st_gstate_t *s);
+
+typedef struct st_group_protocol {
+    const char *name;
+    const uint8_t *metadata;
+    int32_t metadata_len;
+} st_group_protocol_t;
+
+typedef struct st_group_join_params {
+    const char *group_id;
+    const char *member_id; /* "" to join anew */
+    const char *instance_id; /* NULL: dynamic member */
+    const char *client_id;
+    const char *client_host;
+    const char *protocol_type;
+    const char *reason;
+    int32_t session_timeout_ms;
+    int32_t rebalance_timeout_ms;
+    const st_group_protocol_t *protocols;
+    int nprotocols;
+    int require_known_member_id; /* JoinGroup v4+ without an instance id */
+    int support_skip_assignment; /* JoinGroup v9+ */
+} st_group_join_params_t;
+
+void st_gstate_join(st_gstate_t *s, const st_group_join_params_t *p, st_group_waiter_t *w);
+
+typedef struct st_group_assignment {
+    const char *member_id;
+    const uint8_t *assignment;
+    int32_t assignment_len;
+} st_group_assignment_t;
+
+typedef struct st_group_sync_params {
+    const char *group_id;
+    const char *member_id;
+    const char *instance_id;
+    const char *protocol_type; /* NULL: not sent (before v5) */
+    const char *protocol_name;
+    int32_t generation;
+    const st_group_assignment_t *assignments;
+    int nassignments;
+} st_group_sync_params_t;
+
+void st_gstate_sync(st_gstate_t *s, const st_group_sync_params_t *p, st_group_waiter_t *w);
+
+st_err_t st_gstate_heartbeat(st_gstate_t *s, const char *group_id, const char *member_id,
+                             const char *instance_id, int32_t generation);
+
+typedef struct st_group_leave_member {
+    const char *member_id;
+    const char *instance_id;
+    const char *reason;
+    st_err_t error; /* out */
+} st_group_leave_member_t;
+
+/* Returns the top-level error; each member's error is set. */
+st_err_t st_gstate_leave(st_gstate_t *s, const char *group_id, st_group_leave_member_t *m,
+                         int n);
+
+typedef struct st_group_commit {
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+    int32_t leader_epoch;
+    const char *metadata; /* NULL: "" */
+    int64_t commit_ts;    /* -1: now */
+    int64_t expire_ts;    /* -1: none (offsets.retention.minutes applies) */
+    st_err_t error;       /* in: already refused (unknown topic); out: result */
+} st_group_commit_t;
+
+void st_gstate_commit(st_gstate_t *s, const char *group_id, const char *member_id,
+                      const char *instance_id, int32_t generation, st_group_commit_t *c, int n);
+
+const st_goffset_t *st_gstate_offset(st_group_t *g, const char *topic, int32_t partition);
+void st_gstate_foreach_offset(st_group_t *g, void (*fn)(const st_goffset_t *o, void *arg),
+                              void *arg);
+
+st_err_t st_gstate_delete_group(st_gstate_t *s, const char *group_id);
+
+typedef struct st_group_offset_delete {
+    const char *topic;
+    int32_t partition;
+    int subscribed; /* out: GROUP_SUBSCRIBED_TO_TOPIC */
+} st_group_offset_delete_t;
+
+st_err_t st_gstate_delete_offsets(st_gstate_t *s, const char *group_id,
+                                  st_group_offset_delete_t *d, int n);
+
+/* Topics the group's members subscribe to, as the consumer protocol says;
+ * 1 when the topic is one of them or the group cannot tell. */
+int st_gstate_subscribed(const st_group_t *g, const char *topic);
+
+/* Fire what is due: session expiries, join and sync deadlines, pending
+ * members, offset expiry.  Returns the next deadline (monotonic ms), -1
+ * when none. */
+int64_t st_gstate_tick(st_gstate_t *s);
+
+/* ------------------------------------------------------------------------
+ * The coordinator service
+ * ---------------------------------------------------------------------- */
+typedef struct st_group_coord st_group_coord_t;
+
+typedef struct st_group_coord_config {
+    st_gstate_config_t state;
+    int32_t node_id;
+    int32_t load_buffer_bytes; /* offsets.load.buffer.size */
+    int flush_on_ack;          /* log.flush.on.ack: answers wait for the fsync */
+} st_group_coord_config_t;
+
+st_group_coord_t *st_group_coord_new(const st_group_coord_config_t *cfg, st_replicas_t *rm,
+                                     st_controller_t *ctl, st_logmgr_t *logs);
+/* Start the thread; partitions of __consumer_offsets led here start
+ * loading at once. */
+void st_group_coord_start(st_group_coord_t *c);
+/* Before the I/O loops stop: every parked request is answered
+ * (NOT_COORDINATOR) and later ones are answered at once. */
+void st_group_coord_close_requests(st_group_coord_t *c);
+/* After the loops stopped: run what is queued, stop the thread, free. */
+void st_group_coord_destroy(st_group_coord_t *c);
+
+/* Run fn on the coordinator thread, in submission order. */
+typedef void (*st_group_job_fn)(st_group_coord_t *c, st_gstate_t *s, void *arg);
+void st_group_coord_submit(st_group_coord_t *c, st_group_job_fn fn, void *arg);
+/* Offset after the last record the coordinator appended to a partition
+ * (0 when none): a response that reports a write waits until the
+ * partition's flushed offset reaches it.  Coordinator thread. */
+int64_t st_group_coord_written_end(st_group_coord_t *c, int32_t partition);
+int32_t st_group_coord_num_partitions(st_group_coord_t *c);
+
+#endif /* ST_GROUP_H */
