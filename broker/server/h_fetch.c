@@ -114,6 +114,10 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
             st_fetch_req_part_t *qp = &qt->partitions.v[j];
             st_fetch_resp_part_t tmp, *rp = rt ? &rt->partitions.v[j] : &tmp;
             st_schema_defaults(&st_fetch_resp_part_schema, rp);
+            /* Empty, never null, also beside an error: Kafka sends empty
+             * records there, and librdkafka drops a whole response that
+             * holds a null one ("invalid MessageSetSize -1"). */
+            rp->records.len = 0;
             rp->partition_index = qp->partition;
             st_partition_t *p = op->parts[k];
             if (!p) {
