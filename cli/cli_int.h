@@ -33,4 +33,8 @@ void st_cli_bucket_usage(FILE *out);
 int st_cli_tiering(const st_cli_ctx_t *ctx, int argc, char **argv);
 void st_cli_tiering_usage(FILE *out);
 
+/* strata groups ... list | describe GROUP */
+int st_cli_groups(const st_cli_ctx_t *ctx, int argc, char **argv);
+void st_cli_groups_usage(FILE *out);
+
 #endif /* CLI_INT_H */

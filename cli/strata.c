@@ -28,6 +28,7 @@ static const command_t commands[] = {
     {"bucket", "look into the object store (ls, stat, get, put, rm)", run_bucket,
      st_cli_bucket_usage},
     {"tiering", "tiered storage per partition (status)", st_cli_tiering, st_cli_tiering_usage},
+    {"groups", "consumer groups (list, describe GROUP)", st_cli_groups, st_cli_groups_usage},
 };
 
 static void usage(FILE *out) {

@@ -9,7 +9,8 @@
  * Lines on stdout (each written with one write(), so a reader never sees
  * half a line, and flushed at once):
  *
- *   ASSIGN <ms> <p,p,...>   partitions assigned (wall clock ms)
+ *   ASSIGN <ms> <p,p,...> <member id>
+ *                           partitions assigned (wall clock ms)
  *   REVOKE <ms>             assignment revoked
  *   MSG <partition> <offset> <value>
  *                           processed: printed before its commit
@@ -85,7 +86,9 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             n += (size_t)snprintf(list + n, sizeof list - n, "%s%d", i ? "," : "",
                                   (int)parts->elems[i].partition);
         rd_kafka_assign(rk, parts);
-        out("ASSIGN %" PRId64 " %s\n", wall_ms(), parts->cnt ? list : "-");
+        char *member = rd_kafka_memberid(rk);
+        out("ASSIGN %" PRId64 " %s %s\n", wall_ms(), parts->cnt ? list : "-", member ? member : "-");
+        rd_kafka_mem_free(rk, member);
     } else {
         rd_kafka_assign(rk, NULL);
         out("REVOKE %" PRId64 "\n", wall_ms());
