@@ -6,6 +6,9 @@
 #                          connection settings to ENVFILE (KEY=VALUE lines)
 #   rgw.sh stop ENVFILE    stop the daemons recorded in ENVFILE (TERM, then
 #                          KILL) and remove their state directory
+#   rgw.sh gw-stop ENVFILE   stop only radosgw (an S3 outage; the cluster
+#                          and the bucket's contents stay)
+#   rgw.sh gw-start ENVFILE  start radosgw again on the same port
 #
 # All state lives in a fresh directory from mktemp; the monitor and radosgw
 # listen on free ports picked at start.  Needs the Debian packages ceph-mon,
@@ -55,6 +58,46 @@ cmd_stop() {
     [ -n "$dir" ] && [ -d "$dir" ] && stop_dir "$dir"
     rm -f "$envfile"
     echo "rgw.sh: stopped"
+}
+
+# gw-stop / gw-start: radosgw alone goes away and comes back; the monitor
+# and the OSD keep running, so the bucket is as it was.
+gw_pid() { # $1 state dir: the pid of a running radosgw, or nothing
+    f="$1/run/client.rgw.s3.pid"
+    [ -f "$f" ] || return 0
+    p=$(cat "$f")
+    if kill -0 "$p" 2>/dev/null; then echo "$p"; fi
+}
+
+cmd_gw_stop() {
+    envfile=$1
+    dir=$(sed -n 's/^STRATA_RGW_DIR=//p' "$envfile")
+    [ -n "$dir" ] && [ -d "$dir" ] || die "no RGW state recorded in $envfile"
+    p=$(gw_pid "$dir")
+    [ -n "$p" ] || { echo "rgw.sh: radosgw is not running"; return 0; }
+    kill "$p"
+    i=0
+    while kill -0 "$p" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    kill -9 "$p" 2>/dev/null || true
+    i=0
+    while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    echo "rgw.sh: radosgw stopped"
+}
+
+cmd_gw_start() {
+    envfile=$1
+    dir=$(sed -n 's/^STRATA_RGW_DIR=//p' "$envfile")
+    endpoint=$(sed -n 's/^STRATA_RGW_ENDPOINT=//p' "$envfile")
+    [ -n "$dir" ] && [ -f "$dir/ceph.conf" ] && [ -n "$endpoint" ] || die "no RGW recorded in $envfile"
+    [ -z "$(gw_pid "$dir")" ] || { echo "rgw.sh: radosgw is already running"; return 0; }
+    radosgw -c "$dir/ceph.conf" -n client.rgw.s3
+    ok=0
+    for i in $(seq 300); do
+        if curl -s -m 2 -o /dev/null "$endpoint/"; then ok=1; break; fi
+        sleep 0.2
+    done
+    [ $ok = 1 ] || die "radosgw did not answer on $endpoint again (see $dir/log)"
+    echo "rgw.sh: radosgw ready again on $endpoint"
 }
 
 cmd_start() {
@@ -181,9 +224,11 @@ ENV
     echo "rgw.sh: radosgw ready on $endpoint, bucket $bucket (state in $dir)"
 }
 
-[ $# -eq 2 ] || die "usage: rgw.sh start|stop ENVFILE"
+[ $# -eq 2 ] || die "usage: rgw.sh start|stop|gw-stop|gw-start ENVFILE"
 case $1 in
 start) cmd_start "$2" ;;
 stop) cmd_stop "$2" ;;
-*) die "usage: rgw.sh start|stop ENVFILE" ;;
+gw-stop) cmd_gw_stop "$2" ;;
+gw-start) cmd_gw_start "$2" ;;
+*) die "usage: rgw.sh start|stop|gw-stop|gw-start ENVFILE" ;;
 esac
