@@ -189,3 +189,89 @@ def batches(data):
         out.append((base, count, data[pos:pos + 12 + length]))
         pos += 12 + length
     return out
+
+
+# ---- flexible versions (KIP-482): compact strings and arrays, tagged fields
+#
+# Request header v2 = header v1 + an empty tag buffer; response header v1 =
+# correlation id + an empty tag buffer.  Only what the tiering tests need:
+# ListOffsets v9, which knows EARLIEST_LOCAL (-4, v8+) and LATEST_TIERED
+# (-5, v9+).
+
+EARLIEST, LATEST, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -4, -5
+
+
+def uvarint(n):
+    out = b""
+    while n >= 0x80:
+        out += bytes([(n & 0x7F) | 0x80])
+        n >>= 7
+    return out + bytes([n])
+
+
+def compact_str(s):
+    b = s.encode()
+    return uvarint(len(b) + 1) + b
+
+
+class FlexCursor(Cursor):
+    def uvarint(self):
+        shift = v = 0
+        while True:
+            c = self.d[self.p]
+            self.p += 1
+            v |= (c & 0x7F) << shift
+            shift += 7
+            if not c & 0x80:
+                return v
+
+    def compact_string(self):
+        n = self.uvarint() - 1
+        if n < 0:
+            return None
+        s = self.d[self.p:self.p + n].decode()
+        self.p += n
+        return s
+
+    def skip_tags(self):
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.p += self.uvarint()
+
+
+def flex_call(conn, api, version, body):
+    """Send body under request header v2; a FlexCursor past the response
+    header (v1)."""
+    conn.corr += 1
+    head = struct.pack(">hhi", api, version, conn.corr) + kstr("strata-test") + b"\x00"
+    conn.s.sendall(frame(head + body))
+    r = read_frame(conn.s)
+    if r is None:
+        raise ConnectionError("connection closed by the broker")
+    c = FlexCursor(r)
+    corr = c.take(">i")
+    assert corr == conn.corr, "correlation %d != %d" % (corr, conn.corr)
+    c.skip_tags()
+    return c
+
+
+def list_offsets_v9(conn, topic, partition, timestamp):
+    """ListOffsets v9 for one partition: (error, offset, leader epoch)."""
+    body = struct.pack(">ib", -1, 0) + uvarint(2) + compact_str(topic) + uvarint(2)
+    body += struct.pack(">iiq", partition, -1, timestamp) + b"\x00" + b"\x00" + b"\x00"
+    c = flex_call(conn, 2, 9, body)
+    c.take(">i")  # throttle
+    c.uvarint()
+    c.compact_string()
+    c.uvarint()
+    _p, err, _ts, off, epoch = c.take(">ihqqi")
+    return err, off, epoch
+
+
+def delete_topic(conn, topic, timeout_ms=30000):
+    """DeleteTopics v0 for one topic: its error code."""
+    body = struct.pack(">i", 1) + kstr(topic) + struct.pack(">i", timeout_ms)
+    c = conn.call(20, 0, body)
+    c.take(">i")
+    c.string()
+    return c.take(">h")

@@ -334,3 +334,248 @@ def batch_records(batch):
                         timestamp=batch["base_timestamp"] + ts_delta,
                         key=key, value=value, headers=headers))
     return out
+
+
+# ---- tiered storage: object store settings, the bucket, a private RGW
+
+import json  # noqa: E402 (kept with the helpers that use it)
+
+RGW_SH = os.path.join(ROOT, "tests", "s3", "rgw.sh")
+
+
+def rgw_env(path):
+    """The KEY=VALUE lines tests/s3/rgw.sh writes, as a dict."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            k, _, v = line.strip().partition("=")
+            if k:
+                out[k] = v
+    check("STRATA_RGW_ENDPOINT" in out, "%s holds no RGW endpoint (did rgw.sh start fail?)" % path)
+    return out
+
+
+def s3_overrides(env, endpoint=None):
+    """objectstore.* settings for the RGW of an rgw.sh env file (endpoint
+    may point at a proxy in front of it)."""
+    return {
+        "objectstore.backend": "s3",
+        "objectstore.s3.endpoint": endpoint or env["STRATA_RGW_ENDPOINT"],
+        "objectstore.s3.bucket": env["STRATA_RGW_BUCKET"],
+        "objectstore.s3.region": env.get("STRATA_RGW_REGION", "us-east-1"),
+        "objectstore.s3.path.style": "true",
+        "objectstore.s3.access.key": env["STRATA_RGW_ACCESS_KEY"],
+        "objectstore.s3.secret.key": env["STRATA_RGW_SECRET_KEY"],
+    }
+
+
+def file_overrides(root):
+    return {"objectstore.backend": "file", "objectstore.file.root": root}
+
+
+def tiered_overrides(store, **settings):
+    """A broker that tiers every topic to store (s3_overrides or
+    file_overrides); settings are more overrides, '_' standing for '.'."""
+    ov = {"remote.log.storage.system.enable": "true", "log.remote.storage.enable": "true",
+          "remote.log.manager.task.interval.ms": "500"}
+    ov.update(store)
+    ov.update({k.replace("_", "."): str(v) for k, v in settings.items()})
+    return ov
+
+
+class Bucket:
+    """The object store a broker tiers to, seen through `strata bucket`
+    with the broker's own objectstore.* settings."""
+
+    def __init__(self, overrides):
+        self.ov = {k: v for k, v in overrides.items() if k.startswith("objectstore.")}
+
+    def _cmd(self, *args):
+        cmd = [binary("strata"), "bucket", "--config", CONFIG]
+        for k, v in self.ov.items():
+            cmd += ["--override", "%s=%s" % (k, v)]
+        return cmd + list(args)
+
+    def ls(self, prefix=""):
+        """{key: size} of the objects under prefix."""
+        _, out, _ = run(self._cmd("ls", prefix) if prefix else self._cmd("ls"), timeout=120)
+        objs = {}
+        for line in out.decode().splitlines():
+            size, _when, key = line.split(None, 2)
+            objs[key] = int(size)
+        return objs
+
+    def get(self, key):
+        """The object's bytes, or None when it is missing."""
+        rc, out, err = run(self._cmd("get", key, "-"), timeout=120, check_rc=False)
+        if rc != 0:
+            if "not found" in err.lower() or "no such key" in err.lower():
+                return None
+            fail("strata bucket get %s: %s" % (key, err[-2000:]))
+        return out
+
+    def partition_prefix(self, topic, partition):
+        """<topic>-<topicId>/<partition>/ as the bucket holds it (None when
+        nothing of the topic is there); the topic id comes from the
+        listing, so no other topic may be named <topic>-<22 chars>."""
+        for key in self.ls(topic + "-"):
+            head = key[len(topic) + 1:]
+            tid, _, rest = head.partition("/")
+            if len(tid) == 22 and rest.split("/", 1)[0] == str(partition):
+                return "%s-%s/%d/" % (topic, tid, partition)
+        return None
+
+    def manifest(self, prefix):
+        """The partition's manifest.json, parsed (None when missing)."""
+        data = self.get(prefix + "manifest.json")
+        return None if data is None else json.loads(data)
+
+
+SEGMENT_KINDS = ("log", "index", "timeindex", "epochs")
+
+
+def manifest_problems(man, objects, prefix):
+    """What is wrong between a manifest and the objects listed under its
+    prefix ({key: size}): missing or mis-sized objects of a named segment,
+    gaps, a log start beyond the first segment.  Returns (problems, the
+    keys no segment names)."""
+    problems, named = [], set()
+    prev = None
+    for s in man["segments"]:
+        for kind in SEGMENT_KINDS:
+            key = "%s%020d-%s.%s" % (prefix, s["base_offset"], s["id"], kind)
+            named.add(key)
+            if key not in objects:
+                problems.append("segment %d-%d: %s is missing" % (s["base_offset"], s["last_offset"], key))
+            elif kind == "log" and objects[key] != s["size"]:
+                problems.append("segment %d: %s holds %d bytes, the manifest says %d" %
+                                (s["base_offset"], key, objects[key], s["size"]))
+        if prev is not None and s["base_offset"] != prev + 1:
+            problems.append("segment %d does not follow %d" % (s["base_offset"], prev))
+        prev = s["last_offset"]
+    orphans = sorted(k for k in objects if k not in named and not k.endswith("/manifest.json"))
+    return problems, orphans
+
+
+class Rgw:
+    """A Ceph RGW of this test's own (tests/s3/rgw.sh), for tests that stop
+    radosgw; stopped at exit."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="strata-it-rgw-")
+        self.envfile = os.path.join(self.dir, "rgw.env")
+        self.env = None
+
+    def start(self, timeout=240):
+        run(["sh", RGW_SH, "start", self.envfile], timeout=timeout)
+        self.env = rgw_env(self.envfile)
+        _rgws.append(self)
+        return self
+
+    def gw_stop(self):
+        run(["sh", RGW_SH, "gw-stop", self.envfile], timeout=60)
+
+    def gw_start(self):
+        run(["sh", RGW_SH, "gw-start", self.envfile], timeout=120)
+
+    def stop(self):
+        if self in _rgws:
+            _rgws.remove(self)
+            run(["sh", RGW_SH, "stop", self.envfile], timeout=60, check_rc=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_rgws = []
+
+
+def rgw_requests(env):
+    """radosgw's count of the requests it has served (its perf counters,
+    through the admin socket), or None when it cannot be read."""
+    sock = os.path.join(env["STRATA_RGW_DIR"], "run", "client.rgw.s3.asok")
+    try:
+        p = subprocess.run(["ceph", "--admin-daemon", sock, "perf", "dump"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, timeout=30)
+        return json.loads(p.stdout)["rgw"]["req"] if p.returncode == 0 else None
+    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
+        return None
+
+
+@atexit.register
+def _stop_rgws():
+    for r in list(_rgws):
+        r.stop()
+
+
+# ---- replay checks: what a consumer read against what was produced
+
+def line_messages(path):
+    """The messages of a file kcat -P reads (one per line), in order."""
+    with open(path, "rb") as f:
+        return f.read().split(b"\n")[:-1]
+
+
+def check_replay(path, expected, first_offset, what):
+    """path holds 'offset value' lines (kcat -f '%o %s\\n', rdk_replay);
+    they must be offsets first_offset.. with expected[i] at
+    first_offset + i, every byte equal, and nothing more."""
+    with open(path, "rb") as f:
+        data = f.read()
+    lines = data.split(b"\n")
+    check(lines[-1] == b"", "%s: the output does not end with a whole line" % what)
+    lines.pop()
+    want = len(expected) - first_offset
+    for i, line in enumerate(lines):
+        off, _, value = line.partition(b" ")
+        if i >= want:
+            fail("%s: more than the %d messages produced (offset %s)" % (what, want, off.decode()))
+        if int(off) != first_offset + i:
+            fail("%s: message %d has offset %s, want %d" % (what, i, off.decode(), first_offset + i))
+        if value != expected[first_offset + i]:
+            fail("%s: offset %d differs from what was produced (%d bytes, want %d)" %
+                 (what, first_offset + i, len(value), len(expected[first_offset + i])))
+    check(len(lines) == want, "%s: %d messages from offset %d, want %d" % (what, len(lines), first_offset, want))
+    return len(lines)
+
+
+# ---- what rdk_acked_producer wrote (see its header comment)
+
+def acked_value(key, size):
+    """The value rdk_acked_producer -s size writes for key."""
+    if isinstance(key, bytes):
+        key = key.decode()
+    seq = int(key.rsplit("-", 1)[1])
+    n = size + seq % 37
+    unit = key + "."
+    return (unit * (n // len(unit) + 1))[:n].encode()
+
+
+def read_ack_file(path):
+    """{(partition, offset): key} from the whole lines of an ack file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    data = data[:data.rfind(b"\n") + 1]
+    acks = {}
+    for line in data.decode().splitlines():
+        p, o, k = line.split(" ")
+        check((int(p), int(o)) not in acks, "offset %s-%s acknowledged twice" % (p, o))
+        acks[(int(p), int(o))] = k
+    return acks
+
+
+def check_acked_topic(broker, topic, partitions, size, acks, what, timeout=300):
+    """Read the whole topic with kcat: each partition must hold offsets
+    0..n-1 once, every value must match its key, and every acknowledged
+    message must be at its offset.  Returns {partition: count}."""
+    _, out, _ = kcat(broker, "-C", "-t", topic, "-e", "-q", "-f", "%p %o %k %s\\n", timeout=timeout)
+    nexts = {p: 0 for p in range(partitions)}
+    keys = {}
+    for line in out.split(b"\n")[:-1]:
+        p, o, k, v = line.split(b" ", 3)
+        p, o = int(p), int(o)
+        check(o == nexts[p], "%s: partition %d has offset %d where %d was due" % (what, p, o, nexts[p]))
+        nexts[p] = o + 1
+        check(v == acked_value(k, size), "%s: %d-%d: the value of %s is damaged" % (what, p, o, k.decode()))
+        keys[(p, o)] = k.decode()
+    for at, k in acks.items():
+        check(keys.get(at) == k, "%s: %s was acknowledged at %d-%d, which holds %s" % (what, k, at[0], at[1], keys.get(at)))
+    return nexts
