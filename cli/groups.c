@@ -18,6 +18,7 @@
 #include "kclient.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 void st_cli_groups_usage(FILE *out) {
     fprintf(out,
@@ -84,7 +85,7 @@ static void add_assignment(st_arena_t *a, row_t **rows, int *n, int *cap, const 
     }
 }
 
-static int list(const st_cli_ctx_t *ctx) {
+static int list(const st_cli_ctx_t *ctx, char *why, size_t whylen) {
     char err[512];
     int rc = ST_CLI_EXIT_FAIL;
     st_arena_t a;
@@ -108,14 +109,14 @@ static int list(const st_cli_ctx_t *ctx) {
     rc = ST_CLI_EXIT_OK;
     goto out;
 fail:
-    fprintf(stderr, "strata groups: %s\n", err);
+    snprintf(why, whylen, "%s", err);
 out:
     st_kclient_close(&kc);
     st_arena_fini(&a);
     return rc;
 }
 
-static int describe(const st_cli_ctx_t *ctx, const char *group) {
+static int describe(const st_cli_ctx_t *ctx, const char *group, char *why, size_t whylen) {
     char err[512], coord_addr[300];
     int rc = ST_CLI_EXIT_FAIL;
     st_arena_t a;
@@ -290,7 +291,7 @@ static int describe(const st_cli_ctx_t *ctx, const char *group) {
     rc = ST_CLI_EXIT_OK;
     goto out;
 fail:
-    fprintf(stderr, "strata groups: %s\n", err);
+    snprintf(why, whylen, "%s", err);
 out:
     st_kclient_close(&gc);
     st_kclient_close(&kc);
@@ -299,9 +300,27 @@ out:
     return rc;
 }
 
+/* Errors worth another try, as Kafka's admin client retries them: the
+ * coordinator is loading its partition, moving, or being created. */
+static int retriable(const char *msg) {
+    return strstr(msg, "COORDINATOR_LOAD_IN_PROGRESS") || strstr(msg, "COORDINATOR_NOT_AVAILABLE") ||
+           strstr(msg, "NOT_COORDINATOR");
+}
+
 int st_cli_groups(const st_cli_ctx_t *ctx, int argc, char **argv) {
-    if (argc == 1 && !strcmp(argv[0], "list")) return list(ctx);
-    if (argc == 2 && !strcmp(argv[0], "describe")) return describe(ctx, argv[1]);
-    st_cli_groups_usage(stderr);
-    return ST_CLI_EXIT_USAGE;
+    int listing = argc == 1 && !strcmp(argv[0], "list");
+    if (!listing && !(argc == 2 && !strcmp(argv[0], "describe"))) {
+        st_cli_groups_usage(stderr);
+        return ST_CLI_EXIT_USAGE;
+    }
+    for (int attempt = 1;; attempt++) {
+        char why[1024] = "";
+        int rc = listing ? list(ctx, why, sizeof why) : describe(ctx, argv[1], why, sizeof why);
+        if (rc == ST_CLI_EXIT_FAIL && retriable(why) && attempt < 20) {
+            usleep(250 * 1000); /* about 5 s in all */
+            continue;
+        }
+        if (rc == ST_CLI_EXIT_FAIL) fprintf(stderr, "strata groups: %s\n", why);
+        return rc;
+    }
 }

@@ -395,4 +395,18 @@ void st_group_coord_submit(st_group_coord_t *c, st_group_job_fn fn, void *arg);
 int64_t st_group_coord_written_end(st_group_coord_t *c, int32_t partition);
 int32_t st_group_coord_num_partitions(st_group_coord_t *c);
 
+/* ------------------------------------------------------------------------
+ * Compaction: which logs the cleaner visits (compaction.c)
+ * ---------------------------------------------------------------------- */
+typedef struct st_group_cleaner_source {
+    st_controller_t *ctl;
+    st_replicas_t *rm;
+    const st_broker_config_t *cfg;
+} st_group_cleaner_source_t;
+
+/* An st_log_cleaner_list_cb: the partitions hosted here whose topic's
+ * cleanup.policy includes compact, with their settings.  arg is an
+ * st_group_cleaner_source_t. */
+int st_group_cleaner_list(void *arg, st_log_cleanable_t **out);
+
 #endif /* ST_GROUP_H */

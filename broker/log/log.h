@@ -203,4 +203,73 @@ int64_t st_log_bytes_above(st_log_t *log, int64_t offset);
  * holds. */
 st_err_t st_log_truncate_fully(st_log_t *log, int64_t offset);
 
+/* ---- compaction (cleaner.c) --------------------------------------------
+ *
+ * The log cleaner keeps the latest record of each key in the closed
+ * segments of topics whose cleanup.policy includes compact: offsets are
+ * never renumbered, batches stay whole (a batch that loses records is
+ * rebuilt with its base offset, epoch, producer fields and codec), and
+ * tombstones go once older than delete.retention.ms.  Each pass rewrites
+ * groups of segments into <base>.log.cleaned, renames them to .swap (the
+ * commit point), removes the old segments and renames the .swap into
+ * place; st_log_cleaner_recover finishes or undoes an interrupted pass
+ * before the logs are opened (Kafka's .cleaned / .swap scheme).
+ */
+typedef struct st_log_compact_config {
+    int64_t delete_retention_ms;     /* delete.retention.ms */
+    int64_t min_compaction_lag_ms;   /* min.compaction.lag.ms */
+    double min_cleanable_dirty_ratio;
+    int64_t segment_bytes; /* a group of cleaned segments stays below it */
+} st_log_compact_config_t;
+
+/* One pass over one log. */
+typedef struct st_log_clean_opts {
+    int64_t first_dirty;      /* where the last pass ended (0: from the start) */
+    int64_t now_ms;           /* wall clock: compaction lag, tombstone ages */
+    int64_t map_bytes;        /* memory for the key map (24 bytes a key) */
+    int64_t io_bytes_per_sec; /* <= 0: no limit */
+    const volatile int *cancel; /* nonzero: stop (the pass is undone) */
+    int force;                /* clean even below min.cleanable.dirty.ratio */
+} st_log_clean_opts_t;
+
+typedef struct st_log_clean_result {
+    int cleaned;            /* a pass ran (0: nothing to do) */
+    int64_t first_dirty;    /* where the next pass starts */
+    int64_t tombstone_due;  /* wall ms when a kept tombstone expires; -1 none */
+    double dirty_ratio;     /* before the pass */
+    int64_t bytes_read, bytes_written;
+    int64_t records_kept, records_removed, tombstones_removed;
+    int segments_before, segments_after;
+} st_log_clean_result_t;
+
+st_err_t st_log_clean(st_log_t *log, const st_log_compact_config_t *cfg,
+                      const st_log_clean_opts_t *opts, st_log_clean_result_t *res);
+
+/* Finish or undo interrupted passes in every partition directory of a log
+ * dir (call before its logs are opened). */
+st_err_t st_log_cleaner_recover(const char *log_dir);
+
+/* The cleaner thread: visits the logs a source lists, most dirty first. */
+typedef struct st_log_cleanable {
+    st_log_t *log; /* kept by the source; the cleaner releases it */
+    st_log_compact_config_t cfg;
+} st_log_cleanable_t;
+
+/* Fill *out (malloc'ed) with the logs to compact; returns the count. */
+typedef int (*st_log_cleaner_list_cb)(void *arg, st_log_cleanable_t **out);
+
+typedef struct st_log_cleaner_config {
+    int64_t backoff_ms;       /* log.cleaner.backoff.ms */
+    int64_t dedupe_bytes;     /* log.cleaner.dedupe.buffer.size */
+    int64_t io_bytes_per_sec; /* log.cleaner.io.max.bytes.per.second */
+} st_log_cleaner_config_t;
+
+typedef struct st_log_cleaner st_log_cleaner_t;
+
+st_log_cleaner_t *st_log_cleaner_new(const st_log_cleaner_config_t *cfg,
+                                     st_log_cleaner_list_cb list, void *arg);
+void st_log_cleaner_start(st_log_cleaner_t *c);
+/* Stop (a pass in progress is undone) and free. */
+void st_log_cleaner_destroy(st_log_cleaner_t *c);
+
 #endif /* ST_LOG_H */

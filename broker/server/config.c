@@ -217,6 +217,17 @@ static const st_cfg_desc_t broker_rows[] = {
          "while members keep joining, up to the rebalance timeout)."),
     BROW("group.max.size", ST_CFG_INT, group_max_size, "2147483647", 1, I32MAX, NULL, 0,
          "The most members a group may have."),
+    BROW("log.cleaner.enable", ST_CFG_BOOL, log_cleaner_enable, "true", 0, 0, NULL, 0,
+         "Run the log cleaner, which compacts topics whose cleanup.policy includes compact."),
+    BROW("log.cleaner.backoff.ms", ST_CFG_LONG, log_cleaner_backoff_ms, "15000", 1, I64MAX, NULL,
+         0, "How long the cleaner sleeps when no log needs cleaning."),
+    BROW("log.cleaner.dedupe.buffer.size", ST_CFG_LONG, log_cleaner_dedupe_buffer_size,
+         "134217728", 1048576, I64MAX, NULL, 0,
+         "Memory for the key map of a cleaning (24 bytes per key); a log with more distinct "
+         "dirty keys is cleaned in several passes."),
+    BROW("log.cleaner.io.max.bytes.per.second", ST_CFG_LONG, log_cleaner_io_max_bytes_per_second,
+         "9223372036854775807", 1, I64MAX, NULL, 0,
+         "Bytes per second the cleaner may read and write (the default: no limit)."),
 };
 
 const st_cfg_table_t st_broker_config_table = {broker_rows, ST_ARRAY_SIZE(broker_rows)};

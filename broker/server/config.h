@@ -71,6 +71,10 @@ typedef struct st_broker_config {
     int32_t group_max_session_timeout_ms;
     int32_t group_initial_rebalance_delay_ms;
     int32_t group_max_size;
+    int log_cleaner_enable;
+    int64_t log_cleaner_backoff_ms;
+    int64_t log_cleaner_dedupe_buffer_size;
+    int64_t log_cleaner_io_max_bytes_per_second;
 } st_broker_config_t;
 
 /* A topic's settings: every field always holds the effective value (the

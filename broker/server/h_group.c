@@ -870,3 +870,15 @@ st_group_coord_t *st_server_groups_new(st_server_t *srv) {
     };
     return st_group_coord_new(&c, srv->rm, srv->ctl, srv->logs);
 }
+
+/* The log cleaner over the topics that compact (broker/group/compaction.c
+ * lists them), or NULL when log.cleaner.enable is off.  One per process. */
+st_log_cleaner_t *st_server_cleaner_new(st_server_t *srv) {
+    static st_group_cleaner_source_t source;
+    if (!srv->cfg.log_cleaner_enable) return NULL;
+    source = (st_group_cleaner_source_t){srv->ctl, srv->rm, &srv->cfg};
+    st_log_cleaner_config_t c = {srv->cfg.log_cleaner_backoff_ms,
+                                 srv->cfg.log_cleaner_dedupe_buffer_size,
+                                 srv->cfg.log_cleaner_io_max_bytes_per_second};
+    return st_log_cleaner_new(&c, st_group_cleaner_list, &source);
+}

@@ -3,11 +3,12 @@
  *
  *   start:  config -> listeners bound -> log dirs locked -> metadata log
  *           replayed (partitions opened, recovered) -> this broker
- *           registered -> flusher, janitor, controller, group coordinator
- *           threads -> I/O loops
+ *           registered -> flusher, janitor, controller, group coordinator,
+ *           log cleaner threads -> I/O loops (cleaning passes a crash cut
+ *           short are finished or undone before any log opens)
  *   stop (SIGTERM / SIGINT):  parked group joins answered -> stop accepting
  *           and reading -> finish or expire every request in flight -> group
- *           coordinator -> controller -> partitions -> flush,
+ *           coordinator -> log cleaner -> controller -> partitions -> flush,
  *           checkpoints, segments closed, clean-shutdown marker -> exit 0
  */
 #include "group.h"
@@ -148,6 +149,12 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
         fprintf(stderr, "stratad: %s\n", ndirs ? err : "log.dirs is empty");
         return 1;
     }
+    /* Cleaning passes a crash interrupted are finished or undone before
+     * any log is opened (the .cleaned / .swap files of broker/log/cleaner.c). */
+    for (int i = 0; i < ndirs; i++) {
+        st_err_t ce = st_log_cleaner_recover(dirs[i]);
+        if (ce) ST_WARN("server", "%s: cleaner recovery: %s", dirs[i], st_err_msg(ce));
+    }
     srv.rm = st_replicas_new(&srv.cfg, srv.logs);
     st_replicas_set_net(srv.rm, srv.net);
     st_os_t *os = NULL;
@@ -197,10 +204,12 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
         return 1;
     }
     srv.groups = st_server_groups_new(&srv);
+    st_log_cleaner_t *cleaner = st_server_cleaner_new(&srv);
     st_logmgr_start(srv.logs);
     if (tier) st_tier_start(tier);
     st_controller_start(srv.ctl);
     st_group_coord_start(srv.groups);
+    if (cleaner) st_log_cleaner_start(cleaner);
     st_net_start(srv.net);
 
     ST_INFO("server", "stratad node %d of cluster %s is serving at %s:%d (CRC32C %s)",
@@ -216,6 +225,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     st_group_coord_close_requests(srv.groups); /* parked joins and syncs are answered */
     st_net_stop(srv.net);
     st_group_coord_destroy(srv.groups);
+    st_log_cleaner_destroy(cleaner); /* a pass in progress is undone */
     st_controller_close(srv.ctl);
     st_replicas_destroy(srv.rm);
     st_tier_destroy(tier); /* after the partitions let go of it */

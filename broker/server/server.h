@@ -88,6 +88,8 @@ void st_handle_delete_groups(st_server_t *srv, st_request_t *req);
 void st_handle_offset_delete(st_server_t *srv, st_request_t *req);
 /* The group coordinator configured from srv->cfg (not started). */
 struct st_group_coord *st_server_groups_new(st_server_t *srv);
+/* The log cleaner (not started), or NULL when log.cleaner.enable is off. */
+st_log_cleaner_t *st_server_cleaner_new(st_server_t *srv);
 
 /* Leader epoch fencing (KIP-320): -1 accepts any; an older epoch is
  * FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH. */
