@@ -17,10 +17,9 @@
  * (on its own loop) until the partition's flushed offset passes
  * st_group_coord_written_end, as an acks=all produce does.
  *
- *   main loop:  job queued? -> run it
- *               else        -> one load step per LOADING partition,
- *                              st_gstate_tick, sleep until the next
- *                              deadline or job
+ *   main loop:  run one queued job (if any), one load step per LOADING
+ *               partition, st_gstate_tick; sleep until the next
+ *               deadline or job when there is nothing else to do
  *
  * Threads: the coordinator thread owns everything here except the job
  * queue (c->lock).
@@ -59,6 +58,8 @@ struct st_group_coord {
     pthread_cond_t cond;
     job_t *head, *tail;
     int stopping, started;
+    int64_t image_offset; /* the metadata image last looked at */
+    int64_t next_image_check;
 };
 
 static int64_t op_mono(void *arg) {
@@ -149,6 +150,7 @@ static int load_step(st_group_coord_t *c, int32_t partition) {
     }
     if (e == ST_E_OFFSET_OUT_OF_RANGE || (!e && !rd.file)) {
         st_gstate_load_done(c->state, partition);
+        c->image_offset = -1; /* topics deleted while it was away: look again */
         return 1;
     }
     if (e) {
@@ -215,6 +217,24 @@ static int load_some(st_group_coord_t *c) {
     return loading;
 }
 
+static int topic_exists(const char *topic, void *arg) {
+    return st_image_topic(arg, topic, strlen(topic)) != NULL;
+}
+
+/* When the metadata changed (at most once a second), offsets of topics
+ * that were deleted go. */
+static void follow_deletions(st_group_coord_t *c) {
+    int64_t now = st_mono_ms();
+    if (now < c->next_image_check) return;
+    c->next_image_check = now + 1000;
+    st_meta_image_t *img = st_controller_image(c->ctl);
+    if (img->offset != c->image_offset) {
+        c->image_offset = img->offset;
+        st_gstate_drop_missing_topics(c->state, topic_exists, img);
+    }
+    st_image_release(img);
+}
+
 static void *coord_main(void *arg) {
     st_group_coord_t *c = arg;
     st_thread_set_name("group-coord");
@@ -224,19 +244,22 @@ static void *coord_main(void *arg) {
     }
     pthread_mutex_lock(&c->lock);
     for (;;) {
-        if (c->head) {
-            job_t *j = c->head;
+        /* One job, then one load step and the timers, so that neither
+         * loading nor session expiry waits for a quiet moment. */
+        job_t *j = c->head;
+        if (j) {
             c->head = j->next;
             if (!c->head) c->tail = NULL;
-            pthread_mutex_unlock(&c->lock);
+        } else if (c->stopping) {
+            break;
+        }
+        pthread_mutex_unlock(&c->lock);
+        if (j) {
             j->fn(c, c->state, j->arg);
             free(j);
-            pthread_mutex_lock(&c->lock);
-            continue;
         }
-        if (c->stopping) break;
-        pthread_mutex_unlock(&c->lock);
-        int loading = load_some(c);
+        int loading = st_gstate_loading(c->state) && load_some(c);
+        follow_deletions(c);
         int64_t next = st_gstate_tick(c->state);
         pthread_mutex_lock(&c->lock);
         if (c->head || c->stopping || loading) continue;

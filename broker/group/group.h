@@ -354,6 +354,12 @@ typedef struct st_group_offset_delete {
 st_err_t st_gstate_delete_offsets(st_gstate_t *s, const char *group_id,
                                   st_group_offset_delete_t *d, int n);
 
+/* Offsets of topics that are gone (deleted) are removed from every loaded
+ * group, with tombstones, as Kafka's handleDeletedPartitions does; groups
+ * left empty without offsets go too.  Returns how many offsets went. */
+int st_gstate_drop_missing_topics(st_gstate_t *s, int (*exists)(const char *topic, void *arg),
+                                  void *arg);
+
 /* Topics the group's members subscribe to, as the consumer protocol says;
  * 1 when the topic is one of them or the group cannot tell. */
 int st_gstate_subscribed(const st_group_t *g, const char *topic);

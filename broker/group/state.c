@@ -1413,6 +1413,40 @@ static void expire_offsets(st_gstate_t *s, st_group_t *g, int64_t now) {
     free(v);
 }
 
+int st_gstate_drop_missing_topics(st_gstate_t *s, int (*exists)(const char *topic, void *arg),
+                                  void *arg) {
+    size_t n = s->groups.n, k = 0, it = 0;
+    char **ids = st_calloc(n + 1, sizeof *ids);
+    st_group_t *g;
+    while ((g = st_gmap_next(&s->groups, &it)) && k < n)
+        if (s->parts[g->partition] == ST_GPART_LOADED) ids[k++] = st_strdup(g->id);
+    int dropped = 0;
+    for (size_t i = 0; i < k; i++) {
+        g = st_gstate_group(s, ids[i]);
+        free(ids[i]);
+        if (!g || !g->offsets.n) continue;
+        st_goffset_t **v = st_calloc(g->offsets.n + 1, sizeof *v);
+        int m = 0;
+        size_t oit = 0;
+        st_goffset_t *o;
+        while ((o = st_gmap_next(&g->offsets, &oit)))
+            if (!exists(o->topic, arg)) v[m++] = o;
+        if (m && !write_tombstones(s, g, v, m, 0)) {
+            ST_INFO("group", "group %s: %d offsets of deleted topics removed", g->id, m);
+            for (int j = 0; j < m; j++) {
+                char *topic = st_strdup(v[j]->topic);
+                offset_remove(g, topic, v[j]->partition);
+                free(topic);
+            }
+            dropped += m;
+            maybe_bury(s, g);
+        }
+        free(v);
+    }
+    free(ids);
+    return dropped;
+}
+
 static void run_offset_expiry(st_gstate_t *s) {
     int64_t now = wall_ms(s);
     size_t n = s->groups.n, k = 0, it = 0;

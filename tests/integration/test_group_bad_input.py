@@ -12,7 +12,8 @@ each gets Kafka's error and the group keeps working.
     once that member leaves, the next generation forms and is stored
   - and around them: a session timeout out of bounds, an empty group id,
     metadata above offset.metadata.max.bytes, an unknown member, DeleteGroups
-    of a live group, OffsetDelete of a subscribed topic, garbage bodies
+    of a live group, OffsetDelete of a subscribed topic, garbage bodies;
+    offsets of a deleted topic are removed
   - afterwards a restart replays the group as it last was, and kcat's
     balanced consumer works in it
 """
@@ -20,8 +21,9 @@ import random
 import socket
 import struct
 import threading
+import time
 
-from kwire import Conn, Cursor
+from kwire import Conn, Cursor, delete_topic
 from strata_harness import Broker, check, fail, kcat, kstr, read_frame, request
 
 TOPIC = "grp-bad"
@@ -262,6 +264,20 @@ try:
     check(ga.offset_delete("g-big", TOPIC, 0) == (0, E_SUBSCRIBED), "OffsetDelete of a subscribed topic")
     check(ga.describe("g-big")[:2] == (0, "Stable"), "describe g-big")
     check(ga.describe("never-was")[:2] == (0, "Dead"), "describe of no group")
+
+    # a deleted topic's committed offsets go with it (and a group left
+    # with nothing goes too)
+    c = Conn(b.port)
+    check(c.create_topic("grp-gone", 1) == 0, "create grp-gone")
+    check(g.commit("solo-gone", [("grp-gone", 0, 4, "")]) == {("grp-gone", 0): 0}, "commit grp-gone")
+    check(delete_topic(c, "grp-gone") == 0, "delete grp-gone")
+    c.close()
+    deadline = time.time() + 10
+    while g.describe("solo-gone")[1] != "Dead" and time.time() < deadline:
+        time.sleep(0.1)
+    check(g.fetch_offsets("solo-gone", "grp-gone", [0])[0][0] == -1, "offset of a deleted topic")
+    check(g.describe("solo-gone")[1] == "Dead", "group left without offsets")
+    print("DeleteTopics: the topic's committed offsets and the group left empty went", flush=True)
 
     # garbage bodies: the connection may close, the broker stays
     rnd = random.Random(5)

@@ -797,6 +797,29 @@ static void test_delete_groups_and_offsets(void **state) {
     st_gstate_destroy(s);
 }
 
+static int only_t1(const char *topic, void *arg) {
+    (void)arg;
+    return !strcmp(topic, "t1");
+}
+
+static void test_deleted_topics(void **state) {
+    (void)state;
+    st_gstate_t *s = new_state(NULL);
+    commit1(s, "a", "", -1, "t1", 0, 1, NULL, ST_OK);
+    commit1(s, "a", "", -1, "gone", 0, 1, NULL, ST_OK);
+    commit1(s, "b", "", -1, "gone", 3, 1, NULL, ST_OK);
+    assert_int_equal(st_gstate_drop_missing_topics(s, only_t1, NULL), 2);
+    assert_non_null(st_gstate_offset(st_gstate_group(s, "a"), "t1", 0));
+    assert_null(st_gstate_offset(st_gstate_group(s, "a"), "gone", 0));
+    assert_null(st_gstate_group(s, "b")); /* nothing left: gone */
+    st_gstate_destroy(s);
+    s = replay();
+    for (int p = 0; p < CFG.num_partitions; p++) st_gstate_load_done(s, p);
+    assert_null(st_gstate_group(s, "b"));
+    assert_null(st_gstate_offset(st_gstate_group(s, "a"), "gone", 0));
+    st_gstate_destroy(s);
+}
+
 static void test_pending_and_close(void **state) {
     (void)state;
     st_gstate_t *s = new_state(NULL);
@@ -843,6 +866,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_replay, setup, teardown),
         cmocka_unit_test_setup_teardown(test_offset_expiry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_groups_and_offsets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deleted_topics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pending_and_close, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
