@@ -965,6 +965,7 @@ static void *cleaner_main(void *arg) {
                 best_forced = forced;
             }
         }
+        int progressed = 0;
         if (best >= 0) {
             st_log_t *log = v[best].log;
             ckpt_t *k = ckpt_find(c, log->parent, log->topic, log->partition, 1);
@@ -974,6 +975,7 @@ static void *cleaner_main(void *arg) {
             int64_t t0 = st_mono_ms();
             st_err_t e = st_log_clean(log, &v[best].cfg, &o, &res);
             if (!e && res.cleaned) {
+                progressed = 1;
                 k->first_dirty = res.first_dirty;
                 k->tombstone_due = res.tombstone_due;
                 ckpt_write(c, log->parent);
@@ -995,7 +997,9 @@ static void *cleaner_main(void *arg) {
         }
         for (int i = 0; i < n; i++) st_log_release(v[i].log);
         free(v);
-        if (best < 0 && sleep_until(c, c->cfg.backoff_ms)) break;
+        /* nothing to do, or a pass that failed or found nothing: wait
+         * (never spin on a log that cannot be cleaned) */
+        if (!progressed && sleep_until(c, c->cfg.backoff_ms)) break;
     }
     return NULL;
 }
