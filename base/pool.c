@@ -5,6 +5,7 @@
 #include "st_base.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 typedef struct pool_job {
     struct pool_job *next;
@@ -76,4 +77,17 @@ void st_pool_destroy(st_pool_t *p) {
     pthread_cond_destroy(&p->cond);
     free(p->threads);
     free(p);
+}
+
+void st_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (ms < 0) ms = 0;
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(cond, mutex, &ts);
 }

@@ -378,6 +378,9 @@ void st_pool_submit(st_pool_t *p, st_job_cb fn, void *arg);
 /* Runs every queued job, then joins the threads. */
 void st_pool_destroy(st_pool_t *p);
 
+/* pthread_cond_timedwait for at most ms milliseconds (mutex held). */
+void st_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t ms);
+
 /* ------------------------------------------------------------------------
  * Files
  * ---------------------------------------------------------------------- */

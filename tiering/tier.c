@@ -524,12 +524,7 @@ static void *task_main(void *arg) {
         }
         /* short naps while downloads wait for the fetch quota */
         int64_t wait = t->cfg.fetch_max_bytes_per_s > 0 ? 20 : ST_MIN(next_round - now, 200);
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (wait % 1000) * 1000000;
-        ts.tv_sec += wait / 1000 + ts.tv_nsec / 1000000000;
-        ts.tv_nsec %= 1000000000;
-        pthread_cond_timedwait(&t->cond, &t->lock, &ts);
+        st_cond_wait_ms(&t->cond, &t->lock, wait);
         if (t->cfg.fetch_max_bytes_per_s > 0) {
             pthread_mutex_unlock(&t->lock);
             st_tier__cache_pump(t->cache);

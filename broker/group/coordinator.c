@@ -265,15 +265,7 @@ static void *coord_main(void *arg) {
         if (c->head || c->stopping || loading) continue;
         int64_t wait = next < 0 ? 1000 : ST_MIN(ST_MAX(next - st_mono_ms(), 0), 1000);
         if (wait <= 0) continue;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += wait / 1000;
-        ts.tv_nsec += (wait % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+        st_cond_wait_ms(&c->cond, &c->lock, wait);
     }
     pthread_mutex_unlock(&c->lock);
     return NULL;

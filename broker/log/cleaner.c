@@ -928,15 +928,7 @@ static double dirty_ratio(st_log_t *log, const st_log_compact_config_t *cfg, int
 static int sleep_until(st_log_cleaner_t *c, int64_t ms) {
     pthread_mutex_lock(&c->lock);
     if (!c->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (ms % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+        st_cond_wait_ms(&c->cond, &c->lock, ms);
     }
     int stop = c->stopping;
     pthread_mutex_unlock(&c->lock);

@@ -51,9 +51,7 @@ static st_err_t epoch_write(st_log_t *log) {
     return e;
 }
 
-void st_log__epoch_assign(st_log_t *log, int32_t epoch, int64_t start) {
-    if (epoch < 0) return;
-    if (log->nepochs && log->epochs[log->nepochs - 1].epoch >= epoch) return;
+static void epoch_push(st_log_t *log, int32_t epoch, int64_t start) {
     if (log->nepochs == log->capepochs) {
         log->capepochs = log->capepochs ? log->capepochs * 2 : 4;
         log->epochs = st_realloc(log->epochs, (size_t)log->capepochs * sizeof *log->epochs);
@@ -61,6 +59,12 @@ void st_log__epoch_assign(st_log_t *log, int32_t epoch, int64_t start) {
     log->epochs[log->nepochs].epoch = epoch;
     log->epochs[log->nepochs].start = start;
     log->nepochs++;
+}
+
+void st_log__epoch_assign(st_log_t *log, int32_t epoch, int64_t start) {
+    if (epoch < 0) return;
+    if (log->nepochs && log->epochs[log->nepochs - 1].epoch >= epoch) return;
+    epoch_push(log, epoch, start);
     st_err_t e = epoch_write(log);
     if (e) ST_WARN("log", WHAT_FMT ": cannot write leader-epoch-checkpoint: %s", WHAT_ARGS(log),
                    st_err_msg(e));
@@ -104,13 +108,7 @@ st_err_t st_log__epoch_load(st_log_t *log) {
         if (log->nepochs && (log->epochs[log->nepochs - 1].epoch >= epoch ||
                              log->epochs[log->nepochs - 1].start > start))
             break;
-        if (log->nepochs == log->capepochs) {
-            log->capepochs = log->capepochs ? log->capepochs * 2 : 4;
-            log->epochs = st_realloc(log->epochs, (size_t)log->capepochs * sizeof *log->epochs);
-        }
-        log->epochs[log->nepochs].epoch = epoch;
-        log->epochs[log->nepochs].start = start;
-        log->nepochs++;
+        epoch_push(log, epoch, start);
     }
     free(text);
     return ST_OK;

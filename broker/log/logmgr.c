@@ -418,16 +418,7 @@ static void *janitor_main(void *arg) {
         int64_t now = st_mono_ms();
         int64_t wake = ST_MIN(ST_MIN(next_retention, next_ckpt), next_flush);
         if (now < wake) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            int64_t wait = ST_MIN(wake - now, 1000);
-            ts.tv_sec += wait / 1000;
-            ts.tv_nsec += (wait % 1000) * 1000000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
-            pthread_cond_timedwait(&m->cond, &m->lock, &ts);
+            st_cond_wait_ms(&m->cond, &m->lock, ST_MIN(wake - now, 1000));
             continue;
         }
         pthread_mutex_unlock(&m->lock);
