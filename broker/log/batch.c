@@ -355,3 +355,25 @@ void st_batch_build(st_buf_t *out, const st_batch_record_t *recs, int n, int64_t
     st_be32_put(b + ST_BATCH_CRC_OFFSET,
                 st_crc32c(0, b + ST_BATCH_ATTR_OFFSET, size - ST_BATCH_ATTR_OFFSET));
 }
+
+static int keyless_cb(const st_record_t *r, void *arg) {
+    if (r->key_len >= 0) return 0;
+    *(int *)arg = 1;
+    return 1;
+}
+
+st_err_t st_batches_check_keys(const uint8_t *p, size_t len, char *why, size_t whylen) {
+    for (size_t pos = 0; pos + ST_BATCH_HEADER_SIZE <= len;) {
+        st_batch_info_t b;
+        if (st_batch_header(p + pos, len - pos, &b) || (size_t)b.size > len - pos) break;
+        int keyless = 0;
+        st_err_t e = st_batch_foreach_record(p + pos, b.size, keyless_cb, &keyless);
+        if (e || keyless) {
+            snprintf(why, whylen, "%s", e ? "cannot read the records of a batch"
+                                          : "compacted topics accept only records with a key");
+            return e ? ST_E_CORRUPT_MESSAGE : ST_E_INVALID_RECORD;
+        }
+        pos += (size_t)b.size;
+    }
+    return ST_OK;
+}

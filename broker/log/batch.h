@@ -92,6 +92,11 @@ typedef struct st_batch_limits {
 st_err_t st_batches_validate(const uint8_t *p, size_t len, const st_batch_limits_t *lim,
                              int64_t now_ms, int *count, char *why, size_t whylen);
 
+/* A compacted topic keeps the latest record per key, so every record must
+ * have one (Kafka refuses a keyless one with INVALID_RECORD).  Decompresses
+ * where it must; why names the first offender. */
+st_err_t st_batches_check_keys(const uint8_t *p, size_t len, char *why, size_t whylen);
+
 /* Stamp base offset and leader epoch; for LogAppendTime also the time
  * (recomputing the CRC).  Returns the offset after the batch. */
 int64_t st_batch_stamp(uint8_t *batch, int64_t base_offset, int32_t leader_epoch,

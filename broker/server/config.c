@@ -469,6 +469,7 @@ void st_topic_config_to_log(const st_topic_config_t *t, st_log_config_t *out) {
     out->ts_before_max_ms = t->message_timestamp_before_max_ms;
     out->ts_after_max_ms = t->message_timestamp_after_max_ms;
     out->delete_policy = strstr(t->cleanup_policy, "delete") != NULL;
+    out->compact = strstr(t->cleanup_policy, "compact") != NULL;
     out->remote = t->remote_storage_enable;
     /* -2: the same as the total bound */
     out->local_retention_ms = t->local_retention_ms == -2 ? t->retention_ms : t->local_retention_ms;

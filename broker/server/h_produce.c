@@ -140,6 +140,8 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
                 e = st_batches_validate(qp->records.p, (size_t)qp->records.len, &lim, st_now_ms(),
                                         &nbatches, why, sizeof why);
             }
+            if (!e && lc.compact)
+                e = st_batches_check_keys(qp->records.p, (size_t)qp->records.len, why, sizeof why);
             st_append_info_t info;
             /* The batches are stamped in place: the receive buffer is ours. */
             if (!e) e = st_partition_append(p, (uint8_t *)qp->records.p, (size_t)qp->records.len, &info);

@@ -197,6 +197,16 @@ try:
     (err,) = struct.unpack_from(">h", r, 10 + ln)
     check(err == 38, "replication factor 3: error %d, want INVALID_REPLICATION_FACTOR (38)" % err)
 
+    # 13. a record without a key on a compacted topic: INVALID_RECORD (87)
+    from kwire import Conn
+    kc = Conn(b.port)
+    check(kc.create_topic("compacted", 1, configs={"cleanup.policy": "compact"}) == 0, "create compacted")
+    err = kc.produce("compacted", 0, record_batch([b"no key"]), acks=1)[1]
+    check(err == 87, "keyless record on a compacted topic: error %d, want INVALID_RECORD (87)" % err)
+    err = kc.produce("compacted", 0, record_batch([b"v"], keys=[b"k"]), acks=1)[1]
+    check(err == 0, "keyed record on a compacted topic: error %d" % err)
+    kc.close()
+
     time.sleep(0.3)
     good.stop = True
     good.join(10)
