@@ -92,6 +92,7 @@
     X(MEMBER_ID_REQUIRED, 79, 0, 79, "member id required")                             \
     X(GROUP_MAX_SIZE_REACHED, 81, 0, 81, "group max size reached")                     \
     X(FENCED_INSTANCE_ID, 82, 0, 82, "fenced instance id")                             \
+    X(GROUP_SUBSCRIBED_TO_TOPIC, 86, 0, 86, "the group is subscribed to the topic")   \
     X(INVALID_RECORD, 87, 0, 87, "invalid record")                                     \
     X(THROTTLING_QUOTA_EXCEEDED, 89, 1, 89, "throttling quota exceeded")               \
     X(RESOURCE_NOT_FOUND, 91, 0, 91, "resource not found")                             \

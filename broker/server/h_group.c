@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <strings.h>
 
-#define WIRE_GROUP_SUBSCRIBED_TO_TOPIC 86 /* Kafka's GROUP_SUBSCRIBED_TO_TOPIC */
 #define DURABLE_WAIT_MS 30000
 
 /* Group operations (Kafka's AclOperation codes) a client may perform:
@@ -816,7 +815,7 @@ static void offset_delete_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
                 rt->partitions.v[j].error_code = st_err_wire(p->pre[k]);
                 continue;
             }
-            rt->partitions.v[j].error_code = known[kk++].subscribed ? WIRE_GROUP_SUBSCRIBED_TO_TOPIC : 0;
+            rt->partitions.v[j].error_code = known[kk++].subscribed ? st_err_wire(ST_E_GROUP_SUBSCRIBED_TO_TOPIC) : 0;
         }
     }
     if (!e) gop_wait(op, st_gstate_partition_of(s, gid));
