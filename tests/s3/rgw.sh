@@ -81,6 +81,9 @@ cmd_gw_stop() {
     kill -9 "$p" 2>/dev/null || true
     i=0
     while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    # radosgw removes its pid file when it exits cleanly; after a KILL the
+    # file would name a pid that another process may get next.
+    rm -f "$dir/run/client.rgw.s3.pid"
     echo "rgw.sh: radosgw stopped"
 }
 
