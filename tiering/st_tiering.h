@@ -21,7 +21,8 @@
  *
  * Reads: an offset below the local log start is found in the manifest,
  * located through the segment's offset index (downloaded once, cached) and
- * served from fixed-size chunks of the segment, downloaded by ranged GETs
+ * served from chunks of the segment (about chunk_bytes, starting on
+ * batches), downloaded by ranged GETs
  * into a bounded on-disk chunk cache; two readers of one chunk share one
  * download, and a sequential reader's next chunks are fetched ahead, across
  * segment boundaries.  Nothing here blocks the caller: a read that needs a
@@ -153,7 +154,6 @@ typedef void (*st_tier_wake_cb)(void *arg);
 typedef struct st_tier_read {
     st_file_t *file; /* a cached chunk: [pos, pos+len) of it; caller releases */
     int64_t pos;
-    uint8_t *buf;    /* or bytes (a batch across chunks); caller frees */
     int32_t len;
     int64_t remote_start, remote_end;
 } st_tier_read_t;

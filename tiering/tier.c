@@ -756,6 +756,14 @@ typedef struct seg_view {
     int64_t base, last, size;
 } seg_view_t;
 
+static void view_of(st_tier_part_t *p, const st_rseg_t *s, seg_view_t *v) {
+    st_tier__object_key(p->prefix, s, "index", v->index_key, sizeof v->index_key);
+    st_tier__object_key(p->prefix, s, "log", v->log_key, sizeof v->log_key);
+    v->base = s->base_offset;
+    v->last = s->last_offset;
+    v->size = s->size_bytes;
+}
+
 static int find_segment(st_tier_part_t *p, int64_t offset, seg_view_t *v, seg_view_t *next) {
     int lo = 0, hi = p->man.nsegs - 1, at = -1;
     while (lo <= hi) {
@@ -768,18 +776,9 @@ static int find_segment(st_tier_part_t *p, int64_t offset, seg_view_t *v, seg_vi
         }
     }
     if (at < 0 || offset > p->man.segs[at].last_offset) return 0;
-    const st_rseg_t *s = &p->man.segs[at];
-    st_tier__object_key(p->prefix, s, "index", v->index_key, sizeof v->index_key);
-    st_tier__object_key(p->prefix, s, "log", v->log_key, sizeof v->log_key);
-    v->base = s->base_offset;
-    v->last = s->last_offset;
-    v->size = s->size_bytes;
+    view_of(p, &p->man.segs[at], v);
     next->size = -1;
-    if (at + 1 < p->man.nsegs) {
-        const st_rseg_t *n = &p->man.segs[at + 1];
-        st_tier__object_key(p->prefix, n, "log", next->log_key, sizeof next->log_key);
-        next->size = n->size_bytes;
-    }
+    if (at + 1 < p->man.nsegs) view_of(p, &p->man.segs[at + 1], next);
     return 1;
 }
 
@@ -802,56 +801,90 @@ static int64_t index_lookup(const uint8_t *idx, int64_t len, int64_t rel) {
     return pos < 0 ? 0 : pos;
 }
 
-/* Copy [pos, pos+len) of a segment out of its chunks. */
-static st_err_t chunk_bytes(st_tier_t *t, const seg_view_t *v, int64_t pos, int64_t len,
-                            uint8_t *out, st_tier_wake_cb wake, void *arg) {
-    int64_t csize = t->cfg.chunk_bytes;
-    st_err_t rc = ST_OK;
-    while (len > 0) {
-        int64_t k = pos / csize, cstart = k * csize;
-        st_cache_ref_t ref;
-        st_err_t e = st_tier__cache_get(t->cache, v->log_key, (uint64_t)cstart,
-                                        (uint64_t)ST_MIN(csize, v->size - cstart), 0, &ref, wake, arg);
-        if (e) {
-            /* keep asking for the rest: they download together */
-            if (rc == ST_OK || e != ST_E_AGAIN) rc = e;
-            int64_t step = cstart + csize - pos;
-            pos += step;
-            len -= step;
-            continue;
+/*
+ * Chunks start on batches.  Boundary k is the first batch position the
+ * offset index names at or after k * chunk_bytes (0 for k = 0, the segment
+ * size past the last entry), so a batch never spans two chunks: an answer
+ * that ends at a chunk's end ends on a whole batch, and the next fetch
+ * starts a chunk.  Every reader computes the same boundaries from the same
+ * index, so cache keys agree.
+ *
+ *   chunk:  |<-- k*C ... first indexed batch -->|<-- (k+1)*C ... -->|
+ */
+typedef struct chunk_map {
+    const uint8_t *idx;
+    int64_t nidx;
+    int64_t size, csize;
+} chunk_map_t;
+
+static int64_t boundary(const chunk_map_t *m, int64_t k) {
+    if (k <= 0) return 0;
+    int64_t target = k * m->csize;
+    if (target >= m->size) return m->size;
+    int64_t lo = 0, hi = m->nidx - 1, best = -1;
+    while (lo <= hi) { /* first entry whose position is >= target */
+        int64_t mid = (lo + hi) / 2;
+        if ((int64_t)st_be32_get(m->idx + mid * 8 + 4) >= target) {
+            best = mid;
+            hi = mid - 1;
+        } else {
+            lo = mid + 1;
         }
-        int64_t n = ST_MIN(len, cstart + ref.len - pos);
-        size_t got = 0;
-        if (n <= 0 || st_pread_all(ref.file->fd, out, (size_t)n, pos - cstart, &got) || got != (size_t)n)
-            rc = ST_E_KAFKA_STORAGE_ERROR;
-        st_tier__cache_release(t->cache, &ref);
-        if (rc && rc != ST_E_AGAIN) return rc;
-        out += n;
-        pos += n;
-        len -= n;
     }
-    return rc;
+    if (best < 0) return m->size;
+    return ST_MIN((int64_t)st_be32_get(m->idx + best * 8 + 4), m->size);
 }
 
-static void read_ahead(st_tier_t *t, const seg_view_t *v, const seg_view_t *next, int64_t pos) {
-    int64_t csize = t->cfg.chunk_bytes;
-    int64_t k = pos / csize + 1;
-    st_cache_ref_t ref;
-    for (int i = 0; i < t->cfg.readahead_chunks; i++, k++) {
-        const seg_view_t *s = v;
-        int64_t kk = k;
-        int64_t nchunks = (v->size + csize - 1) / csize;
-        if (kk >= nchunks) {
-            if (next->size < 0) break;
-            s = next;
-            kk -= nchunks;
-            if (kk * csize >= next->size) break;
-        }
-        int64_t cstart = kk * csize;
-        if (st_tier__cache_get(t->cache, s->log_key, (uint64_t)cstart,
-                               (uint64_t)ST_MIN(csize, s->size - cstart), 0, &ref, NULL, NULL) == ST_OK)
-            st_tier__cache_release(t->cache, &ref);
+/* [start, end) of the chunk holding pos. */
+static void chunk_of(const chunk_map_t *m, int64_t pos, int64_t *start, int64_t *end) {
+    int64_t k = pos / m->csize, s = boundary(m, k);
+    if (s <= pos) {
+        *start = s;
+        *end = boundary(m, k + 1);
+        return;
     }
+    *end = s;
+    while (k > 0 && boundary(m, k) > pos) k--;
+    *start = boundary(m, k);
+}
+
+/* The chunk holding pos (kept: release with st_tier__cache_release). */
+static st_err_t get_chunk(st_tier_t *t, const seg_view_t *v, const chunk_map_t *m, int64_t pos,
+                          st_cache_ref_t *ref, int64_t *cstart, st_tier_wake_cb wake, void *arg) {
+    int64_t end;
+    chunk_of(m, pos, cstart, &end);
+    return st_tier__cache_get(t->cache, v->log_key, (uint64_t)*cstart, (uint64_t)(end - *cstart), 0,
+                              ref, wake, arg);
+}
+
+/* Fetch the next chunks of a sequential reader ahead, on into the next
+ * segment (whose index comes first). */
+static void read_ahead(st_tier_t *t, const seg_view_t *v, const chunk_map_t *m,
+                       const seg_view_t *next, int64_t pos) {
+    st_cache_ref_t ref;
+    int64_t start, end;
+    chunk_of(m, pos, &start, &end);
+    int left = t->cfg.readahead_chunks;
+    while (left > 0 && end < v->size) {
+        int64_t s = end;
+        chunk_of(m, s, &start, &end);
+        if (st_tier__cache_get(t->cache, v->log_key, (uint64_t)start, (uint64_t)(end - start), 0,
+                               &ref, NULL, NULL) == ST_OK)
+            st_tier__cache_release(t->cache, &ref);
+        left--;
+    }
+    if (left <= 0 || next->size <= 0) return;
+    st_cache_ref_t idx;
+    if (st_tier__cache_get(t->cache, next->index_key, 0, ST_OS_TO_END, 1, &idx, NULL, NULL)) return;
+    chunk_map_t nm = {idx.mem, idx.len / 8, next->size, t->cfg.chunk_bytes};
+    for (int64_t s = 0; left > 0 && s < next->size; left--) {
+        chunk_of(&nm, s, &start, &end);
+        if (st_tier__cache_get(t->cache, next->log_key, (uint64_t)start, (uint64_t)(end - start), 0,
+                               &ref, NULL, NULL) == ST_OK)
+            st_tier__cache_release(t->cache, &ref);
+        s = end;
+    }
+    st_tier__cache_release(t->cache, &idx);
 }
 
 st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int min_one,
@@ -869,48 +902,52 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
     st_cache_ref_t idx;
     st_err_t e = st_tier__cache_get(t->cache, v.index_key, 0, ST_OS_TO_END, 1, &idx, wake, wake_arg);
     if (e) return e;
+    chunk_map_t m = {idx.mem, idx.len / 8, v.size, t->cfg.chunk_bytes};
     int64_t pos = index_lookup(idx.mem, idx.len, offset - v.base);
-    st_tier__cache_release(t->cache, &idx);
 
     /* Walk batch headers from the indexed position to the batch holding
      * offset (at most log.index.interval.bytes of batches). */
+    st_cache_ref_t ref = {0};
+    int64_t cstart = -1, cend = -1;
     st_batch_hdr_t b;
     for (;;) {
-        if (pos + ST_TIER_BATCH_HEADER > v.size) return ST_E_KAFKA_STORAGE_ERROR; /* index lied */
+        if (pos + ST_TIER_BATCH_HEADER > v.size) {
+            e = ST_E_KAFKA_STORAGE_ERROR; /* the index lied */
+            break;
+        }
+        if (pos < cstart || pos >= cend) {
+            if (ref.file) st_tier__cache_release(t->cache, &ref);
+            e = get_chunk(t, &v, &m, pos, &ref, &cstart, wake, wake_arg);
+            if (e) break;
+            cend = cstart + ref.len;
+        }
         uint8_t hdr[ST_TIER_BATCH_HEADER];
-        e = chunk_bytes(t, &v, pos, ST_TIER_BATCH_HEADER, hdr, wake, wake_arg);
-        if (e) return e;
-        if (st_tier__batch_header(hdr, &b) || pos + b.size > v.size) {
+        size_t got = 0;
+        if (pos + ST_TIER_BATCH_HEADER > cend ||
+            st_pread_all(ref.file->fd, hdr, sizeof hdr, pos - cstart, &got) || got != sizeof hdr ||
+            st_tier__batch_header(hdr, &b) || pos + b.size > cend) {
             ST_LOG_RATELIMITED(ST_LOG_ERROR, "tiering", 5000, "%s: bad batch at byte %lld",
                                v.log_key, (long long)pos);
-            return ST_E_KAFKA_STORAGE_ERROR;
+            e = ST_E_KAFKA_STORAGE_ERROR;
+            break;
         }
         if (b.last_offset >= offset) break;
         pos += b.size;
     }
-    int64_t csize = t->cfg.chunk_bytes, k = pos / csize, cend = ST_MIN((k + 1) * csize, v.size);
-    read_ahead(t, &v, &next, pos);
-    if (b.size > max_bytes && !min_one) return ST_OK; /* nothing fits: an empty read */
-    if (pos + b.size <= cend) {
-        /* Within one chunk: sent straight from the cached file. */
-        st_cache_ref_t ref;
-        e = st_tier__cache_get(t->cache, v.log_key, (uint64_t)(k * csize), (uint64_t)(cend - k * csize),
-                               0, &ref, wake, wake_arg);
-        if (e) return e;
-        int64_t want = ST_MAX((int64_t)b.size, (int64_t)max_bytes);
-        out->file = ref.file; /* the reference moves to the caller */
-        out->pos = pos - k * csize;
-        out->len = (int32_t)ST_MIN(want, cend - pos);
-        return ST_OK;
-    }
-    /* The first batch crosses into the next chunk: copy it whole. */
-    uint8_t *buf = st_malloc((size_t)b.size);
-    e = chunk_bytes(t, &v, pos, b.size, buf, wake, wake_arg);
+    if (!e) read_ahead(t, &v, &m, &next, pos);
+    st_tier__cache_release(t->cache, &idx);
     if (e) {
-        free(buf);
+        if (ref.file) st_tier__cache_release(t->cache, &ref);
         return e;
     }
-    out->buf = buf;
-    out->len = b.size;
+    if (b.size > max_bytes && !min_one) { /* nothing fits: an empty read */
+        st_tier__cache_release(t->cache, &ref);
+        return ST_OK;
+    }
+    /* Straight from the cached chunk, up to its end (a batch boundary). */
+    int64_t want = ST_MAX((int64_t)b.size, (int64_t)max_bytes);
+    out->file = ref.file; /* the reference moves to the caller */
+    out->pos = pos - cstart;
+    out->len = (int32_t)ST_MIN(want, cend - pos);
     return ST_OK;
 }

@@ -20,46 +20,39 @@ typedef struct fetch_op {
     int nparts;
 } fetch_op_t;
 
-/* What a response holds until it is encoded: file references and buffers
- * of remote batches.  st_request_respond may free the request (and its
- * arena) when the connection is gone, so they are collected first and let
- * go after. */
+/* The file references a response holds (local segments, cached remote
+ * chunks).  st_request_respond may free the request (and its arena) when
+ * the connection is gone, so they are collected first and let go after. */
 typedef struct held {
     st_file_t **files;
-    uint8_t **bufs;
-    int nfiles, nbufs;
+    int nfiles;
 } held_t;
 
 static void collect(const st_fetch_resp_t *r, held_t *h) {
     int cnt = 0;
     for (int i = 0; i < r->responses.n; i++) cnt += r->responses.v[i].partitions.n;
     h->files = st_malloc(sizeof *h->files * (size_t)(cnt + 1));
-    h->bufs = st_malloc(sizeof *h->bufs * (size_t)(cnt + 1));
-    h->nfiles = h->nbufs = 0;
+    h->nfiles = 0;
     for (int i = 0; i < r->responses.n; i++)
         for (int j = 0; j < r->responses.v[i].partitions.n; j++) {
             const st_records_t *rec = &r->responses.v[i].partitions.v[j].records;
             if (rec->file) h->files[h->nfiles++] = rec->file;
-            else if (rec->p) h->bufs[h->nbufs++] = (uint8_t *)rec->p;
         }
 }
 
 static void let_go(held_t *h) {
     for (int i = 0; i < h->nfiles; i++) st_file_release(h->files[i]);
-    for (int i = 0; i < h->nbufs; i++) free(h->bufs[i]);
     free(h->files);
-    free(h->bufs);
 }
 
 static void wake_loop(void *arg) { st_loop_wake(arg); }
 
 /* Data of one partition: a file range (local segment or cached remote
- * chunk) or a buffer (a remote batch across chunks); neither when nothing
- * is there yet (a remote download running wakes the loop when done). */
+ * chunk), or none when nothing is there yet (a remote download running
+ * wakes the loop when done). */
 typedef struct part_data {
     st_file_t *file;
     int64_t pos;
-    uint8_t *buf;
     int32_t len;
     int64_t high_watermark, log_start_offset;
 } part_data_t;
@@ -82,8 +75,7 @@ static st_err_t read_partition(fetch_op_t *op, st_partition_t *p, int64_t offset
         if (e == ST_OK) {
             d->file = tr.file;
             d->pos = tr.pos;
-            d->buf = tr.buf;
-            d->len = tr.len;
+            d->len = tr.file ? tr.len : 0;
         }
         return e;
     }
@@ -148,11 +140,9 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
                 /* let go of after the response is built */
                 rp->records.file = d.file;
                 rp->records.file_off = d.pos;
-                rp->records.p = d.buf;
                 rp->records.len = d.len;
             } else {
                 st_file_release(d.file);
-                free(d.buf);
             }
         }
     }

@@ -213,15 +213,11 @@ static int read_remote(env_t *e, int64_t offset, int32_t max, uint8_t **data, in
         if (rc) return rc;
         *len = r.len;
         *data = st_malloc((size_t)r.len + 1);
-        if (r.file) {
-            size_t got = 0;
-            assert_int_equal(st_pread_all(r.file->fd, *data, (size_t)r.len, r.pos, &got), ST_OK);
-            assert_int_equal(got, (size_t)r.len);
-            st_file_release(r.file);
-        } else {
-            memcpy(*data, r.buf, (size_t)r.len);
-            free(r.buf);
-        }
+        assert_non_null(r.file);
+        size_t got = 0;
+        assert_int_equal(st_pread_all(r.file->fd, *data, (size_t)r.len, r.pos, &got), ST_OK);
+        assert_int_equal(got, (size_t)r.len);
+        st_file_release(r.file);
         return ST_OK;
     }
     fail_msg("no data for offset %lld", (long long)offset);
