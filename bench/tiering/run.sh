@@ -126,6 +126,28 @@ stop_broker() {
 strata_cli() { "$bin/strata" "$1" --config config/server.properties "${overrides[@]}" "${@:2}"; }
 
 now() { date +%s.%N; }
+
+# CPU accounting, to say what bounds a replay on a machine this small:
+# a snapshot is "machine-busy s3-server broker" in clock ticks (the S3
+# server being every Ceph daemon rgw.sh started).
+cpu_snap() {
+  local pids p
+  pids=$(cat "$STRATA_RGW_DIR"/run/*.pid 2>/dev/null || true)
+  {
+    awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 }' /proc/stat
+    for p in $pids; do awk '{ sub(/.*\) /, ""); s += $12 + $13 } END { print s + 0 }' "/proc/$p/stat" 2>/dev/null; done |
+      awk '{ s += $1 } END { print s + 0 }'
+    awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$broker_pid/stat"
+  } | paste -sd' '
+}
+# BEFORE AFTER WALL_S -> "s3 A broker B other C" in cores (other: the
+# consumer or curl, and the rest of the machine)
+cpu_cores() {
+  awk -v a="$1" -v b="$2" -v w="$3" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+    split(a, x, " "); split(b, y, " ")
+    busy = (y[1] - x[1]) / hz / w; s3 = (y[2] - x[2]) / hz / w; br = (y[3] - x[3]) / hz / w
+    printf "s3 %.2f broker %.2f other %.2f\n", s3, br, busy - s3 - br }'
+}
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
 
 start_broker "$work/cache-0"
@@ -241,6 +263,7 @@ for rep in $(seq 1 "$REPEATS"); do
   start_broker "$prev"
   if [ $((rep % 2)) = 1 ]; then order="cold curl"; else order="curl cold"; fi
   for who in $order; do
+    c0=$(cpu_snap)
     if [ "$who" = cold ]; then
       r0=$(rgw_requests)
       s=$(replay tiered "$tiered_ends")
@@ -250,6 +273,7 @@ for rep in $(seq 1 "$REPEATS"); do
       s=$(curl_get)
       mbps "$remote_bytes" "$s" >>"$work/curl"
     fi
+    echo "$who: $(cpu_cores "$c0" "$(cpu_snap)" "$s")" >>"$work/cpu-$rep"
   done
   r0=$(rgw_requests)
   s=$(replay tiered "$tiered_ends")
@@ -259,6 +283,7 @@ for rep in $(seq 1 "$REPEATS"); do
   mbps "$local_bytes" "$s" >>"$work/local"
   echo "rep $rep: cold $(tail -n1 "$work/cold") curl $(tail -n1 "$work/curl") warm $(tail -n1 "$work/warm")" \
     "local $(tail -n1 "$work/local") MB/s; cold replay $(tail -n1 "$work/coldreq") requests, warm $warm_req" >&2
+  echo "rep $rep: cores used (of $(nproc)): $(paste -sd';' "$work/cpu-$rep" | sed 's/;/; /')" >&2
 done
 stop_broker
 
