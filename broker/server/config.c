@@ -175,7 +175,7 @@ static const st_cfg_desc_t broker_rows[] = {
          "Directory of the chunk cache (empty: remote-cache under the first log dir)."),
     BROW("remote.log.cache.size.bytes", ST_CFG_LONG, remote_log_cache_size_bytes, "1073741824",
          0, I64MAX, NULL, 0, "Bound of the on-disk chunk cache."),
-    BROW("remote.log.fetch.readahead.chunks", ST_CFG_INT, remote_log_fetch_readahead_chunks, "4",
+    BROW("remote.log.fetch.readahead.chunks", ST_CFG_INT, remote_log_fetch_readahead_chunks, "8",
          0, 1024, NULL, 0,
          "Chunks fetched ahead of a sequential remote reader, across segment ends."),
     BROW("remote.log.index.file.cache.total.size.bytes", ST_CFG_LONG,
