@@ -104,7 +104,8 @@ static const st_cfg_desc_t os_rows[] = {
      "empty: the system's."},
     {"objectstore.s3.part.size.bytes", ST_CFG_LONG, F(s3_part_size_bytes), "8388608", 5 * MIB,
      (int64_t)5 * 1024 * MIB, NULL, 0,
-     "s3 backend: multipart part size; larger objects are uploaded in parts."},
+     "s3 backend: multipart part size; larger objects are uploaded in parts (a tiered "
+     "segment in at most 4, larger ones when needed)."},
     {"objectstore.s3.multipart.concurrency", ST_CFG_INT, F(s3_multipart_concurrency), "4", 1,
      64, NULL, 0, "s3 backend: parts of one upload in flight at once."},
     {"objectstore.s3.max.connections", ST_CFG_INT, F(s3_max_connections), "16", 1, 1024, NULL,

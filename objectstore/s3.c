@@ -54,6 +54,7 @@
 #define S3_DELETE_BATCH 1000
 #define S3_DELETE_PARALLEL 4
 #define S3_MAX_PARTS 10000
+#define S3_MAX_PART_SIZE ((uint64_t)5 << 30)
 #define S3_PREP_THREADS 2
 #define S3_PREP_CHUNK (1024 * 1024)
 
@@ -145,6 +146,7 @@ struct s3_op {
     st_err_t prep_status;
 
     /* multipart */
+    uint64_t part_size;
     char *upload_id;
     int nparts, next_part, parts_active, parts_done;
     char **etags;
@@ -840,9 +842,23 @@ static void body_source(s3_op_t *op, call_t *c, uint64_t off, uint64_t len) {
 
 static void mp_next_parts(s3_op_t *op);
 
+/* The configured part size, grown to whole MiB when the request caps the
+ * number of parts (fewer, larger parts: fewer requests). */
+static uint64_t put_part_size(const s3_op_t *op) {
+    uint64_t ps = (uint64_t)op->s3->cfg->s3_part_size_bytes;
+    uint64_t maxp = op->req->rq.max_parts > 0 ? (uint64_t)op->req->rq.max_parts : 0;
+    if (maxp && op->size > ps * maxp) {
+        ps = (op->size + maxp - 1) / maxp;
+        ps = (ps + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
+        if (ps > S3_MAX_PART_SIZE) ps = S3_MAX_PART_SIZE;
+    }
+    return ps;
+}
+
 static void put_start(s3_op_t *op) {
     s3_t *s3 = op->s3;
-    if (op->size <= (uint64_t)s3->cfg->s3_part_size_bytes) {
+    op->part_size = put_part_size(op);
+    if (op->size <= op->part_size) {
         call_t *c = object_call(op, CALL_PUT, "PUT");
         common_headers(s3, c, NULL);
         metadata_headers(op, c);
@@ -850,7 +866,7 @@ static void put_start(s3_op_t *op) {
         ready_push(s3, c);
         return;
     }
-    uint64_t ps = (uint64_t)s3->cfg->s3_part_size_bytes;
+    uint64_t ps = op->part_size;
     uint64_t nparts = (op->size + ps - 1) / ps;
     if (nparts > S3_MAX_PARTS) {
         op_fail(op, ST_E_PERMANENT, "");
@@ -959,7 +975,7 @@ static void mp_complete(s3_op_t *op) {
 
 static void mp_next_parts(s3_op_t *op) {
     s3_t *s3 = op->s3;
-    uint64_t ps = (uint64_t)s3->cfg->s3_part_size_bytes;
+    uint64_t ps = op->part_size;
     while (!op->failed && op->next_part < op->nparts &&
            op->parts_active < s3->cfg->s3_multipart_concurrency) {
         int i = op->next_part++;

@@ -146,6 +146,8 @@ typedef struct st_os_request {
     size_t nmeta;
     int crc32c_known; /* the caller already has the CRC32C of the source */
     uint32_t crc32c;
+    int max_parts; /* s3: above 0, parts grow past objectstore.s3.part.size.bytes
+                    * so that the object takes at most this many */
 
     /* get: bytes [offset, offset + length), cut short at the object's end.
      * A range that starts at or past the end fails (permanent), except a

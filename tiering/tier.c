@@ -129,9 +129,16 @@ static void manifest_install(st_tier_part_t *p, st_manifest_t *m) {
 
 /* ---- uploads ---------------------------------------------------------------- */
 
+/* A segment above the object store's part size goes up in at most this
+ * many parts (larger than configured when needed): with 1 GiB segments, 10
+ * requests per GiB rather than 134 with 8 MiB parts.  The parts are read
+ * from the file, so their size costs no memory. */
+#define SEGMENT_MAX_PARTS 4
+
 static st_err_t put_file(st_tier_t *t, const char *key, const char *path, int crc_known,
-                         uint32_t crc, char *why, size_t whylen) {
-    st_os_request_t rq = {.op = ST_OS_PUT, .key = key, .crc32c_known = crc_known, .crc32c = crc};
+                         uint32_t crc, int max_parts, char *why, size_t whylen) {
+    st_os_request_t rq = {.op = ST_OS_PUT, .key = key, .crc32c_known = crc_known, .crc32c = crc,
+                          .max_parts = max_parts};
     rq.src.kind = ST_OS_SRC_FILE;
     rq.src.path = path;
     rq.src.offset = 0;
@@ -214,15 +221,15 @@ static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) 
     char key[700];
     if (!e) {
         st_tier__object_key(p->prefix, &r, "log", key, sizeof key);
-        e = put_file(t, key, seg->log_path, 1, r.crc32c, why, sizeof why);
+        e = put_file(t, key, seg->log_path, 1, r.crc32c, SEGMENT_MAX_PARTS, why, sizeof why);
     }
     if (!e) {
         st_tier__object_key(p->prefix, &r, "index", key, sizeof key);
-        e = put_file(t, key, seg->index_path, 0, 0, why, sizeof why);
+        e = put_file(t, key, seg->index_path, 0, 0, 0, why, sizeof why);
     }
     if (!e) {
         st_tier__object_key(p->prefix, &r, "timeindex", key, sizeof key);
-        e = put_file(t, key, seg->timeindex_path, 0, 0, why, sizeof why);
+        e = put_file(t, key, seg->timeindex_path, 0, 0, 0, why, sizeof why);
     }
     if (!e) {
         st_buf_t b;

@@ -351,6 +351,36 @@ static void test_size_100m(void **state) {
     unlink(dst);
 }
 
+/* A cap on the number of parts grows them: 20 MiB + 3 with parts of 5 MiB
+ * and at most 2 parts goes up in 2 (S3's multipart ETag ends in "-2"), and
+ * reads back whole. */
+static void test_max_parts(void **state) {
+    (void)state;
+    size_t n = 20 * (size_t)MIB + 3;
+    uint8_t *data = make_data(n, 7);
+    const char *key = key_of("sizes", "20m-two-parts");
+    st_os_request_t rq = {.op = ST_OS_PUT, .key = key, .max_parts = 2,
+                          .src = {.kind = ST_OS_SRC_MEM, .data = data, .length = n}};
+    st_os_result_t *r = st_os_run(g.os, &rq);
+    expect_status(r, ST_OK, "put with max_parts");
+    st_os_result_free(r);
+    r = head(g.os, key);
+    expect_status(r, ST_OK, "head");
+    assert_int_equal(r->object_size, n);
+    if (g.is_s3) {
+        const char *dash = r->etag ? strrchr(r->etag, '-') : NULL;
+        if (!dash || atoi(dash + 1) != 2) fail_msg("ETag %s: not an upload in 2 parts", r->etag);
+    }
+    st_os_result_free(r);
+    r = get_range(g.os, key, 0, ST_OS_TO_END);
+    expect_status(r, ST_OK, "get");
+    assert_int_equal(r->length, n);
+    assert_true(r->crc32c_verified);
+    assert_memory_equal(r->data, data, n);
+    st_os_result_free(r);
+    free(data);
+}
+
 static void expect_range(const char *key, const uint8_t *data, size_t size, uint64_t off,
                          uint64_t len, uint64_t want_len) {
     st_os_result_t *r = get_range(g.os, key, off, len);
@@ -1074,6 +1104,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_size_5m_minus_1),
         cmocka_unit_test(test_size_5m_plus_1),
         cmocka_unit_test(test_size_100m),
+        cmocka_unit_test(test_max_parts),
         cmocka_unit_test(test_ranges),
         cmocka_unit_test(test_list_pages),
         cmocka_unit_test(test_prefix_isolation),
