@@ -27,8 +27,8 @@
 # uploaded, and during each cold replay per GiB replayed.
 #
 # Settings (environment): DATA_MB (2048), PARTITIONS (2), SEGMENT_MB (256),
-# PART_MB (64: objectstore.s3.part.size.bytes; segments above it go up in
-# multipart), CHUNK_MB (4: remote.log.fetch.chunk.bytes), CURL_PARALLEL (16),
+# PART_MB (8, the object store's default: objectstore.s3.part.size.bytes;
+# a segment above it goes up in at most 4 parts, larger when needed), CHUNK_MB (4: remote.log.fetch.chunk.bytes), CURL_PARALLEL (16),
 # RECORD (1000), REPEATS (3), BUILD_DIR (build-bench-tier), SKIP_BUILD=1 to
 # reuse a build, RGW_MEMSTORE_BYTES (8 GiB: the OSD keeps objects in RAM).
 # Needs what scripts/deps.sh installs plus the RGW packages (see rgw.sh).
@@ -41,7 +41,7 @@ cd "$root"
 DATA_MB=${DATA_MB:-2048}
 PARTITIONS=${PARTITIONS:-2}
 SEGMENT_MB=${SEGMENT_MB:-256}
-PART_MB=${PART_MB:-64}
+PART_MB=${PART_MB:-8}
 CHUNK_MB=${CHUNK_MB:-4}
 CURL_PARALLEL=${CURL_PARALLEL:-16}
 RECORD=${RECORD:-1000}
