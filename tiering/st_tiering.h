@@ -158,18 +158,26 @@ typedef struct st_tier_read {
     int64_t remote_start, remote_end;
 } st_tier_read_t;
 
-/* Read from offset (remote_start <= offset < remote_end) up to max_bytes,
- * with the whole first batch even when larger (KIP-74) when min_one.
+/* Flags of a read. */
+#define ST_TIER_READ_MIN_ONE 1 /* the whole first batch even when larger (KIP-74) */
+#define ST_TIER_READ_ONCE 2    /* not a sequential reader: no read-ahead */
+
+/* Read from offset (remote_start <= offset < remote_end) up to max_bytes.
  * ST_OK with data, ST_E_AGAIN while a download runs (wake(arg) is called
  * once when it ends), ST_E_OFFSET_OUT_OF_RANGE outside the remote part,
  * ST_E_KAFKA_STORAGE_ERROR when the bucket failed (retriable). */
-st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int min_one,
+st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int flags,
                       st_tier_read_t *out, st_tier_wake_cb wake, void *wake_arg);
 
-/* The base offset of the first remote segment holding a record with a
- * timestamp >= ts (segment granularity: its first records may be older);
- * ST_E_NOT_FOUND when none. */
-st_err_t st_tier_offset_for_time(st_tier_part_t *p, int64_t ts, int64_t *offset);
+/* Where a search for the first remote record with a timestamp >= ts
+ * starts: in the first segment holding such a record, past what its time
+ * index (downloaded once and kept like the offset index) proves older.
+ * The caller reads on from *from (st_tier_read) and looks at the records.
+ * ST_E_NOT_FOUND when no remote record is that new; ST_E_AGAIN while the
+ * time index downloads (wake(arg) is called once when it ends);
+ * ST_E_KAFKA_STORAGE_ERROR when the bucket failed. */
+st_err_t st_tier_time_search_start(st_tier_part_t *p, int64_t ts, int64_t *from,
+                                   st_tier_wake_cb wake, void *wake_arg);
 
 /* DeleteRecords below offset: remote segments wholly below go (manifest
  * first); the remote start becomes offset when it lies in the remote part. */

@@ -733,19 +733,6 @@ int32_t st_tier_part_epoch_for(st_tier_part_t *p, int64_t offset) {
     return epoch;
 }
 
-st_err_t st_tier_offset_for_time(st_tier_part_t *p, int64_t ts, int64_t *offset) {
-    st_err_t e = ST_E_NOT_FOUND;
-    pthread_mutex_lock(&p->lock);
-    for (int i = 0; i < p->man.nsegs; i++)
-        if (p->man.segs[i].max_timestamp >= ts && p->man.segs[i].last_offset >= p->man.log_start) {
-            *offset = ST_MAX(p->man.segs[i].base_offset, p->man.log_start);
-            e = ST_OK;
-            break;
-        }
-    pthread_mutex_unlock(&p->lock);
-    return e;
-}
-
 st_err_t st_tier_delete_records(st_tier_part_t *p, int64_t offset) {
     pthread_mutex_lock(&p->lock);
     int64_t start = st_tier__manifest_start(&p->man), end = st_tier__manifest_end(&p->man);
@@ -894,9 +881,10 @@ static void read_ahead(st_tier_t *t, const seg_view_t *v, const chunk_map_t *m,
     st_tier__cache_release(t->cache, &idx);
 }
 
-st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int min_one,
+st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int flags,
                       st_tier_read_t *out, st_tier_wake_cb wake, void *wake_arg) {
     st_tier_t *t = p->tier;
+    int min_one = flags & ST_TIER_READ_MIN_ONE;
     memset(out, 0, sizeof *out);
     seg_view_t v, next;
     pthread_mutex_lock(&p->lock);
@@ -941,7 +929,7 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
         if (b.last_offset >= offset) break;
         pos += b.size;
     }
-    if (!e) read_ahead(t, &v, &m, &next, pos);
+    if (!e && !(flags & ST_TIER_READ_ONCE)) read_ahead(t, &v, &m, &next, pos);
     st_tier__cache_release(t->cache, &idx);
     if (e) {
         if (ref.file) st_tier__cache_release(t->cache, &ref);
@@ -956,5 +944,34 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
     out->file = ref.file; /* the reference moves to the caller */
     out->pos = pos - cstart;
     out->len = (int32_t)ST_MIN(want, cend - pos);
+    return ST_OK;
+}
+
+st_err_t st_tier_time_search_start(st_tier_part_t *p, int64_t ts, int64_t *from,
+                                   st_tier_wake_cb wake, void *wake_arg) {
+    st_tier_t *t = p->tier;
+    char key[700];
+    int64_t base = -1, start = 0;
+    pthread_mutex_lock(&p->lock);
+    for (int i = 0; i < p->man.nsegs; i++)
+        if (p->man.segs[i].max_timestamp >= ts && p->man.segs[i].last_offset >= p->man.log_start) {
+            st_tier__object_key(p->prefix, &p->man.segs[i], "timeindex", key, sizeof key);
+            base = p->man.segs[i].base_offset;
+            start = ST_MAX(base, p->man.log_start);
+            break;
+        }
+    pthread_mutex_unlock(&p->lock);
+    if (base < 0) return ST_E_NOT_FOUND;
+    st_cache_ref_t tidx;
+    st_err_t e = st_tier__cache_get(t->cache, key, 0, ST_OS_TO_END, 1, &tidx, wake, wake_arg);
+    if (e) return e;
+    /* Entries of 12 bytes: the newest timestamp so far and the relative
+     * offset of its record, so every record up to there is no newer. */
+    for (int64_t k = 0; k + 12 <= tidx.len; k += 12) {
+        if ((int64_t)st_be64_get(tidx.mem + k) >= ts) break;
+        start = ST_MAX(start, base + (int32_t)st_be32_get(tidx.mem + k + 8) + 1);
+    }
+    st_tier__cache_release(t->cache, &tidx);
+    *from = start;
     return ST_OK;
 }

@@ -377,3 +377,31 @@ st_err_t st_batches_check_keys(const uint8_t *p, size_t len, char *why, size_t w
     }
     return ST_OK;
 }
+
+typedef struct ts_search {
+    int64_t target, from;
+    int64_t offset, ts;
+    int found;
+} ts_search_t;
+
+static int ts_record_cb(const st_record_t *r, void *arg) {
+    ts_search_t *t = arg;
+    if (r->offset >= t->from && r->timestamp >= t->target) {
+        t->offset = r->offset;
+        t->ts = r->timestamp;
+        t->found = 1;
+        return 1;
+    }
+    return 0;
+}
+
+int st_batch_first_at_time(const uint8_t *batch, int32_t size, int64_t from, int64_t ts,
+                           int64_t *offset, int64_t *found_ts) {
+    ts_search_t t = {ts, from, 0, 0, 0};
+    st_batch_foreach_record(batch, size, ts_record_cb, &t);
+    if (t.found) {
+        *offset = t.offset;
+        *found_ts = t.ts;
+    }
+    return t.found;
+}

@@ -125,6 +125,12 @@ st_err_t st_batch_decompress(const uint8_t *batch, int32_t size, st_buf_t *out);
 typedef int (*st_record_cb)(const st_record_t *r, void *arg);
 st_err_t st_batch_foreach_record(const uint8_t *batch, int32_t size, st_record_cb fn, void *arg);
 
+/* The first record of a whole batch at or after offset from whose
+ * timestamp is >= ts (ListOffsets by timestamp): 1 and its offset and
+ * timestamp, 0 when none. */
+int st_batch_first_at_time(const uint8_t *batch, int32_t size, int64_t from, int64_t ts,
+                           int64_t *offset, int64_t *found_ts);
+
 /* ---- building batches (the broker's own logs: metadata, offsets) ----- */
 
 typedef struct st_batch_record {

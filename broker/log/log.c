@@ -494,25 +494,6 @@ out:
 
 /* ---- timestamps --------------------------------------------------------- */
 
-typedef struct ts_search {
-    int64_t target;
-    int64_t from; /* the log start: records below it are not answers */
-    int64_t offset;
-    int64_t ts;
-    int found;
-} ts_search_t;
-
-static int ts_record_cb(const st_record_t *r, void *arg) {
-    ts_search_t *t = arg;
-    if (r->offset >= t->from && r->timestamp >= t->target) {
-        t->offset = r->offset;
-        t->ts = r->timestamp;
-        t->found = 1;
-        return 1;
-    }
-    return 0;
-}
-
 st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int64_t *found_ts,
                                 int32_t *epoch) {
     st_err_t e = ST_E_NOT_FOUND;
@@ -534,11 +515,8 @@ st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int6
                 buf = st_realloc(buf, (size_t)b.size);
                 size_t got = 0;
                 st_pread_all(s->file->fd, buf, (size_t)b.size, pos, &got);
-                ts_search_t t = {ts, log->log_start_offset, 0, 0, 0};
-                if (got == (size_t)b.size) st_batch_foreach_record(buf, b.size, ts_record_cb, &t);
-                if (t.found) {
-                    *offset = t.offset;
-                    *found_ts = t.ts;
+                if (got == (size_t)b.size &&
+                    st_batch_first_at_time(buf, b.size, log->log_start_offset, ts, offset, found_ts)) {
                     *epoch = b.leader_epoch;
                     e = ST_OK;
                     break;

@@ -175,6 +175,10 @@ static const st_cfg_desc_t broker_rows[] = {
          "Directory of the chunk cache (empty: remote-cache under the first log dir)."),
     BROW("remote.log.cache.size.bytes", ST_CFG_LONG, remote_log_cache_size_bytes, "1073741824",
          0, I64MAX, NULL, 0, "Bound of the on-disk chunk cache."),
+    BROW("remote.list.offsets.request.timeout.ms", ST_CFG_LONG,
+         remote_list_offsets_request_timeout_ms, "30000", 1, I64MAX, NULL, 0,
+         "How long a ListOffsets by timestamp may wait on reads from the bucket before "
+         "answering REQUEST_TIMED_OUT for the partitions still waiting (KIP-1075)."),
     BROW("remote.log.fetch.readahead.chunks", ST_CFG_INT, remote_log_fetch_readahead_chunks, "8",
          0, 1024, NULL, 0,
          "Chunks fetched ahead of a sequential remote reader, across segment ends."),

@@ -58,6 +58,7 @@ typedef struct st_broker_config {
     char *remote_log_cache_dir;
     int64_t remote_log_cache_size_bytes;
     int32_t remote_log_fetch_readahead_chunks;
+    int64_t remote_list_offsets_request_timeout_ms;
     int64_t remote_log_index_file_cache_total_size_bytes;
     /* consumer groups, committed offsets and the log cleaner */
     int32_t offsets_topic_num_partitions;

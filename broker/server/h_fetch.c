@@ -70,7 +70,8 @@ static st_err_t read_partition(fetch_op_t *op, st_partition_t *p, int64_t offset
     if (e == ST_E_OFFSET_OUT_OF_RANGE && st_partition_is_remote(p, offset)) {
         /* Below the local log start: from the bucket, never blocking. */
         st_tier_read_t tr;
-        e = st_tier_read(p->tier, offset, limit, min_one, &tr, wake_loop, op->req->loop);
+        e = st_tier_read(p->tier, offset, limit, min_one ? ST_TIER_READ_MIN_ONE : 0, &tr, wake_loop,
+                         op->req->loop);
         if (e == ST_E_AGAIN) return ST_OK;
         if (e == ST_OK) {
             d->file = tr.file;

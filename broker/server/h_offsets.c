@@ -1,8 +1,10 @@
 /*
  * h_offsets.c - ListOffsets (earliest, latest, max timestamp, by
- * timestamp through the time index) and DeleteRecords.
+ * timestamp through the time index, local or remote) and DeleteRecords.
  */
 #include "server.h"
+
+#include <stdlib.h>
 
 #define TS_LATEST -1
 #define TS_EARLIEST -2
@@ -10,79 +12,174 @@
 #define TS_EARLIEST_LOCAL -4 /* KIP-405 */
 #define TS_LATEST_TIERED -5  /* KIP-1005 */
 
-void st_handle_list_offsets(st_server_t *srv, st_request_t *req) {
-    st_list_offsets_req_t *q = req->body;
-    st_list_offsets_resp_t r;
-    st_schema_defaults(&st_list_offsets_resp_schema, &r);
-    ST_ARRAY_ALLOC(r.topics, &req->arena, q->topics.n);
+/* A ListOffsets waits (parked per loop, like a fetch) only while a search
+ * by timestamp reads the bucket: the remote time index, then the chunks
+ * from where it points.  Each try reads what is cached and starts the
+ * downloads it lacks, which wake the loop when they end. */
+typedef struct offsets_op {
+    st_delayed_t base;
+    st_server_t *srv;
+    st_request_t *req;
+} offsets_op_t;
+
+static void wake_loop(void *arg) { st_loop_wake(arg); }
+
+/* The first remote record at or after from whose timestamp is >= ts, read
+ * batch by batch from the cached chunks st_tier_read hands out. */
+static st_err_t remote_time_scan(st_partition_t *p, int64_t ts, int64_t from, st_loop_t *loop,
+                                 int64_t *offset, int64_t *found_ts, int32_t *epoch) {
+    uint8_t *buf = NULL;
+    st_err_t e;
+    for (;;) {
+        st_tier_read_t tr;
+        e = st_tier_read(p->tier, from, 1 << 20, ST_TIER_READ_MIN_ONE | ST_TIER_READ_ONCE, &tr,
+                         wake_loop, loop);
+        if (e == ST_E_OFFSET_OUT_OF_RANGE) e = ST_E_NOT_FOUND; /* past the remote end */
+        if (!e && (!tr.file || tr.len <= 0)) {
+            if (tr.file) st_file_release(tr.file);
+            e = ST_E_KAFKA_STORAGE_ERROR;
+        }
+        if (e) break;
+        int64_t pos = tr.pos, end = tr.pos + tr.len;
+        int done = 0;
+        while (!done && pos < end) {
+            uint8_t hdr[ST_BATCH_HEADER_SIZE];
+            size_t got = 0;
+            st_batch_info_t b;
+            if (st_pread_all(tr.file->fd, hdr, sizeof hdr, pos, &got) ||
+                st_batch_header(hdr, got, &b) || pos + b.size > end) {
+                e = ST_E_KAFKA_STORAGE_ERROR;
+                done = 1;
+                break;
+            }
+            if (b.max_timestamp >= ts) {
+                buf = st_realloc(buf, (size_t)b.size);
+                if (st_pread_all(tr.file->fd, buf, (size_t)b.size, pos, &got) ||
+                    got != (size_t)b.size) {
+                    e = ST_E_KAFKA_STORAGE_ERROR;
+                    done = 1;
+                } else if (st_batch_first_at_time(buf, b.size, from, ts, offset, found_ts)) {
+                    *epoch = b.leader_epoch;
+                    done = 1;
+                }
+            }
+            from = st_batch_last_offset(&b) + 1;
+            pos += b.size;
+        }
+        st_file_release(tr.file);
+        if (done) break;
+    }
+    free(buf);
+    return e;
+}
+
+/* One partition's answer; ST_E_AGAIN while the bucket is being read. */
+static st_err_t list_one(st_partition_t *p, int64_t timestamp, st_loop_t *loop, int64_t *offset_out,
+                         int64_t *ts_out, int32_t *epoch_out) {
+    st_log_offsets_t o;
+    st_log_offsets(p->log, &o);
+    if (o.offline) return ST_E_KAFKA_STORAGE_ERROR;
+    int64_t offset = -1, ts = -1;
+    int32_t epoch = -1;
+    if (timestamp == TS_EARLIEST) {
+        offset = st_partition_log_start(p);
+        epoch = offset < o.log_start_offset && p->tier ? st_tier_part_epoch_for(p->tier, offset)
+                                                      : st_log_epoch_for_offset(p->log, offset);
+    } else if (timestamp == TS_EARLIEST_LOCAL) {
+        offset = o.log_start_offset;
+        epoch = st_log_epoch_for_offset(p->log, offset);
+    } else if (timestamp == TS_LATEST_TIERED) {
+        /* the highest offset in the bucket, -1 when none */
+        int64_t rs = __atomic_load_n(&p->remote_start, __ATOMIC_ACQUIRE);
+        int64_t re = __atomic_load_n(&p->remote_end, __ATOMIC_ACQUIRE);
+        offset = p->tier && re > rs ? re - 1 : -1;
+        if (offset >= 0) epoch = st_tier_part_epoch_for(p->tier, offset);
+    } else if (timestamp == TS_LATEST) {
+        /* read_committed stops at the last stable offset, which is the
+         * high watermark while there are no transactions */
+        offset = o.high_watermark;
+        epoch = st_log_latest_epoch(p->log);
+    } else if (timestamp == TS_MAX_TIMESTAMP || timestamp >= 0) {
+        int64_t target = timestamp;
+        /* the first record carrying the largest timestamp */
+        if (target == TS_MAX_TIMESTAMP) target = st_log_max_timestamp(p->log);
+        if (target >= 0 && st_log_offset_for_time(p->log, target, &offset, &ts, &epoch)) {
+            offset = ts = -1;
+            epoch = -1;
+        }
+        /* Nothing local, or the local start: an older record in the
+         * bucket may be the first as new as target. */
+        int64_t from;
+        if (p->tier && target >= 0 && (offset < 0 || offset == o.log_start_offset)) {
+            st_err_t e = st_tier_time_search_start(p->tier, target, &from, wake_loop, loop);
+            int64_t roff, rts;
+            int32_t repoch;
+            if (!e) e = remote_time_scan(p, target, from, loop, &roff, &rts, &repoch);
+            if (e == ST_E_AGAIN || e == ST_E_KAFKA_STORAGE_ERROR) return e;
+            if (!e && roff < o.log_start_offset) {
+                offset = roff;
+                ts = rts;
+                epoch = repoch;
+            }
+        }
+    } else {
+        return ST_E_INVALID_REQUEST;
+    }
+    *offset_out = offset;
+    *ts_out = ts;
+    *epoch_out = epoch;
+    return ST_OK;
+}
+
+/* One pass over the request.  With r == NULL only count the partitions
+ * still waiting on the bucket (searches by timestamp of tiered partitions
+ * alone can wait); otherwise fill r, and with expired answer
+ * REQUEST_TIMED_OUT for those. */
+static int offsets_pass(offsets_op_t *op, st_list_offsets_resp_t *r, int expired) {
+    st_list_offsets_req_t *q = op->req->body;
+    st_request_t *req = op->req;
+    int waiting = 0;
+    if (r) ST_ARRAY_ALLOC(r->topics, &req->arena, q->topics.n);
     for (int i = 0; i < q->topics.n; i++) {
         st_list_offsets_req_topic_t *qt = &q->topics.v[i];
-        st_list_offsets_resp_topic_t *rt = &r.topics.v[i];
-        rt->name = qt->name;
-        ST_ARRAY_ALLOC(rt->partitions, &req->arena, qt->partitions.n);
+        st_list_offsets_resp_topic_t *rt = r ? &r->topics.v[i] : NULL;
+        if (rt) {
+            rt->name = qt->name;
+            ST_ARRAY_ALLOC(rt->partitions, &req->arena, qt->partitions.n);
+        }
         for (int j = 0; j < qt->partitions.n; j++) {
             st_list_offsets_req_part_t *qp = &qt->partitions.v[j];
+            if (!rt && qp->timestamp < 0 && qp->timestamp != TS_MAX_TIMESTAMP) continue;
+            st_partition_t *p = st_replicas_lookup(op->srv->rm, qt->name.p,
+                                                   (size_t)ST_MAX(qt->name.len, 0),
+                                                   qp->partition_index, NULL);
+            if (!rt) {
+                if (p && p->tier && !st_check_leader_epoch(qp->current_leader_epoch, p->leader_epoch)) {
+                    int64_t off, ts;
+                    int32_t epoch;
+                    if (list_one(p, qp->timestamp, req->loop, &off, &ts, &epoch) == ST_E_AGAIN)
+                        waiting++;
+                }
+                st_partition_release(p);
+                continue;
+            }
             st_list_offsets_resp_part_t *out = &rt->partitions.v[j];
             st_schema_defaults(&st_list_offsets_resp_part_schema, out);
             out->partition_index = qp->partition_index;
             ST_ARRAY_ALLOC(out->old_style_offsets, &req->arena, 0);
-            st_partition_t *p = st_replicas_lookup(srv->rm, qt->name.p,
-                                                   (size_t)ST_MAX(qt->name.len, 0),
-                                                   qp->partition_index, NULL);
             if (!p) {
                 out->error_code = st_err_wire(ST_E_UNKNOWN_TOPIC_OR_PARTITION);
                 continue;
             }
-            st_err_t e = st_check_leader_epoch(qp->current_leader_epoch, p->leader_epoch);
-            st_log_offsets_t o;
-            st_log_offsets(p->log, &o);
-            if (!e && o.offline) e = ST_E_KAFKA_STORAGE_ERROR;
-            if (e) {
-                out->error_code = st_err_wire(e);
-                st_partition_release(p);
-                continue;
-            }
             int64_t offset = -1, ts = -1;
             int32_t epoch = -1;
-            if (qp->timestamp == TS_EARLIEST) {
-                offset = st_partition_log_start(p);
-                epoch = offset < o.log_start_offset && p->tier ? st_tier_part_epoch_for(p->tier, offset)
-                                                              : st_log_epoch_for_offset(p->log, offset);
-            } else if (qp->timestamp == TS_EARLIEST_LOCAL) {
-                offset = o.log_start_offset;
-                epoch = st_log_epoch_for_offset(p->log, offset);
-            } else if (qp->timestamp == TS_LATEST_TIERED) {
-                /* the highest offset in the bucket, -1 when none */
-                int64_t rs = __atomic_load_n(&p->remote_start, __ATOMIC_ACQUIRE);
-                int64_t re = __atomic_load_n(&p->remote_end, __ATOMIC_ACQUIRE);
-                offset = p->tier && re > rs ? re - 1 : -1;
-                if (offset >= 0) epoch = st_tier_part_epoch_for(p->tier, offset);
-            } else if (qp->timestamp == TS_LATEST) {
-                /* read_committed stops at the last stable offset, which is
-                 * the high watermark while there are no transactions */
-                offset = o.high_watermark;
-                epoch = st_log_latest_epoch(p->log);
-            } else if (qp->timestamp == TS_MAX_TIMESTAMP || qp->timestamp >= 0) {
-                int64_t target = qp->timestamp;
-                /* the first record carrying the largest timestamp */
-                if (target == TS_MAX_TIMESTAMP) target = st_log_max_timestamp(p->log);
-                if (target >= 0 && st_log_offset_for_time(p->log, target, &offset, &ts, &epoch)) {
-                    offset = -1;
-                    ts = -1;
-                    epoch = -1;
-                }
-                /* Older than everything local: the bucket may hold it (to
-                 * the segment: its first records may be older). */
-                int64_t roff;
-                if (p->tier && target >= 0 && (offset < 0 || offset == o.log_start_offset) &&
-                    st_tier_offset_for_time(p->tier, target, &roff) == ST_OK && roff < o.log_start_offset) {
-                    offset = roff;
-                    ts = -1;
-                    epoch = st_tier_part_epoch_for(p->tier, roff);
-                }
-            } else {
-                e = ST_E_INVALID_REQUEST;
+            st_err_t e = st_check_leader_epoch(qp->current_leader_epoch, p->leader_epoch);
+            if (!e) e = list_one(p, qp->timestamp, req->loop, &offset, &ts, &epoch);
+            if (e == ST_E_AGAIN) {
+                e = ST_E_REQUEST_TIMED_OUT;
+                waiting += !expired;
             }
+            if (e) offset = ts = epoch = -1;
             out->error_code = st_err_wire(e);
             out->offset = offset;
             out->timestamp = ts;
@@ -94,7 +191,36 @@ void st_handle_list_offsets(st_server_t *srv, st_request_t *req) {
             st_partition_release(p);
         }
     }
-    st_request_respond(req, &r);
+    return waiting;
+}
+
+static void offsets_respond(offsets_op_t *op) {
+    st_list_offsets_resp_t r;
+    st_schema_defaults(&st_list_offsets_resp_schema, &r);
+    offsets_pass(op, &r, 1);
+    st_request_respond(op->req, &r);
+}
+
+static int offsets_try(st_delayed_t *d) {
+    offsets_op_t *op = (offsets_op_t *)d;
+    if (offsets_pass(op, NULL, 0)) return 0;
+    offsets_respond(op);
+    return 1;
+}
+
+static void offsets_expire(st_delayed_t *d) { offsets_respond((offsets_op_t *)d); }
+
+static void offsets_destroy(st_delayed_t *d) { free(d); }
+
+void st_handle_list_offsets(st_server_t *srv, st_request_t *req) {
+    offsets_op_t *op = st_calloc(1, sizeof *op);
+    op->srv = srv;
+    op->req = req;
+    op->base.deadline_ms = st_mono_ms() + srv->cfg.remote_list_offsets_request_timeout_ms;
+    op->base.try_complete = offsets_try;
+    op->base.expire = offsets_expire;
+    op->base.destroy = offsets_destroy;
+    st_purgatory_add(st_req_purgatory(req), &op->base);
 }
 
 void st_handle_delete_records(st_server_t *srv, st_request_t *req) {

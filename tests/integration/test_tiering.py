@@ -18,6 +18,13 @@ crosses segment ends.
    segments.  ListOffsets v9: earliest (-2) = the manifest's log start (0),
    earliest local (-4) = the oldest local segment, latest tiered (-5) = the
    manifest's last offset, latest (-1) = the count produced.
+   Beside it, topic TIMES (64 KiB segments and local retention): 300
+   batches of 10 records, batch k at offsets 10k.. with timestamp
+   T0 + 100k; once most of it is in the bucket, ListOffsets by timestamp
+   into the remote part answers the exact record (10k for T0 + 100k and
+   for just below it, 10(k+1) for just above), with its timestamp: the
+   remote time index and the batches it points to are read, not just the
+   manifest.  Again after the restart of step 3.
 2. kcat (per partition) and rdk_replay (librdkafka, all partitions at
    once) read from offset 0: every message comes back byte for byte, at
    offsets 0..n-1, in order.
@@ -45,7 +52,7 @@ import threading
 import time
 
 from kwire import (EARLIEST, EARLIEST_LOCAL, LATEST, LATEST_TIERED, Conn, batches, delete_topic,
-                   list_offsets_v9)
+                   list_offsets_v9, record_batch)
 from strata_harness import (Broker, Bucket, binary, check, check_replay, fail, file_overrides, kcat,
                             line_messages, manifest_problems, partition_dir, rgw_env, s3_overrides,
                             segment_logs, spawn, tiered_overrides, wait_for)
@@ -117,6 +124,41 @@ def bucket_state(p):
     if prefix is None:
         return None, {}, None
     return bucket.manifest(prefix), bucket.ls(prefix), prefix
+
+
+TIMES = TOPIC + "-times"
+T0 = int(time.time() * 1000) - 3600 * 1000
+TIMES_BATCHES = 300
+
+
+def produce_times(c):
+    err = c.create_topic(TIMES, 1, configs={"remote.storage.enable": "true", "segment.bytes": str(64 << 10),
+                                            "local.retention.bytes": str(64 << 10)})
+    check(err == 0, "CreateTopics %s: error %d" % (TIMES, err))
+    for k in range(TIMES_BATCHES):
+        values = [b"%06d-" % (10 * k + i) + b"t" * 480 for i in range(10)]
+        _, err, base = c.produce(TIMES, 0, record_batch(values, ts=T0 + 100 * k))
+        check(err == 0 and base == 10 * k, "produce to %s: error %d base %d, want %d" % (TIMES, err, base, 10 * k))
+    wait_for(lambda: list_offsets_v9(c, TIMES, 0, EARLIEST_LOCAL)[1] >= 10 * TIMES_BATCHES * 3 // 4, timeout=60,
+             what="%s to be mostly in the bucket" % TIMES)
+
+
+def check_times(c, tag):
+    """ListOffsets by timestamp into the remote part of TIMES is exact."""
+    local = list_offsets_v9(c, TIMES, 0, EARLIEST_LOCAL)[1]
+    ks = sorted(random.Random(SEED).sample(range(1, local // 10 - 1), 12))
+    for k in ks:
+        for target, want in ((T0 + 100 * k, 10 * k), (T0 + 100 * k - 37, 10 * k), (T0 + 100 * k + 1, 10 * (k + 1))):
+            err, off, ts = c.list_offsets(TIMES, 0, target)
+            check(err == 0 and off == want and ts == T0 + 100 * (want // 10),
+                  "%s: ListOffsets(%d) = error %d offset %d timestamp %d, want offset %d timestamp %d" %
+                  (tag, target, err, off, ts, want, T0 + 100 * (want // 10)))
+    err, off, _ = c.list_offsets(TIMES, 0, T0 - 5000)
+    check(err == 0 and off == 0, "%s: ListOffsets older than every record: error %d offset %d" % (tag, err, off))
+    err, off, _ = c.list_offsets(TIMES, 0, T0 + 100 * TIMES_BATCHES + 5000)
+    check(err == 0 and off == -1, "%s: ListOffsets newer than every record: error %d offset %d" % (tag, err, off))
+    print("%s: ListOffsets by timestamp exact at %d remote batches of %s (local from %d), e.g. batch %d -> offset %d" %
+          (tag, len(ks), TIMES, local, ks[0], 10 * ks[0]), flush=True)
 
 
 def settled(p):
@@ -240,6 +282,9 @@ try:
         print("partition %d: %d segments (%.1f MB) in the bucket, %d local %s; offsets %s" %
               (p, len(man["segments"]), sum(s["size"] for s in man["segments"]) / 1e6, len(bases), bases, o), flush=True)
 
+    produce_times(c)
+    check_times(c, "tiered")
+
     # ---- 2. replay from offset 0 --------------------------------------------
     replay_kcat("replay")
     replay_rdk("replay")
@@ -265,6 +310,7 @@ try:
         check(o["earliest"] == 0 and o["latest"] == counts[p], "after the restart, partition %d: %s" % (p, o))
     replay_kcat("after restart")
     replay_rdk("after restart")
+    check_times(c, "after restart")
 
     # ---- 4. DeleteRecords across the tiers --------------------------------------
     man, objs, prefix = bucket_state(0)

@@ -205,7 +205,7 @@ static void env_teardown(env_t *e) {
 static int read_remote(env_t *e, int64_t offset, int32_t max, uint8_t **data, int32_t *len) {
     for (int i = 0; i < 500; i++) {
         st_tier_read_t r;
-        st_err_t rc = st_tier_read(e->part, offset, max, 1, &r, wake_cb, e);
+        st_err_t rc = st_tier_read(e->part, offset, max, ST_TIER_READ_MIN_ONE, &r, wake_cb, e);
         if (rc == ST_E_AGAIN) {
             usleep(5000);
             continue;
@@ -351,8 +351,8 @@ static void test_upload_and_read(void **state) {
     }
     /* outside the remote part */
     st_tier_read_t r;
-    assert_int_equal(st_tier_read(e.part, end, 1000, 1, &r, wake_cb, &e), ST_E_OFFSET_OUT_OF_RANGE);
-    assert_int_equal(st_tier_read(e.part, -1, 1000, 1, &r, wake_cb, &e), ST_E_OFFSET_OUT_OF_RANGE);
+    assert_int_equal(st_tier_read(e.part, end, 1000, ST_TIER_READ_MIN_ONE, &r, wake_cb, &e), ST_E_OFFSET_OUT_OF_RANGE);
+    assert_int_equal(st_tier_read(e.part, -1, 1000, ST_TIER_READ_MIN_ONE, &r, wake_cb, &e), ST_E_OFFSET_OUT_OF_RANGE);
     /* a first batch larger than max_bytes: whole with min_one, nothing without */
     uint8_t *data;
     int32_t len;
@@ -445,7 +445,7 @@ static void test_retention_and_delete_records(void **state) {
         usleep(10000);
     assert_int_equal(__atomic_load_n(&e.remote_start, __ATOMIC_ACQUIRE), want_start);
     st_tier_read_t r;
-    assert_int_equal(st_tier_read(e.part, 0, 1000, 1, &r, wake_cb, &e), ST_E_OFFSET_OUT_OF_RANGE);
+    assert_int_equal(st_tier_read(e.part, 0, 1000, ST_TIER_READ_MIN_ONE, &r, wake_cb, &e), ST_E_OFFSET_OUT_OF_RANGE);
     st_os_request_t lq = {.op = ST_OS_LIST, .prefix = "orders-AAAAAAAAAAAAAAAAAAAAAA/3/"};
     st_os_result_t *res = st_os_run(e.os, &lq);
     assert_int_equal(res->nentries, 4 * 3 + 1); /* objects go after the manifest */
@@ -464,7 +464,7 @@ static void test_retention_and_delete_records(void **state) {
     st_tier_part_status(e.part, &s);
     assert_int_equal(s.durable_log_start, cut);
     assert_int_equal(s.remote_start, cut);
-    assert_int_equal(st_tier_read(e.part, cut - 1, 1000, 1, &r, wake_cb, &e), ST_E_OFFSET_OUT_OF_RANGE);
+    assert_int_equal(st_tier_read(e.part, cut - 1, 1000, ST_TIER_READ_MIN_ONE, &r, wake_cb, &e), ST_E_OFFSET_OUT_OF_RANGE);
     uint8_t *data;
     int32_t len;
     assert_int_equal(read_remote(&e, cut, 4096, &data, &len), ST_OK);
