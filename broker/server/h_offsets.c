@@ -133,9 +133,9 @@ static st_err_t list_one(st_partition_t *p, int64_t timestamp, st_loop_t *loop, 
 
 /* One pass over the request.  With r == NULL only count the partitions
  * still waiting on the bucket (searches by timestamp of tiered partitions
- * alone can wait); otherwise fill r, and with expired answer
- * REQUEST_TIMED_OUT for those. */
-static int offsets_pass(offsets_op_t *op, st_list_offsets_resp_t *r, int expired) {
+ * alone can wait); otherwise fill r, answering REQUEST_TIMED_OUT for any
+ * still waiting (the deadline passed). */
+static int offsets_pass(offsets_op_t *op, st_list_offsets_resp_t *r) {
     st_list_offsets_req_t *q = op->req->body;
     st_request_t *req = op->req;
     int waiting = 0;
@@ -175,10 +175,7 @@ static int offsets_pass(offsets_op_t *op, st_list_offsets_resp_t *r, int expired
             int32_t epoch = -1;
             st_err_t e = st_check_leader_epoch(qp->current_leader_epoch, p->leader_epoch);
             if (!e) e = list_one(p, qp->timestamp, req->loop, &offset, &ts, &epoch);
-            if (e == ST_E_AGAIN) {
-                e = ST_E_REQUEST_TIMED_OUT;
-                waiting += !expired;
-            }
+            if (e == ST_E_AGAIN) e = ST_E_REQUEST_TIMED_OUT;
             if (e) offset = ts = epoch = -1;
             out->error_code = st_err_wire(e);
             out->offset = offset;
@@ -197,13 +194,13 @@ static int offsets_pass(offsets_op_t *op, st_list_offsets_resp_t *r, int expired
 static void offsets_respond(offsets_op_t *op) {
     st_list_offsets_resp_t r;
     st_schema_defaults(&st_list_offsets_resp_schema, &r);
-    offsets_pass(op, &r, 1);
+    offsets_pass(op, &r);
     st_request_respond(op->req, &r);
 }
 
 static int offsets_try(st_delayed_t *d) {
     offsets_op_t *op = (offsets_op_t *)d;
-    if (offsets_pass(op, NULL, 0)) return 0;
+    if (offsets_pass(op, NULL)) return 0;
     offsets_respond(op);
     return 1;
 }
