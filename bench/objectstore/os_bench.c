@@ -14,6 +14,7 @@
  * (10^6 bytes) of the transfer phase; run.sh times the whole process, as
  * it does for curl.
  */
+#include "rgw_env.h"
 #include "st_objectstore.h"
 
 #include <errno.h>
@@ -99,28 +100,15 @@ int main(int argc, char **argv) {
     st_os_config_t cfg;
     st_os_config_init(&cfg);
     set(&cfg, "objectstore.backend", "s3");
-    FILE *f = fopen(envfile, "r");
-    if (!f) {
-        fprintf(stderr, "os_bench: %s: %s\n", envfile, strerror(errno));
+    char err[512];
+    if (st_rgw_env_load(&cfg, envfile, err, sizeof err)) {
+        fprintf(stderr, "os_bench: %s\n", err);
         return 2;
     }
-    char line[1024];
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = 0;
-        char *eq = strchr(line, '=');
-        if (!eq) continue;
-        *eq = 0;
-        if (!strcmp(line, "STRATA_RGW_ENDPOINT")) set(&cfg, "objectstore.s3.endpoint", eq + 1);
-        if (!strcmp(line, "STRATA_RGW_ACCESS_KEY")) set(&cfg, "objectstore.s3.access.key", eq + 1);
-        if (!strcmp(line, "STRATA_RGW_SECRET_KEY")) set(&cfg, "objectstore.s3.secret.key", eq + 1);
-        if (!strcmp(line, "STRATA_RGW_BUCKET")) set(&cfg, "objectstore.s3.bucket", eq + 1);
-    }
-    fclose(f);
     char n[16];
     snprintf(n, sizeof n, "%d", inflight);
     set(&cfg, "objectstore.s3.max.connections", n);
     st_os_t *os;
-    char err[512];
     if (st_os_new(&cfg, &os, err, sizeof err)) {
         fprintf(stderr, "os_bench: %s\n", err);
         return 2;

@@ -9,6 +9,7 @@
  * fails if no retry happened at all: then the proxy injected nothing and
  * the test proved nothing.
  */
+#include "rgw_env.h"
 #include "st_objectstore.h"
 
 #include <errno.h>
@@ -119,22 +120,11 @@ int main(int argc, char **argv) {
     st_os_config_t cfg;
     st_os_config_init(&cfg);
     set(&cfg, "objectstore.backend", "s3");
-    FILE *f = fopen(envfile, "r");
-    if (!f) {
-        fprintf(stderr, "os_fault: %s: %s\n", envfile, strerror(errno));
+    char err[512];
+    if (st_rgw_env_load(&cfg, envfile, err, sizeof err)) {
+        fprintf(stderr, "os_fault: %s\n", err);
         return 2;
     }
-    char line[1024];
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = 0;
-        char *eq = strchr(line, '=');
-        if (!eq) continue;
-        *eq = 0;
-        if (!strcmp(line, "STRATA_RGW_ACCESS_KEY")) set(&cfg, "objectstore.s3.access.key", eq + 1);
-        if (!strcmp(line, "STRATA_RGW_SECRET_KEY")) set(&cfg, "objectstore.s3.secret.key", eq + 1);
-        if (!strcmp(line, "STRATA_RGW_BUCKET")) set(&cfg, "objectstore.s3.bucket", eq + 1);
-    }
-    fclose(f);
     set(&cfg, "objectstore.s3.endpoint", endpoint);
     set(&cfg, "objectstore.s3.part.size.bytes", "5242880");
     set(&cfg, "objectstore.s3.retry.attempts", "12");
@@ -144,7 +134,6 @@ int main(int argc, char **argv) {
     set(&cfg, "objectstore.s3.connect.timeout.ms", "2000");
     set(&cfg, "objectstore.s3.max.connections", "8");
     st_os_t *os;
-    char err[512];
     if (st_os_new(&cfg, &os, err, sizeof err)) {
         fprintf(stderr, "os_fault: %s\n", err);
         return 2;

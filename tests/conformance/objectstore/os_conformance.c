@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "rgw_env.h"
 #include "st_objectstore.h"
 
 #define MIB (1024 * 1024)
@@ -991,25 +992,11 @@ static int group_teardown(void **state) {
 }
 
 static int load_env_file(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "os_conformance: cannot open %s: %s\n", path, strerror(errno));
+    char err[512];
+    if (st_rgw_env_load(&g.cfg, path, err, sizeof err)) {
+        fprintf(stderr, "os_conformance: %s\n", err);
         return -1;
     }
-    char line[1024];
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = 0;
-        char *eq = strchr(line, '=');
-        if (!eq) continue;
-        *eq = 0;
-        const char *k = line, *v = eq + 1;
-        if (!strcmp(k, "STRATA_RGW_ENDPOINT")) set_cfg(&g.cfg, "objectstore.s3.endpoint", v);
-        else if (!strcmp(k, "STRATA_RGW_ACCESS_KEY")) set_cfg(&g.cfg, "objectstore.s3.access.key", v);
-        else if (!strcmp(k, "STRATA_RGW_SECRET_KEY")) set_cfg(&g.cfg, "objectstore.s3.secret.key", v);
-        else if (!strcmp(k, "STRATA_RGW_BUCKET")) set_cfg(&g.cfg, "objectstore.s3.bucket", v);
-        else if (!strcmp(k, "STRATA_RGW_REGION")) set_cfg(&g.cfg, "objectstore.s3.region", v);
-    }
-    fclose(f);
     return 0;
 }
 
