@@ -141,6 +141,15 @@ class Broker:
     def log_tail(self, n=40):
         return "\n".join(self.log_text().splitlines()[-n:])
 
+    def explain_failure(self, exc, n=60):
+        """For `except SystemExit as e`: when the test failed, say whether
+        stratad is still running and print the end of its log."""
+        if not exc.code:
+            return
+        if self.proc and self.proc.poll() is not None:
+            print("stratad is not running (exit status %s)" % self.proc.returncode)
+        print("stratad's log ends:\n" + self.log_tail(n), flush=True)
+
     def cleanup(self):
         if self.alive():
             self.kill()

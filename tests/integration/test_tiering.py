@@ -398,10 +398,7 @@ try:
     print("ok: tiering end to end on %s in %.1f s (%d remote segments)" % (BACKEND, time.time() - t_start,
                                                                            remote_segments))
 except SystemExit as e:
-    if e.code:
-        if b.proc and b.proc.poll() is not None:
-            print("stratad is not running (exit status %s)" % b.proc.returncode)
-        print("stratad's log ends:\n" + b.log_tail(60), flush=True)
+    b.explain_failure(e)
     raise
 finally:
     b.cleanup()

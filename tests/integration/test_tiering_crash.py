@@ -205,10 +205,7 @@ try:
           "%(orphans)d objects, all swept after the restart" % stats +
           "; no manifest ever named a missing object; %.1f s (seed %d)" % (time.time() - t_start, SEED))
 except SystemExit as e:
-    if e.code:
-        if b.proc and b.proc.poll() is not None:
-            print("stratad is not running (exit status %s)" % b.proc.returncode)
-        print("stratad's log ends:\n" + b.log_tail(60), flush=True)
+    b.explain_failure(e)
     raise
 finally:
     if prod and prod.poll() is None:

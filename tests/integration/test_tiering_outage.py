@@ -222,10 +222,7 @@ try:
     check(b.stop() == 0, "clean stop")
     print("ok: tiering through S3 outages in %.1f s" % (time.time() - t_start))
 except SystemExit as e:
-    if e.code:
-        if b.proc and b.proc.poll() is not None:
-            print("stratad is not running (exit status %s)" % b.proc.returncode)
-        print("stratad's log ends:\n" + b.log_tail(60), flush=True)
+    b.explain_failure(e)
     raise
 finally:
     if prod and prod.poll() is None:
