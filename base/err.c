@@ -54,6 +54,11 @@ st_err_t st_err_from_errno(int errnum) {
     case EAGAIN: return ST_E_AGAIN;
     case EINVAL: return ST_E_INVAL;
     case ETIMEDOUT: return ST_E_TIMEOUT;
+    case EMFILE:
+    case ENFILE: return ST_E_NOFILE;
+    case EACCES:
+    case EPERM: return ST_E_PERM;
+    case EROFS: return ST_E_READ_ONLY_FS;
     default: return ST_E_IO;
     }
 }

@@ -116,7 +116,10 @@
     X(RETRYABLE, 1012, 1, -1, "temporary failure, retry")                              \
     X(PERMANENT, 1013, 0, -1, "permanent failure")                                     \
     X(TRUNCATED, 1014, 0, 42, "input truncated")                                       \
-    X(CANCELLED, 1015, 0, -1, "cancelled")
+    X(CANCELLED, 1015, 0, -1, "cancelled")                                             \
+    X(NOFILE, 1016, 1, 56, "too many open files")                                      \
+    X(PERM, 1017, 0, 56, "permission denied")                                          \
+    X(READ_ONLY_FS, 1018, 0, 56, "read-only file system")
 
 typedef enum st_err {
 #define ST_ERR_ENUM(name, val, retriable, wire, msg) ST_E_##name = (val),

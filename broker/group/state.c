@@ -481,6 +481,9 @@ static st_err_t group_store_error(st_err_t e) {
     case ST_E_NOT_LEADER_OR_FOLLOWER:
     case ST_E_KAFKA_STORAGE_ERROR:
     case ST_E_IO:
+    case ST_E_NOFILE:
+    case ST_E_PERM:
+    case ST_E_READ_ONLY_FS:
     case ST_E_NOSPACE: return ST_E_NOT_COORDINATOR;
     case ST_E_MESSAGE_TOO_LARGE:
     case ST_E_RECORD_LIST_TOO_LARGE:
@@ -499,6 +502,9 @@ static st_err_t commit_store_error(st_err_t e) {
     case ST_E_NOT_LEADER_OR_FOLLOWER:
     case ST_E_KAFKA_STORAGE_ERROR:
     case ST_E_IO:
+    case ST_E_NOFILE:
+    case ST_E_PERM:
+    case ST_E_READ_ONLY_FS:
     case ST_E_NOSPACE: return ST_E_NOT_COORDINATOR;
     case ST_E_MESSAGE_TOO_LARGE:
     case ST_E_RECORD_LIST_TOO_LARGE:

@@ -788,6 +788,13 @@ static void test_errors(void **state) {
     assert_int_equal(st_err_from_errno(ENOSPC), ST_E_NOSPACE);
     assert_int_equal(st_err_from_errno(ENOENT), ST_E_NOT_FOUND);
     assert_int_equal(st_err_from_errno(EIO), ST_E_IO);
+    /* said as what they are, and still a storage error on the wire */
+    assert_int_equal(st_err_from_errno(EMFILE), ST_E_NOFILE);
+    assert_int_equal(st_err_from_errno(ENFILE), ST_E_NOFILE);
+    assert_non_null(strstr(st_err_msg(ST_E_NOFILE), "too many open files"));
+    assert_int_equal(st_err_wire(ST_E_NOFILE), 56);
+    assert_int_equal(st_err_from_errno(EROFS), ST_E_READ_ONLY_FS);
+    assert_int_equal(st_err_from_errno(EACCES), ST_E_PERM);
     /* Kafka's codes keep their numbers. */
     assert_int_equal(ST_E_CORRUPT_MESSAGE, 2);
     assert_int_equal(ST_E_INVALID_TIMESTAMP, 32);
