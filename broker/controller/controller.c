@@ -372,6 +372,13 @@ int st_topic_name_valid(const char *n, size_t len, char *why, size_t whylen) {
     return 1;
 }
 
+int st_topic_is_internal(const char *name, size_t len) {
+    static const char *const names[] = {"__consumer_offsets", "__transaction_state", META_TOPIC};
+    for (size_t i = 0; i < ST_ARRAY_SIZE(names); i++)
+        if (len == strlen(names[i]) && !memcmp(name, names[i], len)) return 1;
+    return 0;
+}
+
 /* Kafka refuses names that differ only by '.' versus '_' (metric names
  * would collide). */
 static const st_meta_topic_t *colliding_topic(const st_meta_image_t *img, const char *n,

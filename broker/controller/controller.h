@@ -104,6 +104,11 @@ void st_controller_submit(st_controller_t *c, st_controller_job_cb fn, void *arg
  * Returns 1 when valid; otherwise writes why. */
 int st_topic_name_valid(const char *name, size_t len, char *why, size_t whylen);
 
+/* Kafka's internal topics (__consumer_offsets, __transaction_state) and the
+ * metadata log: clients may neither create, delete nor repartition them;
+ * the broker creates __consumer_offsets itself, with its own settings. */
+int st_topic_is_internal(const char *name, size_t len);
+
 /* ---- operations (controller thread only) ---------------------------------- */
 
 typedef struct st_new_topic {

@@ -80,9 +80,13 @@ static int find_topic(const st_meta_image_t *img, const char *name, size_t len, 
     int lo = 0, hi = img->ntopics - 1;
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
+        /* Length-based: a wire name may hold a NUL ("r\0AAA"), and reading
+         * a stored name past its own end is what strncmp would do here.
+         * The order is strcmp's for names without NUL. */
         const char *n = img->topics[mid]->name;
-        int c = strncmp(n, name, len);
-        if (c == 0) c = n[len] ? 1 : 0;
+        size_t nl = strlen(n);
+        int c = memcmp(n, name, ST_MIN(nl, len));
+        if (c == 0) c = nl < len ? -1 : nl > len;
         if (c == 0) {
             *at = mid;
             return 1;

@@ -198,7 +198,7 @@ static void create_done(st_server_t *srv, st_request_t *req, void *arg) {
         st_schema_defaults(&st_create_topics_result_schema, out);
         out->name = q->topics.v[i].name;
         st_op_result_t *res = &c->results[i];
-        if (c->dup[i]) {
+        if (c->dup[i] && !res->error) {
             res->error = ST_E_INVALID_REQUEST;
             snprintf(res->message, sizeof res->message,
                      "Create topics request from client contains a duplicate topic name");
@@ -250,6 +250,16 @@ void st_handle_create_topics(st_server_t *srv, st_request_t *req) {
         st_new_topic_t *t = &c->topics[i];
         t->name = qt->name.len > 0 ? qt->name.p : "";
         t->name_len = (size_t)ST_MAX(qt->name.len, 0);
+        if (st_topic_is_internal(t->name, t->name_len)) {
+            /* A __consumer_offsets of the client's making (one partition,
+             * say) would leave coordinators unplaceable; the broker makes
+             * it on first use with offsets.topic.* (Kafka refuses too). */
+            c->results[i].error = ST_E_INVALID_REQUEST;
+            snprintf(c->results[i].message, sizeof c->results[i].message,
+                     "Creation of internal topic %.*s is prohibited.", (int)t->name_len, t->name);
+            c->dup[i] = 1; /* not sent to the controller */
+            continue;
+        }
         t->num_partitions = qt->num_partitions;
         t->replication_factor = qt->replication_factor;
         t->nassignments = qt->assignments.n > 0 ? qt->assignments.n : 0;
@@ -292,11 +302,26 @@ typedef struct delete_ctx {
 } delete_ctx_t;
 
 static void delete_work(st_server_t *srv, st_controller_t *ctl, void *arg) {
-    (void)srv;
     delete_ctx_t *c = arg;
-    for (int i = 0; i < c->n; i++)
+    st_meta_image_t *img = st_controller_image(srv->ctl);
+    for (int i = 0; i < c->n; i++) {
+        /* by name, or by id (resolved in the image) */
+        const char *name = c->names[i].len >= 0 ? c->names[i].p : NULL;
+        size_t len = (size_t)ST_MAX(c->names[i].len, 0);
+        if (!name) {
+            const st_meta_topic_t *t = st_image_topic_by_id(img, &c->ids[i]);
+            if (t) name = t->name, len = strlen(t->name);
+        }
+        if (name && st_topic_is_internal(name, len)) {
+            c->results[i].error = ST_E_INVALID_REQUEST;
+            snprintf(c->results[i].message, sizeof c->results[i].message,
+                     "Deletion of internal topic %.*s is prohibited.", (int)len, name);
+            continue;
+        }
         st_controller_delete_topic(ctl, c->names[i].len >= 0 ? c->names[i].p : NULL,
                                    (size_t)ST_MAX(c->names[i].len, 0), &c->ids[i], &c->results[i]);
+    }
+    st_image_release(img);
 }
 
 static void delete_done(st_server_t *srv, st_request_t *req, void *arg) {
@@ -369,6 +394,14 @@ static void partitions_work_all(st_server_t *srv, st_controller_t *ctl, void *ar
     for (int i = 0; i < j->q->topics.n; i++) {
         st_create_partitions_topic_t *t = &j->q->topics.v[i];
         st_op_result_t *res = &j->ctx->results[i];
+        if (st_topic_is_internal(t->name.p, (size_t)ST_MAX(t->name.len, 0))) {
+            /* groups are placed by hash(group.id) % the partition count */
+            res->error = ST_E_INVALID_REQUEST;
+            snprintf(res->message, sizeof res->message,
+                     "The partitions of internal topic %.*s cannot be changed.",
+                     ST_STR_FMT(t->name));
+            continue;
+        }
         if (t->assignments.n >= 0) {
             /* Explicit assignments must name registered brokers, one list
              * per new partition. */

@@ -130,7 +130,11 @@ void st_handle_metadata(st_server_t *srv, st_request_t *req) {
         ctx->create = st_arena_alloc(&req->arena, sizeof(char *) * (size_t)q->topics.n);
         for (int i = 0; i < q->topics.n; i++) {
             st_str_t n = q->topics.v[i].name;
-            if (n.len < 0 || !name_valid(n) || st_image_topic(img, n.p, (size_t)n.len)) continue;
+            /* internal topics are never made here: __consumer_offsets comes
+             * with its own settings on the group coordinator's first use */
+            if (n.len < 0 || !name_valid(n) || st_topic_is_internal(n.p, (size_t)n.len) ||
+                st_image_topic(img, n.p, (size_t)n.len))
+                continue;
             ctx->create[ctx->ncreate++] = st_req_strdup(req, n);
         }
         st_image_release(img);
