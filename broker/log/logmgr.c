@@ -188,11 +188,22 @@ st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *
         char path[4096];
         snprintf(path, sizeof path, "%s/.lock", d->path);
         d->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-            snprintf(err, errlen,
-                     "log.dirs: %s is locked by another process (is another stratad using it?)",
-                     d->path);
-            e = ST_E_LOCKED;
+        if (d->lock_fd < 0) {
+            /* a read-only mount or a directory we may not write: say so,
+             * not "locked" (nothing else holds it) */
+            e = st_err_from_errno(errno);
+            snprintf(err, errlen, "log.dirs: cannot write in %s: %s", d->path,
+                     strerror(errno));
+            goto fail;
+        }
+        if (flock(d->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+            if (errno == EWOULDBLOCK)
+                snprintf(err, errlen,
+                         "log.dirs: %s is locked by another process (is another stratad using it?)",
+                         d->path);
+            else
+                snprintf(err, errlen, "log.dirs: cannot lock %s: %s", path, strerror(errno));
+            e = errno == EWOULDBLOCK ? ST_E_LOCKED : st_err_from_errno(errno);
             goto fail;
         }
         char cid[64];

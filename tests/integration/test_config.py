@@ -45,6 +45,43 @@ finally:
     b.stop()
     b.cleanup()
 
+# A log dir stratad may not write in is said to be that, not "locked":
+# a read-only mount (root can mount one) and a directory without write
+# permission for the user stratad runs as.
+ro = Broker()
+try:
+    os.makedirs(ro.logdir)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", ro.logdir],
+                      stderr=subprocess.DEVNULL).returncode == 0:
+        try:
+            p = subprocess.run(ro.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+            err = p.stderr.decode()
+            check(p.returncode != 0 and "read-only file system" in err.lower() and "locked" not in err,
+                  "a read-only log dir: exit %d, %r" % (p.returncode, err.strip()))
+        finally:
+            subprocess.run(["umount", ro.logdir])
+    else:
+        print("note: cannot mount a tmpfs here; the read-only mount case is not tried")
+    os.chmod(ro.logdir, 0o555)
+    as_other = None
+    if os.getuid() == 0:
+        def as_other():
+            os.setgid(65534)
+            os.setuid(65534)
+    os.chmod(ro.root, 0o755)
+    try:
+        p = subprocess.run(ro.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=30, preexec_fn=as_other)
+    except PermissionError:
+        p = None  # the other user may not run the binary from where it lies
+        print("note: stratad cannot run as another user here; the permission case is not tried")
+    if p:
+        err = p.stderr.decode()
+        check(p.returncode != 0 and "permission denied" in err.lower() and "locked" not in err,
+              "a log dir without write permission: exit %d, %r" % (p.returncode, err.strip()))
+finally:
+    ro.cleanup()
+
 _, doc, _ = run([stratad, "--print-config-doc"])
 readme = open(os.path.join(ROOT, "README.md")).read()
 begin, end = "<!-- config-reference:begin -->\n", "<!-- config-reference:end -->\n"
