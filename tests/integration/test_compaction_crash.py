@@ -66,10 +66,13 @@ try:
         if time.time() > deadline:
             fail("the cleaner never started writing:\n" + b.log_tail(30))
         time.sleep(0.02)
-    time.sleep(0.5)  # well into the rewrite (it reads the ~1 MB again, slowly)
-    cleaned = [f for f in cleaner_files(b) if f.endswith(".log.cleaned")]
-    check(cleaned, "the pass ended before the kill; slow the cleaner down more")
+    # Kill at once: a pass writes one .cleaned file per group of segments and
+    # renames it before the next, so a pause here can fall between groups
+    # (seen on a loaded machine).  The files a SIGKILL leaves on disk show
+    # where the pass stood.
     b.kill()
+    cleaned = cleaner_files(b)
+    check(cleaned, "the pass ended before the kill; slow the cleaner down more")
     print("SIGKILL while the cleaner wrote %s (%d segments before the pass)" % (cleaned[0], nseg),
           flush=True)
 
