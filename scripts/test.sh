@@ -14,14 +14,14 @@ fi
 
 jobs=2
 echo "== release build (-Werror)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_WERROR=ON >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_WERROR=ON -DSTRATA_TESTS=ON >/dev/null
 cmake --build build -j"$jobs"
 echo "== tests"
 (cd build && ctest --output-on-failure --no-tests=error)
 
 if [ "${STRATA_TEST_SKIP_ASAN:-0}" != 1 ]; then
   echo "== sanitizer build (ASan + UBSan)"
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON -DSTRATA_WERROR=ON >/dev/null
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON -DSTRATA_WERROR=ON -DSTRATA_TESTS=ON >/dev/null
   cmake --build build-asan -j"$jobs"
   echo "== tests under ASan + UBSan"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
