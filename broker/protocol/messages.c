@@ -145,7 +145,10 @@ static const st_api_t api_table[] = {
     {ST_API_FETCH, "Fetch", 4, 4, 12, 12, &st_fetch_req_schema, &st_fetch_resp_schema},
     {ST_API_LIST_OFFSETS, "ListOffsets", 1, 1, 9, 6, &st_list_offsets_req_schema,
      &st_list_offsets_resp_schema},
-    {ST_API_METADATA, "Metadata", 1, 1, 12, 9, &st_metadata_req_schema, &st_metadata_resp_schema},
+    /* Metadata from v0: kafka-python's version probe and Sarama's admin
+     * calls (DescribeCluster, ListTopics) send v0, which is why Kafka 4.0
+     * kept versions 0-3 (KAFKA-18648). */
+    {ST_API_METADATA, "Metadata", 0, 0, 12, 9, &st_metadata_req_schema, &st_metadata_resp_schema},
     {ST_API_API_VERSIONS, "ApiVersions", 0, 0, 3, 3, &st_api_versions_req_schema,
      &st_api_versions_resp_schema},
     {ST_API_CREATE_TOPICS, "CreateTopics", 0, 0, 7, 5, &st_create_topics_req_schema,

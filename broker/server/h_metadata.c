@@ -49,6 +49,13 @@ static int name_valid(st_str_t n) {
     return n.len > 0 && st_topic_name_valid(n.p, (size_t)n.len, why, sizeof why);
 }
 
+/* Every topic: a null list, or in v0 (which has no null) an empty one
+ * (Kafka's MetadataRequest.isAllTopics). */
+static int all_topics(const st_request_t *req) {
+    const st_metadata_req_t *q = req->body;
+    return q->topics.n < 0 || (q->topics.n == 0 && req->hdr.api_version == 0);
+}
+
 static void respond(st_server_t *srv, st_request_t *req) {
     st_metadata_req_t *q = req->body;
     st_metadata_resp_t r;
@@ -72,8 +79,7 @@ static void respond(st_server_t *srv, st_request_t *req) {
     if (q->include_cluster_authorized_operations)
         r.cluster_authorized_operations = (1 << 4) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11);
     int include_ops = q->include_topic_authorized_operations;
-    if (q->topics.n < 0) {
-        /* null: every topic */
+    if (all_topics(req)) {
         ST_ARRAY_ALLOC(r.topics, &req->arena, img->ntopics);
         for (int i = 0; i < img->ntopics; i++) fill_topic(req, &r.topics.v[i], img->topics[i], include_ops);
     } else {

@@ -558,7 +558,7 @@ static void test_api_table(void **state) {
     static const struct {
         int16_t key;
         int lo, hi;
-    } need[] = {{18, 0, 3}, {3, 1, 12}, {0, 3, 9},  {1, 4, 12}, {2, 1, 7},
+    } need[] = {{18, 0, 3}, {3, 0, 12}, {0, 3, 9},  {1, 4, 12}, {2, 1, 7},
                 {19, 0, 7}, {20, 0, 6}, {37, 0, 3}, {32, 0, 4}, {33, 0, 2},
                 {44, 0, 1}, {21, 0, 2}, {60, 0, 1}};
     for (size_t i = 0; i < ST_ARRAY_SIZE(need); i++) {
