@@ -89,7 +89,10 @@ static void respond(st_server_t *srv, st_request_t *req) {
             st_metadata_topic_t *out = &r.topics.v[i];
             st_schema_defaults(&st_metadata_topic_schema, out);
             const st_meta_topic_t *t = NULL;
-            if (qt->name.len >= 0) t = st_image_topic(img, qt->name.p, (size_t)qt->name.len);
+            /* A name that cannot be a topic's (a NUL byte, ...) is answered
+             * INVALID_TOPIC_EXCEPTION and never looked up, so that it
+             * cannot match a shorter name. */
+            if (qt->name.len >= 0) t = name_valid(qt->name) ? st_image_topic(img, qt->name.p, (size_t)qt->name.len) : NULL;
             else t = st_image_topic_by_id(img, &qt->topic_id);
             if (t) {
                 fill_topic(req, out, t, include_ops);
