@@ -188,7 +188,7 @@ static const st_api_t api_table[] = {
      &st_sync_group_resp_schema},
     {ST_API_DESCRIBE_GROUPS, "DescribeGroups", 0, 0, 5, 5, &st_describe_groups_req_schema,
      &st_describe_groups_resp_schema},
-    {ST_API_LIST_GROUPS, "ListGroups", 0, 0, 4, 3, &st_list_groups_req_schema,
+    {ST_API_LIST_GROUPS, "ListGroups", 0, 0, 5, 3, &st_list_groups_req_schema,
      &st_list_groups_resp_schema},
     {ST_API_DELETE_GROUPS, "DeleteGroups", 0, 0, 2, 2, &st_delete_groups_req_schema,
      &st_delete_groups_resp_schema},

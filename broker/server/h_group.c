@@ -29,10 +29,6 @@
 
 #define DURABLE_WAIT_MS 30000
 
-/* Group operations (Kafka's AclOperation codes) a client may perform:
- * READ, DELETE, DESCRIBE. */
-#define GROUP_OPS ((1 << 3) | (1 << 6) | (1 << 8))
-
 typedef struct gwait {
     int32_t partition;
     int64_t offset;
@@ -678,7 +674,7 @@ static void describe_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
         st_described_group_t *d = &r->groups.v[i];
         st_schema_defaults(&st_described_group_schema, d);
         d->group_id = q->groups.v[i];
-        if (q->include_authorized_operations) d->authorized_operations = GROUP_OPS;
+        if (q->include_authorized_operations) d->authorized_operations = ST_ACL_OPS_GROUP;
         ST_ARRAY_ALLOC(d->members, &req->arena, 0);
         st_str_t gid = q->groups.v[i];
         st_err_t e = st_gstate_check(s, gid, 1);
@@ -727,20 +723,25 @@ typedef struct list_ctx {
     int cap;
 } list_ctx_t;
 
-static int state_wanted(const st_list_groups_req_t *q, const char *state) {
-    if (q->states_filter.n <= 0) return 1;
-    for (int i = 0; i < q->states_filter.n; i++) {
-        st_str_t f = q->states_filter.v[i];
-        if ((size_t)ST_MAX(f.len, 0) == strlen(state) && !strncasecmp(f.p, state, strlen(state)))
-            return 1;
-    }
+/* Whether name is in a filter; an empty filter takes every name.  Both
+ * filters compare without case, as Kafka's group coordinator does. */
+static int filter_takes(const st_str_t *f, int32_t n, const char *name) {
+    if (n <= 0) return 1;
+    size_t len = strlen(name);
+    for (int i = 0; i < n; i++)
+        if (f[i].len >= 0 && (size_t)f[i].len == len && !strncasecmp(f[i].p, name, len)) return 1;
     return 0;
 }
+
+/* Every group here runs the classic protocol (KIP-848's "classic" type);
+ * a types filter without it lists none. */
+#define GROUP_TYPE_CLASSIC "classic"
 
 static void list_one(st_group_t *g, void *arg) {
     list_ctx_t *c = arg;
     const char *state = st_group_state_name(g->state);
-    if (!state_wanted(c->q, state)) return;
+    if (!filter_takes(c->q->states_filter.v, c->q->states_filter.n, state)) return;
+    if (!filter_takes(c->q->types_filter.v, c->q->types_filter.n, GROUP_TYPE_CLASSIC)) return;
     if (c->r->groups.n == c->cap) {
         c->cap = c->cap ? c->cap * 2 : 16;
         st_listed_group_t *v = st_arena_alloc(&c->req->arena, sizeof *v * (size_t)c->cap);
@@ -751,6 +752,7 @@ static void list_one(st_group_t *g, void *arg) {
     l->group_id = acopy_nn(c->req, g->id);
     l->protocol_type = acopy_nn(c->req, g->protocol_type);
     l->group_state = st_str(state);
+    l->group_type = st_str(GROUP_TYPE_CLASSIC);
 }
 
 static void list_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {

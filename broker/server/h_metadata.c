@@ -10,10 +10,6 @@
 
 #include <stdlib.h>
 
-/* Operations a client may perform on topics / the cluster, as Kafka's
- * AclOperation codes (bit n = code n): every operation is allowed here. */
-#define TOPIC_OPS ((1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11))
-
 typedef struct md_ctx {
     char **create; /* topic names to create */
     int ncreate;
@@ -27,7 +23,7 @@ static void fill_topic(st_request_t *req, st_metadata_topic_t *out, const st_met
     out->name = st_str(st_req_strdup(req, st_str(t->name)));
     out->topic_id = t->id;
     out->is_internal = (int8_t)t->internal;
-    out->topic_authorized_operations = include_ops ? TOPIC_OPS : INT32_MIN;
+    out->topic_authorized_operations = include_ops ? ST_ACL_OPS_TOPIC : INT32_MIN;
     ST_ARRAY_ALLOC(out->partitions, &req->arena, t->nparts);
     for (int k = 0; k < t->nparts; k++) {
         const st_meta_partition_t *mp = &t->parts[k];
@@ -76,8 +72,7 @@ static void respond(st_server_t *srv, st_request_t *req) {
     }
     r.cluster_id = st_str(st_req_strdup(req, st_str(st_controller_cluster_id(srv->ctl))));
     r.controller_id = st_controller_id(srv->ctl);
-    if (q->include_cluster_authorized_operations)
-        r.cluster_authorized_operations = (1 << 4) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11);
+    if (q->include_cluster_authorized_operations) r.cluster_authorized_operations = ST_ACL_OPS_CLUSTER;
     int include_ops = q->include_topic_authorized_operations;
     if (all_topics(req)) {
         ST_ARRAY_ALLOC(r.topics, &req->arena, img->ntopics);
@@ -100,6 +95,8 @@ static void respond(st_server_t *srv, st_request_t *req) {
             }
             out->name = qt->name;
             out->topic_id = qt->topic_id;
+            /* Kafka sets them on every topic it answers, errors too */
+            if (include_ops) out->topic_authorized_operations = ST_ACL_OPS_TOPIC;
             ST_ARRAY_ALLOC(out->partitions, &req->arena, 0);
             if (qt->name.len < 0) out->error_code = st_err_wire(ST_E_UNKNOWN_TOPIC_ID);
             else if (!name_valid(qt->name)) out->error_code = st_err_wire(ST_E_INVALID_TOPIC_EXCEPTION);
