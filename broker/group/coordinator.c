@@ -217,8 +217,8 @@ static int load_some(st_group_coord_t *c) {
     return loading;
 }
 
-static int topic_exists(const char *topic, void *arg) {
-    return st_image_topic(arg, topic, strlen(topic)) != NULL;
+static int topic_exists(st_str_t topic, void *arg) {
+    return topic.len > 0 && st_image_topic(arg, topic.p, (size_t)topic.len) != NULL;
 }
 
 /* When the metadata changed (at most once a second), offsets of topics

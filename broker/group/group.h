@@ -31,8 +31,29 @@
 #include "batch.h"
 #include "controller.h"
 #include "log.h"
+#include "protocol.h"
 #include "replica.h"
 #include "st_base.h"
+
+/*
+ * Strings are length-based (st_str_t, protocol.h) from the wire to the log
+ * and back: group ids, member ids, client ids, protocol names, topics and
+ * commit metadata may hold any bytes, NUL included, and are compared by
+ * length and bytes.  The state machine's own copies are malloc'ed with a
+ * NUL after the last byte (so a log line can print them); len -1 (p NULL)
+ * is "none".  Strings handed in are borrowed for the call.
+ */
+/* Owned strings (map.c). */
+st_str_t st_gstr_dup(st_str_t s); /* len -1 stays none */
+void st_gstr_free(st_str_t *s);
+void st_gstr_set(st_str_t *dst, st_str_t src);
+/* Equal bytes; two nones are equal, none and "" are not. */
+static inline int st_gstr_eq(st_str_t a, st_str_t b) {
+    if (a.len < 0 || b.len < 0) return a.len < 0 && b.len < 0;
+    return a.len == b.len && (a.len == 0 || memcmp(a.p, b.p, (size_t)a.len) == 0);
+}
+/* Byte order, shorter first on a common prefix (none before all). */
+int st_gstr_cmp(st_str_t a, st_str_t b);
 
 #define ST_GROUP_OFFSETS_TOPIC "__consumer_offsets"
 #define ST_GROUP_CONSUMER_PROTOCOL "consumer"
@@ -79,17 +100,17 @@ const char *st_group_state_name(st_group_state_t s); /* "Stable", ... (Kafka's) 
 typedef struct st_group_waiter st_group_waiter_t;
 
 typedef struct st_gprotocol {
-    char *name;
+    st_str_t name;
     uint8_t *metadata;
     int32_t metadata_len;
 } st_gprotocol_t;
 
 typedef struct st_gmember {
-    char *member_id;
-    char *instance_id; /* group.instance.id of a static member; NULL when dynamic */
-    char *client_id;
-    char *client_host;
-    char *protocol_type;
+    st_str_t member_id;
+    st_str_t instance_id; /* group.instance.id of a static member; none when dynamic */
+    st_str_t client_id;
+    st_str_t client_host;
+    st_str_t protocol_type;
     int32_t rebalance_timeout_ms;
     int32_t session_timeout_ms;
     st_gprotocol_t *protocols; /* in the member's order of preference */
@@ -104,11 +125,11 @@ typedef struct st_gmember {
 } st_gmember_t;
 
 typedef struct st_goffset {
-    char *topic;
+    st_str_t topic;
     int32_t partition;
     int64_t offset;
     int32_t leader_epoch;
-    char *metadata;
+    st_str_t metadata;
     int64_t commit_ts; /* wall ms */
     int64_t expire_ts; /* wall ms; -1: by offsets.retention.minutes */
 } st_goffset_t;
@@ -127,20 +148,20 @@ typedef struct st_gmap {
 } st_gmap_t;
 
 typedef struct st_group {
-    char *id;
+    st_str_t id;
     int32_t partition; /* of __consumer_offsets */
     st_group_state_t state;
     int64_t state_ts; /* wall ms of the last transition; -1 unknown */
     int32_t generation;
-    char *protocol_type; /* NULL: none yet (a group that only commits) */
-    char *protocol_name; /* NULL outside a generation */
-    char *leader_id;
+    st_str_t protocol_type; /* none yet: a group that only commits */
+    st_str_t protocol_name; /* none outside a generation */
+    st_str_t leader_id;
     st_gmember_t **members; /* in order of joining */
     int nmembers, capmembers;
     int num_awaiting_join;
     /* members told MEMBER_ID_REQUIRED that have not joined yet */
     struct st_gpending {
-        char *member_id;
+        st_str_t member_id;
         int64_t deadline;
     } *pending;
     int npending, cappending;
@@ -151,10 +172,10 @@ typedef struct st_group {
     int64_t sync_deadline; /* members that have not sent SyncGroup by then go */
     /* topics the members subscribe to (consumer protocol); known says
      * whether the list could be read */
-    char **subscribed;
+    st_str_t *subscribed;
     int nsubscribed;
     int subscribed_known;
-    st_gmap_t offsets; /* "topic\0partition" -> st_goffset_t */
+    st_gmap_t offsets; /* int32 partition, then the topic bytes -> st_goffset_t */
     int has_metadata;  /* a group metadata record stands for it in the log */
 } st_group_t;
 
@@ -162,8 +183,8 @@ typedef struct st_group {
  * Results and waiters
  * ---------------------------------------------------------------------- */
 typedef struct st_group_join_member {
-    const char *member_id;
-    const char *instance_id;
+    st_str_t member_id;
+    st_str_t instance_id;
     const uint8_t *metadata;
     int32_t metadata_len;
 } st_group_join_member_t;
@@ -171,11 +192,11 @@ typedef struct st_group_join_member {
 /* Borrowed for the callback: copy what the response needs. */
 typedef struct st_group_join_result {
     st_err_t error;
-    const char *member_id; /* "" when the member has none */
+    st_str_t member_id; /* "" when the member has none */
     int32_t generation;    /* -1 on errors */
-    const char *protocol_type; /* NULL: none */
-    const char *protocol_name;
-    const char *leader; /* "" when none */
+    st_str_t protocol_type; /* len -1: none */
+    st_str_t protocol_name;
+    st_str_t leader; /* "" when none */
     int skip_assignment;
     const st_group_join_member_t *members; /* the leader's view; else none */
     int nmembers;
@@ -184,8 +205,8 @@ typedef struct st_group_join_result {
 
 typedef struct st_group_sync_result {
     st_err_t error;
-    const char *protocol_type;
-    const char *protocol_name;
+    st_str_t protocol_type;
+    st_str_t protocol_name;
     const uint8_t *assignment;
     int32_t assignment_len;
     int32_t partition;
@@ -241,7 +262,7 @@ const st_gstate_config_t *st_gstate_config(const st_gstate_t *s);
 
 void st_gstate_set_partition(st_gstate_t *s, int32_t partition, st_gpart_state_t st);
 st_gpart_state_t st_gstate_partition(const st_gstate_t *s, int32_t partition);
-int32_t st_gstate_partition_of(const st_gstate_t *s, const char *group_id);
+int32_t st_gstate_partition_of(const st_gstate_t *s, st_str_t group_id);
 
 /* Replay (partition LOADING): one record of __consumer_offsets, in log
  * order; value NULL is a tombstone.  Unknown or corrupt records are
@@ -261,27 +282,27 @@ int st_gstate_skipped_records(const st_gstate_t *s);
  * INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
  * NOT_COORDINATOR or OK.  allow_empty_id: OffsetCommit, OffsetFetch,
  * DescribeGroups and DeleteGroups accept "" as a group id. */
-st_err_t st_gstate_check(st_gstate_t *s, const char *group_id, int allow_empty_id);
-st_group_t *st_gstate_group(st_gstate_t *s, const char *group_id);
+st_err_t st_gstate_check(st_gstate_t *s, st_str_t group_id, int allow_empty_id);
+st_group_t *st_gstate_group(st_gstate_t *s, st_str_t group_id);
 /* Every group of loaded partitions (the callback must not change groups). */
 void st_gstate_foreach_group(st_gstate_t *s, void (*fn)(st_group_t *g, void *arg), void *arg);
 int st_gstate_loading(const st_gstate_t *s); /* some partition is loading */
 int st_gstate_closed(const st_gstate_t *s);
 
 typedef struct st_group_protocol {
-    const char *name;
+    st_str_t name;
     const uint8_t *metadata;
     int32_t metadata_len;
 } st_group_protocol_t;
 
 typedef struct st_group_join_params {
-    const char *group_id;
-    const char *member_id; /* "" to join anew */
-    const char *instance_id; /* NULL: dynamic member */
-    const char *client_id;
-    const char *client_host;
-    const char *protocol_type;
-    const char *reason;
+    st_str_t group_id;
+    st_str_t member_id; /* "" to join anew */
+    st_str_t instance_id; /* none: dynamic member */
+    st_str_t client_id;
+    st_str_t client_host;
+    st_str_t protocol_type;
+    st_str_t reason;
     int32_t session_timeout_ms;
     int32_t rebalance_timeout_ms;
     const st_group_protocol_t *protocols;
@@ -293,17 +314,17 @@ typedef struct st_group_join_params {
 void st_gstate_join(st_gstate_t *s, const st_group_join_params_t *p, st_group_waiter_t *w);
 
 typedef struct st_group_assignment {
-    const char *member_id;
+    st_str_t member_id;
     const uint8_t *assignment;
     int32_t assignment_len;
 } st_group_assignment_t;
 
 typedef struct st_group_sync_params {
-    const char *group_id;
-    const char *member_id;
-    const char *instance_id;
-    const char *protocol_type; /* NULL: not sent (before v5) */
-    const char *protocol_name;
+    st_str_t group_id;
+    st_str_t member_id;
+    st_str_t instance_id;
+    st_str_t protocol_type; /* none: not sent (before v5) */
+    st_str_t protocol_name;
     int32_t generation;
     const st_group_assignment_t *assignments;
     int nassignments;
@@ -311,58 +332,58 @@ typedef struct st_group_sync_params {
 
 void st_gstate_sync(st_gstate_t *s, const st_group_sync_params_t *p, st_group_waiter_t *w);
 
-st_err_t st_gstate_heartbeat(st_gstate_t *s, const char *group_id, const char *member_id,
-                             const char *instance_id, int32_t generation);
+st_err_t st_gstate_heartbeat(st_gstate_t *s, st_str_t group_id, st_str_t member_id,
+                             st_str_t instance_id, int32_t generation);
 
 typedef struct st_group_leave_member {
-    const char *member_id;
-    const char *instance_id;
-    const char *reason;
+    st_str_t member_id;
+    st_str_t instance_id;
+    st_str_t reason;
     st_err_t error; /* out */
 } st_group_leave_member_t;
 
 /* Returns the top-level error; each member's error is set. */
-st_err_t st_gstate_leave(st_gstate_t *s, const char *group_id, st_group_leave_member_t *m,
+st_err_t st_gstate_leave(st_gstate_t *s, st_str_t group_id, st_group_leave_member_t *m,
                          int n);
 
 typedef struct st_group_commit {
-    const char *topic;
+    st_str_t topic;
     int32_t partition;
     int64_t offset;
     int32_t leader_epoch;
-    const char *metadata; /* NULL: "" */
+    st_str_t metadata; /* none: "" */
     int64_t commit_ts;    /* -1: now */
     int64_t expire_ts;    /* -1: none (offsets.retention.minutes applies) */
     st_err_t error;       /* in: already refused (unknown topic); out: result */
 } st_group_commit_t;
 
-void st_gstate_commit(st_gstate_t *s, const char *group_id, const char *member_id,
-                      const char *instance_id, int32_t generation, st_group_commit_t *c, int n);
+void st_gstate_commit(st_gstate_t *s, st_str_t group_id, st_str_t member_id,
+                      st_str_t instance_id, int32_t generation, st_group_commit_t *c, int n);
 
-const st_goffset_t *st_gstate_offset(st_group_t *g, const char *topic, int32_t partition);
+const st_goffset_t *st_gstate_offset(st_group_t *g, st_str_t topic, int32_t partition);
 void st_gstate_foreach_offset(st_group_t *g, void (*fn)(const st_goffset_t *o, void *arg),
                               void *arg);
 
-st_err_t st_gstate_delete_group(st_gstate_t *s, const char *group_id);
+st_err_t st_gstate_delete_group(st_gstate_t *s, st_str_t group_id);
 
 typedef struct st_group_offset_delete {
-    const char *topic;
+    st_str_t topic;
     int32_t partition;
     int subscribed; /* out: GROUP_SUBSCRIBED_TO_TOPIC */
 } st_group_offset_delete_t;
 
-st_err_t st_gstate_delete_offsets(st_gstate_t *s, const char *group_id,
+st_err_t st_gstate_delete_offsets(st_gstate_t *s, st_str_t group_id,
                                   st_group_offset_delete_t *d, int n);
 
 /* Offsets of topics that are gone (deleted) are removed from every loaded
  * group, with tombstones, as Kafka's handleDeletedPartitions does; groups
  * left empty without offsets go too.  Returns how many offsets went. */
-int st_gstate_drop_missing_topics(st_gstate_t *s, int (*exists)(const char *topic, void *arg),
+int st_gstate_drop_missing_topics(st_gstate_t *s, int (*exists)(st_str_t topic, void *arg),
                                   void *arg);
 
 /* Topics the group's members subscribe to, as the consumer protocol says;
  * 1 when the topic is one of them or the group cannot tell. */
-int st_gstate_subscribed(const st_group_t *g, const char *topic);
+int st_gstate_subscribed(const st_group_t *g, st_str_t topic);
 
 /* Fire what is due: session expiries, join and sync deadlines, pending
  * members, offset expiry.  Returns the next deadline (monotonic ms), -1

@@ -68,8 +68,8 @@ typedef struct st_grec_group_value {
     int nmembers;
 } st_grec_group_value_t;
 
-void st_grec_offset_key(st_buf_t *out, const char *group, const char *topic, int32_t partition);
-void st_grec_group_key(st_buf_t *out, const char *group);
+void st_grec_offset_key(st_buf_t *out, st_str_t group, st_str_t topic, int32_t partition);
+void st_grec_group_key(st_buf_t *out, st_str_t group);
 void st_grec_offset_value(st_buf_t *out, const st_grec_offset_value_t *v);
 void st_grec_group_value(st_buf_t *out, const st_grec_group_value_t *v);
 /* Decoders: strings point into the input; arrays come from the arena.
@@ -80,8 +80,9 @@ st_err_t st_grec_decode_group_value(const uint8_t *p, int32_t len, st_arena_t *a
                                     st_grec_group_value_t *out);
 
 /* The consumer protocol's subscription (version 0 prefix of every
- * version): int16 version, [string] topics.  Returns the topics (malloc'ed
- * strings in a malloc'ed array) or -1 when the bytes do not parse. */
-int st_grec_subscription_topics(const uint8_t *p, int32_t len, char ***out);
+ * version): int16 version, [string] topics.  Returns the count and the
+ * topics (owned strings, st_gstr_free each, in a malloc'ed array) or -1
+ * when the bytes do not parse. */
+int st_grec_subscription_topics(const uint8_t *p, int32_t len, st_str_t **out);
 
 #endif /* ST_GROUP_INT_H */

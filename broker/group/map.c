@@ -98,3 +98,30 @@ void *st_gmap_next(const st_gmap_t *m, size_t *i) {
     }
     return NULL;
 }
+
+/* ---- owned strings -------------------------------------------------------- */
+
+st_str_t st_gstr_dup(st_str_t s) {
+    if (s.len < 0) return ST_STR_NULL;
+    char *p = st_malloc((size_t)s.len + 1);
+    if (s.len) memcpy(p, s.p, (size_t)s.len);
+    p[s.len] = 0;
+    return (st_str_t){p, s.len};
+}
+
+void st_gstr_free(st_str_t *s) {
+    free((void *)(uintptr_t)s->p);
+    *s = ST_STR_NULL;
+}
+
+void st_gstr_set(st_str_t *dst, st_str_t src) {
+    st_str_t n = st_gstr_dup(src);
+    st_gstr_free(dst);
+    *dst = n;
+}
+
+int st_gstr_cmp(st_str_t a, st_str_t b) {
+    if (a.len < 0 || b.len < 0) return (a.len >= 0) - (b.len >= 0);
+    int c = memcmp(a.p, b.p, (size_t)ST_MIN(a.len, b.len));
+    return c ? c : (a.len > b.len) - (a.len < b.len);
+}

@@ -77,15 +77,17 @@ static void encode_versioned(st_buf_t *out, int16_t version, const st_schema_t *
     st_chain_fini(&c);
 }
 
-static st_str_t cstr(const char *s) { return st_str(s ? s : ""); }
+/* A string the record must carry: none is written as "" (these rows are
+ * not nullable). */
+static st_str_t or_empty(st_str_t s) { return s.len < 0 ? st_str("") : s; }
 
-void st_grec_offset_key(st_buf_t *out, const char *group, const char *topic, int32_t partition) {
-    st_grec_offset_key_s_t k = {cstr(group), cstr(topic), partition};
+void st_grec_offset_key(st_buf_t *out, st_str_t group, st_str_t topic, int32_t partition) {
+    st_grec_offset_key_s_t k = {or_empty(group), or_empty(topic), partition};
     encode_versioned(out, KEY_OFFSET_VERSION, &st_grec_offset_key_s_schema, &k, 0);
 }
 
-void st_grec_group_key(st_buf_t *out, const char *group) {
-    st_grec_group_key_s_t k = {cstr(group)};
+void st_grec_group_key(st_buf_t *out, st_str_t group) {
+    st_grec_group_key_s_t k = {or_empty(group)};
     encode_versioned(out, KEY_GROUP_VERSION, &st_grec_group_key_s_schema, &k, 0);
 }
 
@@ -205,7 +207,7 @@ st_err_t st_grec_decode_group_value(const uint8_t *p, int32_t len, st_arena_t *a
  *
  *   int16 version | int32 count | count x (int16 len, topic bytes) | ...
  */
-int st_grec_subscription_topics(const uint8_t *p, int32_t len, char ***out) {
+int st_grec_subscription_topics(const uint8_t *p, int32_t len, st_str_t **out) {
     *out = NULL;
     if (!p || len < 6) return -1;
     st_rd_t r;
@@ -213,16 +215,16 @@ int st_grec_subscription_topics(const uint8_t *p, int32_t len, char ***out) {
     int16_t version = st_rd_i16(&r);
     int32_t n = st_rd_i32(&r);
     if (r.err || version < 0 || n < 0 || (size_t)n * 2 > st_rd_left(&r)) return -1;
-    char **v = st_calloc((size_t)n + 1, sizeof *v);
+    st_str_t *v = st_calloc((size_t)n + 1, sizeof *v);
     int k = 0;
     for (; k < n && !r.err; k++) {
         int16_t sl = st_rd_i16(&r);
         const uint8_t *b = sl >= 0 ? st_rd_bytes(&r, (size_t)sl) : NULL;
         if (!b) break;
-        v[k] = st_strndup((const char *)b, (size_t)sl);
+        v[k] = st_gstr_dup((st_str_t){(const char *)b, sl});
     }
     if (k < n) {
-        for (int i = 0; i < k; i++) free(v[i]);
+        for (int i = 0; i < k; i++) st_gstr_free(&v[i]);
         free(v);
         return -1;
     }

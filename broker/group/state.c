@@ -58,17 +58,8 @@ static void note_deadline(st_gstate_t *s, int64_t d) {
     if (d >= 0 && (s->next_deadline < 0 || d < s->next_deadline)) s->next_deadline = d;
 }
 
-static char *dup_or_null(const char *p) { return p ? st_strdup(p) : NULL; }
-
-static int str_eq(const char *a, const char *b) {
-    return a == b || (a && b && !strcmp(a, b));
-}
-
-static void set_str(char **dst, const char *src) {
-    char *n = dup_or_null(src);
-    free(*dst);
-    *dst = n;
-}
+/* For log lines: a string's bytes up to its first NUL, "-" when none. */
+#define GS(s) ((s).p ? (s).p : "-")
 
 /* ---- life cycle --------------------------------------------------------- */
 
@@ -88,13 +79,13 @@ const st_gstate_config_t *st_gstate_config(const st_gstate_t *s) { return &s->cf
 
 static void member_free(st_gmember_t *m) {
     if (!m) return;
-    free(m->member_id);
-    free(m->instance_id);
-    free(m->client_id);
-    free(m->client_host);
-    free(m->protocol_type);
+    st_gstr_free(&m->member_id);
+    st_gstr_free(&m->instance_id);
+    st_gstr_free(&m->client_id);
+    st_gstr_free(&m->client_host);
+    st_gstr_free(&m->protocol_type);
     for (int i = 0; i < m->nprotocols; i++) {
-        free(m->protocols[i].name);
+        st_gstr_free(&m->protocols[i].name);
         free(m->protocols[i].metadata);
     }
     free(m->protocols);
@@ -104,13 +95,13 @@ static void member_free(st_gmember_t *m) {
 
 static void offset_free(st_goffset_t *o) {
     if (!o) return;
-    free(o->topic);
-    free(o->metadata);
+    st_gstr_free(&o->topic);
+    st_gstr_free(&o->metadata);
     free(o);
 }
 
 static void subscribed_clear(st_group_t *g) {
-    for (int i = 0; i < g->nsubscribed; i++) free(g->subscribed[i]);
+    for (int i = 0; i < g->nsubscribed; i++) st_gstr_free(&g->subscribed[i]);
     free(g->subscribed);
     g->subscribed = NULL;
     g->nsubscribed = 0;
@@ -120,30 +111,30 @@ static void subscribed_clear(st_group_t *g) {
 static void group_free(st_group_t *g) {
     for (int i = 0; i < g->nmembers; i++) member_free(g->members[i]);
     free(g->members);
-    for (int i = 0; i < g->npending; i++) free(g->pending[i].member_id);
+    for (int i = 0; i < g->npending; i++) st_gstr_free(&g->pending[i].member_id);
     free(g->pending);
     size_t it = 0;
     st_goffset_t *o;
     while ((o = st_gmap_next(&g->offsets, &it))) offset_free(o);
     st_gmap_fini(&g->offsets);
     subscribed_clear(g);
-    free(g->id);
-    free(g->protocol_type);
-    free(g->protocol_name);
-    free(g->leader_id);
+    st_gstr_free(&g->id);
+    st_gstr_free(&g->protocol_type);
+    st_gstr_free(&g->protocol_name);
+    st_gstr_free(&g->leader_id);
     free(g);
 }
 
 /* ---- waiters ------------------------------------------------------------- */
 
-static void join_error(st_group_waiter_t *w, st_err_t e, const char *member_id, int32_t part) {
-    st_group_join_result_t r = {e, member_id ? member_id : "", -1, NULL, NULL, "", 0, NULL, 0,
-                                part};
+static void join_error(st_group_waiter_t *w, st_err_t e, st_str_t member_id, int32_t part) {
+    st_group_join_result_t r = {e, member_id.len < 0 ? st_str("") : member_id, -1, ST_STR_NULL,
+                                ST_STR_NULL, st_str(""), 0, NULL, 0, part};
     w->join_done(w, &r);
 }
 
 static void sync_error(st_group_waiter_t *w, st_err_t e, int32_t part) {
-    st_group_sync_result_t r = {e, NULL, NULL, NULL, 0, part};
+    st_group_sync_result_t r = {e, ST_STR_NULL, ST_STR_NULL, NULL, 0, part};
     w->sync_done(w, &r);
 }
 
@@ -152,7 +143,7 @@ static void complete_member_join(st_group_t *g, st_gmember_t *m, st_err_t e) {
     st_group_waiter_t *w = m->join_waiter;
     m->join_waiter = NULL;
     g->num_awaiting_join--;
-    join_error(w, e, e == ST_E_UNKNOWN_MEMBER_ID ? "" : m->member_id, g->partition);
+    join_error(w, e, e == ST_E_UNKNOWN_MEMBER_ID ? st_str("") : m->member_id, g->partition);
 }
 
 static void complete_member_sync(st_group_t *g, st_gmember_t *m, st_err_t e) {
@@ -195,8 +186,9 @@ st_gpart_state_t st_gstate_partition(const st_gstate_t *s, int32_t p) {
     return p >= 0 && p < s->cfg.num_partitions ? (st_gpart_state_t)s->parts[p] : ST_GPART_NOT_OWNED;
 }
 
-int32_t st_gstate_partition_of(const st_gstate_t *s, const char *group_id) {
-    return st_group_partition_for(group_id, strlen(group_id), s->cfg.num_partitions);
+int32_t st_gstate_partition_of(const st_gstate_t *s, st_str_t group_id) {
+    return st_group_partition_for(group_id.p ? group_id.p : "", (size_t)ST_MAX(group_id.len, 0),
+                                  s->cfg.num_partitions);
 }
 
 int st_gstate_loading(const st_gstate_t *s) {
@@ -209,8 +201,8 @@ int st_gstate_skipped_records(const st_gstate_t *s) { return s->skipped; }
 
 int st_gstate_closed(const st_gstate_t *s) { return s->closed; }
 
-st_err_t st_gstate_check(st_gstate_t *s, const char *group_id, int allow_empty_id) {
-    if (!group_id || (!allow_empty_id && !*group_id)) return ST_E_INVALID_GROUP_ID;
+st_err_t st_gstate_check(st_gstate_t *s, st_str_t group_id, int allow_empty_id) {
+    if (group_id.len < 0 || (!allow_empty_id && group_id.len == 0)) return ST_E_INVALID_GROUP_ID;
     if (s->closed) return ST_E_COORDINATOR_NOT_AVAILABLE;
     int32_t p = st_gstate_partition_of(s, group_id);
     if (s->parts[p] == ST_GPART_UNKNOWN && s->ops.ensure_partition)
@@ -224,8 +216,9 @@ st_err_t st_gstate_check(st_gstate_t *s, const char *group_id, int allow_empty_i
 
 /* ---- groups, members ------------------------------------------------------ */
 
-st_group_t *st_gstate_group(st_gstate_t *s, const char *group_id) {
-    st_group_t *g = st_gmap_get(&s->groups, group_id, strlen(group_id));
+st_group_t *st_gstate_group(st_gstate_t *s, st_str_t group_id) {
+    if (group_id.len < 0) return NULL;
+    st_group_t *g = st_gmap_get(&s->groups, group_id.p, (size_t)group_id.len);
     if (g && s->parts[g->partition] != ST_GPART_LOADED) return NULL;
     return g;
 }
@@ -242,58 +235,59 @@ static void transition(st_gstate_t *s, st_group_t *g, st_group_state_t to) {
     g->state_ts = wall_ms(s);
 }
 
-static st_group_t *group_new(st_gstate_t *s, const char *id, int32_t partition) {
+static st_group_t *group_new(st_gstate_t *s, st_str_t id, int32_t partition) {
     st_group_t *g = st_calloc(1, sizeof *g);
-    g->id = st_strdup(id);
+    g->id = st_gstr_dup(id.len < 0 ? st_str("") : id);
+    g->protocol_type = g->protocol_name = g->leader_id = ST_STR_NULL;
     g->partition = partition;
     g->state = ST_GROUP_EMPTY;
     g->state_ts = wall_ms(s);
     g->join_deadline = g->sync_deadline = -1;
     st_gmap_init(&g->offsets);
-    st_gmap_put(&s->groups, id, strlen(id), g);
+    st_gmap_put(&s->groups, g->id.p, (size_t)g->id.len, g);
     return g;
 }
 
 static void group_drop(st_gstate_t *s, st_group_t *g) {
-    st_gmap_del(&s->groups, g->id, strlen(g->id));
+    st_gmap_del(&s->groups, g->id.p, (size_t)g->id.len);
     group_free(g);
 }
 
-static st_gmember_t *find_member(const st_group_t *g, const char *member_id) {
+static st_gmember_t *find_member(const st_group_t *g, st_str_t member_id) {
     for (int i = 0; i < g->nmembers; i++)
-        if (!strcmp(g->members[i]->member_id, member_id)) return g->members[i];
+        if (st_gstr_eq(g->members[i]->member_id, member_id)) return g->members[i];
     return NULL;
 }
 
-static st_gmember_t *static_member(const st_group_t *g, const char *instance_id) {
-    if (!instance_id) return NULL;
+static st_gmember_t *static_member(const st_group_t *g, st_str_t instance_id) {
+    if (instance_id.len < 0) return NULL;
     for (int i = 0; i < g->nmembers; i++)
-        if (g->members[i]->instance_id && !strcmp(g->members[i]->instance_id, instance_id))
+        if (st_gstr_eq(g->members[i]->instance_id, instance_id))
             return g->members[i];
     return NULL;
 }
 
-static int is_pending(const st_group_t *g, const char *member_id) {
+static int is_pending(const st_group_t *g, st_str_t member_id) {
     for (int i = 0; i < g->npending; i++)
-        if (!strcmp(g->pending[i].member_id, member_id)) return 1;
+        if (st_gstr_eq(g->pending[i].member_id, member_id)) return 1;
     return 0;
 }
 
-static void remove_pending(st_group_t *g, const char *member_id) {
+static void remove_pending(st_group_t *g, st_str_t member_id) {
     for (int i = 0; i < g->npending; i++) {
-        if (strcmp(g->pending[i].member_id, member_id)) continue;
-        free(g->pending[i].member_id);
+        if (!st_gstr_eq(g->pending[i].member_id, member_id)) continue;
+        st_gstr_free(&g->pending[i].member_id);
         g->pending[i] = g->pending[--g->npending];
         return;
     }
 }
 
-static void add_pending(st_gstate_t *s, st_group_t *g, const char *member_id, int64_t timeout) {
+static void add_pending(st_gstate_t *s, st_group_t *g, st_str_t member_id, int64_t timeout) {
     if (g->npending == g->cappending) {
         g->cappending = g->cappending ? g->cappending * 2 : 4;
         g->pending = st_realloc(g->pending, sizeof *g->pending * (size_t)g->cappending);
     }
-    g->pending[g->npending].member_id = st_strdup(member_id);
+    g->pending[g->npending].member_id = st_gstr_dup(member_id);
     g->pending[g->npending].deadline = now_ms(s) + timeout;
     note_deadline(s, g->pending[g->npending].deadline);
     g->npending++;
@@ -301,14 +295,14 @@ static void add_pending(st_gstate_t *s, st_group_t *g, const char *member_id, in
 
 static void set_protocols(st_gmember_t *m, const st_group_protocol_t *p, int n) {
     for (int i = 0; i < m->nprotocols; i++) {
-        free(m->protocols[i].name);
+        st_gstr_free(&m->protocols[i].name);
         free(m->protocols[i].metadata);
     }
     free(m->protocols);
     m->protocols = st_calloc((size_t)n + 1, sizeof *m->protocols);
     m->nprotocols = n;
     for (int i = 0; i < n; i++) {
-        m->protocols[i].name = st_strdup(p[i].name ? p[i].name : "");
+        m->protocols[i].name = st_gstr_dup(p[i].name.len < 0 ? st_str("") : p[i].name);
         m->protocols[i].metadata_len = p[i].metadata_len > 0 ? p[i].metadata_len : 0;
         m->protocols[i].metadata = st_malloc((size_t)m->protocols[i].metadata_len + 1);
         if (m->protocols[i].metadata_len)
@@ -316,9 +310,9 @@ static void set_protocols(st_gmember_t *m, const st_group_protocol_t *p, int n) 
     }
 }
 
-static const st_gprotocol_t *member_protocol(const st_gmember_t *m, const char *name) {
-    for (int i = 0; name && i < m->nprotocols; i++)
-        if (!strcmp(m->protocols[i].name, name)) return &m->protocols[i];
+static const st_gprotocol_t *member_protocol(const st_gmember_t *m, st_str_t name) {
+    for (int i = 0; name.len >= 0 && i < m->nprotocols; i++)
+        if (st_gstr_eq(m->protocols[i].name, name)) return &m->protocols[i];
     return NULL;
 }
 
@@ -327,7 +321,7 @@ static int member_matches(const st_gmember_t *m, const st_group_protocol_t *p, i
     if (n != m->nprotocols) return 0;
     for (int i = 0; i < n; i++) {
         int32_t len = p[i].metadata_len > 0 ? p[i].metadata_len : 0;
-        if (strcmp(m->protocols[i].name, p[i].name ? p[i].name : "") ||
+        if (!st_gstr_eq(m->protocols[i].name, p[i].name.len < 0 ? st_str("") : p[i].name) ||
             m->protocols[i].metadata_len != len ||
             (len && memcmp(m->protocols[i].metadata, p[i].metadata, (size_t)len)))
             return 0;
@@ -335,7 +329,7 @@ static int member_matches(const st_gmember_t *m, const st_group_protocol_t *p, i
     return 1;
 }
 
-static int supported_by_all(const st_group_t *g, const char *name) {
+static int supported_by_all(const st_group_t *g, st_str_t name) {
     for (int i = 0; i < g->nmembers; i++)
         if (!member_protocol(g->members[i], name)) return 0;
     return 1;
@@ -344,33 +338,33 @@ static int supported_by_all(const st_group_t *g, const char *name) {
 /* Kafka's supportsProtocols: an empty group takes any non-empty protocol
  * list; otherwise the type must match and one protocol be supported by
  * every member. */
-static int supports_protocols(const st_group_t *g, const char *type, const st_group_protocol_t *p,
+static int supports_protocols(const st_group_t *g, st_str_t type, const st_group_protocol_t *p,
                               int n) {
-    if (g->state == ST_GROUP_EMPTY) return type && *type && n > 0;
-    if (!str_eq(g->protocol_type, type)) return 0;
+    if (g->state == ST_GROUP_EMPTY) return type.len > 0 && n > 0;
+    if (!st_gstr_eq(g->protocol_type, type)) return 0;
     for (int i = 0; i < n; i++)
-        if (supported_by_all(g, p[i].name ? p[i].name : "")) return 1;
+        if (supported_by_all(g, p[i].name.len < 0 ? st_str("") : p[i].name)) return 1;
     return 0;
 }
 
 /* The vote: each member names its most preferred protocol among those all
  * members support; the most named wins (ties: the earliest member's). */
-static const char *select_protocol(const st_group_t *g) {
-    const char *best = NULL;
+static st_str_t select_protocol(const st_group_t *g) {
+    st_str_t best = ST_STR_NULL;
     int best_votes = 0;
     for (int i = 0; i < g->nmembers; i++) {
-        const char *vote = NULL;
-        for (int k = 0; k < g->members[i]->nprotocols && !vote; k++)
+        st_str_t vote = ST_STR_NULL;
+        for (int k = 0; k < g->members[i]->nprotocols && vote.len < 0; k++)
             if (supported_by_all(g, g->members[i]->protocols[k].name))
                 vote = g->members[i]->protocols[k].name;
-        if (!vote) continue;
+        if (vote.len < 0) continue;
         int votes = 0;
         for (int j = 0; j < g->nmembers; j++) {
-            const char *v = NULL;
-            for (int k = 0; k < g->members[j]->nprotocols && !v; k++)
+            st_str_t v = ST_STR_NULL;
+            for (int k = 0; k < g->members[j]->nprotocols && v.len < 0; k++)
                 if (supported_by_all(g, g->members[j]->protocols[k].name))
                     v = g->members[j]->protocols[k].name;
-            votes += v && !strcmp(v, vote);
+            votes += st_gstr_eq(v, vote);
         }
         if (votes > best_votes) {
             best = vote;
@@ -392,8 +386,8 @@ static void schedule_hb(st_gstate_t *s, st_gmember_t *m, int64_t timeout_ms) {
 }
 
 static void group_add(st_group_t *g, st_gmember_t *m, st_group_waiter_t *w) {
-    if (g->nmembers == 0) set_str(&g->protocol_type, m->protocol_type);
-    if (!g->leader_id) g->leader_id = st_strdup(m->member_id);
+    if (g->nmembers == 0) st_gstr_set(&g->protocol_type, m->protocol_type);
+    if (g->leader_id.len < 0) g->leader_id = st_gstr_dup(m->member_id);
     if (g->nmembers == g->capmembers) {
         g->capmembers = g->capmembers ? g->capmembers * 2 : 8;
         g->members = st_realloc(g->members, sizeof *g->members * (size_t)g->capmembers);
@@ -413,34 +407,32 @@ static void group_remove(st_group_t *g, st_gmember_t *m) {
     memmove(&g->members[i], &g->members[i + 1], sizeof *g->members * (size_t)(g->nmembers - i - 1));
     g->nmembers--;
     if (m->join_waiter) g->num_awaiting_join--;
-    if (g->leader_id && !strcmp(g->leader_id, m->member_id)) {
-        free(g->leader_id);
-        g->leader_id = g->nmembers ? st_strdup(g->members[0]->member_id) : NULL;
-    }
+    if (st_gstr_eq(g->leader_id, m->member_id))
+        st_gstr_set(&g->leader_id, g->nmembers ? g->members[0]->member_id : ST_STR_NULL);
     remove_pending(g, m->member_id);
 }
 
-static st_err_t validate_current_member(const st_group_t *g, const char *member_id,
-                                        const char *instance_id) {
-    if (instance_id) {
+static st_err_t validate_current_member(const st_group_t *g, st_str_t member_id,
+                                        st_str_t instance_id) {
+    if (instance_id.len >= 0) {
         const st_gmember_t *m = static_member(g, instance_id);
         if (!m) return ST_E_UNKNOWN_MEMBER_ID;
-        if (strcmp(m->member_id, member_id)) return ST_E_FENCED_INSTANCE_ID;
+        if (!st_gstr_eq(m->member_id, member_id)) return ST_E_FENCED_INSTANCE_ID;
     }
     return find_member(g, member_id) ? ST_OK : ST_E_UNKNOWN_MEMBER_ID;
 }
 
 static void compute_subscribed(st_group_t *g) {
     subscribed_clear(g);
-    if (!str_eq(g->protocol_type, ST_GROUP_CONSUMER_PROTOCOL)) return;
+    if (!st_str_eq(g->protocol_type, ST_GROUP_CONSUMER_PROTOCOL)) return;
     if (g->nmembers == 0) {
         g->subscribed_known = 1;
         return;
     }
-    if (!g->protocol_name) return;
+    if (g->protocol_name.len < 0) return;
     for (int i = 0; i < g->nmembers; i++) {
         const st_gprotocol_t *p = member_protocol(g->members[i], g->protocol_name);
-        char **topics;
+        st_str_t *topics;
         int n = p ? st_grec_subscription_topics(p->metadata, p->metadata_len, &topics) : -1;
         if (n < 0) {
             subscribed_clear(g);
@@ -448,9 +440,9 @@ static void compute_subscribed(st_group_t *g) {
         }
         for (int k = 0; k < n; k++) {
             int dup = 0;
-            for (int j = 0; j < g->nsubscribed && !dup; j++) dup = !strcmp(g->subscribed[j], topics[k]);
+            for (int j = 0; j < g->nsubscribed && !dup; j++) dup = st_gstr_eq(g->subscribed[j], topics[k]);
             if (dup) {
-                free(topics[k]);
+                st_gstr_free(&topics[k]);
                 continue;
             }
             g->subscribed = st_realloc(g->subscribed, sizeof *g->subscribed * (size_t)(g->nsubscribed + 1));
@@ -461,10 +453,10 @@ static void compute_subscribed(st_group_t *g) {
     g->subscribed_known = 1;
 }
 
-int st_gstate_subscribed(const st_group_t *g, const char *topic) {
+int st_gstate_subscribed(const st_group_t *g, st_str_t topic) {
     if (!g->subscribed_known) return 1;
     for (int i = 0; i < g->nsubscribed; i++)
-        if (!strcmp(g->subscribed[i], topic)) return 1;
+        if (st_gstr_eq(g->subscribed[i], topic)) return 1;
     return 0;
 }
 
@@ -518,10 +510,10 @@ static st_err_t commit_store_error(st_err_t e) {
 static st_err_t store_group(st_gstate_t *s, st_group_t *g, const st_group_assignment_t *assign) {
     st_grec_group_value_t v;
     memset(&v, 0, sizeof v);
-    v.protocol_type = st_str(g->protocol_type ? g->protocol_type : "");
+    v.protocol_type = g->protocol_type.len < 0 ? st_str("") : g->protocol_type;
     v.generation = g->generation;
-    v.protocol = g->protocol_name ? st_str(g->protocol_name) : ST_STR_NULL;
-    v.leader = g->leader_id ? st_str(g->leader_id) : ST_STR_NULL;
+    v.protocol = g->protocol_name;
+    v.leader = g->leader_id;
     v.state_ts = g->state_ts;
     v.nmembers = g->nmembers;
     v.members = st_calloc((size_t)g->nmembers + 1, sizeof *v.members);
@@ -529,10 +521,10 @@ static st_err_t store_group(st_gstate_t *s, st_group_t *g, const st_group_assign
         const st_gmember_t *m = g->members[i];
         const st_gprotocol_t *p = member_protocol(m, g->protocol_name);
         st_grec_member_t *r = &v.members[i];
-        r->member_id = st_str(m->member_id);
-        r->instance_id = m->instance_id ? st_str(m->instance_id) : ST_STR_NULL;
-        r->client_id = st_str(m->client_id ? m->client_id : "");
-        r->client_host = st_str(m->client_host ? m->client_host : "");
+        r->member_id = m->member_id;
+        r->instance_id = m->instance_id;
+        r->client_id = m->client_id.len < 0 ? st_str("") : m->client_id;
+        r->client_host = m->client_host.len < 0 ? st_str("") : m->client_host;
         r->rebalance_timeout_ms = m->rebalance_timeout_ms;
         r->session_timeout_ms = m->session_timeout_ms;
         r->subscription = p ? (st_bytes_t){p->metadata, p->metadata_len} : (st_bytes_t){NULL, 0};
@@ -550,7 +542,7 @@ static st_err_t store_group(st_gstate_t *s, st_group_t *g, const st_group_assign
     st_buf_fini(&val);
     free(v.members);
     if (!e) g->has_metadata = 1;
-    else ST_WARN("group", "group %s: storing its metadata failed: %s", g->id, st_err_name(e));
+    else ST_WARN("group", "group %s: storing its metadata failed: %s", GS(g->id), st_err_name(e));
     return group_store_error(e);
 }
 
@@ -581,19 +573,28 @@ static st_err_t write_tombstones(st_gstate_t *s, st_group_t *g, st_goffset_t **o
 
 /* ---- offsets ----------------------------------------------------------------- */
 
-static size_t offset_key(char *buf, size_t cap, const char *topic, int32_t partition) {
-    size_t tl = strlen(topic);
-    if (tl + 5 > cap) tl = cap - 5;
-    memcpy(buf, topic, tl);
-    buf[tl] = 0;
-    st_be32_put((uint8_t *)buf + tl + 1, (uint32_t)partition);
-    return tl + 5;
+/* The offsets map's key: the partition (4 bytes, big-endian), then the
+ * topic's bytes.  Small keys live in buf; larger ones are malloc'ed
+ * (*heap set, the caller frees it). */
+static const char *offset_key(char *buf, size_t cap, st_str_t topic, int32_t partition,
+                              size_t *len, char **heap) {
+    size_t tl = (size_t)ST_MAX(topic.len, 0);
+    char *k = buf;
+    *heap = NULL;
+    if (tl + 4 > cap) k = *heap = st_malloc(tl + 4);
+    st_be32_put((uint8_t *)k, (uint32_t)partition);
+    if (tl) memcpy(k + 4, topic.p, tl);
+    *len = tl + 4;
+    return k;
 }
 
-const st_goffset_t *st_gstate_offset(st_group_t *g, const char *topic, int32_t partition) {
-    char key[512];
-    size_t n = offset_key(key, sizeof key, topic, partition);
-    return st_gmap_get(&g->offsets, key, n);
+const st_goffset_t *st_gstate_offset(st_group_t *g, st_str_t topic, int32_t partition) {
+    char buf[256], *heap;
+    size_t n;
+    const char *key = offset_key(buf, sizeof buf, topic, partition, &n, &heap);
+    const st_goffset_t *o = st_gmap_get(&g->offsets, key, n);
+    free(heap);
+    return o;
 }
 
 void st_gstate_foreach_offset(st_group_t *g, void (*fn)(const st_goffset_t *o, void *arg),
@@ -603,26 +604,29 @@ void st_gstate_foreach_offset(st_group_t *g, void (*fn)(const st_goffset_t *o, v
     while ((o = st_gmap_next(&g->offsets, &it))) fn(o, arg);
 }
 
-static void offset_set(st_group_t *g, const char *topic, int32_t partition, int64_t offset,
-                       int32_t epoch, const char *metadata, size_t mlen, int64_t commit_ts,
-                       int64_t expire_ts) {
-    char key[512];
-    size_t n = offset_key(key, sizeof key, topic, partition);
+static void offset_set(st_group_t *g, st_str_t topic, int32_t partition, int64_t offset,
+                       int32_t epoch, st_str_t metadata, int64_t commit_ts, int64_t expire_ts) {
+    char buf[256], *heap;
+    size_t n;
+    const char *key = offset_key(buf, sizeof buf, topic, partition, &n, &heap);
     st_goffset_t *o = st_calloc(1, sizeof *o);
-    o->topic = st_strdup(topic);
+    o->topic = st_gstr_dup(topic.len < 0 ? st_str("") : topic);
     o->partition = partition;
     o->offset = offset;
     o->leader_epoch = epoch;
-    o->metadata = st_strndup(metadata ? metadata : "", metadata ? mlen : 0);
+    o->metadata = st_gstr_dup(metadata.len < 0 ? st_str("") : metadata);
     o->commit_ts = commit_ts;
     o->expire_ts = expire_ts;
     offset_free(st_gmap_put(&g->offsets, key, n, o));
+    free(heap);
 }
 
-static void offset_remove(st_group_t *g, const char *topic, int32_t partition) {
-    char key[512];
-    size_t n = offset_key(key, sizeof key, topic, partition);
+static void offset_remove(st_group_t *g, st_str_t topic, int32_t partition) {
+    char buf[256], *heap;
+    size_t n;
+    const char *key = offset_key(buf, sizeof buf, topic, partition, &n, &heap);
     offset_free(st_gmap_del(&g->offsets, key, n));
+    free(heap);
 }
 
 /* ---- the join --------------------------------------------------------------- */
@@ -642,7 +646,7 @@ static void maybe_prepare_rebalance(st_gstate_t *s, st_group_t *g, const char *r
 /* Fill a join result for member m of the current generation; with members,
  * the leader's list of every member's metadata (caller frees *list). */
 static void join_result(const st_group_t *g, const st_gmember_t *m, int with_members,
-                        const char *leader, int skip, st_group_join_result_t *r,
+                        st_str_t leader, int skip, st_group_join_result_t *r,
                         st_group_join_member_t **list) {
     *list = NULL;
     memset(r, 0, sizeof *r);
@@ -651,7 +655,7 @@ static void join_result(const st_group_t *g, const st_gmember_t *m, int with_mem
     r->generation = g->generation;
     r->protocol_type = g->protocol_type;
     r->protocol_name = g->protocol_name;
-    r->leader = leader ? leader : "";
+    r->leader = leader.len < 0 ? st_str("") : leader;
     r->skip_assignment = skip;
     r->partition = g->partition;
     if (!with_members) return;
@@ -666,7 +670,7 @@ static void join_result(const st_group_t *g, const st_gmember_t *m, int with_mem
 }
 
 /* Answer member m's parked JoinGroup with the current generation. */
-static void invoke_join(st_group_t *g, st_gmember_t *m, int with_members, const char *leader,
+static void invoke_join(st_group_t *g, st_gmember_t *m, int with_members, st_str_t leader,
                         int skip) {
     if (!m->join_waiter) return;
     st_group_waiter_t *w = m->join_waiter;
@@ -681,7 +685,7 @@ static void invoke_join(st_group_t *g, st_gmember_t *m, int with_members, const 
 
 /* Answer a JoinGroup directly (not through the member's parked slot). */
 static void reply_join(st_group_t *g, st_gmember_t *m, st_group_waiter_t *w, int with_members,
-                       const char *leader) {
+                       st_str_t leader) {
     st_group_join_result_t r;
     st_group_join_member_t *list;
     join_result(g, m, with_members, leader, 0, &r, &list);
@@ -707,13 +711,15 @@ static void update_member(st_group_t *g, st_gmember_t *m, const st_group_protoco
     m->join_waiter = w;
 }
 
-static st_gmember_t *member_new(const st_group_join_params_t *p, const char *member_id) {
+static st_str_t or_empty(st_str_t s) { return s.len < 0 ? st_str("") : s; }
+
+static st_gmember_t *member_new(const st_group_join_params_t *p, st_str_t member_id) {
     st_gmember_t *m = st_calloc(1, sizeof *m);
-    m->member_id = st_strdup(member_id);
-    m->instance_id = dup_or_null(p->instance_id);
-    m->client_id = st_strdup(p->client_id ? p->client_id : "");
-    m->client_host = st_strdup(p->client_host ? p->client_host : "");
-    m->protocol_type = st_strdup(p->protocol_type ? p->protocol_type : "");
+    m->member_id = st_gstr_dup(member_id);
+    m->instance_id = st_gstr_dup(p->instance_id);
+    m->client_id = st_gstr_dup(or_empty(p->client_id));
+    m->client_host = st_gstr_dup(or_empty(p->client_host));
+    m->protocol_type = st_gstr_dup(or_empty(p->protocol_type));
     m->rebalance_timeout_ms = p->rebalance_timeout_ms;
     m->session_timeout_ms = p->session_timeout_ms;
     m->hb_deadline = -1;
@@ -722,7 +728,7 @@ static st_gmember_t *member_new(const st_group_join_params_t *p, const char *mem
 }
 
 static void add_member_and_rebalance(st_gstate_t *s, st_group_t *g,
-                                     const st_group_join_params_t *p, const char *member_id,
+                                     const st_group_join_params_t *p, st_str_t member_id,
                                      st_group_waiter_t *w) {
     st_gmember_t *m = member_new(p, member_id);
     m->is_new = 1;
@@ -732,22 +738,23 @@ static void add_member_and_rebalance(st_gstate_t *s, st_group_t *g,
     /* New members cannot heartbeat while their JoinGroup is parked; they
      * get a long timeout so that abandoned joins are eventually dropped. */
     schedule_hb(s, m, NEW_MEMBER_JOIN_TIMEOUT_MS);
-    ST_INFO("group", "group %s: member %s joins (%s)", g->id, member_id,
-            p->reason ? p->reason : "no reason given");
+    ST_INFO("group", "group %s: member %s joins (%.*s)", GS(g->id), GS(m->member_id),
+            p->reason.len < 0 ? 15 : (int)ST_MIN(p->reason.len, 200),
+            p->reason.len < 0 ? "no reason given" : p->reason.p);
     maybe_prepare_rebalance(s, g, "adding a new member");
 }
 
 static void update_static_member_and_rebalance(st_gstate_t *s, st_group_t *g,
                                                st_gmember_t *m,
                                                const st_group_join_params_t *p,
-                                               const char *new_id, st_group_waiter_t *w) {
-    char *old_id = st_strdup(m->member_id);
-    char *current_leader = dup_or_null(g->leader_id);
+                                               st_str_t new_id, st_group_waiter_t *w) {
+    st_str_t old_id = st_gstr_dup(m->member_id);
+    st_str_t current_leader = st_gstr_dup(g->leader_id);
     /* fence whoever still waits under the old id */
     complete_member_join(g, m, ST_E_FENCED_INSTANCE_ID);
     complete_member_sync(g, m, ST_E_FENCED_INSTANCE_ID);
-    set_str(&m->member_id, new_id);
-    if (g->leader_id && !strcmp(g->leader_id, old_id)) set_str(&g->leader_id, new_id);
+    st_gstr_set(&m->member_id, new_id);
+    if (st_gstr_eq(g->leader_id, old_id)) st_gstr_set(&g->leader_id, new_id);
     schedule_hb(s, m, m->session_timeout_ms);
     /* keep the old settings to undo the change if it cannot be stored */
     int old_n = m->nprotocols;
@@ -763,23 +770,23 @@ static void update_static_member_and_rebalance(st_gstate_t *s, st_group_t *g,
                   p->session_timeout_ms, w);
     switch (g->state) {
     case ST_GROUP_STABLE: {
-        const char *next = select_protocol(g);
-        if (next && str_eq(g->protocol_name, next)) {
+        st_str_t next = select_protocol(g);
+        if (next.len >= 0 && st_gstr_eq(g->protocol_name, next)) {
             /* Same protocol: no rebalance; persist the new member id. */
             st_err_t e = store_group(s, g, NULL);
             if (e) {
                 update_member(g, m, old_p, old_n, old_rebalance, old_session, NULL);
-                set_str(&m->member_id, old_id);
-                if (g->leader_id && !strcmp(g->leader_id, new_id)) set_str(&g->leader_id, old_id);
+                st_gstr_set(&m->member_id, old_id);
+                if (st_gstr_eq(g->leader_id, new_id)) st_gstr_set(&g->leader_id, old_id);
                 schedule_hb(s, m, m->session_timeout_ms);
-                st_group_join_result_t r = {e, "", g->generation, g->protocol_type,
-                                            g->protocol_name, current_leader ? current_leader : "",
+                st_group_join_result_t r = {e, st_str(""), g->generation, g->protocol_type,
+                                            g->protocol_name, or_empty(current_leader),
                                             0, NULL, 0, g->partition};
                 w->join_done(w, &r);
             } else if (p->support_skip_assignment) {
                 /* v9+: the leader learns it leads, but skips the assignor
                  * while the group stays stable */
-                int leader = g->leader_id && !strcmp(g->leader_id, new_id);
+                int leader = st_gstr_eq(g->leader_id, new_id);
                 invoke_join(g, m, leader, g->leader_id, leader);
             } else {
                 /* Older clients are given the previous leader id, so that a
@@ -798,16 +805,16 @@ static void update_static_member_and_rebalance(st_gstate_t *s, st_group_t *g,
     default: break; /* PreparingRebalance: it waits with the others */
     }
     for (int i = 0; i < old_n; i++) {
-        free(old_storage[i].name);
+        st_gstr_free(&old_storage[i].name);
         free(old_storage[i].metadata);
     }
     free(old_storage);
     free(old_p);
-    free(old_id);
-    free(current_leader);
+    st_gstr_free(&old_id);
+    st_gstr_free(&current_leader);
 }
 
-static int accept_joining_member(const st_gstate_t *s, const st_group_t *g, const char *member_id) {
+static int accept_joining_member(const st_gstate_t *s, const st_group_t *g, st_str_t member_id) {
     switch (g->state) {
     case ST_GROUP_EMPTY:
     case ST_GROUP_DEAD: return 1;
@@ -822,11 +829,11 @@ static int accept_joining_member(const st_gstate_t *s, const st_group_t *g, cons
 static void new_member_join(st_gstate_t *s, st_group_t *g, const st_group_join_params_t *p,
                             st_group_waiter_t *w) {
     if (g->state == ST_GROUP_DEAD) {
-        join_error(w, ST_E_COORDINATOR_NOT_AVAILABLE, "", g->partition);
+        join_error(w, ST_E_COORDINATOR_NOT_AVAILABLE, st_str(""), g->partition);
         return;
     }
     if (!supports_protocols(g, p->protocol_type, p->protocols, p->nprotocols)) {
-        join_error(w, ST_E_INCONSISTENT_GROUP_PROTOCOL, "", g->partition);
+        join_error(w, ST_E_INCONSISTENT_GROUP_PROTOCOL, st_str(""), g->partition);
         return;
     }
     /* Kafka's member ids: client id (or instance id), '-', a random UUID */
@@ -834,13 +841,19 @@ static void new_member_join(st_gstate_t *s, st_group_t *g, const st_group_join_p
     st_random_bytes(u, sizeof u);
     u[6] = (uint8_t)((u[6] & 0x0F) | 0x40);
     u[8] = (uint8_t)((u[8] & 0x3F) | 0x80);
-    char id[512];
-    snprintf(id, sizeof id,
-             "%.400s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             p->instance_id ? p->instance_id : (p->client_id ? p->client_id : ""), u[0], u[1],
-             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-             u[15]);
-    if (p->instance_id) {
+    char uuid[40];
+    snprintf(uuid, sizeof uuid, "-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+             u[13], u[14], u[15]);
+    /* the prefix whole, whatever bytes it holds (a client id is a string of
+     * up to 32767 bytes) */
+    st_str_t prefix = p->instance_id.len >= 0 ? p->instance_id : or_empty(p->client_id);
+    size_t ul = strlen(uuid);
+    char *buf = st_malloc((size_t)prefix.len + ul + 1);
+    if (prefix.len) memcpy(buf, prefix.p, (size_t)prefix.len);
+    memcpy(buf + prefix.len, uuid, ul + 1);
+    st_str_t id = {buf, (int32_t)((size_t)prefix.len + ul)};
+    if (p->instance_id.len >= 0) {
         st_gmember_t *old = static_member(g, p->instance_id);
         if (old) update_static_member_and_rebalance(s, g, old, p, id, w);
         else add_member_and_rebalance(s, g, p, id, w);
@@ -851,6 +864,7 @@ static void new_member_join(st_gstate_t *s, st_group_t *g, const st_group_join_p
     } else {
         add_member_and_rebalance(s, g, p, id, w);
     }
+    free(buf);
 }
 
 static void current_member_join(st_gstate_t *s, st_group_t *g, const st_group_join_params_t *p,
@@ -864,7 +878,7 @@ static void current_member_join(st_gstate_t *s, st_group_t *g, const st_group_jo
         return;
     }
     if (is_pending(g, p->member_id)) {
-        if (p->instance_id) { /* a pending member is never static */
+        if (p->instance_id.len >= 0) { /* a pending member is never static */
             join_error(w, ST_E_UNKNOWN_MEMBER_ID, p->member_id, g->partition);
             return;
         }
@@ -877,7 +891,7 @@ static void current_member_join(st_gstate_t *s, st_group_t *g, const st_group_jo
         return;
     }
     st_gmember_t *m = find_member(g, p->member_id);
-    int leader = g->leader_id && !strcmp(g->leader_id, m->member_id);
+    int leader = st_gstr_eq(g->leader_id, m->member_id);
     switch (g->state) {
     case ST_GROUP_PREPARING_REBALANCE:
         update_member(g, m, p->protocols, p->nprotocols, p->rebalance_timeout_ms,
@@ -922,7 +936,7 @@ void st_gstate_join(st_gstate_t *s, const st_group_join_params_t *p, st_group_wa
         join_error(w, ST_E_INVALID_SESSION_TIMEOUT, p->member_id, part);
         return;
     }
-    int unknown = !p->member_id || !*p->member_id;
+    int unknown = p->member_id.len <= 0;
     st_group_t *g = st_gstate_group(s, p->group_id);
     if (!g) {
         if (!unknown) {
@@ -931,7 +945,7 @@ void st_gstate_join(st_gstate_t *s, const st_group_join_params_t *p, st_group_wa
         }
         g = group_new(s, p->group_id, part);
     }
-    if (!accept_joining_member(s, g, unknown ? "" : p->member_id)) {
+    if (!accept_joining_member(s, g, unknown ? st_str("") : p->member_id)) {
         st_gmember_t *m = unknown ? NULL : find_member(g, p->member_id);
         if (m) {
             complete_member_join(g, m, ST_E_GROUP_MAX_SIZE_REACHED);
@@ -941,7 +955,7 @@ void st_gstate_join(st_gstate_t *s, const st_group_join_params_t *p, st_group_wa
         } else if (!unknown) {
             remove_pending(g, p->member_id);
         }
-        join_error(w, ST_E_GROUP_MAX_SIZE_REACHED, "", part);
+        join_error(w, ST_E_GROUP_MAX_SIZE_REACHED, st_str(""), part);
     } else if (unknown) {
         new_member_join(s, g, p, w);
     } else {
@@ -968,7 +982,7 @@ static void prepare_rebalance(st_gstate_t *s, st_group_t *g, const char *reason)
         g->join_deadline = now_ms(s) + rebalance;
     }
     note_deadline(s, g->join_deadline);
-    ST_INFO("group", "group %s: preparing to rebalance in state %s, generation %d (%s)", g->id,
+    ST_INFO("group", "group %s: preparing to rebalance in state %s, generation %d (%s)", GS(g->id),
             st_group_state_name(g->state), (int)g->generation, reason);
     transition(s, g, ST_GROUP_PREPARING_REBALANCE);
     maybe_complete_join(s, g);
@@ -989,7 +1003,7 @@ static void remove_member_and_update_group(st_gstate_t *s, st_group_t *g, st_gme
                                            const char *reason) {
     complete_member_join(g, m, ST_E_UNKNOWN_MEMBER_ID);
     complete_member_sync(g, m, ST_E_REBALANCE_IN_PROGRESS);
-    ST_INFO("group", "group %s: member %s leaves (%s)", g->id, m->member_id, reason);
+    ST_INFO("group", "group %s: member %s leaves (%s)", GS(g->id), GS(m->member_id), reason);
     group_remove(g, m);
     member_free(m);
     switch (g->state) {
@@ -1002,12 +1016,12 @@ static void remove_member_and_update_group(st_gstate_t *s, st_group_t *g, st_gme
 
 /* A leader that did not rejoin hands over to a member that did. */
 static int maybe_elect_new_joined_leader(st_group_t *g) {
-    if (!g->leader_id) return 0;
+    if (g->leader_id.len < 0) return 0;
     st_gmember_t *l = find_member(g, g->leader_id);
     if (l && l->join_waiter) return 1;
     for (int i = 0; i < g->nmembers; i++) {
         if (g->members[i]->join_waiter) {
-            set_str(&g->leader_id, g->members[i]->member_id);
+            st_gstr_set(&g->leader_id, g->members[i]->member_id);
             return 1;
         }
     }
@@ -1017,11 +1031,11 @@ static int maybe_elect_new_joined_leader(st_group_t *g) {
 static void init_next_generation(st_gstate_t *s, st_group_t *g) {
     g->generation++;
     if (g->nmembers) {
-        set_str(&g->protocol_name, select_protocol(g));
+        st_gstr_set(&g->protocol_name, select_protocol(g));
         compute_subscribed(g);
         transition(s, g, ST_GROUP_COMPLETING_REBALANCE);
     } else {
-        set_str(&g->protocol_name, NULL);
+        st_gstr_set(&g->protocol_name, ST_STR_NULL);
         compute_subscribed(g);
         transition(s, g, ST_GROUP_EMPTY);
     }
@@ -1034,8 +1048,8 @@ static void complete_join(st_gstate_t *s, st_group_t *g) {
     /* dynamic members that did not rejoin in time are gone */
     for (int i = g->nmembers - 1; i >= 0; i--) {
         st_gmember_t *m = g->members[i];
-        if (m->join_waiter || m->instance_id) continue;
-        ST_INFO("group", "group %s: member %s did not rejoin in time", g->id, m->member_id);
+        if (m->join_waiter || m->instance_id.len >= 0) continue;
+        ST_INFO("group", "group %s: member %s did not rejoin in time", GS(g->id), GS(m->member_id));
         complete_member_sync(g, m, ST_E_REBALANCE_IN_PROGRESS);
         group_remove(g, m);
         member_free(m);
@@ -1044,7 +1058,7 @@ static void complete_join(st_gstate_t *s, st_group_t *g) {
     if (!maybe_elect_new_joined_leader(g) && g->nmembers > 0) {
         /* nobody rejoined (static members only): wait another round, until
          * session timeouts remove them */
-        ST_WARN("group", "group %s: no member rejoined; waiting again", g->id);
+        ST_WARN("group", "group %s: no member rejoined; waiting again", GS(g->id));
         g->join_initial = 0;
         g->join_deadline = now_ms(s) + group_rebalance_timeout(g);
         note_deadline(s, g->join_deadline);
@@ -1052,16 +1066,15 @@ static void complete_join(st_gstate_t *s, st_group_t *g) {
     }
     init_next_generation(s, g);
     if (g->state == ST_GROUP_EMPTY) {
-        ST_INFO("group", "group %s: generation %d is empty", g->id, (int)g->generation);
+        ST_INFO("group", "group %s: generation %d is empty", GS(g->id), (int)g->generation);
         store_group(s, g, NULL); /* a failure is only logged, as in Kafka */
         return;
     }
-    ST_INFO("group", "group %s: generation %d with %d members, protocol %s, leader %s", g->id,
-            (int)g->generation, g->nmembers, g->protocol_name ? g->protocol_name : "-",
-            g->leader_id ? g->leader_id : "-");
+    ST_INFO("group", "group %s: generation %d with %d members, protocol %s, leader %s", GS(g->id),
+            (int)g->generation, g->nmembers, GS(g->protocol_name), GS(g->leader_id));
     for (int i = 0; i < g->nmembers; i++) {
         st_gmember_t *m = g->members[i];
-        int leader = g->leader_id && !strcmp(g->leader_id, m->member_id);
+        int leader = st_gstr_eq(g->leader_id, m->member_id);
         invoke_join(g, m, leader, g->leader_id, 0);
         schedule_hb(s, m, m->session_timeout_ms);
         m->is_new = 0;
@@ -1080,8 +1093,8 @@ static void propagate_assignment(st_gstate_t *s, st_group_t *g, st_err_t e) {
         st_group_waiter_t *w = m->sync_waiter;
         m->sync_waiter = NULL;
         st_group_sync_result_t r = {e,
-                                    e ? NULL : g->protocol_type,
-                                    e ? NULL : g->protocol_name,
+                                    e ? ST_STR_NULL : g->protocol_type,
+                                    e ? ST_STR_NULL : g->protocol_name,
                                     m->assignment,
                                     m->assignment_len,
                                     g->partition};
@@ -1130,9 +1143,9 @@ void st_gstate_sync(st_gstate_t *s, const st_group_sync_params_t *p, st_group_wa
     if (g->state == ST_GROUP_DEAD) e = ST_E_COORDINATOR_NOT_AVAILABLE;
     if (!e) e = validate_current_member(g, p->member_id, p->instance_id);
     if (!e && p->generation != g->generation) e = ST_E_ILLEGAL_GENERATION;
-    if (!e && p->protocol_type && !str_eq(g->protocol_type, p->protocol_type))
+    if (!e && p->protocol_type.len >= 0 && !st_gstr_eq(g->protocol_type, p->protocol_type))
         e = ST_E_INCONSISTENT_GROUP_PROTOCOL;
-    if (!e && p->protocol_name && !str_eq(g->protocol_name, p->protocol_name))
+    if (!e && p->protocol_name.len >= 0 && !st_gstr_eq(g->protocol_name, p->protocol_name))
         e = ST_E_INCONSISTENT_GROUP_PROTOCOL;
     if (e) {
         sync_error(w, e, part);
@@ -1146,14 +1159,13 @@ void st_gstate_sync(st_gstate_t *s, const st_group_sync_params_t *p, st_group_wa
         complete_member_sync(g, m, ST_E_REBALANCE_IN_PROGRESS); /* a duplicate */
         m->sync_waiter = w;
         remove_pending_sync(g, m);
-        if (!g->leader_id || strcmp(g->leader_id, m->member_id)) break;
+        if (!st_gstr_eq(g->leader_id, m->member_id)) break;
         /* the leader's assignment: members it did not name get nothing */
         st_group_assignment_t *a = st_calloc((size_t)g->nmembers + 1, sizeof *a);
         for (int i = 0; i < g->nmembers; i++) {
             a[i].member_id = g->members[i]->member_id;
             for (int k = 0; k < p->nassignments; k++) {
-                if (p->assignments[k].member_id &&
-                    !strcmp(p->assignments[k].member_id, g->members[i]->member_id)) {
+                if (st_gstr_eq(p->assignments[k].member_id, g->members[i]->member_id)) {
                     a[i].assignment = p->assignments[k].assignment;
                     a[i].assignment_len = ST_MAX(p->assignments[k].assignment_len, 0);
                 }
@@ -1169,7 +1181,7 @@ void st_gstate_sync(st_gstate_t *s, const st_group_sync_params_t *p, st_group_wa
                 for (int i = 0; i < g->nmembers; i++)
                     set_assignment(g->members[i], a[i].assignment, a[i].assignment_len);
                 transition(s, g, ST_GROUP_STABLE);
-                ST_INFO("group", "group %s: generation %d is stable", g->id, (int)g->generation);
+                ST_INFO("group", "group %s: generation %d is stable", GS(g->id), (int)g->generation);
                 propagate_assignment(s, g, ST_OK);
             }
         }
@@ -1190,8 +1202,8 @@ void st_gstate_sync(st_gstate_t *s, const st_group_sync_params_t *p, st_group_wa
 
 /* ---- heartbeat, leave ------------------------------------------------------------ */
 
-st_err_t st_gstate_heartbeat(st_gstate_t *s, const char *group_id, const char *member_id,
-                             const char *instance_id, int32_t generation) {
+st_err_t st_gstate_heartbeat(st_gstate_t *s, st_str_t group_id, st_str_t member_id,
+                             st_str_t instance_id, int32_t generation) {
     st_err_t e = st_gstate_check(s, group_id, 0);
     if (e == ST_E_COORDINATOR_LOAD_IN_PROGRESS) return ST_OK; /* blindly, as Kafka */
     if (e) return e;
@@ -1211,7 +1223,7 @@ st_err_t st_gstate_heartbeat(st_gstate_t *s, const char *group_id, const char *m
     }
 }
 
-st_err_t st_gstate_leave(st_gstate_t *s, const char *group_id, st_group_leave_member_t *lm,
+st_err_t st_gstate_leave(st_gstate_t *s, st_str_t group_id, st_group_leave_member_t *lm,
                          int n) {
     st_err_t e = st_gstate_check(s, group_id, 0);
     if (e) return e;
@@ -1222,11 +1234,12 @@ st_err_t st_gstate_leave(st_gstate_t *s, const char *group_id, st_group_leave_me
     }
     if (g->state == ST_GROUP_DEAD) return ST_E_COORDINATOR_NOT_AVAILABLE;
     for (int i = 0; i < n; i++) {
-        const char *mid = lm[i].member_id ? lm[i].member_id : "";
+        st_str_t mid = or_empty(lm[i].member_id);
         char reason[300];
-        snprintf(reason, sizeof reason, "LeaveGroup; client reason: %.200s",
-                 lm[i].reason ? lm[i].reason : "not provided");
-        if (!*mid) {
+        snprintf(reason, sizeof reason, "LeaveGroup; client reason: %.*s",
+                 lm[i].reason.len < 0 ? 12 : (int)ST_MIN(lm[i].reason.len, 200),
+                 lm[i].reason.len < 0 ? "not provided" : lm[i].reason.p);
+        if (!mid.len) {
             /* administrative removal by group.instance.id */
             st_gmember_t *m = static_member(g, lm[i].instance_id);
             if (m) remove_member_and_update_group(s, g, m, reason);
@@ -1245,9 +1258,9 @@ st_err_t st_gstate_leave(st_gstate_t *s, const char *group_id, st_group_leave_me
 
 /* ---- offsets ------------------------------------------------------------------------ */
 
-void st_gstate_commit(st_gstate_t *s, const char *group_id, const char *member_id,
-                      const char *instance_id, int32_t generation, st_group_commit_t *c, int n) {
-    member_id = member_id ? member_id : "";
+void st_gstate_commit(st_gstate_t *s, st_str_t group_id, st_str_t member_id,
+                      st_str_t instance_id, int32_t generation, st_group_commit_t *c, int n) {
+    member_id = or_empty(member_id);
     st_err_t e = st_gstate_check(s, group_id, 1);
     st_group_t *g = e ? NULL : st_gstate_group(s, group_id);
     if (!e && !g) {
@@ -1261,7 +1274,7 @@ void st_gstate_commit(st_gstate_t *s, const char *group_id, const char *member_i
             e = ST_E_COORDINATOR_NOT_AVAILABLE;
         } else if (generation < 0 && g->state == ST_GROUP_EMPTY) {
             /* admin clients and consumers without group management */
-        } else if (generation >= 0 || *member_id || instance_id) {
+        } else if (generation >= 0 || member_id.len > 0 || instance_id.len >= 0) {
             e = validate_current_member(g, member_id, instance_id);
             if (!e && generation != g->generation) e = ST_E_ILLEGAL_GENERATION;
         } else if (g->state != ST_GROUP_EMPTY) {
@@ -1284,13 +1297,13 @@ void st_gstate_commit(st_gstate_t *s, const char *group_id, const char *member_i
     int k = 0;
     for (int i = 0; i < n; i++) {
         if (c[i].error) continue;
-        size_t mlen = c[i].metadata ? strlen(c[i].metadata) : 0;
+        size_t mlen = (size_t)ST_MAX(c[i].metadata.len, 0);
         if ((int64_t)mlen > s->cfg.offset_metadata_max_bytes) {
             c[i].error = ST_E_OFFSET_METADATA_TOO_LARGE;
             continue;
         }
         if (c[i].commit_ts < 0) c[i].commit_ts = now;
-        st_grec_offset_value_t v = {c[i].offset, c[i].leader_epoch, st_str(c[i].metadata ? c[i].metadata : ""),
+        st_grec_offset_value_t v = {c[i].offset, c[i].leader_epoch, or_empty(c[i].metadata),
                                     c[i].commit_ts, c[i].expire_ts};
         st_buf_init(&bufs[2 * k]);
         st_buf_init(&bufs[2 * k + 1]);
@@ -1308,7 +1321,7 @@ void st_gstate_commit(st_gstate_t *s, const char *group_id, const char *member_i
             continue;
         }
         offset_set(g, c[i].topic, c[i].partition, c[i].offset, c[i].leader_epoch, c[i].metadata,
-                   c[i].metadata ? strlen(c[i].metadata) : 0, c[i].commit_ts, c[i].expire_ts);
+                   c[i].commit_ts, c[i].expire_ts);
     }
     for (int i = 0; i < 2 * k; i++) st_buf_fini(&bufs[i]);
     free(bufs);
@@ -1321,11 +1334,11 @@ static void maybe_bury(st_gstate_t *s, st_group_t *g) {
     if (g->state != ST_GROUP_EMPTY || g->offsets.n || g->nmembers) return;
     transition(s, g, ST_GROUP_DEAD);
     write_tombstones(s, g, NULL, 0, 1);
-    ST_INFO("group", "group %s: empty and without offsets; removed", g->id);
+    ST_INFO("group", "group %s: empty and without offsets; removed", GS(g->id));
     group_drop(s, g);
 }
 
-st_err_t st_gstate_delete_group(st_gstate_t *s, const char *group_id) {
+st_err_t st_gstate_delete_group(st_gstate_t *s, st_str_t group_id) {
     st_err_t e = st_gstate_check(s, group_id, 1);
     if (e) return e;
     st_group_t *g = st_gstate_group(s, group_id);
@@ -1339,19 +1352,19 @@ st_err_t st_gstate_delete_group(st_gstate_t *s, const char *group_id) {
     e = write_tombstones(s, g, v, k, 1);
     free(v);
     if (e) return group_store_error(e);
-    ST_INFO("group", "group %s: deleted with %d offsets", g->id, k);
+    ST_INFO("group", "group %s: deleted with %d offsets", GS(g->id), k);
     transition(s, g, ST_GROUP_DEAD);
     group_drop(s, g);
     return ST_OK;
 }
 
-st_err_t st_gstate_delete_offsets(st_gstate_t *s, const char *group_id,
+st_err_t st_gstate_delete_offsets(st_gstate_t *s, st_str_t group_id,
                                   st_group_offset_delete_t *d, int n) {
     st_err_t e = st_gstate_check(s, group_id, 0);
     if (e) return e;
     st_group_t *g = st_gstate_group(s, group_id);
     if (!g || g->state == ST_GROUP_DEAD) return ST_E_GROUP_ID_NOT_FOUND;
-    int consumer = str_eq(g->protocol_type, ST_GROUP_CONSUMER_PROTOCOL);
+    int consumer = st_str_eq(g->protocol_type, ST_GROUP_CONSUMER_PROTOCOL);
     if (g->state != ST_GROUP_EMPTY && !consumer) return ST_E_NON_EMPTY_GROUP;
     st_goffset_t **v = st_calloc((size_t)n + 1, sizeof *v);
     int k = 0;
@@ -1366,9 +1379,9 @@ st_err_t st_gstate_delete_offsets(st_gstate_t *s, const char *group_id,
     e = write_tombstones(s, g, v, k, 0);
     if (!e) {
         for (int i = 0; i < k; i++) {
-            char *topic = st_strdup(v[i]->topic);
+            st_str_t topic = st_gstr_dup(v[i]->topic);
             offset_remove(g, topic, v[i]->partition);
-            free(topic);
+            st_gstr_free(&topic);
         }
         maybe_bury(s, g);
     }
@@ -1386,11 +1399,11 @@ st_err_t st_gstate_delete_offsets(st_gstate_t *s, const char *group_id,
  *     retention_time_ms): at that time. */
 static void expire_offsets(st_gstate_t *s, st_group_t *g, int64_t now) {
     int mode; /* 0 none, 1 empty, 2 stable consumer, 3 no protocol */
-    if (g->protocol_type && g->state == ST_GROUP_EMPTY) mode = 1;
-    else if (str_eq(g->protocol_type, ST_GROUP_CONSUMER_PROTOCOL) && g->subscribed_known &&
+    if (g->protocol_type.len >= 0 && g->state == ST_GROUP_EMPTY) mode = 1;
+    else if (st_str_eq(g->protocol_type, ST_GROUP_CONSUMER_PROTOCOL) && g->subscribed_known &&
              g->state == ST_GROUP_STABLE)
         mode = 2;
-    else if (!g->protocol_type) mode = 3;
+    else if (g->protocol_type.len < 0) mode = 3;
     else mode = 0;
     if (!mode) return;
     st_goffset_t **v = st_calloc(g->offsets.n + 1, sizeof *v);
@@ -1409,27 +1422,27 @@ static void expire_offsets(st_gstate_t *s, st_group_t *g, int64_t now) {
         if (expired) v[k++] = o;
     }
     if (k && !write_tombstones(s, g, v, k, 0)) {
-        ST_INFO("group", "group %s: %d offsets expired", g->id, k);
+        ST_INFO("group", "group %s: %d offsets expired", GS(g->id), k);
         for (int i = 0; i < k; i++) {
-            char *topic = st_strdup(v[i]->topic);
+            st_str_t topic = st_gstr_dup(v[i]->topic);
             offset_remove(g, topic, v[i]->partition);
-            free(topic);
+            st_gstr_free(&topic);
         }
     }
     free(v);
 }
 
-int st_gstate_drop_missing_topics(st_gstate_t *s, int (*exists)(const char *topic, void *arg),
+int st_gstate_drop_missing_topics(st_gstate_t *s, int (*exists)(st_str_t topic, void *arg),
                                   void *arg) {
     size_t n = s->groups.n, k = 0, it = 0;
-    char **ids = st_calloc(n + 1, sizeof *ids);
+    st_str_t *ids = st_calloc(n + 1, sizeof *ids);
     st_group_t *g;
     while ((g = st_gmap_next(&s->groups, &it)) && k < n)
-        if (s->parts[g->partition] == ST_GPART_LOADED) ids[k++] = st_strdup(g->id);
+        if (s->parts[g->partition] == ST_GPART_LOADED) ids[k++] = st_gstr_dup(g->id);
     int dropped = 0;
     for (size_t i = 0; i < k; i++) {
         g = st_gstate_group(s, ids[i]);
-        free(ids[i]);
+        st_gstr_free(&ids[i]);
         if (!g || !g->offsets.n) continue;
         st_goffset_t **v = st_calloc(g->offsets.n + 1, sizeof *v);
         int m = 0;
@@ -1438,11 +1451,11 @@ int st_gstate_drop_missing_topics(st_gstate_t *s, int (*exists)(const char *topi
         while ((o = st_gmap_next(&g->offsets, &oit)))
             if (!exists(o->topic, arg)) v[m++] = o;
         if (m && !write_tombstones(s, g, v, m, 0)) {
-            ST_INFO("group", "group %s: %d offsets of deleted topics removed", g->id, m);
+            ST_INFO("group", "group %s: %d offsets of deleted topics removed", GS(g->id), m);
             for (int j = 0; j < m; j++) {
-                char *topic = st_strdup(v[j]->topic);
+                st_str_t topic = st_gstr_dup(v[j]->topic);
                 offset_remove(g, topic, v[j]->partition);
-                free(topic);
+                st_gstr_free(&topic);
             }
             dropped += m;
             maybe_bury(s, g);
@@ -1456,17 +1469,17 @@ int st_gstate_drop_missing_topics(st_gstate_t *s, int (*exists)(const char *topi
 static void run_offset_expiry(st_gstate_t *s) {
     int64_t now = wall_ms(s);
     size_t n = s->groups.n, k = 0, it = 0;
-    char **ids = st_calloc(n + 1, sizeof *ids);
+    st_str_t *ids = st_calloc(n + 1, sizeof *ids);
     st_group_t *g;
     while ((g = st_gmap_next(&s->groups, &it)) && k < n)
-        if (s->parts[g->partition] == ST_GPART_LOADED) ids[k++] = st_strdup(g->id);
+        if (s->parts[g->partition] == ST_GPART_LOADED) ids[k++] = st_gstr_dup(g->id);
     for (size_t i = 0; i < k; i++) {
         g = st_gstate_group(s, ids[i]);
         if (g) {
             expire_offsets(s, g, now);
             maybe_bury(s, g);
         }
-        free(ids[i]);
+        st_gstr_free(&ids[i]);
     }
     free(ids);
 }
@@ -1496,7 +1509,7 @@ static void on_sync_deadline(st_gstate_t *s, st_group_t *g) {
     for (int i = g->nmembers - 1; i >= 0; i--) {
         st_gmember_t *m = g->members[i];
         if (!m->pending_sync) continue;
-        ST_INFO("group", "group %s: member %s sent no SyncGroup in time", g->id, m->member_id);
+        ST_INFO("group", "group %s: member %s sent no SyncGroup in time", GS(g->id), GS(m->member_id));
         complete_member_join(g, m, ST_E_UNKNOWN_MEMBER_ID);
         complete_member_sync(g, m, ST_E_REBALANCE_IN_PROGRESS);
         group_remove(g, m);
@@ -1517,9 +1530,9 @@ static void on_session_expired(st_gstate_t *s, st_group_t *g, st_gmember_t *m) {
 static int fire_one(st_gstate_t *s, st_group_t *g, int64_t now) {
     for (int i = 0; i < g->npending; i++) {
         if (g->pending[i].deadline > now) continue;
-        ST_INFO("group", "group %s: pending member %s did not come back", g->id,
-                g->pending[i].member_id);
-        free(g->pending[i].member_id);
+        ST_INFO("group", "group %s: pending member %s did not come back", GS(g->id),
+                GS(g->pending[i].member_id));
+        st_gstr_free(&g->pending[i].member_id);
         g->pending[i] = g->pending[--g->npending];
         maybe_complete_join(s, g);
         return 1;
@@ -1574,21 +1587,16 @@ int64_t st_gstate_tick(st_gstate_t *s) {
 /* ---- loading --------------------------------------------------------------------------- */
 
 static st_group_t *loading_group(st_gstate_t *s, int32_t partition, st_str_t id) {
-    char *name = st_strndup(id.p ? id.p : "", (size_t)ST_MAX(id.len, 0));
-    st_group_t *g = st_gmap_get(&s->groups, name, strlen(name));
-    if (!g) g = group_new(s, name, partition);
-    free(name);
-    return g;
+    st_group_t *g = st_gmap_get(&s->groups, id.p ? id.p : "", (size_t)ST_MAX(id.len, 0));
+    return g ? g : group_new(s, id, partition);
 }
 
 static void clear_members(st_group_t *g) {
     for (int i = 0; i < g->nmembers; i++) member_free(g->members[i]);
     g->nmembers = 0;
     g->num_awaiting_join = 0;
-    set_str(&g->leader_id, NULL);
+    st_gstr_set(&g->leader_id, ST_STR_NULL);
 }
-
-static char *str_dup(st_str_t s) { return s.len < 0 ? NULL : st_strndup(s.p ? s.p : "", (size_t)s.len); }
 
 void st_gstate_load_record(st_gstate_t *s, int32_t partition, const uint8_t *key, int32_t klen,
                            const uint8_t *value, int32_t vlen) {
@@ -1608,7 +1616,7 @@ void st_gstate_load_record(st_gstate_t *s, int32_t partition, const uint8_t *key
     }
     st_group_t *g = loading_group(s, partition, k.group);
     if (k.type == ST_GREC_OFFSET) {
-        char *topic = str_dup(k.topic);
+        st_str_t topic = k.topic;
         if (!value) {
             offset_remove(g, topic, k.partition);
         } else {
@@ -1616,16 +1624,15 @@ void st_gstate_load_record(st_gstate_t *s, int32_t partition, const uint8_t *key
             if (st_grec_decode_offset_value(value, vlen, &v)) {
                 s->skipped++;
             } else {
-                offset_set(g, topic, k.partition, v.offset, v.leader_epoch, v.metadata.p,
-                           (size_t)ST_MAX(v.metadata.len, 0), v.commit_ts, v.expire_ts);
+                offset_set(g, topic, k.partition, v.offset, v.leader_epoch, v.metadata, v.commit_ts,
+                           v.expire_ts);
             }
         }
-        free(topic);
     } else if (!value) {
         /* the group was deleted (or emptied): what follows starts afresh */
         clear_members(g);
-        set_str(&g->protocol_type, NULL);
-        set_str(&g->protocol_name, NULL);
+        st_gstr_set(&g->protocol_type, ST_STR_NULL);
+        st_gstr_set(&g->protocol_name, ST_STR_NULL);
         g->generation = 0;
         g->state = ST_GROUP_EMPTY;
         g->has_metadata = 0;
@@ -1637,29 +1644,26 @@ void st_gstate_load_record(st_gstate_t *s, int32_t partition, const uint8_t *key
             s->skipped++;
         } else {
             clear_members(g);
-            char *ptype = str_dup(v.protocol_type);
-            set_str(&g->protocol_type, ptype && *ptype ? ptype : NULL);
-            free(ptype);
-            char *proto = str_dup(v.protocol);
-            set_str(&g->protocol_name, proto);
+            st_gstr_set(&g->protocol_type, v.protocol_type.len > 0 ? v.protocol_type : ST_STR_NULL);
+            st_str_t proto = v.protocol;
+            st_gstr_set(&g->protocol_name, proto);
             g->generation = v.generation;
             g->state_ts = v.state_ts;
             g->has_metadata = 1;
             for (int i = 0; i < v.nmembers; i++) {
                 st_grec_member_t *rm = &v.members[i];
                 st_gmember_t *m = st_calloc(1, sizeof *m);
-                m->member_id = str_dup(rm->member_id);
-                if (!m->member_id) m->member_id = st_strdup("");
-                m->instance_id = str_dup(rm->instance_id);
-                m->client_id = str_dup(rm->client_id);
-                m->client_host = str_dup(rm->client_host);
-                m->protocol_type = st_strdup(g->protocol_type ? g->protocol_type : "");
+                m->member_id = st_gstr_dup(or_empty(rm->member_id));
+                m->instance_id = st_gstr_dup(rm->instance_id);
+                m->client_id = st_gstr_dup(rm->client_id);
+                m->client_host = st_gstr_dup(rm->client_host);
+                m->protocol_type = st_gstr_dup(or_empty(g->protocol_type));
                 m->session_timeout_ms = rm->session_timeout_ms;
                 /* version 0 had no rebalance timeout: the session's stood in */
                 m->rebalance_timeout_ms = rm->rebalance_timeout_ms >= 0 ? rm->rebalance_timeout_ms
                                                                          : rm->session_timeout_ms;
                 m->hb_deadline = -1;
-                if (proto) {
+                if (proto.len >= 0) {
                     st_group_protocol_t gp = {proto, rm->subscription.p,
                                               ST_MAX(rm->subscription.len, 0)};
                     set_protocols(m, &gp, 1);
@@ -1671,10 +1675,7 @@ void st_gstate_load_record(st_gstate_t *s, int32_t partition, const uint8_t *key
                 }
                 g->members[g->nmembers++] = m;
             }
-            char *leader = str_dup(v.leader);
-            set_str(&g->leader_id, leader);
-            free(leader);
-            free(proto);
+            st_gstr_set(&g->leader_id, v.leader);
             g->state = g->nmembers ? ST_GROUP_STABLE : ST_GROUP_EMPTY;
         }
         st_arena_fini(&a);

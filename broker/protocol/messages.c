@@ -145,7 +145,10 @@ static const st_api_t api_table[] = {
     {ST_API_FETCH, "Fetch", 4, 4, 12, 12, &st_fetch_req_schema, &st_fetch_resp_schema},
     {ST_API_LIST_OFFSETS, "ListOffsets", 1, 1, 9, 6, &st_list_offsets_req_schema,
      &st_list_offsets_resp_schema},
-    {ST_API_METADATA, "Metadata", 1, 1, 12, 9, &st_metadata_req_schema, &st_metadata_resp_schema},
+    /* Metadata from v0: kafka-python's version probe and Sarama's admin
+     * calls (DescribeCluster, ListTopics) send v0, which is why Kafka 4.0
+     * kept versions 0-3 (KAFKA-18648). */
+    {ST_API_METADATA, "Metadata", 0, 0, 12, 9, &st_metadata_req_schema, &st_metadata_resp_schema},
     {ST_API_API_VERSIONS, "ApiVersions", 0, 0, 3, 3, &st_api_versions_req_schema,
      &st_api_versions_resp_schema},
     {ST_API_CREATE_TOPICS, "CreateTopics", 0, 0, 7, 5, &st_create_topics_req_schema,
@@ -185,7 +188,7 @@ static const st_api_t api_table[] = {
      &st_sync_group_resp_schema},
     {ST_API_DESCRIBE_GROUPS, "DescribeGroups", 0, 0, 5, 5, &st_describe_groups_req_schema,
      &st_describe_groups_resp_schema},
-    {ST_API_LIST_GROUPS, "ListGroups", 0, 0, 4, 3, &st_list_groups_req_schema,
+    {ST_API_LIST_GROUPS, "ListGroups", 0, 0, 5, 3, &st_list_groups_req_schema,
      &st_list_groups_resp_schema},
     {ST_API_DELETE_GROUPS, "DeleteGroups", 0, 0, 2, 2, &st_delete_groups_req_schema,
      &st_delete_groups_resp_schema},

@@ -819,14 +819,17 @@ ST_SCHEMA_DECLARE(st_described_group, ST_DESCRIBED_GROUP)
     X(S, ARRAY, groups, V(0), NN, NT, 0, st_described_group)
 ST_SCHEMA_DECLARE(st_describe_groups_resp, ST_DESCRIBE_GROUPS_RESP)
 
+/* v5 (KIP-848): types_filter in the request, group_type in the answer. */
 #define ST_LIST_GROUPS_REQ(X, S)                                                        \
-    X(S, ARRAY_STRING, states_filter, V(4), NN, NT, 0, _)
+    X(S, ARRAY_STRING, states_filter, V(4), NN, NT, 0, _)                              \
+    X(S, ARRAY_STRING, types_filter, V(5), NN, NT, 0, _)
 ST_SCHEMA_DECLARE(st_list_groups_req, ST_LIST_GROUPS_REQ)
 
 #define ST_LISTED_GROUP(X, S)                                                           \
     X(S, STRING, group_id, V(0), NN, NT, 0, _)                                         \
     X(S, STRING, protocol_type, V(0), NN, NT, 0, _)                                    \
-    X(S, STRING, group_state, V(4), NN, NT, 0, _)
+    X(S, STRING, group_state, V(4), NN, NT, 0, _)                                      \
+    X(S, STRING, group_type, V(5), NN, NT, 0, _)
 ST_SCHEMA_DECLARE(st_listed_group, ST_LISTED_GROUP)
 
 #define ST_LIST_GROUPS_RESP(X, S)                                                       \

@@ -152,8 +152,7 @@ void st_handle_describe_cluster(st_server_t *srv, st_request_t *req) {
         k++;
     }
     st_describe_cluster_req_t *q = req->body;
-    if (q->include_cluster_authorized_operations)
-        r.cluster_authorized_operations = (1 << 4) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11);
+    if (q->include_cluster_authorized_operations) r.cluster_authorized_operations = ST_ACL_OPS_CLUSTER;
     st_image_release(img);
     st_request_respond(req, &r);
 }

@@ -120,8 +120,11 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
                 continue;
             }
             st_err_t e = st_check_leader_epoch(qp->current_leader_epoch, p->leader_epoch);
+            /* The smaller of the partition's limit and what the response
+             * has left, also for the first partition: only the batch that
+             * min_one lets through may pass both (KIP-74). */
             int32_t limit = qp->partition_max_bytes;
-            if (total > 0 && (int64_t)limit > max_bytes - total) limit = (int32_t)(max_bytes - total);
+            if ((int64_t)limit > max_bytes - total) limit = (int32_t)ST_MAX(max_bytes - total, 0);
             part_data_t d = {0};
             if (!e) e = read_partition(op, p, qp->fetch_offset, limit, total == 0, &d);
             rp->high_watermark = d.high_watermark;

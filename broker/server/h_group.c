@@ -29,10 +29,6 @@
 
 #define DURABLE_WAIT_MS 30000
 
-/* Group operations (Kafka's AclOperation codes) a client may perform:
- * READ, DELETE, DESCRIBE. */
-#define GROUP_OPS ((1 << 3) | (1 << 6) | (1 << 8))
-
 typedef struct gwait {
     int32_t partition;
     int64_t offset;
@@ -51,13 +47,17 @@ typedef struct gop {
     int nwaits;
 } gop_t;
 
-static st_str_t astr(st_request_t *req, const char *s) {
-    if (!s) return ST_STR_NULL;
-    return st_str(st_arena_strndup(&req->arena, s, strlen(s)));
+/* A copy in the request's arena with its length and every byte (NUL
+ * included); none stays none.  Strings go to the coordinator and come back
+ * this way, never through strlen. */
+static st_str_t acopy(st_request_t *req, st_str_t s) {
+    if (s.len < 0) return ST_STR_NULL;
+    return (st_str_t){st_arena_strndup(&req->arena, s.len ? s.p : "", (size_t)s.len), s.len};
 }
 
-static const char *cstr_or_null(st_request_t *req, st_str_t s) {
-    return s.len < 0 ? NULL : st_req_strdup(req, s);
+/* ... and none as "" (for fields that are not nullable). */
+static st_str_t acopy_nn(st_request_t *req, st_str_t s) {
+    return s.len < 0 ? st_str("") : acopy(req, s);
 }
 
 static st_bytes_t abytes(st_request_t *req, const uint8_t *p, int32_t len) {
@@ -65,6 +65,13 @@ static st_bytes_t abytes(st_request_t *req, const uint8_t *p, int32_t len) {
     uint8_t *b = st_arena_alloc(&req->arena, (size_t)len);
     memcpy(b, p, (size_t)len);
     return (st_bytes_t){b, len};
+}
+
+/* Whether a requested name could be a topic's: legal characters and
+ * length (a NUL byte is not one of them).  Others are never looked up. */
+static int topic_name_ok(st_str_t n) {
+    char why[8];
+    return n.len > 0 && st_topic_name_valid(n.p, (size_t)n.len, why, sizeof why);
 }
 
 static gop_t *gop_new(st_server_t *srv, st_request_t *req) {
@@ -156,7 +163,7 @@ static void *resp_new(st_request_t *req, const st_schema_t *s) {
 }
 
 /* "/127.0.0.1", as Kafka names a member's host */
-static const char *client_host(st_request_t *req) {
+static st_str_t client_host(st_request_t *req) {
     const char *peer = st_request_peer(req);
     const char *colon = strrchr(peer, ':');
     size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
@@ -164,7 +171,7 @@ static const char *client_host(st_request_t *req) {
     h[0] = '/';
     memcpy(h + 1, peer, n);
     h[n + 1] = 0;
-    return h;
+    return (st_str_t){h, (int32_t)(n + 1)};
 }
 
 /* ---- FindCoordinator ------------------------------------------------------ */
@@ -194,7 +201,7 @@ static void coordinator_of(st_server_t *srv, st_request_t *req, const st_meta_im
         const st_meta_broker_t *b = &img->brokers[i];
         if (b->id != leader || b->fenced) continue;
         *node = b->id;
-        *host = astr(req, b->host);
+        *host = acopy(req, st_str(b->host));
         *port = b->port;
         *err = 0;
         return;
@@ -272,16 +279,16 @@ static void join_done(st_group_waiter_t *w, const st_group_join_result_t *res) {
     st_join_group_resp_t *r = resp_new(req, &st_join_group_resp_schema);
     r->error_code = st_err_wire(res->error);
     r->generation_id = res->generation;
-    r->protocol_type = astr(req, res->protocol_type);
-    r->protocol_name = astr(req, res->protocol_name);
-    r->leader = astr(req, res->leader ? res->leader : "");
+    r->protocol_type = acopy(req, res->protocol_type);
+    r->protocol_name = acopy(req, res->protocol_name);
+    r->leader = acopy_nn(req, res->leader);
     r->skip_assignment = (int8_t)res->skip_assignment;
-    r->member_id = astr(req, res->member_id ? res->member_id : "");
+    r->member_id = acopy_nn(req, res->member_id);
     ST_ARRAY_ALLOC(r->members, &req->arena, res->nmembers);
     for (int i = 0; i < res->nmembers; i++) {
         st_join_group_member_t *m = &r->members.v[i];
-        m->member_id = astr(req, res->members[i].member_id);
-        m->group_instance_id = astr(req, res->members[i].instance_id);
+        m->member_id = acopy_nn(req, res->members[i].member_id);
+        m->group_instance_id = acopy(req, res->members[i].instance_id);
         m->metadata = abytes(req, res->members[i].metadata, res->members[i].metadata_len);
     }
     gop_wait(op, res->partition);
@@ -299,27 +306,27 @@ void st_handle_join_group(st_server_t *srv, st_request_t *req) {
     gop_t *op = gop_new(srv, req);
     op->w.join_done = join_done;
     st_group_join_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
-    p->group_id = st_req_strdup(req, q->group_id);
-    p->member_id = st_req_strdup(req, q->member_id);
-    p->instance_id = cstr_or_null(req, q->group_instance_id);
-    p->client_id = req->hdr.client_id.len >= 0 ? st_req_strdup(req, req->hdr.client_id) : "";
+    p->group_id = acopy_nn(req, q->group_id);
+    p->member_id = acopy_nn(req, q->member_id);
+    p->instance_id = acopy(req, q->group_instance_id);
+    p->client_id = acopy_nn(req, req->hdr.client_id);
     p->client_host = client_host(req);
-    p->protocol_type = st_req_strdup(req, q->protocol_type);
-    p->reason = cstr_or_null(req, q->reason);
+    p->protocol_type = acopy_nn(req, q->protocol_type);
+    p->reason = acopy(req, q->reason);
     p->session_timeout_ms = q->session_timeout_ms;
     /* v0 has no rebalance timeout: the session timeout stands in */
     p->rebalance_timeout_ms = q->rebalance_timeout_ms >= 0 ? q->rebalance_timeout_ms
                                                            : q->session_timeout_ms;
     st_group_protocol_t *pr = st_arena_alloc(&req->arena, sizeof *pr * (size_t)(q->protocols.n + 1));
     for (int i = 0; i < q->protocols.n; i++) {
-        pr[i].name = st_req_strdup(req, q->protocols.v[i].name);
+        pr[i].name = acopy_nn(req, q->protocols.v[i].name);
         pr[i].metadata = q->protocols.v[i].metadata.p;
         pr[i].metadata_len = ST_MAX(q->protocols.v[i].metadata.len, 0);
     }
     p->protocols = pr;
     p->nprotocols = q->protocols.n;
     /* KIP-394 (v4+): a dynamic member first learns its id, then joins */
-    p->require_known_member_id = req->hdr.api_version >= 4 && !p->instance_id;
+    p->require_known_member_id = req->hdr.api_version >= 4 && p->instance_id.len < 0;
     p->support_skip_assignment = req->hdr.api_version >= 9;
     op->params = p;
     st_group_coord_submit(srv->groups, join_job, op);
@@ -332,8 +339,8 @@ static void sync_done(st_group_waiter_t *w, const st_group_sync_result_t *res) {
     st_request_t *req = op->req;
     st_sync_group_resp_t *r = resp_new(req, &st_sync_group_resp_schema);
     r->error_code = st_err_wire(res->error);
-    r->protocol_type = astr(req, res->protocol_type);
-    r->protocol_name = astr(req, res->protocol_name);
+    r->protocol_type = acopy(req, res->protocol_type);
+    r->protocol_name = acopy(req, res->protocol_name);
     r->assignment = abytes(req, res->assignment, res->assignment_len);
     gop_wait(op, res->partition);
     gop_finish(op, r);
@@ -350,16 +357,16 @@ void st_handle_sync_group(st_server_t *srv, st_request_t *req) {
     gop_t *op = gop_new(srv, req);
     op->w.sync_done = sync_done;
     st_group_sync_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
-    p->group_id = st_req_strdup(req, q->group_id);
-    p->member_id = st_req_strdup(req, q->member_id);
-    p->instance_id = cstr_or_null(req, q->group_instance_id);
-    p->protocol_type = cstr_or_null(req, q->protocol_type);
-    p->protocol_name = cstr_or_null(req, q->protocol_name);
+    p->group_id = acopy_nn(req, q->group_id);
+    p->member_id = acopy_nn(req, q->member_id);
+    p->instance_id = acopy(req, q->group_instance_id);
+    p->protocol_type = acopy(req, q->protocol_type);
+    p->protocol_name = acopy(req, q->protocol_name);
     p->generation = q->generation_id;
     st_group_assignment_t *a =
         st_arena_alloc(&req->arena, sizeof *a * (size_t)(q->assignments.n + 1));
     for (int i = 0; i < q->assignments.n; i++) {
-        a[i].member_id = st_req_strdup(req, q->assignments.v[i].member_id);
+        a[i].member_id = acopy_nn(req, q->assignments.v[i].member_id);
         a[i].assignment = q->assignments.v[i].assignment.p;
         a[i].assignment_len = ST_MAX(q->assignments.v[i].assignment.len, 0);
     }
@@ -372,7 +379,7 @@ void st_handle_sync_group(st_server_t *srv, st_request_t *req) {
 /* ---- Heartbeat ---------------------------------------------------------------- */
 
 typedef struct hb_params {
-    const char *group_id, *member_id, *instance_id;
+    st_str_t group_id, member_id, instance_id;
     int32_t generation;
 } hb_params_t;
 
@@ -390,9 +397,9 @@ void st_handle_heartbeat(st_server_t *srv, st_request_t *req) {
     st_heartbeat_req_t *q = req->body;
     gop_t *op = gop_new(srv, req);
     hb_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
-    p->group_id = st_req_strdup(req, q->group_id);
-    p->member_id = st_req_strdup(req, q->member_id);
-    p->instance_id = cstr_or_null(req, q->group_instance_id);
+    p->group_id = acopy_nn(req, q->group_id);
+    p->member_id = acopy_nn(req, q->member_id);
+    p->instance_id = acopy(req, q->group_instance_id);
     p->generation = q->generation_id;
     op->params = p;
     st_group_coord_submit(srv->groups, heartbeat_job, op);
@@ -401,7 +408,7 @@ void st_handle_heartbeat(st_server_t *srv, st_request_t *req) {
 /* ---- LeaveGroup ---------------------------------------------------------------- */
 
 typedef struct leave_params {
-    const char *group_id;
+    st_str_t group_id;
     st_group_leave_member_t *members;
     int n;
     int batched; /* v3+: members in the response */
@@ -422,8 +429,8 @@ static void leave_job(st_group_coord_t *c, st_gstate_t *s, void *arg) {
     } else {
         ST_ARRAY_ALLOC(r->members, &req->arena, top ? 0 : p->n);
         for (int i = 0; !top && i < p->n; i++) {
-            r->members.v[i].member_id = astr(req, p->members[i].member_id);
-            r->members.v[i].group_instance_id = astr(req, p->members[i].instance_id);
+            r->members.v[i].member_id = acopy_nn(req, p->members[i].member_id);
+            r->members.v[i].group_instance_id = acopy(req, p->members[i].instance_id);
             r->members.v[i].error_code = st_err_wire(p->members[i].error);
         }
     }
@@ -435,19 +442,21 @@ void st_handle_leave_group(st_server_t *srv, st_request_t *req) {
     st_leave_group_req_t *q = req->body;
     gop_t *op = gop_new(srv, req);
     leave_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
-    p->group_id = st_req_strdup(req, q->group_id);
+    p->group_id = acopy_nn(req, q->group_id);
     p->batched = req->hdr.api_version >= 3;
     if (!p->batched) {
         p->n = 1;
         p->members = st_arena_alloc(&req->arena, sizeof *p->members);
-        p->members[0].member_id = st_req_strdup(req, q->member_id);
+        p->members[0] = (st_group_leave_member_t){acopy_nn(req, q->member_id), ST_STR_NULL,
+                                                  ST_STR_NULL, ST_OK};
     } else {
         p->n = q->members.n;
         p->members = st_arena_alloc(&req->arena, sizeof *p->members * (size_t)(p->n + 1));
         for (int i = 0; i < p->n; i++) {
-            p->members[i].member_id = st_req_strdup(req, q->members.v[i].member_id);
-            p->members[i].instance_id = cstr_or_null(req, q->members.v[i].group_instance_id);
-            p->members[i].reason = cstr_or_null(req, q->members.v[i].reason);
+            p->members[i].member_id = acopy_nn(req, q->members.v[i].member_id);
+            p->members[i].instance_id = acopy(req, q->members.v[i].group_instance_id);
+            p->members[i].reason = acopy(req, q->members.v[i].reason);
+            p->members[i].error = ST_OK;
         }
     }
     op->params = p;
@@ -457,7 +466,7 @@ void st_handle_leave_group(st_server_t *srv, st_request_t *req) {
 /* ---- OffsetCommit -------------------------------------------------------------- */
 
 typedef struct commit_params {
-    const char *group_id, *member_id, *instance_id;
+    st_str_t group_id, member_id, instance_id;
     int32_t generation;
     st_group_commit_t *c;
     int n;
@@ -491,9 +500,9 @@ void st_handle_offset_commit(st_server_t *srv, st_request_t *req) {
     st_offset_commit_req_t *q = req->body;
     gop_t *op = gop_new(srv, req);
     commit_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
-    p->group_id = st_req_strdup(req, q->group_id);
-    p->member_id = st_req_strdup(req, q->member_id);
-    p->instance_id = cstr_or_null(req, q->group_instance_id);
+    p->group_id = acopy_nn(req, q->group_id);
+    p->member_id = acopy_nn(req, q->member_id);
+    p->instance_id = acopy(req, q->group_instance_id);
     p->generation = q->generation_id;
     for (int i = 0; i < q->topics.n; i++) p->n += q->topics.v[i].partitions.n;
     p->c = st_arena_alloc(&req->arena, sizeof *p->c * (size_t)(p->n + 1));
@@ -502,9 +511,11 @@ void st_handle_offset_commit(st_server_t *srv, st_request_t *req) {
     int k = 0;
     for (int i = 0; i < q->topics.n; i++) {
         st_offset_commit_req_topic_t *qt = &q->topics.v[i];
+        /* a name that could not be a topic (a NUL byte, ...) is never looked
+         * up: it names no topic, and must not match a shorter one */
         const st_meta_topic_t *t =
-            qt->name.len > 0 ? st_image_topic(img, qt->name.p, (size_t)qt->name.len) : NULL;
-        const char *topic = st_req_strdup(req, qt->name);
+            topic_name_ok(qt->name) ? st_image_topic(img, qt->name.p, (size_t)qt->name.len) : NULL;
+        st_str_t topic = acopy_nn(req, qt->name);
         for (int j = 0; j < qt->partitions.n; j++, k++) {
             st_offset_commit_req_part_t *qp = &qt->partitions.v[j];
             st_group_commit_t *c = &p->c[k];
@@ -512,7 +523,7 @@ void st_handle_offset_commit(st_server_t *srv, st_request_t *req) {
             c->partition = qp->partition_index;
             c->offset = qp->committed_offset;
             c->leader_epoch = qp->committed_leader_epoch;
-            c->metadata = cstr_or_null(req, qp->committed_metadata);
+            c->metadata = acopy(req, qp->committed_metadata);
             c->commit_ts = qp->commit_timestamp; /* v1 only; else -1: now */
             /* v2-4: a retention of the commit's own */
             c->expire_ts = q->retention_time_ms >= 0 ? now + q->retention_time_ms : -1;
@@ -543,7 +554,7 @@ static void collect_offset(const st_goffset_t *o, void *arg) {
 
 static int cmp_offset(const void *a, const void *b) {
     const st_goffset_t *x = *(const st_goffset_t *const *)a, *y = *(const st_goffset_t *const *)b;
-    int c = strcmp(x->topic, y->topic);
+    int c = st_gstr_cmp(x->topic, y->topic);
     return c ? c : (x->partition > y->partition) - (x->partition < y->partition);
 }
 
@@ -553,14 +564,14 @@ static void fill_fetch_part(st_request_t *req, st_offset_fetch_resp_part_t *rp, 
     rp->partition_index = partition;
     rp->committed_offset = o ? o->offset : -1;
     rp->committed_leader_epoch = o ? o->leader_epoch : -1;
-    rp->metadata = o ? astr(req, o->metadata) : st_str("");
+    rp->metadata = o ? acopy_nn(req, o->metadata) : st_str("");
     rp->error_code = st_err_wire(e);
 }
 
 /* Offsets of one group: the topics asked for (NULL: every committed one).
  * Returns the group's error; with per_partition_errors (v0-1) the error
  * goes into each requested partition instead. */
-static st_err_t fetch_group(st_gstate_t *s, st_request_t *req, const char *group_id,
+static st_err_t fetch_group(st_gstate_t *s, st_request_t *req, st_str_t group_id,
                             const st_offset_fetch_req_topic_t *topics, int ntopics,
                             int per_partition_errors, st_offset_fetch_resp_topic_t **out,
                             int *nout) {
@@ -573,7 +584,7 @@ static st_err_t fetch_group(st_gstate_t *s, st_request_t *req, const char *group
         st_offset_fetch_resp_topic_t *rt = st_arena_alloc(&req->arena, sizeof *rt * (size_t)(ntopics + 1));
         for (int i = 0; i < ntopics; i++) {
             rt[i].name = topics[i].name;
-            const char *topic = st_req_strdup(req, topics[i].name);
+            st_str_t topic = topics[i].name;
             ST_ARRAY_ALLOC(rt[i].partitions, &req->arena, topics[i].partition_indexes.n);
             for (int j = 0; j < topics[i].partition_indexes.n; j++) {
                 int32_t part = topics[i].partition_indexes.v[j];
@@ -590,16 +601,16 @@ static st_err_t fetch_group(st_gstate_t *s, st_request_t *req, const char *group
     st_gstate_foreach_offset(g, collect_offset, &c);
     if (c.n) qsort(c.v, (size_t)c.n, sizeof *c.v, cmp_offset);
     int nt = 0;
-    for (int i = 0; i < c.n; i++) nt += i == 0 || strcmp(c.v[i]->topic, c.v[i - 1]->topic);
+    for (int i = 0; i < c.n; i++) nt += i == 0 || !st_gstr_eq(c.v[i]->topic, c.v[i - 1]->topic);
     st_offset_fetch_resp_topic_t *rt = st_arena_alloc(&req->arena, sizeof *rt * (size_t)(nt + 1));
     int t = -1;
     for (int i = 0, first = 0; i < c.n; i++) {
-        if (i == 0 || strcmp(c.v[i]->topic, c.v[i - 1]->topic)) {
+        if (i == 0 || !st_gstr_eq(c.v[i]->topic, c.v[i - 1]->topic)) {
             t++;
             first = i;
             int cnt = 0;
-            while (i + cnt < c.n && !strcmp(c.v[i + cnt]->topic, c.v[i]->topic)) cnt++;
-            rt[t].name = astr(req, c.v[i]->topic);
+            while (i + cnt < c.n && st_gstr_eq(c.v[i + cnt]->topic, c.v[i]->topic)) cnt++;
+            rt[t].name = acopy_nn(req, c.v[i]->topic);
             ST_ARRAY_ALLOC(rt[t].partitions, &req->arena, cnt);
         }
         fill_fetch_part(req, &rt[t].partitions.v[i - first], c.v[i]->partition, c.v[i], ST_OK);
@@ -623,7 +634,7 @@ static void fetch_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
         for (int i = 0; i < q->groups.n; i++) {
             st_offset_fetch_req_group_t *qg = &q->groups.v[i];
             st_offset_fetch_resp_group_t *rg = &r->groups.v[i];
-            const char *gid = st_req_strdup(req, qg->group_id);
+            st_str_t gid = qg->group_id;
             rg->group_id = qg->group_id;
             st_err_t e = fetch_group(s, req, gid, qg->topics.n < 0 ? NULL : qg->topics.v,
                                      qg->topics.n, 0, &topics, &n);
@@ -633,7 +644,7 @@ static void fetch_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
             if (!e) gop_wait(op, st_gstate_partition_of(s, gid));
         }
     } else {
-        const char *gid = st_req_strdup(req, q->group_id);
+        st_str_t gid = q->group_id;
         int v01 = req->hdr.api_version < 2;
         st_err_t e = fetch_group(s, req, gid, q->topics.n < 0 ? NULL : q->topics.v, q->topics.n,
                                  v01, &topics, &n);
@@ -663,9 +674,9 @@ static void describe_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
         st_described_group_t *d = &r->groups.v[i];
         st_schema_defaults(&st_described_group_schema, d);
         d->group_id = q->groups.v[i];
-        if (q->include_authorized_operations) d->authorized_operations = GROUP_OPS;
+        if (q->include_authorized_operations) d->authorized_operations = ST_ACL_OPS_GROUP;
         ST_ARRAY_ALLOC(d->members, &req->arena, 0);
-        const char *gid = st_req_strdup(req, q->groups.v[i]);
+        st_str_t gid = q->groups.v[i];
         st_err_t e = st_gstate_check(s, gid, 1);
         d->error_code = st_err_wire(e);
         if (e) continue;
@@ -676,20 +687,20 @@ static void describe_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
         }
         int stable = g->state == ST_GROUP_STABLE;
         d->group_state = st_str(st_group_state_name(g->state));
-        d->protocol_type = astr(req, g->protocol_type ? g->protocol_type : "");
-        d->protocol_data = astr(req, stable && g->protocol_name ? g->protocol_name : "");
+        d->protocol_type = acopy_nn(req, g->protocol_type);
+        d->protocol_data = stable ? acopy_nn(req, g->protocol_name) : st_str("");
         ST_ARRAY_ALLOC(d->members, &req->arena, g->nmembers);
         for (int k = 0; k < g->nmembers; k++) {
             const st_gmember_t *m = g->members[k];
             st_described_group_member_t *dm = &d->members.v[k];
             st_schema_defaults(&st_described_group_member_schema, dm);
-            dm->member_id = astr(req, m->member_id);
-            dm->group_instance_id = astr(req, m->instance_id);
-            dm->client_id = astr(req, m->client_id);
-            dm->client_host = astr(req, m->client_host);
+            dm->member_id = acopy_nn(req, m->member_id);
+            dm->group_instance_id = acopy(req, m->instance_id);
+            dm->client_id = acopy_nn(req, m->client_id);
+            dm->client_host = acopy_nn(req, m->client_host);
             if (!stable) continue; /* metadata and assignment only when stable */
             for (int j = 0; j < m->nprotocols; j++)
-                if (g->protocol_name && !strcmp(m->protocols[j].name, g->protocol_name))
+                if (g->protocol_name.len >= 0 && st_gstr_eq(m->protocols[j].name, g->protocol_name))
                     dm->member_metadata = abytes(req, m->protocols[j].metadata,
                                                  m->protocols[j].metadata_len);
             dm->member_assignment = abytes(req, m->assignment, m->assignment_len);
@@ -712,20 +723,25 @@ typedef struct list_ctx {
     int cap;
 } list_ctx_t;
 
-static int state_wanted(const st_list_groups_req_t *q, const char *state) {
-    if (q->states_filter.n <= 0) return 1;
-    for (int i = 0; i < q->states_filter.n; i++) {
-        st_str_t f = q->states_filter.v[i];
-        if ((size_t)ST_MAX(f.len, 0) == strlen(state) && !strncasecmp(f.p, state, strlen(state)))
-            return 1;
-    }
+/* Whether name is in a filter; an empty filter takes every name.  Both
+ * filters compare without case, as Kafka's group coordinator does. */
+static int filter_takes(const st_str_t *f, int32_t n, const char *name) {
+    if (n <= 0) return 1;
+    size_t len = strlen(name);
+    for (int i = 0; i < n; i++)
+        if (f[i].len >= 0 && (size_t)f[i].len == len && !strncasecmp(f[i].p, name, len)) return 1;
     return 0;
 }
+
+/* Every group here runs the classic protocol (KIP-848's "classic" type);
+ * a types filter without it lists none. */
+#define GROUP_TYPE_CLASSIC "classic"
 
 static void list_one(st_group_t *g, void *arg) {
     list_ctx_t *c = arg;
     const char *state = st_group_state_name(g->state);
-    if (!state_wanted(c->q, state)) return;
+    if (!filter_takes(c->q->states_filter.v, c->q->states_filter.n, state)) return;
+    if (!filter_takes(c->q->types_filter.v, c->q->types_filter.n, GROUP_TYPE_CLASSIC)) return;
     if (c->r->groups.n == c->cap) {
         c->cap = c->cap ? c->cap * 2 : 16;
         st_listed_group_t *v = st_arena_alloc(&c->req->arena, sizeof *v * (size_t)c->cap);
@@ -733,9 +749,10 @@ static void list_one(st_group_t *g, void *arg) {
         c->r->groups.v = v;
     }
     st_listed_group_t *l = &c->r->groups.v[c->r->groups.n++];
-    l->group_id = astr(c->req, g->id);
-    l->protocol_type = astr(c->req, g->protocol_type ? g->protocol_type : "");
+    l->group_id = acopy_nn(c->req, g->id);
+    l->protocol_type = acopy_nn(c->req, g->protocol_type);
     l->group_state = st_str(state);
+    l->group_type = st_str(GROUP_TYPE_CLASSIC);
 }
 
 static void list_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
@@ -768,7 +785,7 @@ static void delete_groups_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
     st_delete_groups_resp_t *r = resp_new(req, &st_delete_groups_resp_schema);
     ST_ARRAY_ALLOC(r->results, &req->arena, q->groups_names.n);
     for (int i = 0; i < q->groups_names.n; i++) {
-        const char *gid = st_req_strdup(req, q->groups_names.v[i]);
+        st_str_t gid = q->groups_names.v[i];
         st_err_t e = st_gstate_delete_group(s, gid);
         r->results.v[i].group_id = q->groups_names.v[i];
         r->results.v[i].error_code = st_err_wire(e);
@@ -795,7 +812,7 @@ static void offset_delete_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
     st_request_t *req = op->req;
     st_offset_delete_req_t *q = req->body;
     odel_params_t *p = op->params;
-    const char *gid = st_req_strdup(req, q->group_id);
+    st_str_t gid = q->group_id;
     /* only partitions that exist are handed to the group */
     st_group_offset_delete_t *known = st_arena_alloc(&req->arena, sizeof *known * (size_t)(p->n + 1));
     int nk = 0;
@@ -833,8 +850,8 @@ void st_handle_offset_delete(st_server_t *srv, st_request_t *req) {
     for (int i = 0, k = 0; i < q->topics.n; i++) {
         st_offset_delete_req_topic_t *qt = &q->topics.v[i];
         const st_meta_topic_t *t =
-            qt->name.len > 0 ? st_image_topic(img, qt->name.p, (size_t)qt->name.len) : NULL;
-        const char *topic = st_req_strdup(req, qt->name);
+            topic_name_ok(qt->name) ? st_image_topic(img, qt->name.p, (size_t)qt->name.len) : NULL;
+        st_str_t topic = acopy_nn(req, qt->name);
         for (int j = 0; j < qt->partitions.n; j++, k++) {
             int32_t part = qt->partitions.v[j].partition_index;
             p->d[k].topic = topic;

@@ -10,10 +10,6 @@
 
 #include <stdlib.h>
 
-/* Operations a client may perform on topics / the cluster, as Kafka's
- * AclOperation codes (bit n = code n): every operation is allowed here. */
-#define TOPIC_OPS ((1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11))
-
 typedef struct md_ctx {
     char **create; /* topic names to create */
     int ncreate;
@@ -27,7 +23,7 @@ static void fill_topic(st_request_t *req, st_metadata_topic_t *out, const st_met
     out->name = st_str(st_req_strdup(req, st_str(t->name)));
     out->topic_id = t->id;
     out->is_internal = (int8_t)t->internal;
-    out->topic_authorized_operations = include_ops ? TOPIC_OPS : INT32_MIN;
+    out->topic_authorized_operations = include_ops ? ST_ACL_OPS_TOPIC : INT32_MIN;
     ST_ARRAY_ALLOC(out->partitions, &req->arena, t->nparts);
     for (int k = 0; k < t->nparts; k++) {
         const st_meta_partition_t *mp = &t->parts[k];
@@ -47,6 +43,13 @@ static void fill_topic(st_request_t *req, st_metadata_topic_t *out, const st_met
 static int name_valid(st_str_t n) {
     char why[8];
     return n.len > 0 && st_topic_name_valid(n.p, (size_t)n.len, why, sizeof why);
+}
+
+/* Every topic: a null list, or in v0 (which has no null) an empty one
+ * (Kafka's MetadataRequest.isAllTopics). */
+static int all_topics(const st_request_t *req) {
+    const st_metadata_req_t *q = req->body;
+    return q->topics.n < 0 || (q->topics.n == 0 && req->hdr.api_version == 0);
 }
 
 static void respond(st_server_t *srv, st_request_t *req) {
@@ -69,11 +72,9 @@ static void respond(st_server_t *srv, st_request_t *req) {
     }
     r.cluster_id = st_str(st_req_strdup(req, st_str(st_controller_cluster_id(srv->ctl))));
     r.controller_id = st_controller_id(srv->ctl);
-    if (q->include_cluster_authorized_operations)
-        r.cluster_authorized_operations = (1 << 4) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11);
+    if (q->include_cluster_authorized_operations) r.cluster_authorized_operations = ST_ACL_OPS_CLUSTER;
     int include_ops = q->include_topic_authorized_operations;
-    if (q->topics.n < 0) {
-        /* null: every topic */
+    if (all_topics(req)) {
         ST_ARRAY_ALLOC(r.topics, &req->arena, img->ntopics);
         for (int i = 0; i < img->ntopics; i++) fill_topic(req, &r.topics.v[i], img->topics[i], include_ops);
     } else {
@@ -83,7 +84,10 @@ static void respond(st_server_t *srv, st_request_t *req) {
             st_metadata_topic_t *out = &r.topics.v[i];
             st_schema_defaults(&st_metadata_topic_schema, out);
             const st_meta_topic_t *t = NULL;
-            if (qt->name.len >= 0) t = st_image_topic(img, qt->name.p, (size_t)qt->name.len);
+            /* A name that cannot be a topic's (a NUL byte, ...) is answered
+             * INVALID_TOPIC_EXCEPTION and never looked up, so that it
+             * cannot match a shorter name. */
+            if (qt->name.len >= 0) t = name_valid(qt->name) ? st_image_topic(img, qt->name.p, (size_t)qt->name.len) : NULL;
             else t = st_image_topic_by_id(img, &qt->topic_id);
             if (t) {
                 fill_topic(req, out, t, include_ops);
@@ -91,6 +95,8 @@ static void respond(st_server_t *srv, st_request_t *req) {
             }
             out->name = qt->name;
             out->topic_id = qt->topic_id;
+            /* Kafka sets them on every topic it answers, errors too */
+            if (include_ops) out->topic_authorized_operations = ST_ACL_OPS_TOPIC;
             ST_ARRAY_ALLOC(out->partitions, &req->arena, 0);
             if (qt->name.len < 0) out->error_code = st_err_wire(ST_E_UNKNOWN_TOPIC_ID);
             else if (!name_valid(qt->name)) out->error_code = st_err_wire(ST_E_INVALID_TOPIC_EXCEPTION);

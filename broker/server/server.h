@@ -98,6 +98,21 @@ static inline st_err_t st_check_leader_epoch(int32_t requested, int32_t current)
     return requested < current ? ST_E_FENCED_LEADER_EPOCH : ST_E_UNKNOWN_LEADER_EPOCH;
 }
 
+/* Authorized operations (KIP-430) as Kafka reports them without an
+ * authorizer: every operation the resource type supports
+ * (AclEntry.supportedOperations), bit n for AclOperation code n:
+ * READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
+ * CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
+ * IDEMPOTENT_WRITE 12. */
+#define ST_ACL_BIT(code) (1 << (code))
+#define ST_ACL_OPS_TOPIC                                                                \
+    (ST_ACL_BIT(3) | ST_ACL_BIT(4) | ST_ACL_BIT(5) | ST_ACL_BIT(6) | ST_ACL_BIT(7) |   \
+     ST_ACL_BIT(8) | ST_ACL_BIT(10) | ST_ACL_BIT(11))
+#define ST_ACL_OPS_GROUP (ST_ACL_BIT(3) | ST_ACL_BIT(6) | ST_ACL_BIT(8))
+#define ST_ACL_OPS_CLUSTER                                                              \
+    (ST_ACL_BIT(5) | ST_ACL_BIT(7) | ST_ACL_BIT(8) | ST_ACL_BIT(9) | ST_ACL_BIT(10) |  \
+     ST_ACL_BIT(11) | ST_ACL_BIT(12))
+
 /* Copy of a wire string into the request arena, NUL-terminated. */
 static inline char *st_req_strdup(st_request_t *req, st_str_t s) {
     return st_arena_strndup(&req->arena, s.len > 0 ? s.p : "", s.len > 0 ? (size_t)s.len : 0);

@@ -558,7 +558,7 @@ static void test_api_table(void **state) {
     static const struct {
         int16_t key;
         int lo, hi;
-    } need[] = {{18, 0, 3}, {3, 1, 12}, {0, 3, 9},  {1, 4, 12}, {2, 1, 7},
+    } need[] = {{18, 0, 3}, {3, 0, 12}, {0, 3, 9},  {1, 4, 12}, {2, 1, 7},
                 {19, 0, 7}, {20, 0, 6}, {37, 0, 3}, {32, 0, 4}, {33, 0, 2},
                 {44, 0, 1}, {21, 0, 2}, {60, 0, 1}};
     for (size_t i = 0; i < ST_ARRAY_SIZE(need); i++) {
@@ -1346,6 +1346,129 @@ static void test_api_versions_response_bytes(void **state) {
     st_chain_fini(&c);
 }
 
+/* Versions added for kafka-python and Sarama (Metadata v0) and KIP-848's
+ * ListGroups v5, byte by byte as Kafka's schemas lay them out. */
+static void test_metadata_v0_list_groups_v5_bytes(void **state) {
+    (void)state;
+    st_arena_t a;
+    st_arena_init(&a, 0);
+    st_req_header_t h;
+    const st_api_t *api;
+    void *body;
+
+    /* Metadata v0 as Sarama's DescribeCluster sends it: header v1, an
+     * empty (never null: v0 has no null) topic list, nothing else. */
+    static const uint8_t md0[] = {
+        0x00, 0x03, 0x00, 0x00,       /* Metadata v0 */
+        0x00, 0x00, 0x00, 0x07,       /* correlation id */
+        0x00, 0x06, 's', 'a', 'r', 'a', 'm', 'a',
+        0x00, 0x00, 0x00, 0x00,       /* topics: 0 */
+    };
+    assert_int_equal(st_request_decode(md0, sizeof md0, &a, &h, &api, &body), ST_OK);
+    st_metadata_req_t *mq = body;
+    assert_int_equal(h.api_version, 0);
+    assert_int_equal(mq->topics.n, 0);
+    assert_int_equal(mq->allow_auto_topic_creation, 1); /* absent in v0: the default */
+    /* a null list is no v0 request */
+    uint8_t md0null[sizeof md0];
+    memcpy(md0null, md0, sizeof md0);
+    memset(md0null + sizeof md0 - 4, 0xff, 4);
+    assert_int_equal(st_request_decode(md0null, sizeof md0null, &a, &h, &api, &body),
+                     ST_E_INVALID_REQUEST);
+
+    /* Metadata v0 response: brokers (id, host, port: no rack), topics
+     * (error, name, partitions: no is_internal); no controller, no
+     * cluster id, no throttle time. */
+    st_metadata_resp_t r;
+    st_schema_defaults(&st_metadata_resp_schema, &r);
+    st_metadata_broker_t br = {1, st_str("h"), 9092, st_str("rack")};
+    int32_t nodes[1] = {1};
+    st_metadata_partition_t mp;
+    st_schema_defaults(&st_metadata_partition_schema, &mp);
+    mp.leader_id = 1;
+    mp.replica_nodes.v = nodes;
+    mp.replica_nodes.n = 1;
+    mp.isr_nodes.v = nodes;
+    mp.isr_nodes.n = 1;
+    st_metadata_topic_t mt;
+    st_schema_defaults(&st_metadata_topic_schema, &mt);
+    mt.name = st_str("t");
+    mt.is_internal = 1;
+    mt.partitions.v = &mp;
+    mt.partitions.n = 1;
+    r.brokers.v = &br;
+    r.brokers.n = 1;
+    r.topics.v = &mt;
+    r.topics.n = 1;
+    r.controller_id = 1;
+    r.cluster_id = st_str("c");
+    static const uint8_t want_md0[] = {
+        0x00, 0x00, 0x00, 0x3a,       /* size 58 */
+        0x00, 0x00, 0x00, 0x07,       /* correlation id */
+        0x00, 0x00, 0x00, 0x01,       /* 1 broker */
+        0x00, 0x00, 0x00, 0x01, 0x00, 0x01, 'h', 0x00, 0x00, 0x23, 0x84,
+        0x00, 0x00, 0x00, 0x01,       /* 1 topic */
+        0x00, 0x00, 0x00, 0x01, 't',  /*   error 0, name t */
+        0x00, 0x00, 0x00, 0x01,       /*   1 partition */
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* error 0, index 0 */
+        0x00, 0x00, 0x00, 0x01,       /*   leader 1 */
+        0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, /* replicas [1] */
+        0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, /* isr [1] */
+    };
+    st_chain_t c;
+    st_chain_init(&c);
+    st_response_encode(st_api_lookup(ST_API_METADATA), 0, 7, &r, &c);
+    assert_int_equal(st_chain_seal(&c), sizeof want_md0);
+    assert_memory_equal(c.mem.data, want_md0, sizeof want_md0);
+    st_chain_fini(&c);
+
+    /* ListGroups v5: header v2; states_filter and types_filter, compact */
+    static const uint8_t lg5[] = {
+        0x00, 0x10, 0x00, 0x05,       /* ListGroups v5 */
+        0x00, 0x00, 0x00, 0x09,       /* correlation id */
+        0xff, 0xff,                   /* client id null */
+        0x00,                         /* header tags */
+        0x02, 0x07, 'S', 't', 'a', 'b', 'l', 'e', /* states ["Stable"] */
+        0x02, 0x08, 'c', 'l', 'a', 's', 's', 'i', 'c', /* types ["classic"] */
+        0x00,                         /* tags */
+    };
+    assert_int_equal(st_request_decode(lg5, sizeof lg5, &a, &h, &api, &body), ST_OK);
+    st_list_groups_req_t *lq = body;
+    assert_int_equal(lq->states_filter.n, 1);
+    assert_true(st_str_eq(lq->states_filter.v[0], "Stable"));
+    assert_int_equal(lq->types_filter.n, 1);
+    assert_true(st_str_eq(lq->types_filter.v[0], "classic"));
+
+    st_list_groups_resp_t lr;
+    st_schema_defaults(&st_list_groups_resp_schema, &lr);
+    st_listed_group_t lgr = {st_str("g"), st_str("consumer"), st_str("Stable"), st_str("classic")};
+    lr.groups.v = &lgr;
+    lr.groups.n = 1;
+    static const uint8_t want_lg5[] = {
+        0x00, 0x00, 0x00, 0x28,       /* size 40 */
+        0x00, 0x00, 0x00, 0x09, 0x00, /* correlation id, header tags */
+        0x00, 0x00, 0x00, 0x00,       /* throttle */
+        0x00, 0x00,                   /* error */
+        0x02,                         /* 1 group */
+        0x02, 'g', 0x09, 'c', 'o', 'n', 's', 'u', 'm', 'e', 'r',
+        0x07, 'S', 't', 'a', 'b', 'l', 'e',
+        0x08, 'c', 'l', 'a', 's', 's', 'i', 'c', /* group_type (v5) */
+        0x00,                         /*   tags */
+        0x00,                         /* tags */
+    };
+    st_chain_init(&c);
+    st_response_encode(st_api_lookup(ST_API_LIST_GROUPS), 5, 9, &lr, &c);
+    assert_int_equal(st_chain_seal(&c), sizeof want_lg5);
+    assert_memory_equal(c.mem.data, want_lg5, sizeof want_lg5);
+    st_chain_fini(&c);
+    /* v4 has no group_type: 8 bytes fewer */
+    st_chain_init(&c);
+    st_response_encode(st_api_lookup(ST_API_LIST_GROUPS), 4, 9, &lr, &c);
+    assert_int_equal(st_chain_seal(&c), sizeof want_lg5 - 8);
+    st_chain_fini(&c);
+    st_arena_fini(&a);
+}
+
 /* ======================================================================
  * Fixtures: captured (or hand-built) request frames with a description of
  * what they must decode to.  See fixtures/README.md for the format.
@@ -1817,6 +1940,7 @@ int main(void) {
         cmocka_unit_test(test_nullable_handling),
         cmocka_unit_test(test_tagged_fields),
         cmocka_unit_test(test_api_versions_response_bytes),
+        cmocka_unit_test(test_metadata_v0_list_groups_v5_bytes),
         cmocka_unit_test(test_client_fixtures_by_hand),
         cmocka_unit_test(test_captured_fixtures),
     };

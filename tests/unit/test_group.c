@@ -12,6 +12,10 @@
 
 #include "group_int.h"
 
+/* The state machine takes length-based strings; the tests write C strings
+ * (NULL: none). */
+#define S(x) st_str(x)
+
 /* ======================================================================
  * Fakes: clock, log, waiters
  * ==================================================================== */
@@ -130,10 +134,11 @@ static void tw_join(st_group_waiter_t *w, const st_group_join_result_t *r) {
     t->done = 1;
     t->kind = 1;
     t->err = r->error;
-    snprintf(t->member, sizeof t->member, "%s", r->member_id);
+    snprintf(t->member, sizeof t->member, "%.*s", (int)ST_MAX(r->member_id.len, 0), r->member_id.p);
     t->generation = r->generation;
-    snprintf(t->leader, sizeof t->leader, "%s", r->leader ? r->leader : "");
-    snprintf(t->protocol, sizeof t->protocol, "%s", r->protocol_name ? r->protocol_name : "");
+    snprintf(t->leader, sizeof t->leader, "%.*s", (int)ST_MAX(r->leader.len, 0), r->leader.p);
+    snprintf(t->protocol, sizeof t->protocol, "%.*s", (int)ST_MAX(r->protocol_name.len, 0),
+             r->protocol_name.p);
     t->nmembers = r->nmembers;
     t->skip = r->skip_assignment;
 }
@@ -203,19 +208,20 @@ static void join(st_gstate_t *s, const char *group, jopts_t o, tw_t *t) {
         const char *comma = strchr(list, ',');
         size_t l = comma ? (size_t)(comma - list) : strlen(list);
         snprintf(names[n], sizeof names[n], "%.*s", (int)l, list);
-        protos[n] = (st_group_protocol_t){names[n], big ? big : SUB_T1,
+        protos[n] = (st_group_protocol_t){S(names[n]), big ? big : SUB_T1,
                                           big ? o.meta_len : SUB_T1_LEN};
         n++;
         list += l + (comma ? 1 : 0);
     }
     if (o.protos && !*o.protos) n = 0;
     st_group_join_params_t p = {
-        .group_id = group,
-        .member_id = o.member ? o.member : "",
-        .instance_id = o.instance,
-        .client_id = "client",
-        .client_host = "/127.0.0.1",
-        .protocol_type = "consumer",
+        .group_id = S(group),
+        .member_id = S(o.member ? o.member : ""),
+        .instance_id = S(o.instance),
+        .client_id = S("client"),
+        .client_host = S("/127.0.0.1"),
+        .protocol_type = S("consumer"),
+        .reason = ST_STR_NULL,
         .session_timeout_ms = o.session_ms ? o.session_ms : 10000,
         .rebalance_timeout_ms = o.rebalance_ms ? o.rebalance_ms : 30000,
         .protocols = protos,
@@ -230,7 +236,8 @@ static void join(st_gstate_t *s, const char *group, jopts_t o, tw_t *t) {
 static void sync_(st_gstate_t *s, const char *group, const char *member, int32_t gen,
                   const st_group_assignment_t *a, int na, tw_t *t) {
     tw_init(t);
-    st_group_sync_params_t p = {group, member, NULL, NULL, NULL, gen, a, na};
+    st_group_sync_params_t p = {S(group), S(member), ST_STR_NULL, ST_STR_NULL, ST_STR_NULL,
+                                gen, a, na};
     st_gstate_sync(s, &p, &t->base);
 }
 
@@ -259,7 +266,7 @@ static int32_t form_group(st_gstate_t *s, const char *group, char *m1, char *m2)
     tw_t sa, sb;
     sync_(s, group, m2, b.generation, NULL, 0, &sb);
     assert_false(sb.done);
-    st_group_assignment_t as[2] = {{m1, (const uint8_t *)"A1", 2}, {m2, (const uint8_t *)"B22", 3}};
+    st_group_assignment_t as[2] = {{S(m1), (const uint8_t *)"A1", 2}, {S(m2), (const uint8_t *)"B22", 3}};
     sync_(s, group, m1, a.generation, as, 2, &sa);
     assert_true(sa.done && sb.done);
     assert_int_equal(sa.err, ST_OK);
@@ -268,7 +275,7 @@ static int32_t form_group(st_gstate_t *s, const char *group, char *m1, char *m2)
     assert_memory_equal(sa.assignment, "A1", 2);
     assert_int_equal(sb.alen, 3);
     assert_memory_equal(sb.assignment, "B22", 3);
-    assert_int_equal(st_gstate_group(s, group)->state, ST_GROUP_STABLE);
+    assert_int_equal(st_gstate_group(s, S(group))->state, ST_GROUP_STABLE);
     return a.generation;
 }
 
@@ -311,7 +318,7 @@ static void test_records_roundtrip(void **state) {
     st_buf_t k, v;
     st_buf_init(&k);
     st_buf_init(&v);
-    st_grec_offset_key(&k, "g", "topic", 7);
+    st_grec_offset_key(&k, S("g"), S("topic"), 7);
     /* key version 1: int16 1, string g, string topic, int32 7 */
     static const uint8_t want_key[] = {0, 1, 0, 1, 'g', 0, 5, 't', 'o', 'p', 'i', 'c', 0, 0, 0, 7};
     assert_int_equal(k.len, sizeof want_key);
@@ -343,7 +350,7 @@ static void test_records_roundtrip(void **state) {
     assert_int_equal(st_grec_decode_key(bad, 1, &dk), ST_E_CORRUPT);
 
     k.len = 0;
-    st_grec_group_key(&k, "grp");
+    st_grec_group_key(&k, S("grp"));
     assert_int_equal(st_grec_decode_key(k.data, (int32_t)k.len, &dk), ST_OK);
     assert_int_equal(dk.type, ST_GREC_GROUP);
     assert_true(st_str_eq(dk.group, "grp"));
@@ -366,10 +373,10 @@ static void test_records_roundtrip(void **state) {
     for (int cut = 2; cut < (int)v.len; cut += 3)
         assert_int_equal(st_grec_decode_group_value(v.data, cut, &a, &dg), ST_E_CORRUPT);
     st_arena_fini(&a);
-    char **topics;
+    st_str_t *topics;
     assert_int_equal(st_grec_subscription_topics(SUB_T1, SUB_T1_LEN, &topics), 1);
-    assert_string_equal(topics[0], "t1");
-    free(topics[0]);
+    assert_true(st_str_eq(topics[0], "t1"));
+    st_gstr_free(&topics[0]);
     free(topics);
     assert_int_equal(st_grec_subscription_topics(SUB_T1, 5, &topics), -1);
     st_buf_fini(&k);
@@ -382,23 +389,23 @@ static void test_join_sync_heartbeat(void **state) {
     char m1[256], m2[256];
     int32_t gen = form_group(s, "g", m1, m2);
     assert_int_equal(gen, 1);
-    assert_int_equal(st_gstate_heartbeat(s, "g", m1, NULL, gen), ST_OK);
-    assert_int_equal(st_gstate_heartbeat(s, "g", m2, NULL, gen + 1), ST_E_ILLEGAL_GENERATION);
-    assert_int_equal(st_gstate_heartbeat(s, "g", "nobody", NULL, gen), ST_E_UNKNOWN_MEMBER_ID);
-    assert_int_equal(st_gstate_heartbeat(s, "nogroup", m1, NULL, gen), ST_E_UNKNOWN_MEMBER_ID);
-    assert_int_equal(st_gstate_heartbeat(s, "", m1, NULL, gen), ST_E_INVALID_GROUP_ID);
+    assert_int_equal(st_gstate_heartbeat(s, S("g"), S(m1), S(NULL), gen), ST_OK);
+    assert_int_equal(st_gstate_heartbeat(s, S("g"), S(m2), S(NULL), gen + 1), ST_E_ILLEGAL_GENERATION);
+    assert_int_equal(st_gstate_heartbeat(s, S("g"), S("nobody"), S(NULL), gen), ST_E_UNKNOWN_MEMBER_ID);
+    assert_int_equal(st_gstate_heartbeat(s, S("nogroup"), S(m1), S(NULL), gen), ST_E_UNKNOWN_MEMBER_ID);
+    assert_int_equal(st_gstate_heartbeat(s, S(""), S(m1), S(NULL), gen), ST_E_INVALID_GROUP_ID);
     /* a follower rejoining with the same metadata gets the generation back */
     tw_t t;
     join(s, "g", (jopts_t){.member = m2}, &t);
     assert_true(t.done);
     assert_int_equal(t.generation, gen);
-    assert_int_equal(st_gstate_group(s, "g")->state, ST_GROUP_STABLE);
+    assert_int_equal(st_gstate_group(s, S("g"))->state, ST_GROUP_STABLE);
     /* the leader rejoining starts a rebalance; the follower learns it */
     tw_t l, f;
     join(s, "g", (jopts_t){.member = m1}, &l);
     assert_false(l.done);
-    assert_int_equal(st_gstate_group(s, "g")->state, ST_GROUP_PREPARING_REBALANCE);
-    assert_int_equal(st_gstate_heartbeat(s, "g", m2, NULL, gen), ST_E_REBALANCE_IN_PROGRESS);
+    assert_int_equal(st_gstate_group(s, S("g"))->state, ST_GROUP_PREPARING_REBALANCE);
+    assert_int_equal(st_gstate_heartbeat(s, S("g"), S(m2), S(NULL), gen), ST_E_REBALANCE_IN_PROGRESS);
     /* a SyncGroup of the old generation is refused */
     tw_t st;
     sync_(s, "g", m2, gen, NULL, 0, &st);
@@ -420,14 +427,14 @@ static void test_session_expiry_and_leave(void **state) {
     /* m1 keeps heartbeating, m2 goes silent */
     for (int i = 0; i < 3; i++) {
         advance(s, 3000);
-        assert_int_equal(st_gstate_heartbeat(s, "g", m1, NULL, gen), ST_OK);
+        assert_int_equal(st_gstate_heartbeat(s, S("g"), S(m1), S(NULL), gen), ST_OK);
     }
     advance(s, 1500); /* m2's 10 s session is over */
-    assert_int_equal(st_gstate_heartbeat(s, "g", m1, NULL, gen), ST_E_REBALANCE_IN_PROGRESS);
-    st_group_t *g = st_gstate_group(s, "g");
+    assert_int_equal(st_gstate_heartbeat(s, S("g"), S(m1), S(NULL), gen), ST_E_REBALANCE_IN_PROGRESS);
+    st_group_t *g = st_gstate_group(s, S("g"));
     assert_int_equal(g->nmembers, 1); /* m2 expired after its 10 s session */
     assert_int_equal(g->state, ST_GROUP_PREPARING_REBALANCE);
-    assert_int_equal(st_gstate_heartbeat(s, "g", m2, NULL, gen), ST_E_UNKNOWN_MEMBER_ID);
+    assert_int_equal(st_gstate_heartbeat(s, S("g"), S(m2), S(NULL), gen), ST_E_UNKNOWN_MEMBER_ID);
     tw_t t;
     join(s, "g", (jopts_t){.member = m1}, &t);
     assert_true(t.done);
@@ -438,13 +445,13 @@ static void test_session_expiry_and_leave(void **state) {
     assert_int_equal(sy.err, ST_OK);
     assert_int_equal(sy.alen, 0); /* not named by the leader: empty */
     /* leaving empties the group, which is stored as empty */
-    st_group_leave_member_t lm = {m1, NULL, "bye", ST_OK};
-    assert_int_equal(st_gstate_leave(s, "g", &lm, 1), ST_OK);
+    st_group_leave_member_t lm = {S(m1), S(NULL), S("bye"), ST_OK};
+    assert_int_equal(st_gstate_leave(s, S("g"), &lm, 1), ST_OK);
     assert_int_equal(lm.error, ST_OK);
     assert_int_equal(g->state, ST_GROUP_EMPTY);
     assert_int_equal(g->generation, gen + 2);
     lm.error = ST_OK;
-    assert_int_equal(st_gstate_leave(s, "g", &lm, 1), ST_OK);
+    assert_int_equal(st_gstate_leave(s, S("g"), &lm, 1), ST_OK);
     assert_int_equal(lm.error, ST_E_UNKNOWN_MEMBER_ID);
     st_gstate_destroy(s);
 }
@@ -460,7 +467,7 @@ static void test_rebalance_timeouts(void **state) {
     assert_false(t.done);
     for (int i = 0; i < 3; i++) {
         advance(s, 5000);
-        assert_int_equal(st_gstate_heartbeat(s, "g", m2, NULL, gen), ST_E_REBALANCE_IN_PROGRESS);
+        assert_int_equal(st_gstate_heartbeat(s, S("g"), S(m2), S(NULL), gen), ST_E_REBALANCE_IN_PROGRESS);
     }
     advance(s, 16000);
     assert_true(t.done);
@@ -480,20 +487,20 @@ static void test_sync_deadline(void **state) {
     join(s, "g", (jopts_t){.member = m2}, &j2);
     assert_true(j1.done && j2.done);
     assert_int_equal(j1.generation, gen + 1);
-    st_group_assignment_t as[1] = {{m1, (const uint8_t *)"x", 1}};
+    st_group_assignment_t as[1] = {{S(m1), (const uint8_t *)"x", 1}};
     tw_t s1;
     sync_(s, "g", m1, j1.generation, as, 1, &s1);
     assert_true(s1.done); /* the leader's sync completes the generation */
-    assert_int_equal(st_gstate_group(s, "g")->state, ST_GROUP_STABLE);
+    assert_int_equal(st_gstate_group(s, S("g"))->state, ST_GROUP_STABLE);
     /* m2 keeps heartbeating but never syncs: gone after the rebalance timeout */
     for (int i = 0; i < 11; i++) {
         advance(s, 3000);
-        st_gstate_heartbeat(s, "g", m1, NULL, j1.generation);
-        st_gstate_heartbeat(s, "g", m2, NULL, j1.generation);
+        st_gstate_heartbeat(s, S("g"), S(m1), S(NULL), j1.generation);
+        st_gstate_heartbeat(s, S("g"), S(m2), S(NULL), j1.generation);
     }
-    st_group_t *g = st_gstate_group(s, "g");
+    st_group_t *g = st_gstate_group(s, S("g"));
     assert_int_equal(g->nmembers, 1);
-    assert_string_equal(g->members[0]->member_id, m1);
+    assert_string_equal(g->members[0]->member_id.p, m1);
     assert_int_equal(g->state, ST_GROUP_PREPARING_REBALANCE);
     st_gstate_destroy(s);
 }
@@ -532,7 +539,7 @@ static void test_protocol_vote_and_bad_joins(void **state) {
     /* the group still works */
     tw_t sa;
     sync_(s, "v", a.member, a.generation, NULL, 0, &sa);
-    assert_int_equal(st_gstate_heartbeat(s, "v", a.member, NULL, a.generation), ST_OK);
+    assert_int_equal(st_gstate_heartbeat(s, S("v"), S(a.member), S(NULL), a.generation), ST_OK);
     st_gstate_destroy(s);
 }
 
@@ -558,16 +565,16 @@ static void test_oversized_metadata(void **state) {
     assert_true(sb.done && s1.done && s2.done);
     assert_int_equal(s1.err, ST_E_UNKNOWN_SERVER_ERROR);
     assert_int_equal(sb.err, ST_E_UNKNOWN_SERVER_ERROR);
-    assert_int_equal(st_gstate_group(s, "g")->state, ST_GROUP_PREPARING_REBALANCE);
+    assert_int_equal(st_gstate_group(s, S("g"))->state, ST_GROUP_PREPARING_REBALANCE);
     /* the big member leaves; the others form the next generation */
-    st_group_leave_member_t lm = {big.member, NULL, NULL, ST_OK};
-    st_gstate_leave(s, "g", &lm, 1);
+    st_group_leave_member_t lm = {S(big.member), S(NULL), S(NULL), ST_OK};
+    st_gstate_leave(s, S("g"), &lm, 1);
     join(s, "g", (jopts_t){.member = m1}, &j1);
     join(s, "g", (jopts_t){.member = m2}, &j2);
     assert_true(j1.done && j2.done);
     sync_(s, "g", m1, j1.generation, NULL, 0, &s1);
     assert_int_equal(s1.err, ST_OK);
-    assert_int_equal(st_gstate_group(s, "g")->state, ST_GROUP_STABLE);
+    assert_int_equal(st_gstate_group(s, S("g"))->state, ST_GROUP_STABLE);
     st_gstate_destroy(s);
 }
 
@@ -582,8 +589,8 @@ static void test_static_membership(void **state) {
     assert_true(a.done && b.done);
     tw_t sa, sb;
     sync_(s, "st", b.member, b.generation, NULL, 0, &sb);
-    st_group_assignment_t as[2] = {{a.member, (const uint8_t *)"a", 1},
-                                   {b.member, (const uint8_t *)"b", 1}};
+    st_group_assignment_t as[2] = {{S(a.member), (const uint8_t *)"a", 1},
+                                   {S(b.member), (const uint8_t *)"b", 1}};
     sync_(s, "st", a.member, a.generation, as, 2, &sa);
     assert_int_equal(sa.err, ST_OK);
     int32_t gen = a.generation;
@@ -594,10 +601,10 @@ static void test_static_membership(void **state) {
     assert_int_equal(b2.err, ST_OK);
     assert_int_equal(b2.generation, gen);
     assert_string_not_equal(b2.member, b.member);
-    assert_int_equal(st_gstate_group(s, "st")->state, ST_GROUP_STABLE);
+    assert_int_equal(st_gstate_group(s, S("st"))->state, ST_GROUP_STABLE);
     /* the old incarnation is fenced */
-    assert_int_equal(st_gstate_heartbeat(s, "st", b.member, "i2", gen), ST_E_FENCED_INSTANCE_ID);
-    assert_int_equal(st_gstate_heartbeat(s, "st", b2.member, "i2", gen), ST_OK);
+    assert_int_equal(st_gstate_heartbeat(s, S("st"), S(b.member), S("i2"), gen), ST_E_FENCED_INSTANCE_ID);
+    assert_int_equal(st_gstate_heartbeat(s, S("st"), S(b2.member), S("i2"), gen), ST_OK);
     tw_t s2;
     sync_(s, "st", b2.member, gen, NULL, 0, &s2);
     assert_int_equal(s2.err, ST_OK);
@@ -614,24 +621,24 @@ static void test_static_membership(void **state) {
     tw_t j1;
     join(s, "st", (jopts_t){.member = a.member, .instance = "i1"}, &j1);
     advance(s, 9000);
-    st_gstate_heartbeat(s, "st", a.member, "i1", gen);
-    assert_int_equal(st_gstate_group(s, "st")->nmembers, 2);
+    st_gstate_heartbeat(s, S("st"), S(a.member), S("i1"), gen);
+    assert_int_equal(st_gstate_group(s, S("st"))->nmembers, 2);
     advance(s, 2000); /* i2's 10 s session is over */
     assert_true(j1.done);
-    assert_int_equal(st_gstate_group(s, "st")->nmembers, 1);
+    assert_int_equal(st_gstate_group(s, S("st"))->nmembers, 1);
     /* administrative removal by instance id */
-    st_group_leave_member_t lm = {"", "i1", NULL, ST_OK};
-    assert_int_equal(st_gstate_leave(s, "st", &lm, 1), ST_OK);
+    st_group_leave_member_t lm = {S(""), S("i1"), S(NULL), ST_OK};
+    assert_int_equal(st_gstate_leave(s, S("st"), &lm, 1), ST_OK);
     assert_int_equal(lm.error, ST_OK);
-    assert_int_equal(st_gstate_group(s, "st")->nmembers, 0);
+    assert_int_equal(st_gstate_group(s, S("st"))->nmembers, 0);
     st_gstate_destroy(s);
 }
 
 static void commit1(st_gstate_t *s, const char *group, const char *member, int32_t gen,
                     const char *topic, int32_t part, int64_t off, const char *meta,
                     st_err_t want) {
-    st_group_commit_t c = {topic, part, off, 7, meta, -1, -1, ST_OK};
-    st_gstate_commit(s, group, member, NULL, gen, &c, 1);
+    st_group_commit_t c = {S(topic), part, off, 7, S(meta), -1, -1, ST_OK};
+    st_gstate_commit(s, S(group), S(member), S(NULL), gen, &c, 1);
     assert_int_equal(c.error, want);
 }
 
@@ -641,12 +648,12 @@ static void test_offsets_commit_fetch(void **state) {
     /* standalone commits: no membership at all */
     commit1(s, "solo", "", -1, "t1", 0, 10, "m", ST_OK);
     commit1(s, "solo", "", -1, "t1", 0, 11, NULL, ST_OK);
-    st_group_t *g = st_gstate_group(s, "solo");
+    st_group_t *g = st_gstate_group(s, S("solo"));
     assert_non_null(g);
-    const st_goffset_t *o = st_gstate_offset(g, "t1", 0);
+    const st_goffset_t *o = st_gstate_offset(g, S("t1"), 0);
     assert_int_equal(o->offset, 11);
     assert_int_equal(o->leader_epoch, 7);
-    assert_null(st_gstate_offset(g, "t1", 1));
+    assert_null(st_gstate_offset(g, S("t1"), 1));
     commit1(s, "nogroup", "m", 3, "t1", 0, 1, NULL, ST_E_ILLEGAL_GENERATION);
     char big[5000];
     memset(big, 'x', sizeof big - 1);
@@ -665,16 +672,16 @@ static void test_offsets_commit_fetch(void **state) {
     commit1(s, "g", m2, gen, "t1", 0, 7, "", ST_OK); /* PreparingRebalance still takes it */
     join(s, "g", (jopts_t){.member = m2}, &j2);
     commit1(s, "g", m2, j2.generation, "t1", 0, 8, "", ST_E_REBALANCE_IN_PROGRESS);
-    assert_int_equal(st_gstate_offset(st_gstate_group(s, "g"), "t1", 0)->offset, 7);
+    assert_int_equal(st_gstate_offset(st_gstate_group(s, S("g")), S("t1"), 0)->offset, 7);
     /* an append that fails: no offset changes */
     F.fail = ST_E_KAFKA_STORAGE_ERROR;
     commit1(s, "solo", "", -1, "t1", 0, 99, NULL, ST_E_NOT_COORDINATOR);
     F.fail = ST_OK;
-    assert_int_equal(st_gstate_offset(st_gstate_group(s, "solo"), "t1", 0)->offset, 11);
+    assert_int_equal(st_gstate_offset(st_gstate_group(s, S("solo")), S("t1"), 0)->offset, 11);
     /* a pre-refused partition is reported as given */
-    st_group_commit_t c[2] = {{"nope", 0, 1, -1, NULL, -1, -1, ST_E_UNKNOWN_TOPIC_OR_PARTITION},
-                              {"t1", 2, 3, -1, NULL, -1, -1, ST_OK}};
-    st_gstate_commit(s, "solo", "", NULL, -1, c, 2);
+    st_group_commit_t c[2] = {{S("nope"), 0, 1, -1, ST_STR_NULL, -1, -1, ST_E_UNKNOWN_TOPIC_OR_PARTITION},
+                              {S("t1"), 2, 3, -1, ST_STR_NULL, -1, -1, ST_OK}};
+    st_gstate_commit(s, S("solo"), S(""), S(NULL), -1, c, 2);
     assert_int_equal(c[0].error, ST_E_UNKNOWN_TOPIC_OR_PARTITION);
     assert_int_equal(c[1].error, ST_OK);
     st_gstate_destroy(s);
@@ -701,37 +708,37 @@ static void test_replay(void **state) {
     commit1(s, "g", m2, gen, "t1", 1, 200, "y", ST_OK);
     commit1(s, "solo", "", -1, "t1", 3, 5, NULL, ST_OK);
     commit1(s, "gone", "", -1, "t1", 3, 5, NULL, ST_OK);
-    assert_int_equal(st_gstate_delete_group(s, "gone"), ST_OK);
+    assert_int_equal(st_gstate_delete_group(s, S("gone")), ST_OK);
     st_gstate_destroy(s);
 
     s = replay();
     /* before the partition is loaded: COORDINATOR_LOAD_IN_PROGRESS, and
      * heartbeats are answered blindly */
-    assert_int_equal(st_gstate_check(s, "g", 0), ST_E_COORDINATOR_LOAD_IN_PROGRESS);
-    assert_int_equal(st_gstate_heartbeat(s, "g", m1, NULL, gen), ST_OK);
+    assert_int_equal(st_gstate_check(s, S("g"), 0), ST_E_COORDINATOR_LOAD_IN_PROGRESS);
+    assert_int_equal(st_gstate_heartbeat(s, S("g"), S(m1), S(NULL), gen), ST_OK);
     tw_t t;
     sync_(s, "g", m1, gen, NULL, 0, &t);
     assert_int_equal(t.err, ST_E_REBALANCE_IN_PROGRESS);
     for (int p = 0; p < CFG.num_partitions; p++) st_gstate_load_done(s, p);
-    st_group_t *g = st_gstate_group(s, "g");
+    st_group_t *g = st_gstate_group(s, S("g"));
     assert_non_null(g);
     assert_int_equal(g->state, ST_GROUP_STABLE);
     assert_int_equal(g->generation, gen);
     assert_int_equal(g->nmembers, 2);
-    assert_string_equal(g->leader_id, m1);
-    assert_int_equal(st_gstate_offset(g, "t1", 0)->offset, 100);
-    assert_string_equal(st_gstate_offset(g, "t1", 1)->metadata, "y");
-    assert_int_equal(st_gstate_offset(st_gstate_group(s, "solo"), "t1", 3)->offset, 5);
-    assert_null(st_gstate_group(s, "gone"));
+    assert_string_equal(g->leader_id.p, m1);
+    assert_int_equal(st_gstate_offset(g, S("t1"), 0)->offset, 100);
+    assert_true(st_str_eq(st_gstate_offset(g, S("t1"), 1)->metadata, "y"));
+    assert_int_equal(st_gstate_offset(st_gstate_group(s, S("solo")), S("t1"), 3)->offset, 5);
+    assert_null(st_gstate_group(s, S("gone")));
     /* members carry on after the restart... */
-    assert_int_equal(st_gstate_heartbeat(s, "g", m1, NULL, gen), ST_OK);
+    assert_int_equal(st_gstate_heartbeat(s, S("g"), S(m1), S(NULL), gen), ST_OK);
     sync_(s, "g", m2, gen, NULL, 0, &t);
     assert_int_equal(t.err, ST_OK);
     assert_int_equal(t.alen, 3);
     /* ...and one that does not come back expires */
     for (int i = 0; i < 4; i++) {
         advance(s, 3000);
-        st_gstate_heartbeat(s, "g", m1, NULL, gen);
+        st_gstate_heartbeat(s, S("g"), S(m1), S(NULL), gen);
     }
     assert_int_equal(g->nmembers, 1);
     assert_int_equal(st_gstate_skipped_records(s), 0);
@@ -751,26 +758,27 @@ static void test_offset_expiry(void **state) {
     /* a live group keeps offsets of the topics it subscribes to */
     for (int i = 0; i < 30; i++) {
         advance(s, 3000);
-        st_gstate_heartbeat(s, "g", m1, NULL, gen);
-        st_gstate_heartbeat(s, "g", m2, NULL, gen);
+        st_gstate_heartbeat(s, S("g"), S(m1), S(NULL), gen);
+        st_gstate_heartbeat(s, S("g"), S(m2), S(NULL), gen);
     }
-    assert_non_null(st_gstate_offset(st_gstate_group(s, "g"), "t1", 0));
+    assert_non_null(st_gstate_offset(st_gstate_group(s, S("g")), S("t1"), 0));
     /* the standalone group's offset expired with it */
-    assert_null(st_gstate_group(s, "solo"));
+    assert_null(st_gstate_group(s, S("solo")));
     /* once empty, the retention counts from when it became empty */
-    st_group_leave_member_t lm[2] = {{m1, NULL, NULL, ST_OK}, {m2, NULL, NULL, ST_OK}};
-    st_gstate_leave(s, "g", lm, 2);
-    assert_int_equal(st_gstate_group(s, "g")->state, ST_GROUP_EMPTY);
+    st_group_leave_member_t lm[2] = {{S(m1), ST_STR_NULL, ST_STR_NULL, ST_OK},
+                                     {S(m2), ST_STR_NULL, ST_STR_NULL, ST_OK}};
+    st_gstate_leave(s, S("g"), lm, 2);
+    assert_int_equal(st_gstate_group(s, S("g"))->state, ST_GROUP_EMPTY);
     advance(s, 50000);
-    assert_non_null(st_gstate_group(s, "g"));
+    assert_non_null(st_gstate_group(s, S("g")));
     advance(s, 20000);
-    assert_null(st_gstate_group(s, "g"));
+    assert_null(st_gstate_group(s, S("g")));
     st_gstate_destroy(s);
     /* the replay agrees: tombstones removed both */
     s = replay();
     for (int p = 0; p < CFG.num_partitions; p++) st_gstate_load_done(s, p);
-    assert_null(st_gstate_group(s, "g"));
-    assert_null(st_gstate_group(s, "solo"));
+    assert_null(st_gstate_group(s, S("g")));
+    assert_null(st_gstate_group(s, S("solo")));
     st_gstate_destroy(s);
 }
 
@@ -781,25 +789,93 @@ static void test_delete_groups_and_offsets(void **state) {
     int32_t gen = form_group(s, "g", m1, m2);
     commit1(s, "g", m1, gen, "t1", 0, 1, NULL, ST_OK);
     commit1(s, "g", m1, gen, "other", 0, 1, NULL, ST_OK);
-    assert_int_equal(st_gstate_delete_group(s, "g"), ST_E_NON_EMPTY_GROUP);
-    assert_int_equal(st_gstate_delete_group(s, "never"), ST_E_GROUP_ID_NOT_FOUND);
-    st_group_offset_delete_t d[2] = {{"t1", 0, 0}, {"other", 0, 0}};
-    assert_int_equal(st_gstate_delete_offsets(s, "g", d, 2), ST_OK);
+    assert_int_equal(st_gstate_delete_group(s, S("g")), ST_E_NON_EMPTY_GROUP);
+    assert_int_equal(st_gstate_delete_group(s, S("never")), ST_E_GROUP_ID_NOT_FOUND);
+    st_group_offset_delete_t d[2] = {{S("t1"), 0, 0}, {S("other"), 0, 0}};
+    assert_int_equal(st_gstate_delete_offsets(s, S("g"), d, 2), ST_OK);
     assert_true(d[0].subscribed);  /* GROUP_SUBSCRIBED_TO_TOPIC */
     assert_false(d[1].subscribed); /* deleted */
-    assert_null(st_gstate_offset(st_gstate_group(s, "g"), "other", 0));
-    assert_non_null(st_gstate_offset(st_gstate_group(s, "g"), "t1", 0));
-    st_group_leave_member_t lm[2] = {{m1, NULL, NULL, ST_OK}, {m2, NULL, NULL, ST_OK}};
-    st_gstate_leave(s, "g", lm, 2);
-    assert_int_equal(st_gstate_delete_group(s, "g"), ST_OK);
-    assert_null(st_gstate_group(s, "g"));
-    assert_int_equal(st_gstate_delete_group(s, "g"), ST_E_GROUP_ID_NOT_FOUND);
+    assert_null(st_gstate_offset(st_gstate_group(s, S("g")), S("other"), 0));
+    assert_non_null(st_gstate_offset(st_gstate_group(s, S("g")), S("t1"), 0));
+    st_group_leave_member_t lm[2] = {{S(m1), ST_STR_NULL, ST_STR_NULL, ST_OK},
+                                     {S(m2), ST_STR_NULL, ST_STR_NULL, ST_OK}};
+    st_gstate_leave(s, S("g"), lm, 2);
+    assert_int_equal(st_gstate_delete_group(s, S("g")), ST_OK);
+    assert_null(st_gstate_group(s, S("g")));
+    assert_int_equal(st_gstate_delete_group(s, S("g")), ST_E_GROUP_ID_NOT_FOUND);
     st_gstate_destroy(s);
 }
 
-static int only_t1(const char *topic, void *arg) {
+/* Strings are bytes with a length: a NUL inside a group id, a client id
+ * (and so a member id), a protocol name or commit metadata is kept, also
+ * through the records and a replay. */
+static void test_nul_bytes_kept(void **state) {
+    (void)state;
+    st_gstate_t *s = new_state(NULL);
+    static const char meta[] = "Hello\0world!";
+    st_str_t ga = {"g\0a", 3}, gb = {"g\0b", 3}, topic = {"t\0x", 3};
+    st_group_commit_t c = {topic, 0, 10, -1, {meta, sizeof meta - 1}, -1, -1, ST_OK};
+    st_gstate_commit(s, ga, S(""), ST_STR_NULL, -1, &c, 1);
+    assert_int_equal(c.error, ST_OK);
+    c = (st_group_commit_t){topic, 0, 20, -1, S("b"), -1, -1, ST_OK};
+    st_gstate_commit(s, gb, S(""), ST_STR_NULL, -1, &c, 1);
+    assert_int_equal(c.error, ST_OK);
+    assert_null(st_gstate_group(s, S("g")));
+    assert_null(st_gstate_offset(st_gstate_group(s, ga), S("t"), 0));
+
+    /* a member whose client id holds a NUL, with a protocol name that does */
+    tw_t t;
+    tw_init(&t);
+    st_group_protocol_t proto = {{"ra\0nge", 6}, SUB_T1, SUB_T1_LEN};
+    st_group_join_params_t p = {.group_id = S("j"), .member_id = S(""), .instance_id = ST_STR_NULL,
+                                .client_id = {"cl\0i", 4}, .client_host = S("/h"),
+                                .protocol_type = S("consumer"), .reason = ST_STR_NULL,
+                                .session_timeout_ms = 10000, .rebalance_timeout_ms = 10000,
+                                .protocols = &proto, .nprotocols = 1};
+    st_gstate_join(s, &p, &t.base);
+    advance(s, 3000);
+    assert_true(t.done);
+    assert_int_equal(t.err, ST_OK);
+    st_group_t *g = st_gstate_group(s, S("j"));
+    assert_int_equal(g->members[0]->member_id.len, 4 + 37);
+    assert_memory_equal(g->members[0]->member_id.p, "cl\0i-", 5);
+    assert_int_equal(g->protocol_name.len, 6);
+    assert_memory_equal(g->protocol_name.p, "ra\0nge", 6);
+    st_str_t mid = st_gstr_dup(g->members[0]->member_id);
+    assert_int_equal(st_gstate_heartbeat(s, S("j"), S("cl"), ST_STR_NULL, t.generation),
+                     ST_E_UNKNOWN_MEMBER_ID);
+    assert_int_equal(st_gstate_heartbeat(s, S("j"), mid, ST_STR_NULL, t.generation), ST_OK);
+    tw_t sy;
+    sync_(s, "j", "", t.generation, NULL, 0, &sy); /* "" is not the member */
+    assert_int_equal(sy.err, ST_E_UNKNOWN_MEMBER_ID);
+    tw_init(&sy);
+    st_group_sync_params_t sp = {S("j"), mid, ST_STR_NULL, ST_STR_NULL, {"ra\0nge", 6},
+                                 t.generation, NULL, 0};
+    st_gstate_sync(s, &sp, &sy.base);
+    assert_int_equal(sy.err, ST_OK);
+    st_gstate_destroy(s);
+
+    /* the same after a replay of what was written */
+    s = replay();
+    for (int i = 0; i < CFG.num_partitions; i++) st_gstate_load_done(s, i);
+    const st_goffset_t *o = st_gstate_offset(st_gstate_group(s, ga), topic, 0);
+    assert_non_null(o);
+    assert_int_equal(o->offset, 10);
+    assert_int_equal(o->metadata.len, (int32_t)sizeof meta - 1);
+    assert_memory_equal(o->metadata.p, meta, sizeof meta - 1);
+    assert_int_equal(st_gstate_offset(st_gstate_group(s, gb), topic, 0)->offset, 20);
+    g = st_gstate_group(s, S("j"));
+    assert_true(st_gstr_eq(g->members[0]->member_id, mid));
+    assert_true(st_gstr_eq(g->members[0]->client_id, (st_str_t){"cl\0i", 4}));
+    assert_true(st_gstr_eq(g->protocol_name, (st_str_t){"ra\0nge", 6}));
+    assert_true(st_gstr_eq(g->leader_id, mid));
+    st_gstr_free(&mid);
+    st_gstate_destroy(s);
+}
+
+static int only_t1(st_str_t topic, void *arg) {
     (void)arg;
-    return !strcmp(topic, "t1");
+    return st_str_eq(topic, "t1");
 }
 
 static void test_deleted_topics(void **state) {
@@ -809,14 +885,14 @@ static void test_deleted_topics(void **state) {
     commit1(s, "a", "", -1, "gone", 0, 1, NULL, ST_OK);
     commit1(s, "b", "", -1, "gone", 3, 1, NULL, ST_OK);
     assert_int_equal(st_gstate_drop_missing_topics(s, only_t1, NULL), 2);
-    assert_non_null(st_gstate_offset(st_gstate_group(s, "a"), "t1", 0));
-    assert_null(st_gstate_offset(st_gstate_group(s, "a"), "gone", 0));
-    assert_null(st_gstate_group(s, "b")); /* nothing left: gone */
+    assert_non_null(st_gstate_offset(st_gstate_group(s, S("a")), S("t1"), 0));
+    assert_null(st_gstate_offset(st_gstate_group(s, S("a")), S("gone"), 0));
+    assert_null(st_gstate_group(s, S("b"))); /* nothing left: gone */
     st_gstate_destroy(s);
     s = replay();
     for (int p = 0; p < CFG.num_partitions; p++) st_gstate_load_done(s, p);
-    assert_null(st_gstate_group(s, "b"));
-    assert_null(st_gstate_offset(st_gstate_group(s, "a"), "gone", 0));
+    assert_null(st_gstate_group(s, S("b")));
+    assert_null(st_gstate_offset(st_gstate_group(s, S("a")), S("gone"), 0));
     st_gstate_destroy(s);
 }
 
@@ -826,10 +902,10 @@ static void test_pending_and_close(void **state) {
     tw_t a;
     join(s, "p", (jopts_t){.require_known = 1}, &a);
     assert_int_equal(a.err, ST_E_MEMBER_ID_REQUIRED);
-    assert_non_null(st_gstate_group(s, "p"));
-    assert_int_equal(st_gstate_group(s, "p")->npending, 1);
+    assert_non_null(st_gstate_group(s, S("p")));
+    assert_int_equal(st_gstate_group(s, S("p"))->npending, 1);
     advance(s, 11000); /* it never came back */
-    assert_int_equal(st_gstate_group(s, "p")->npending, 0);
+    assert_int_equal(st_gstate_group(s, S("p"))->npending, 0);
     /* a parked join is answered when the coordinator closes */
     tw_t b;
     join(s, "p", (jopts_t){0}, &b);
@@ -837,15 +913,15 @@ static void test_pending_and_close(void **state) {
     st_gstate_close(s);
     assert_true(b.done);
     assert_int_equal(b.err, ST_E_NOT_COORDINATOR);
-    assert_int_equal(st_gstate_check(s, "p", 0), ST_E_COORDINATOR_NOT_AVAILABLE);
+    assert_int_equal(st_gstate_check(s, S("p"), 0), ST_E_COORDINATOR_NOT_AVAILABLE);
     st_gstate_destroy(s);
     /* unloading a partition answers its waiters too */
     s = new_state(NULL);
     join(s, "p", (jopts_t){0}, &b);
-    st_gstate_unload(s, st_gstate_partition_of(s, "p"));
+    st_gstate_unload(s, st_gstate_partition_of(s, S("p")));
     assert_true(b.done);
     assert_int_equal(b.err, ST_E_NOT_COORDINATOR);
-    assert_int_equal(st_gstate_check(s, "p", 0), ST_E_NOT_COORDINATOR);
+    assert_int_equal(st_gstate_check(s, S("p"), 0), ST_E_NOT_COORDINATOR);
     st_gstate_destroy(s);
 }
 
@@ -867,6 +943,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_offset_expiry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_groups_and_offsets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deleted_topics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nul_bytes_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pending_and_close, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
