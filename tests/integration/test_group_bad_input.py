@@ -238,10 +238,14 @@ try:
     ga, ma, gena = form(b.port, "g-big")
     big = G(b.port, timeout=30)
     tb, rb = in_thread(big.join, "g-big", "", None, 10000, b"\x00" * (2 << 20))
-    # the leader learns of the rebalance and rejoins
-    for _ in range(100):
-        if ga.heartbeat("g-big", gena, ma) == E_REBALANCE:
-            break
+    # the leader learns of the rebalance and rejoins: wait for the 2 MiB
+    # JoinGroup to arrive (a fixed number of heartbeats could all come
+    # back before it did on a loaded machine, and the leader then rejoined
+    # alone)
+    deadline = time.time() + 20
+    while ga.heartbeat("g-big", gena, ma) != E_REBALANCE:
+        check(time.time() < deadline, "the big member's JoinGroup never started a rebalance")
+        time.sleep(0.01)
     err, gen, _p, leader, _mid, members = ga.join("g-big", member=ma)
     jb = result(tb, rb, "the big member's JoinGroup")
     check(err == 0 and jb[0] == 0 and leader == ma and len(members) == 2, "join with the big member")
