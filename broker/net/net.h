@@ -11,15 +11,15 @@
  * only.
  *
  * Limits (Kafka's ConnectionQuotas and request memory pool):
- *   - max.connections: at the limit the listeners leave epoll, so new
- *     connections wait in the kernel's listen queue until one closes;
+ *   - max.connections (KIP-402): at the limit the listeners leave epoll, so
+ *     new connections wait in the kernel's listen queue until one closes;
  *   - max.connections.per.ip (and overrides): a connection beyond its
  *     address's limit is closed as soon as it is accepted;
  *   - accept failing for want of fds (EMFILE / ENFILE) or memory takes the
  *     listeners out of epoll for a backoff (100 ms doubling to 1 s, or until
  *     a connection closes) instead of retrying at once;
- *   - queued.max.request.bytes bounds the bytes of requests being read or
- *     waiting for their answer, over all loops.  A frame's buffer grows as
+ *   - queued.max.request.bytes (KIP-72) bounds the bytes of requests being
+ *     read or waiting for their answer, over all loops.  A frame's buffer grows as
  *     its bytes arrive (a size alone reserves 16 KiB at most); when the
  *     bound is reached the connection stops being read until memory is
  *     freed.  One frame at a time may go past the bound (as Kafka's
