@@ -1,11 +1,13 @@
 /*
  * main.c - stratad: start-up and shutdown order.
  *
- *   start:  config -> listeners bound -> log dirs locked -> metadata log
- *           replayed (partitions opened, recovered) -> this broker
- *           registered -> flusher, janitor, controller, group coordinator,
- *           log cleaner threads -> I/O loops (cleaning passes a crash cut
- *           short are finished or undone before any log opens)
+ *   start:  config -> soft fd limit raised to the hard one -> listeners
+ *           bound -> log dirs locked -> metadata log replayed (partitions
+ *           opened, recovered) -> this broker registered -> flusher,
+ *           janitor, controller, group coordinator, log cleaner threads ->
+ *           the connection limit, from the fds left -> I/O loops (cleaning
+ *           passes a crash cut short are finished or undone before any log
+ *           opens)
  *   stop (SIGTERM / SIGINT):  parked group joins answered -> stop accepting
  *           and reading -> finish or expire every request in flight -> group
  *           coordinator -> log cleaner -> controller -> partitions -> flush,
