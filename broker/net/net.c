@@ -521,8 +521,8 @@ static void conn_add_job(void *arg) {
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.ptr = c;
     if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
-        ST_LOG_RATELIMITED(ST_LOG_WARN, "net", 5000, "cannot watch the connection from %s: %s",
-                           c->peer, strerror(errno));
+        /* (any loop: not ST_LOG_RATELIMITED, whose state is per call site) */
+        ST_WARN("net", "cannot watch the connection from %s: %s", c->peer, strerror(errno));
         close(c->fd);
         conn_uncount(loop->net, c->ip, c->ip_counted);
         free(c);

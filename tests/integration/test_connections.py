@@ -15,7 +15,10 @@ on both.
 2. max.connections / max.connections.per.ip(.overrides) with Kafka's
    semantics: at the broker-wide limit a new connection waits until a slot
    frees; over the per-IP limit it is closed at once.
-3. Request memory (queued.max.request.bytes): 12 connections each announce
+3. A connection paused at 64 requests in flight (parked fetches) whose
+   client half-closes: the broker waits for the answers without spinning
+   on the peer's FIN.
+4. Request memory (queued.max.request.bytes): 12 connections each announce
    a 100 MB frame and trickle, then send the frames whole.  The broker
    reserves no more than the bound while they trickle, reads the frames in
    turn (its peak RSS stays below the bound plus one request), answers all
@@ -32,7 +35,7 @@ import threading
 import time
 
 from strata_harness import (Broker, binary, check, CONFIG, fail, frame, kcat, kstr, read_frame,
-                            wait_for)
+                            request, wait_for)
 
 import kwire
 
@@ -298,7 +301,38 @@ def limits():
         b.cleanup()
 
 
-# ---- 3. request memory -----------------------------------------------------------
+# ---- 3. a paused connection half-closed ---------------------------------------
+
+def fetch_v5(topic, max_wait_ms):
+    body = struct.pack(">iiiib", -1, max_wait_ms, 1, 1 << 20, 0) + struct.pack(">i", 1) + kstr(topic)
+    body += struct.pack(">i", 1) + struct.pack(">iqqi", 0, 0, -1, 1 << 20)
+    return body
+
+
+def half_close():
+    b = Broker().start()
+    try:
+        c = kwire.Conn(b.port)
+        check(c.create_topic("quiet", 1) == 0, "cannot create topic quiet")
+        c.close()
+        s = connect(b.port)
+        # 70 fetches of an empty partition park for 10 s each: reading
+        # pauses at 64 in flight, then the client shuts its side
+        for corr in range(1, 71):
+            s.sendall(request(1, 5, corr, fetch_v5("quiet", 10000)))
+        s.shutdown(socket.SHUT_WR)
+        no_spin(b, "3: a connection paused at 64 parked fetches, half-closed")
+        check(probe(connect(b.port), 10) == "answered", "3: another client is not served")
+        s.close()
+        check(b.stop() == 0, "3: stratad did not stop cleanly")
+    except SystemExit as e:
+        b.explain_failure(e)
+        raise
+    finally:
+        b.cleanup()
+
+
+# ---- 4. request memory -----------------------------------------------------------
 
 BIG = 100_000_000
 NBIG = 12
@@ -383,7 +417,7 @@ def memory():
             probe(s, 10)
             s.close()
         base_rss, base_vm = status_kb(pid, "VmRSS"), status_kb(pid, "VmSize")
-        print("3: baseline RSS %d MiB, VmSize %d MiB" % (base_rss >> 10, base_vm >> 10))
+        print("4: baseline RSS %d MiB, VmSize %d MiB" % (base_rss >> 10, base_vm >> 10))
         payload = big_produce_frame()
         go = threading.Event()
         senders = [BigSender(b.port, payload, go) for _ in range(NBIG)]
@@ -395,44 +429,44 @@ def memory():
             check(t.trickled.wait(60), "a sender did not finish trickling")
             check(t.error is None, "sender: %s" % t.error)
         vm = status_kb(pid, "VmSize")
-        print("3: %d connections announced %d MB and trickled: VmSize +%d MiB, RSS +%d MiB, "
+        print("4: %d connections announced %d MB and trickled: VmSize +%d MiB, RSS +%d MiB, "
               "small client served %d times (worst %.2f s)" %
               (NBIG, BIG // 10**6, (vm - base_vm) >> 10, (status_kb(pid, "VmRSS") - base_rss) >> 10,
                small.n, small.worst))
-        check(small.n > 0 and small.error is None, "3: small client not served while others trickle: %s" % small.error)
+        check(small.n > 0 and small.error is None, "4: small client not served while others trickle: %s" % small.error)
         check((vm - base_vm) * 1024 <= bound + 150 * MiB,
-              "3: %d trickling 100 MB frames reserved %d MiB (bound %d MiB)" %
+              "4: %d trickling 100 MB frames reserved %d MiB (bound %d MiB)" %
               (NBIG, (vm - base_vm) >> 10, bound >> 20))
         served_before = small.n
         t0 = time.time()
         go.set()
         for t in senders:
             t.join(300)
-            check(not t.is_alive(), "3: a 100 MB frame was not answered in 300 s")
-            check(t.error is None and t.resp is not None, "3: sender: %s" % (t.error or "connection closed"))
+            check(not t.is_alive(), "4: a 100 MB frame was not answered in 300 s")
+            check(t.error is None and t.resp is not None, "4: sender: %s" % (t.error or "connection closed"))
             corr, = struct.unpack_from(">i", t.resp)
-            check(corr == 1, "3: answer with correlation id %d" % corr)
+            check(corr == 1, "4: answer with correlation id %d" % corr)
         small.stop = True
         small.join(30)
         hwm = status_kb(pid, "VmHWM")
         order = sorted(t.answered_at - t0 for t in senders)
-        print("3: %d frames answered at %s s; peak RSS +%d MiB (bound %d MiB + one request); "
+        print("4: %d frames answered at %s s; peak RSS +%d MiB (bound %d MiB + one request); "
               "small client served %d times meanwhile (worst %.2f s)" %
               (NBIG, " ".join("%.1f" % x for x in order), (hwm - base_rss) >> 10, bound >> 20,
                small.n - served_before, small.worst))
-        check(small.error is None, "3: small client: %s" % small.error)
-        check(small.n - served_before > 0, "3: the small client was not served while frames were read")
-        check(small.worst < 5, "3: the small client waited %.1f s for an answer" % small.worst)
+        check(small.error is None, "4: small client: %s" % small.error)
+        check(small.n - served_before > 0, "4: the small client was not served while frames were read")
+        check(small.worst < 5, "4: the small client waited %.1f s for an answer" % small.worst)
         if under_tsan(pid):
-            print("3: peak RSS not checked: stratad runs under ThreadSanitizer, whose shadow "
+            print("4: peak RSS not checked: stratad runs under ThreadSanitizer, whose shadow "
                   "memory grows with every byte the frames touched")
         else:
             check((hwm - base_rss) * 1024 <= bound + BIG + 64 * MiB,
-                  "3: peak RSS grew by %d MiB for %d frames of 100 MB (bound %d MiB)" %
+                  "4: peak RSS grew by %d MiB for %d frames of 100 MB (bound %d MiB)" %
                   ((hwm - base_rss) >> 10, NBIG, bound >> 20))
         check("queued.max.request.bytes" in b.log_text(),
-              "3: the broker never said reading waits on queued.max.request.bytes")
-        check(b.stop() == 0, "3: stratad did not stop cleanly")
+              "4: the broker never said reading waits on queued.max.request.bytes")
+        check(b.stop() == 0, "4: stratad did not stop cleanly")
     except SystemExit as e:
         b.explain_failure(e)
         raise
@@ -442,13 +476,15 @@ def memory():
 
 if __name__ == "__main__":
     import sys
-    parts = sys.argv[1:] or ["fds-default", "fds-exhausted", "limits", "memory"]
+    parts = sys.argv[1:] or ["fds-default", "fds-exhausted", "limits", "half-close", "memory"]
     if "fds-default" in parts:
         fds_default()
     if "fds-exhausted" in parts:
         fds_exhausted()
     if "limits" in parts:
         limits()
+    if "half-close" in parts:
+        half_close()
     if "memory" in parts:
         memory()
     print("PASS")
