@@ -1098,6 +1098,7 @@ st_err_t st_net_new(const st_net_config_t *cfg, const st_net_hooks_t *hooks, st_
     n->cfg = *cfg;
     n->cfg.ip_overrides = NULL; /* borrowed: not kept */
     n->hooks = *hooks;
+    if (n->cfg.max_connections <= 0) n->cfg.max_connections = INT32_MAX;
     n->nloops = cfg->nthreads < 1 ? 1 : cfg->nthreads;
     n->loops = st_calloc((size_t)n->nloops, sizeof *n->loops);
     n->listeners = st_calloc((size_t)cfg->nlisteners + 1, sizeof *n->listeners);
@@ -1115,7 +1116,9 @@ st_err_t st_net_new(const st_net_config_t *cfg, const st_net_hooks_t *hooks, st_
     }
     /* Counting per address costs a lock per accept and close: only when
      * some address has a limit. */
-    n->quota.enabled = cfg->max_connections_per_ip < INT32_MAX || n->quota.noverrides > 0;
+    n->quota.enabled = n->quota.noverrides > 0 ||
+                       (cfg->max_connections_per_ip > 0 && cfg->max_connections_per_ip < INT32_MAX);
+    if (n->quota.per_ip <= 0 && !n->quota.noverrides) n->quota.per_ip = INT32_MAX;
     if (cfg->queued_max_request_bytes > 0) {
         n->mem.bound = cfg->queued_max_request_bytes;
         n->mem.reserve_limit = n->mem.bound / 8;
@@ -1158,7 +1161,9 @@ int st_net_bound_port(st_net_t *n, int listener) {
     return listener < n->nlisteners ? n->listeners[listener].port : -1;
 }
 
-void st_net_set_max_connections(st_net_t *n, int max) { n->cfg.max_connections = max; }
+void st_net_set_max_connections(st_net_t *n, int max) {
+    n->cfg.max_connections = max > 0 ? max : INT32_MAX;
+}
 
 void st_net_start(st_net_t *n) {
     for (int i = 0; i < n->nloops; i++) pthread_create(&n->loops[i].thread, NULL, loop_main, &n->loops[i]);

@@ -92,8 +92,10 @@ typedef struct st_net_config {
     int64_t idle_timeout_ms;       /* connections.max.idle.ms */
     st_listener_spec_t *listeners;
     int nlisteners;
-    int max_connections;           /* accepting waits at this many (INT32_MAX: none) */
-    int max_connections_per_ip;    /* max.connections.per.ip */
+    /* Limits; a zeroed field means none, so a config that names only the
+     * fields above accepts and reads as before. */
+    int max_connections;           /* accepting waits at this many (<= 0: no limit) */
+    int max_connections_per_ip;    /* max.connections.per.ip (<= 0 without overrides: none) */
     const char *ip_overrides;      /* max.connections.per.ip.overrides; borrowed */
     int64_t queued_max_request_bytes; /* <= 0: no bound */
 } st_net_config_t;
@@ -115,8 +117,8 @@ st_err_t st_net_new(const st_net_config_t *cfg, const st_net_hooks_t *hooks, st_
                     char *err, size_t errlen);
 /* The port a listener actually bound (for port 0). */
 int st_net_bound_port(st_net_t *n, int listener);
-/* Before st_net_start: the connection limit, once the broker knows how
- * many fds its own files took at start-up. */
+/* Before st_net_start: the connection limit (<= 0: none), once the broker
+ * knows how many fds its own files took at start-up. */
 void st_net_set_max_connections(st_net_t *n, int max);
 void st_net_start(st_net_t *n);
 /* Stop accepting; finish in-flight requests (on_drain completes parked

@@ -52,6 +52,13 @@ static int v_listeners(const char *v, char *why, size_t n) {
     return 0;
 }
 
+static int v_max_connections(const char *v, char *why, size_t n) {
+    /* Kafka takes 0, which leaves its acceptor waiting for ever */
+    if (strcmp(v, "0")) return 0;
+    snprintf(why, n, "must be -1 or at least 1 (0 would accept no connection)");
+    return 1;
+}
+
 static int v_ip_overrides(const char *v, char *why, size_t n) {
     return st_net_ip_overrides_parse(v, 0, NULL, NULL, why, n) ? 1 : 0;
 }
@@ -88,9 +95,9 @@ static const st_cfg_desc_t broker_rows[] = {
          I32MAX, NULL, 0, "The largest request accepted; a larger frame closes the connection."),
     BROW("connections.max.idle.ms", ST_CFG_LONG, connections_max_idle_ms, "600000", -1, I64MAX,
          NULL, 0, "Idle connections are closed after this long (-1: never)."),
-    BROW("max.connections", ST_CFG_INT, max_connections, "-1", -1, I32MAX, NULL, 0,
-         "The most connections open at once; at the limit new connections wait in the listen "
-         "queue until one closes. -1 (Strata's default; Kafka's is 2147483647): as many as the "
+    BROW("max.connections", ST_CFG_INT, max_connections, "-1", -1, I32MAX, v_max_connections, 0,
+         "The most connections open at once (at least 1); at the limit new connections wait in "
+         "the listen queue until one closes. -1 (Strata's default; Kafka's is 2147483647): as many as the "
          "fd limit leaves room for after a quarter of it (at least 128, at most half of what is "
          "free at start-up) is kept for the broker's own files. The soft fd limit is raised to the hard one at start-up."),
     BROW("max.connections.per.ip", ST_CFG_INT, max_connections_per_ip, "2147483647", 0, I32MAX,
