@@ -141,11 +141,15 @@ def flood(port, n):
         except BlockingIOError:
             pass
         socks.append(s)
-    pending = list(socks)
-    deadline = time.time() + 30
+    pending = {s.fileno(): s for s in socks}
+    poller = select.poll()
+    for fd in pending:
+        poller.register(fd, select.POLLOUT)
+    deadline = time.time() + 60
     while pending and time.time() < deadline:
-        _, w, _ = select.select([], pending[:500], [], 1)
-        pending = [s for s in pending if s not in w]
+        for fd, _ in poller.poll(1000):
+            poller.unregister(fd)
+            del pending[fd]
     check(not pending, "%d of %d connections did not complete" % (len(pending), n))
     return socks
 
