@@ -1,10 +1,26 @@
 /*
- * net.c - epoll loops, framing, ordered responses, sendfile.
+ * net.c - epoll loops, framing, ordered responses, sendfile, and the limits
+ * on connections (max.connections, max.connections.per.ip, running out of
+ * fds) and on request memory (queued.max.request.bytes).
  *
  * Ownership: a loop owns its connections; a connection is freed when it is
  * closed and its last pending request is done (conn->refs counts the loop's
- * reference plus one per unfinished request).  Everything here runs on the
- * owning loop's thread except st_loop_post / st_loop_wake.
+ * reference plus one per unfinished request).  A frame's buffer belongs to
+ * the connection while it is read, then to its request until the request
+ * is freed; its bytes are charged to the memory pool all that time.
+ *
+ * Threads and locks: everything runs on the owning loop's thread except
+ *   - st_loop_post / st_loop_wake (mail_lock, eventfd);
+ *   - n->nconns: atomic; loop 0 counts up when it accepts, the owning loop
+ *     down when it closes;
+ *   - the per-IP counts (n->quota, quota.lock): loop 0 up, any loop down;
+ *     kept only when a per-IP limit is set;
+ *   - n->accept_state: written by loop 0 only, read by a closing loop
+ *     (atomic) to know it must wake loop 0 (n->accept_kick + eventfd);
+ *   - the memory pool (n->mem, mem.lock): any loop charges and releases.
+ *     A connection waiting for memory sits on its own loop's wait list
+ *     (loop thread only); loop->nwait, changed under mem.lock, tells a
+ *     releasing thread which loops to wake (loop->mem_kick + eventfd).
  */
 #include "net.h"
 
@@ -17,12 +33,35 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #define MIN_FRAME 8 /* api key, version, correlation id */
+
+/* A frame's buffer grows as its bytes arrive, doubling from FRAME_FIRST_CAP
+ * up to the announced size: a size alone reserves little.  From
+ * FRAME_MAP_MIN on the buffer is its own mapping, grown with mremap (no
+ * copy; munmap gives it back to the system at once). */
+#define FRAME_FIRST_CAP (16 * 1024)
+#define FRAME_MAP_MIN (128 * 1024)
+/* Frames up to this size may use the pool's reserve for small requests. */
+#define FRAME_SMALL (64 * 1024)
+
+#define ACCEPT_BATCH 128           /* accepts per listener event */
+#define ACCEPT_BACKOFF_MIN_MS 100  /* after EMFILE / ENFILE / ENOBUFS / ENOMEM */
+#define ACCEPT_BACKOFF_MAX_MS 1000
+
+typedef struct fbuf {
+    uint8_t *p;
+    size_t cap;
+    int mapped;
+    /* what the pool charged for it */
+    int64_t main, reserve;
+    int token; /* the one frame allowed past the bound */
+} fbuf_t;
 
 typedef struct mail {
     struct mail *next;
@@ -36,12 +75,16 @@ struct st_conn {
     int refs;
     int closed;
     char peer[64];
+    uint8_t ip[16];
+    int ip_counted; /* counted in n->quota */
     /* reading */
     uint8_t sizebuf[4];
     size_t sizegot;
-    uint8_t *frame;
-    size_t framelen, framegot;
-    int paused; /* EPOLLIN off: too many requests in flight */
+    fbuf_t fb;                 /* the frame being read */
+    size_t framelen, framegot; /* framelen 0: reading the size */
+    int paused;   /* too many requests in flight, or shutting down */
+    int mem_wait; /* waiting for request memory (on loop->wait_*) */
+    struct st_conn *wait_prev, *wait_next;
     int want_out;
     /* requests in arrival order; responses leave from the head */
     st_request_t *head, *tail;
@@ -65,12 +108,67 @@ struct st_loop {
     st_conn_t *conns;
     int stopping;
     int requests; /* not yet freed, on open or closed connections */
+    st_conn_t *wait_head, *wait_tail; /* waiting for request memory, FIFO */
+    int nwait;    /* their number (mem.lock) */
+    int mem_kick; /* atomic: memory was released, retry the waiters */
 };
+
+/* A request and the frame it was decoded from. */
+typedef struct req_priv {
+    st_request_t req;
+    fbuf_t fb;
+} req_priv_t;
+
+/* Accepted on loop 0, handed to the loop that will own it. */
+typedef struct accepted {
+    st_loop_t *loop;
+    int fd;
+    struct sockaddr_storage addr;
+    uint8_t ip[16];
+    int ip_counted;
+} accepted_t;
+
+#define QUOTA_BUCKETS 1024
+
+typedef struct ip_count {
+    struct ip_count *next;
+    uint8_t ip[16];
+    int n;
+} ip_count_t;
+
+/* Connections per address (Kafka's ConnectionQuotas counts). */
+typedef struct quota {
+    int enabled;
+    int per_ip;
+    st_net_ip_limit_t *overrides;
+    int noverrides;
+    pthread_mutex_t lock;
+    ip_count_t *buckets[QUOTA_BUCKETS];
+} quota_t;
+
+/* Bytes of requests being read or waiting for their answer.  The bound is
+ * split: main_limit for any frame, reserve_limit (an eighth) only for
+ * frames up to FRAME_SMALL, so that small requests are still read while
+ * large ones fill the rest.  Frames grow within their share; when neither
+ * has room, one frame at a time (the token holder) may grow past it, so a
+ * request bigger than what is left is not starved and frames that are half
+ * read cannot wait on each other forever.  That is Kafka's non-strict
+ * SimpleMemoryPool: memory in use peaks at the bound plus one request. */
+typedef struct mem_pool {
+    int64_t bound; /* <= 0: none, and nothing below is used */
+    int64_t main_limit, reserve_limit;
+    pthread_mutex_t lock;
+    int64_t main_used, reserve_used;
+    int token_held;
+    int64_t last_log_ms;
+} mem_pool_t;
 
 typedef struct listener {
     int fd;
     int port;
 } listener_t;
+
+enum { ACCEPT_ON = 0, ACCEPT_AT_LIMIT = 1, ACCEPT_BACKOFF = 2 };
 
 struct st_net {
     st_net_config_t cfg;
@@ -81,6 +179,14 @@ struct st_net {
     int nlisteners;
     unsigned next_loop;
     int started;
+    int nconns; /* atomic: accepted and not yet closed */
+    quota_t quota;
+    mem_pool_t mem;
+    /* accepting (loop 0) */
+    int accept_state; /* atomic; ACCEPT_* */
+    int accept_kick;  /* atomic: a connection closed while not accepting */
+    int64_t accept_resume_ms;
+    int accept_backoff_ms;
 };
 
 /* epoll data: listeners are tagged with the low bit set */
@@ -89,6 +195,11 @@ struct st_net {
 
 static void conn_close(st_conn_t *c, const char *why);
 static void conn_flush(st_conn_t *c);
+static void conn_update_events(st_conn_t *c);
+static void conn_release(st_conn_t *c);
+static void conn_read(st_conn_t *c);
+static void conn_add_job(void *arg);
+static void mem_retry(st_loop_t *loop);
 
 /* ---- loops and mailboxes -------------------------------------------------- */
 
@@ -97,6 +208,7 @@ void *st_loop_user(st_loop_t *loop) { return loop->user; }
 void st_loop_set_user(st_loop_t *loop, void *user) { loop->user = user; }
 int st_net_nloops(st_net_t *n) { return n->nloops; }
 st_loop_t *st_net_loop(st_net_t *n, int i) { return &n->loops[i]; }
+int st_net_connections(st_net_t *n) { return __atomic_load_n(&n->nconns, __ATOMIC_RELAXED); }
 
 static void loop_kick(st_loop_t *loop) {
     uint64_t one = 1;
@@ -120,8 +232,6 @@ void st_loop_wake(st_loop_t *loop) {
     if (__atomic_exchange_n(&loop->woken, 1, __ATOMIC_ACQ_REL) == 0) loop_kick(loop);
 }
 
-static void conn_add(st_loop_t *loop, int fd);
-
 static void loop_drain_mail(st_loop_t *loop) {
     uint64_t v;
     if (read(loop->evfd, &v, sizeof v) < 0) { /* nothing pending */ }
@@ -131,67 +241,290 @@ static void loop_drain_mail(st_loop_t *loop) {
     pthread_mutex_unlock(&loop->mail_lock);
     while (m) {
         mail_t *next = m->next;
-        if (m->fn) m->fn(m->arg);
-        else conn_add(loop, (int)(intptr_t)m->arg); /* an accepted socket */
+        m->fn(m->arg);
         free(m);
         m = next;
     }
+    if (__atomic_exchange_n(&loop->mem_kick, 0, __ATOMIC_ACQ_REL)) mem_retry(loop);
     if (__atomic_exchange_n(&loop->woken, 0, __ATOMIC_ACQ_REL) && loop->net->hooks.on_wake)
         loop->net->hooks.on_wake(loop, loop->net->hooks.arg);
+}
+
+/* ---- connection counts ---------------------------------------------------- */
+
+static void ip_key(const struct sockaddr_storage *ss, uint8_t out[16]) {
+    memset(out, 0, 16);
+    if (ss->ss_family == AF_INET) {
+        out[10] = out[11] = 0xff; /* IPv4-mapped, so that a dual-stack listener counts alike */
+        memcpy(out + 12, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+    } else if (ss->ss_family == AF_INET6) {
+        memcpy(out, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+    }
+}
+
+static void ip_text(const uint8_t ip[16], char *out, size_t n) {
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (!memcmp(ip, mapped, 12)) inet_ntop(AF_INET, ip + 12, out, (socklen_t)n);
+    else inet_ntop(AF_INET6, ip, out, (socklen_t)n);
+}
+
+static uint32_t ip_hash(const uint8_t ip[16]) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (int i = 0; i < 16; i++) h = (h ^ ip[i]) * 16777619u;
+    return h % QUOTA_BUCKETS;
+}
+
+static int quota_max(const quota_t *q, const uint8_t ip[16]) {
+    for (int i = 0; i < q->noverrides; i++)
+        if (!memcmp(q->overrides[i].addr, ip, 16)) return q->overrides[i].max;
+    return q->per_ip;
+}
+
+/* Count a connection from ip; 0 when it is over its limit (not counted),
+ * with the count and the limit for the log. */
+static int quota_inc(quota_t *q, const uint8_t ip[16], int *count, int *max) {
+    int ok = 0;
+    pthread_mutex_lock(&q->lock);
+    ip_count_t **pp = &q->buckets[ip_hash(ip)];
+    while (*pp && memcmp((*pp)->ip, ip, 16)) pp = &(*pp)->next;
+    *count = *pp ? (*pp)->n : 0;
+    *max = quota_max(q, ip);
+    if (*count < *max) {
+        if (!*pp) {
+            *pp = st_calloc(1, sizeof **pp);
+            memcpy((*pp)->ip, ip, 16);
+        }
+        (*pp)->n++;
+        ok = 1;
+    }
+    pthread_mutex_unlock(&q->lock);
+    return ok;
+}
+
+static void quota_dec(quota_t *q, const uint8_t ip[16]) {
+    pthread_mutex_lock(&q->lock);
+    ip_count_t **pp = &q->buckets[ip_hash(ip)];
+    while (*pp && memcmp((*pp)->ip, ip, 16)) pp = &(*pp)->next;
+    if (*pp && --(*pp)->n == 0) {
+        ip_count_t *dead = *pp;
+        *pp = dead->next;
+        free(dead);
+    }
+    pthread_mutex_unlock(&q->lock);
+}
+
+/* A counted connection is gone (closed, or never became one). */
+static void conn_uncount(st_net_t *n, const uint8_t ip[16], int ip_counted) {
+    if (ip_counted) quota_dec(&n->quota, ip);
+    __atomic_sub_fetch(&n->nconns, 1, __ATOMIC_SEQ_CST);
+    /* Loop 0 is not accepting: a slot (and an fd) just freed up. */
+    if (__atomic_load_n(&n->accept_state, __ATOMIC_SEQ_CST) != ACCEPT_ON) {
+        __atomic_store_n(&n->accept_kick, 1, __ATOMIC_RELEASE);
+        loop_kick(&n->loops[0]);
+    }
+}
+
+/* ---- request memory --------------------------------------------------------- */
+
+static size_t page_round(size_t n) {
+    static size_t page;
+    if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + page - 1) / page * page;
+}
+
+static int fbuf_resize(fbuf_t *fb, size_t cap) {
+    uint8_t *p;
+    if (cap < FRAME_MAP_MIN) {
+        p = realloc(fb->p, cap);
+        if (!p) return -1;
+    } else if (!fb->mapped) {
+        p = mmap(NULL, page_round(cap), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return -1;
+        if (fb->cap) memcpy(p, fb->p, fb->cap);
+        free(fb->p);
+        fb->mapped = 1;
+    } else {
+        p = mremap(fb->p, page_round(fb->cap), page_round(cap), MREMAP_MAYMOVE);
+        if (p == MAP_FAILED) return -1;
+    }
+    fb->p = p;
+    fb->cap = cap;
+    return 0;
+}
+
+/* Give back what the pool charged for fb (any loop) and wake the loops
+ * whose connections wait for memory. */
+static void mem_release(st_net_t *n, fbuf_t *fb) {
+    mem_pool_t *m = &n->mem;
+    if (m->bound <= 0 || (!fb->main && !fb->reserve && !fb->token)) return;
+    pthread_mutex_lock(&m->lock);
+    m->main_used -= fb->main;
+    m->reserve_used -= fb->reserve;
+    if (fb->token) m->token_held = 0;
+    for (int i = 0; i < n->nloops; i++)
+        if (n->loops[i].nwait > 0) {
+            __atomic_store_n(&n->loops[i].mem_kick, 1, __ATOMIC_RELEASE);
+            loop_kick(&n->loops[i]);
+        }
+    pthread_mutex_unlock(&m->lock);
+    fb->main = fb->reserve = 0;
+    fb->token = 0;
+}
+
+static void fbuf_free(st_net_t *n, fbuf_t *fb) {
+    mem_release(n, fb);
+    if (fb->mapped) munmap(fb->p, page_round(fb->cap));
+    else free(fb->p);
+    memset(fb, 0, sizeof *fb);
+}
+
+/* Charge need more bytes for the frame c is reading: 0 when granted, 1
+ * when c must wait (then counted in loop->nwait, under the same lock as
+ * the releases that will wake it). */
+static int mem_charge(st_conn_t *c, int64_t need) {
+    st_net_t *n = c->loop->net;
+    mem_pool_t *m = &n->mem;
+    fbuf_t *fb = &c->fb;
+    if (m->bound <= 0) return 0;
+    int wait = 0;
+    pthread_mutex_lock(&m->lock);
+    if (m->main_used + need <= m->main_limit) {
+        m->main_used += need;
+        fb->main += need;
+    } else if (c->framelen <= FRAME_SMALL && m->reserve_used + need <= m->reserve_limit) {
+        m->reserve_used += need;
+        fb->reserve += need;
+    } else if (fb->token || !m->token_held) {
+        m->token_held = 1;
+        fb->token = 1;
+        m->main_used += need;
+        fb->main += need;
+    } else {
+        wait = 1;
+        c->loop->nwait++;
+        int64_t now = st_mono_ms();
+        if (now - m->last_log_ms >= 10000) {
+            m->last_log_ms = now;
+            ST_INFO("net", "requests being read or answered hold %lld bytes, "
+                           "queued.max.request.bytes is %lld: reading pauses on connections "
+                           "that need more until memory is freed",
+                    (long long)(m->main_used + m->reserve_used), (long long)m->bound);
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    return wait;
+}
+
+/* Make room for the next bytes of c's frame: 0 when there is, -1 when c
+ * now waits for memory or was closed. */
+static int conn_frame_grow(st_conn_t *c) {
+    size_t cap = c->fb.cap ? c->fb.cap * 2 : FRAME_FIRST_CAP;
+    if (cap > c->framelen) cap = c->framelen;
+    if (mem_charge(c, (int64_t)(cap - c->fb.cap))) {
+        st_loop_t *loop = c->loop;
+        c->mem_wait = 1;
+        c->wait_next = NULL;
+        c->wait_prev = loop->wait_tail;
+        if (loop->wait_tail) loop->wait_tail->wait_next = c;
+        else loop->wait_head = c;
+        loop->wait_tail = c;
+        conn_update_events(c);
+        ST_DEBUG("net", "%s: waiting for request memory (%zu of %zu bytes read)", c->peer,
+                 c->framegot, c->framelen);
+        return -1;
+    }
+    if (fbuf_resize(&c->fb, cap)) {
+        conn_close(c, "out of memory for request");
+        return -1;
+    }
+    return 0;
+}
+
+/* Memory was released: read the connections of this loop that waited, in
+ * the order they began waiting. */
+static void mem_retry(st_loop_t *loop) {
+    st_net_t *n = loop->net;
+    pthread_mutex_lock(&n->mem.lock);
+    loop->nwait = 0;
+    pthread_mutex_unlock(&n->mem.lock);
+    st_conn_t *c = loop->wait_head;
+    loop->wait_head = loop->wait_tail = NULL;
+    for (st_conn_t *x = c; x; x = x->wait_next) {
+        x->refs++;
+        x->mem_wait = 0;
+    }
+    while (c) {
+        st_conn_t *next = c->wait_next;
+        c->wait_next = c->wait_prev = NULL;
+        if (!c->closed) {
+            conn_update_events(c);
+            conn_read(c);
+        }
+        conn_release(c);
+        c = next;
+    }
 }
 
 /* ---- connections ---------------------------------------------------------- */
 
 static void conn_update_events(st_conn_t *c) {
     struct epoll_event ev = {0};
-    ev.events = (c->paused ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0) | EPOLLRDHUP;
+    /* Not reading: not even for the peer's FIN (EPOLLRDHUP is level
+     * triggered and would wake the loop in a circle); a reset still comes
+     * as EPOLLHUP / EPOLLERR. */
+    int in = !c->paused && !c->mem_wait;
+    ev.events = (in ? EPOLLIN | EPOLLRDHUP : 0) | (c->want_out ? EPOLLOUT : 0);
     ev.data.ptr = c;
     epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
 static void conn_release(st_conn_t *c) {
     if (--c->refs > 0) return;
-    free(c->frame);
     free(c);
 }
 
 static void request_free(st_request_t *req) {
+    req_priv_t *rp = (req_priv_t *)req;
+    st_conn_t *c = req->conn;
     req->loop->requests--;
     st_chain_fini(&req->resp);
     st_arena_fini(&req->arena);
-    free(req->frame);
-    st_conn_t *c = req->conn;
-    free(req);
+    fbuf_free(c->loop->net, &rp->fb);
+    free(rp);
     conn_release(c);
 }
 
-static void conn_add(st_loop_t *loop, int fd) {
+static void conn_add_job(void *arg) {
+    accepted_t *a = arg;
+    st_loop_t *loop = a->loop;
     st_conn_t *c = st_calloc(1, sizeof *c);
-    c->fd = fd;
+    c->fd = a->fd;
     c->loop = loop;
     c->refs = 1;
     c->last_active_ms = st_mono_ms();
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
+    memcpy(c->ip, a->ip, 16);
+    c->ip_counted = a->ip_counted;
     char host[INET6_ADDRSTRLEN] = "?";
     int port = 0;
-    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
-        if (ss.ss_family == AF_INET) {
-            inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, sizeof host);
-            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-        } else if (ss.ss_family == AF_INET6) {
-            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host, sizeof host);
-            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-        }
+    if (a->addr.ss_family == AF_INET) {
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&a->addr)->sin_addr, host, sizeof host);
+        port = ntohs(((struct sockaddr_in *)&a->addr)->sin_port);
+    } else if (a->addr.ss_family == AF_INET6) {
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&a->addr)->sin6_addr, host, sizeof host);
+        port = ntohs(((struct sockaddr_in6 *)&a->addr)->sin6_port);
     }
     snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
+    free(a);
     int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct epoll_event ev = {0};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.ptr = c;
-    if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        close(fd);
+    if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
+        /* (any loop: not ST_LOG_RATELIMITED, whose state is per call site) */
+        ST_WARN("net", "cannot watch the connection from %s: %s", c->peer, strerror(errno));
+        close(c->fd);
+        conn_uncount(loop->net, c->ip, c->ip_counted);
         free(c);
         return;
     }
@@ -205,9 +538,21 @@ static void conn_close(st_conn_t *c, const char *why) {
     if (c->closed) return;
     c->closed = 1;
     if (why) ST_INFO("net", "closing connection from %s: %s", c->peer, why);
-    epoll_ctl(c->loop->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    close(c->fd);
     st_loop_t *loop = c->loop;
+    epoll_ctl(loop->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    if (c->mem_wait) {
+        if (c->wait_prev) c->wait_prev->wait_next = c->wait_next;
+        else loop->wait_head = c->wait_next;
+        if (c->wait_next) c->wait_next->wait_prev = c->wait_prev;
+        else loop->wait_tail = c->wait_prev;
+        c->mem_wait = 0;
+        pthread_mutex_lock(&loop->net->mem.lock);
+        loop->nwait--;
+        pthread_mutex_unlock(&loop->net->mem.lock);
+    }
+    fbuf_free(loop->net, &c->fb); /* a frame half read */
+    conn_uncount(loop->net, c->ip, c->ip_counted);
     if (c->prev_all) c->prev_all->next_all = c->next_all;
     else loop->conns = c->next_all;
     if (c->next_all) c->next_all->prev_all = c->prev_all;
@@ -240,9 +585,16 @@ static void conn_enqueue(st_conn_t *c, st_request_t *req) {
     }
 }
 
-/* Decode a whole frame and hand it to the server. */
-static void conn_dispatch(st_conn_t *c, uint8_t *frame, size_t len) {
-    st_request_t *req = st_calloc(1, sizeof *req);
+/* Decode the frame just read and hand it to the server; the request takes
+ * the frame's buffer (and its charge) over. */
+static void conn_dispatch(st_conn_t *c) {
+    req_priv_t *rp = st_calloc(1, sizeof *rp);
+    st_request_t *req = &rp->req;
+    rp->fb = c->fb;
+    memset(&c->fb, 0, sizeof c->fb);
+    uint8_t *frame = rp->fb.p;
+    size_t len = c->framelen;
+    c->framelen = c->framegot = 0;
     req->conn = c;
     req->loop = c->loop;
     req->frame = frame;
@@ -284,8 +636,8 @@ static ssize_t conn_recv(st_conn_t *c, void *buf, size_t n) {
 }
 
 static void conn_read(st_conn_t *c) {
-    for (int rounds = 0; rounds < 16 && !c->closed && !c->paused; rounds++) {
-        if (!c->frame) {
+    for (int rounds = 0; rounds < 16 && !c->closed && !c->paused && !c->mem_wait; rounds++) {
+        if (!c->framelen) {
             ssize_t n = conn_recv(c, c->sizebuf + c->sizegot, 4 - c->sizegot);
             if (n <= 0) return;
             c->sizegot += (size_t)n;
@@ -300,24 +652,15 @@ static void conn_read(st_conn_t *c) {
                 conn_close(c, why);
                 return;
             }
-            c->frame = malloc((size_t)size);
-            if (!c->frame) {
-                conn_close(c, "out of memory for request");
-                return;
-            }
             c->framelen = (size_t)size;
             c->framegot = 0;
         }
-        ssize_t n = conn_recv(c, c->frame + c->framegot, c->framelen - c->framegot);
+        if (c->framegot == c->fb.cap && conn_frame_grow(c)) return;
+        ssize_t n = conn_recv(c, c->fb.p + c->framegot, c->fb.cap - c->framegot);
         if (n <= 0) return;
         c->framegot += (size_t)n;
         c->last_active_ms = st_mono_ms();
-        if (c->framegot == c->framelen) {
-            uint8_t *frame = c->frame;
-            size_t len = c->framelen;
-            c->frame = NULL;
-            conn_dispatch(c, frame, len);
-        }
+        if (c->framegot == c->framelen) conn_dispatch(c);
     }
 }
 
@@ -444,25 +787,129 @@ const char *st_request_peer(const st_request_t *req) { return req->conn->peer; }
 
 /* ---- listeners and threads ------------------------------------------------ */
 
+/* Listeners in or out of loop 0's epoll (loop 0). */
+static void listeners_arm(st_net_t *n, int on) {
+    for (int i = 0; i < n->nlisteners; i++) {
+        if (n->listeners[i].fd < 0) continue;
+        struct epoll_event ev = {0};
+        ev.events = EPOLLIN;
+        ev.data.ptr = (void *)((uintptr_t)&n->listeners[i] | TAG_LISTENER);
+        epoll_ctl(n->loops[0].epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, n->listeners[i].fd, &ev);
+    }
+}
+
+/* Stop accepting: at max.connections until one closes, or for a backoff
+ * after accept failed for want of resources (loop 0).  Connections keep
+ * arriving into the kernel's listen queue meanwhile, as they wait in
+ * Kafka's acceptor while it blocks for a connection slot. */
+static void accept_pause(st_net_t *n, int state) {
+    if (n->accept_state == ACCEPT_ON) listeners_arm(n, 0);
+    __atomic_store_n(&n->accept_state, state, __ATOMIC_SEQ_CST);
+    if (state == ACCEPT_BACKOFF) {
+        n->accept_backoff_ms = n->accept_backoff_ms
+                                   ? ST_MIN(n->accept_backoff_ms * 2, ACCEPT_BACKOFF_MAX_MS)
+                                   : ACCEPT_BACKOFF_MIN_MS;
+        n->accept_resume_ms = st_mono_ms() + n->accept_backoff_ms;
+    }
+}
+
+static void accept_resume(st_net_t *n) {
+    __atomic_store_n(&n->accept_kick, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&n->accept_state, ACCEPT_ON, __ATOMIC_SEQ_CST);
+    listeners_arm(n, 1);
+}
+
+/* Each turn of loop 0: accept again when a slot or the backoff allows;
+ * returns ms until it must look again (-1: no deadline). */
+static int64_t accept_check(st_net_t *n, int64_t now) {
+    int state = n->accept_state;
+    if (state == ACCEPT_ON) return -1;
+    int kicked = __atomic_exchange_n(&n->accept_kick, 0, __ATOMIC_ACQ_REL);
+    if (state == ACCEPT_AT_LIMIT) {
+        if (__atomic_load_n(&n->nconns, __ATOMIC_SEQ_CST) < n->cfg.max_connections)
+            accept_resume(n);
+        return -1;
+    }
+    /* backoff: until it ends, or a connection closed and gave an fd back */
+    if (kicked || now >= n->accept_resume_ms) {
+        accept_resume(n);
+        return -1;
+    }
+    return n->accept_resume_ms - now;
+}
+
 static void accept_all(st_net_t *n, listener_t *l) {
-    for (;;) {
-        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                ST_LOG_RATELIMITED(ST_LOG_WARN, "net", 5000, "accept: %s", strerror(errno));
+    /* another listener's event of the same epoll_wait may have paused */
+    if (n->accept_state != ACCEPT_ON) return;
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        int open = __atomic_load_n(&n->nconns, __ATOMIC_SEQ_CST);
+        if (open >= n->cfg.max_connections) {
+            accept_pause(n, ACCEPT_AT_LIMIT);
+            ST_LOG_RATELIMITED(ST_LOG_INFO, "net", 10000,
+                               "%d connections open, the most max.connections allows (%d): new "
+                               "connections wait in the listen queue until one closes",
+                               open, n->cfg.max_connections);
+            /* a close may have come between the count and the pause */
+            if (__atomic_load_n(&n->nconns, __ATOMIC_SEQ_CST) < n->cfg.max_connections)
+                accept_resume(n);
             return;
         }
+        accepted_t a = {0};
+        socklen_t sl = sizeof a.addr;
+        a.fd = accept4(l->fd, (struct sockaddr *)&a.addr, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (a.fd < 0) {
+            int e = errno;
+            if (e == EAGAIN || e == EWOULDBLOCK) return;
+            /* the pending connection failed, not the listener: next one */
+            if (e == EINTR || e == ECONNABORTED || e == EPROTO || e == ENETDOWN || e == ENOPROTOOPT ||
+                e == EHOSTDOWN || e == ENONET || e == EHOSTUNREACH || e == EOPNOTSUPP ||
+                e == ENETUNREACH || e == EPERM)
+                continue;
+            /* Out of fds (EMFILE, ENFILE) or kernel memory, or worse:
+             * retrying now would fail the same way, and the listener stays
+             * readable, so the loop would spin.  Leave epoll for a while. */
+            accept_pause(n, ACCEPT_BACKOFF);
+            ST_LOG_RATELIMITED(ST_LOG_WARN, "net", 5000,
+                               "accept: %s (%s; %d connections open): not accepting for %d ms "
+                               "or until a connection closes",
+                               e == EMFILE || e == ENFILE ? st_err_msg(st_err_from_errno(e))
+                                                          : strerror(e),
+                               e == EMFILE ? "the process's fd limit"
+                               : e == ENFILE ? "the system's fd limit"
+                                             : "accept failed",
+                               __atomic_load_n(&n->nconns, __ATOMIC_RELAXED),
+                               n->accept_backoff_ms);
+            return;
+        }
+        n->accept_backoff_ms = 0;
         if (__atomic_load_n(&n->loops[0].stopping, __ATOMIC_ACQUIRE)) {
-            close(fd); /* shutting down: no new connections */
+            close(a.fd); /* shutting down: no new connections */
             continue;
         }
-        st_loop_t *target = &n->loops[n->next_loop++ % (unsigned)n->nloops];
-        if (target == &n->loops[0]) {
-            conn_add(target, fd);
-        } else {
-            /* mail without a function carries an accepted socket */
-            st_loop_post(target, NULL, (void *)(intptr_t)fd);
+        ip_key(&a.addr, a.ip);
+        if (n->quota.enabled) {
+            int count, max;
+            if (!quota_inc(&n->quota, a.ip, &count, &max)) {
+                /* Kafka's TooManyConnectionsException: closed at once */
+                char ip[INET6_ADDRSTRLEN];
+                ip_text(a.ip, ip, sizeof ip);
+                ST_LOG_RATELIMITED(ST_LOG_INFO, "net", 1000,
+                                   "refused a connection from %s: it already has %d, the most "
+                                   "max.connections.per.ip allows it",
+                                   ip, count);
+                (void)max;
+                close(a.fd);
+                continue;
+            }
+            a.ip_counted = 1;
         }
+        __atomic_add_fetch(&n->nconns, 1, __ATOMIC_SEQ_CST);
+        st_loop_t *target = &n->loops[n->next_loop++ % (unsigned)n->nloops];
+        accepted_t *m = st_malloc(sizeof *m);
+        *m = a;
+        m->loop = target;
+        if (target == &n->loops[0]) conn_add_job(m);
+        else st_loop_post(target, conn_add_job, m);
     }
 }
 
@@ -478,6 +925,10 @@ static void *loop_main(void *arg) {
         int64_t now = st_mono_ms();
         int64_t wait = n->hooks.on_tick ? n->hooks.on_tick(loop, now, n->hooks.arg) : -1;
         if (wait < 0 || wait > 1000) wait = 1000;
+        if (loop->index == 0) {
+            int64_t aw = accept_check(n, now);
+            if (aw >= 0 && aw < wait) wait = aw;
+        }
         if (__atomic_load_n(&loop->stopping, __ATOMIC_ACQUIRE)) {
             /* Draining: read nothing more, expire whatever is parked (again
              * each round: a controller reply may have parked more), and wait
@@ -565,17 +1016,117 @@ static st_err_t listen_on(const st_listener_spec_t *spec, listener_t *l, char *e
     return ST_OK;
 }
 
+st_err_t st_net_ip_overrides_parse(const char *text, int resolve, st_net_ip_limit_t **out,
+                                   int *n, char *err, size_t errlen) {
+    st_net_ip_limit_t *v = NULL;
+    int cnt = 0, cap = 0;
+    st_err_t e = ST_OK;
+    const char *p = text ? text : "";
+    while (*p && !e) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        while (len && (*p == ' ' || *p == '\t')) p++, len--;
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t')) len--;
+        if (len) {
+            char item[300];
+            if (len >= sizeof item) {
+                snprintf(err, errlen, "'%.40s...' is too long", p);
+                e = ST_E_CONFIG;
+                break;
+            }
+            memcpy(item, p, len);
+            item[len] = 0;
+            char *colon = strrchr(item, ':');
+            char *end = NULL;
+            long max = colon ? strtol(colon + 1, &end, 10) : -1;
+            if (!colon || colon == item || !colon[1] || *end || max < 0 || max > INT32_MAX) {
+                snprintf(err, errlen, "'%s' is not host:count", item);
+                e = ST_E_CONFIG;
+                break;
+            }
+            *colon = 0;
+            char *host = item;
+            if (host[0] == '[') { /* [ipv6] */
+                host++;
+                char *rb = strchr(host, ']');
+                if (!rb || rb[1]) {
+                    snprintf(err, errlen, "'%s' is not [ipv6]:count", item);
+                    e = ST_E_CONFIG;
+                    break;
+                }
+                *rb = 0;
+            }
+            if (resolve) {
+                struct addrinfo hints = {0}, *res = NULL;
+                hints.ai_family = AF_UNSPEC;
+                hints.ai_socktype = SOCK_STREAM;
+                int rc = getaddrinfo(host, NULL, &hints, &res);
+                if (rc) {
+                    snprintf(err, errlen, "cannot resolve %s: %s", host, gai_strerror(rc));
+                    e = ST_E_CONFIG;
+                    break;
+                }
+                for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+                    struct sockaddr_storage ss = {0};
+                    memcpy(&ss, ai->ai_addr, ST_MIN(ai->ai_addrlen, (socklen_t)sizeof ss));
+                    if (cnt == cap) {
+                        cap = cap ? cap * 2 : 8;
+                        v = st_realloc(v, (size_t)cap * sizeof *v);
+                    }
+                    ip_key(&ss, v[cnt].addr);
+                    v[cnt].max = (int32_t)max;
+                    cnt++;
+                }
+                freeaddrinfo(res);
+            }
+        }
+        if (!comma) break;
+        p = comma + 1;
+    }
+    if (e || !out) {
+        free(v);
+        return e;
+    }
+    *out = v;
+    *n = cnt;
+    return ST_OK;
+}
+
 st_err_t st_net_new(const st_net_config_t *cfg, const st_net_hooks_t *hooks, st_net_t **out,
                     char *err, size_t errlen) {
     st_net_t *n = st_calloc(1, sizeof *n);
     n->cfg = *cfg;
+    n->cfg.ip_overrides = NULL; /* borrowed: not kept */
     n->hooks = *hooks;
+    if (n->cfg.max_connections <= 0) n->cfg.max_connections = INT32_MAX;
     n->nloops = cfg->nthreads < 1 ? 1 : cfg->nthreads;
     n->loops = st_calloc((size_t)n->nloops, sizeof *n->loops);
     n->listeners = st_calloc((size_t)cfg->nlisteners + 1, sizeof *n->listeners);
+    pthread_mutex_init(&n->quota.lock, NULL);
+    pthread_mutex_init(&n->mem.lock, NULL);
+    n->quota.per_ip = cfg->max_connections_per_ip;
+    st_err_t e = st_net_ip_overrides_parse(cfg->ip_overrides, 1, &n->quota.overrides,
+                                           &n->quota.noverrides, err, errlen);
+    if (e) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", err);
+        snprintf(err, errlen, "max.connections.per.ip.overrides: %s", why);
+        st_net_destroy(n);
+        return e;
+    }
+    /* Counting per address costs a lock per accept and close: only when
+     * some address has a limit. */
+    n->quota.enabled = n->quota.noverrides > 0 ||
+                       (cfg->max_connections_per_ip > 0 && cfg->max_connections_per_ip < INT32_MAX);
+    if (n->quota.per_ip <= 0 && !n->quota.noverrides) n->quota.per_ip = INT32_MAX;
+    if (cfg->queued_max_request_bytes > 0) {
+        n->mem.bound = cfg->queued_max_request_bytes;
+        n->mem.reserve_limit = n->mem.bound / 8;
+        n->mem.main_limit = n->mem.bound - n->mem.reserve_limit;
+    }
     for (int i = 0; i < cfg->nlisteners; i++) {
         n->listeners[i].fd = -1;
-        st_err_t e = listen_on(&cfg->listeners[i], &n->listeners[i], err, errlen);
+        e = listen_on(&cfg->listeners[i], &n->listeners[i], err, errlen);
         if (e) {
             n->nlisteners = i;
             st_net_destroy(n);
@@ -593,20 +1144,25 @@ st_err_t st_net_new(const st_net_config_t *cfg, const st_net_hooks_t *hooks, st_
         struct epoll_event ev = {0};
         ev.events = EPOLLIN;
         ev.data.ptr = (void *)(uintptr_t)TAG_EVENTFD;
-        epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->evfd, &ev);
+        if (loop->epfd < 0 || loop->evfd < 0 ||
+            epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->evfd, &ev) != 0) {
+            snprintf(err, errlen, "cannot create the event loops: %s",
+                     st_err_msg(st_err_from_errno(errno)));
+            st_net_destroy(n);
+            return ST_E_IO;
+        }
     }
-    for (int i = 0; i < n->nlisteners; i++) {
-        struct epoll_event ev = {0};
-        ev.events = EPOLLIN;
-        ev.data.ptr = (void *)((uintptr_t)&n->listeners[i] | TAG_LISTENER);
-        epoll_ctl(n->loops[0].epfd, EPOLL_CTL_ADD, n->listeners[i].fd, &ev);
-    }
+    listeners_arm(n, 1);
     *out = n;
     return ST_OK;
 }
 
 int st_net_bound_port(st_net_t *n, int listener) {
     return listener < n->nlisteners ? n->listeners[listener].port : -1;
+}
+
+void st_net_set_max_connections(st_net_t *n, int max) {
+    n->cfg.max_connections = max > 0 ? max : INT32_MAX;
 }
 
 void st_net_start(st_net_t *n) {
@@ -645,14 +1201,25 @@ void st_net_destroy(st_net_t *n) {
         mail_t *m = loop->mail_head;
         while (m) {
             mail_t *next = m->next;
-            if (!m->fn) close((int)(intptr_t)m->arg);
+            if (m->fn == conn_add_job) { /* a socket never taken over */
+                close(((accepted_t *)m->arg)->fd);
+                free(m->arg);
+            }
             free(m);
             m = next;
         }
-        close(loop->epfd);
-        close(loop->evfd);
+        if (loop->epfd >= 0) close(loop->epfd);
+        if (loop->evfd >= 0) close(loop->evfd);
         pthread_mutex_destroy(&loop->mail_lock);
     }
+    for (int i = 0; i < QUOTA_BUCKETS; i++)
+        for (ip_count_t *c = n->quota.buckets[i], *next; c; c = next) {
+            next = c->next;
+            free(c);
+        }
+    free(n->quota.overrides);
+    pthread_mutex_destroy(&n->quota.lock);
+    pthread_mutex_destroy(&n->mem.lock);
     free(n->loops);
     free(n->listeners);
     free(n);

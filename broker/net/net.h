@@ -10,6 +10,23 @@
  * smallest header or above socket.request.max.bytes closes that connection
  * only.
  *
+ * Limits (Kafka's ConnectionQuotas and request memory pool):
+ *   - max.connections (KIP-402): at the limit the listeners leave epoll, so
+ *     new connections wait in the kernel's listen queue until one closes;
+ *   - max.connections.per.ip (and overrides): a connection beyond its
+ *     address's limit is closed as soon as it is accepted;
+ *   - accept failing for want of fds (EMFILE / ENFILE) or memory takes the
+ *     listeners out of epoll for a backoff (100 ms doubling to 1 s, or until
+ *     a connection closes) instead of retrying at once;
+ *   - queued.max.request.bytes (KIP-72) bounds the bytes of requests being
+ *     read or waiting for their answer, over all loops.  A frame's buffer grows as
+ *     its bytes arrive (a size alone reserves 16 KiB at most); when the
+ *     bound is reached the connection stops being read until memory is
+ *     freed.  One frame at a time may go past the bound (as Kafka's
+ *     non-strict pool lets one request bigger than what is left through),
+ *     and frames up to 64 KiB have an eighth of the bound of their own, so
+ *     small requests are served while large ones wait.
+ *
  * A request's life:
  *
  *   frame read --> st_net_hooks.on_request(req) --+--> st_request_respond()
@@ -75,18 +92,42 @@ typedef struct st_net_config {
     int64_t idle_timeout_ms;       /* connections.max.idle.ms */
     st_listener_spec_t *listeners;
     int nlisteners;
+    /* Limits; a zeroed field means none, so a config that names only the
+     * fields above accepts and reads as before. */
+    int max_connections;           /* accepting waits at this many (<= 0: no limit) */
+    int max_connections_per_ip;    /* max.connections.per.ip (<= 0 without overrides: none) */
+    const char *ip_overrides;      /* max.connections.per.ip.overrides; borrowed */
+    int64_t queued_max_request_bytes; /* <= 0: no bound */
 } st_net_config_t;
+
+/* One max.connections.per.ip.overrides entry: an address (IPv4 as an
+ * IPv4-mapped IPv6 address) and its limit. */
+typedef struct st_net_ip_limit {
+    uint8_t addr[16];
+    int32_t max;
+} st_net_ip_limit_t;
+
+/* Parse "host:count,ip:count,[ipv6]:count".  With resolve, every address
+ * of each host is looked up and *out (malloc'ed) gets one entry per
+ * address; without, only the syntax is checked and out may be NULL. */
+st_err_t st_net_ip_overrides_parse(const char *text, int resolve, st_net_ip_limit_t **out,
+                                   int *n, char *err, size_t errlen);
 
 st_err_t st_net_new(const st_net_config_t *cfg, const st_net_hooks_t *hooks, st_net_t **out,
                     char *err, size_t errlen);
 /* The port a listener actually bound (for port 0). */
 int st_net_bound_port(st_net_t *n, int listener);
+/* Before st_net_start: the connection limit (<= 0: none), once the broker
+ * knows how many fds its own files took at start-up. */
+void st_net_set_max_connections(st_net_t *n, int max);
 void st_net_start(st_net_t *n);
 /* Stop accepting; finish in-flight requests (on_drain completes parked
  * ones); close connections; join the threads. */
 void st_net_stop(st_net_t *n);
 void st_net_destroy(st_net_t *n);
 int st_net_nloops(st_net_t *n);
+/* Connections open now (any thread). */
+int st_net_connections(st_net_t *n);
 st_loop_t *st_net_loop(st_net_t *n, int i);
 
 /* ---- loops -------------------------------------------------------------- */

@@ -52,6 +52,17 @@ static int v_listeners(const char *v, char *why, size_t n) {
     return 0;
 }
 
+static int v_max_connections(const char *v, char *why, size_t n) {
+    /* Kafka takes 0, which leaves its acceptor waiting for ever */
+    if (strcmp(v, "0")) return 0;
+    snprintf(why, n, "must be -1 or at least 1 (0 would accept no connection)");
+    return 1;
+}
+
+static int v_ip_overrides(const char *v, char *why, size_t n) {
+    return st_net_ip_overrides_parse(v, 0, NULL, NULL, why, n) ? 1 : 0;
+}
+
 static int v_level(const char *v, char *why, size_t n) {
     st_log_level_t l;
     if (st_log_parse_level(v, &l) == 0) return 0;
@@ -84,6 +95,26 @@ static const st_cfg_desc_t broker_rows[] = {
          I32MAX, NULL, 0, "The largest request accepted; a larger frame closes the connection."),
     BROW("connections.max.idle.ms", ST_CFG_LONG, connections_max_idle_ms, "600000", -1, I64MAX,
          NULL, 0, "Idle connections are closed after this long (-1: never)."),
+    BROW("max.connections", ST_CFG_INT, max_connections, "-1", -1, I32MAX, v_max_connections, 0,
+         "The most connections open at once (at least 1); at the limit new connections wait in "
+         "the listen queue until one closes. -1 (Strata's default; Kafka's is 2147483647): as many as the "
+         "fd limit leaves room for after a quarter of it (at least 128, at most half of what is "
+         "free at start-up) is kept for the broker's own files. The soft fd limit is raised to the hard one at start-up."),
+    BROW("max.connections.per.ip", ST_CFG_INT, max_connections_per_ip, "2147483647", 0, I32MAX,
+         NULL, 0,
+         "The most connections from one IP address; a connection beyond it is closed at once. "
+         "0 is allowed only with max.connections.per.ip.overrides."),
+    BROW("max.connections.per.ip.overrides", ST_CFG_STRING, max_connections_per_ip_overrides, "",
+         0, 0, v_ip_overrides, 0,
+         "Per-address exceptions to max.connections.per.ip: comma-separated host:count or "
+         "ip:count ([ipv6]:count), e.g. hostName:100,127.0.0.1:200; hosts are resolved at "
+         "start-up."),
+    BROW("queued.max.request.bytes", ST_CFG_LONG, queued_max_request_bytes, "104857600", -1,
+         I64MAX, NULL, 0,
+         "Bytes of requests being read or waiting for their answer, over all connections, before "
+         "reading pauses; one request larger than what is left still gets through, so memory "
+         "for requests peaks at this plus socket.request.max.bytes. At least "
+         "socket.request.max.bytes, or -1 / 0 for no bound (Kafka's default is -1)."),
     BROW("num.partitions", ST_CFG_INT, num_partitions, "1", 1, 100000, NULL, 0,
          "Partitions of a topic created without a count (auto-created or -1)."),
     BROW("default.replication.factor", ST_CFG_INT, default_replication_factor, "1", 1, 32767,

@@ -17,6 +17,10 @@ typedef struct st_broker_config {
     int32_t num_network_threads;
     int32_t socket_request_max_bytes;
     int64_t connections_max_idle_ms;
+    int32_t max_connections;
+    int32_t max_connections_per_ip;
+    char *max_connections_per_ip_overrides;
+    int64_t queued_max_request_bytes;
     int32_t num_partitions;
     int32_t default_replication_factor;
     int auto_create_topics_enable;

@@ -1,11 +1,13 @@
 /*
  * main.c - stratad: start-up and shutdown order.
  *
- *   start:  config -> listeners bound -> log dirs locked -> metadata log
- *           replayed (partitions opened, recovered) -> this broker
- *           registered -> flusher, janitor, controller, group coordinator,
- *           log cleaner threads -> I/O loops (cleaning passes a crash cut
- *           short are finished or undone before any log opens)
+ *   start:  config -> soft fd limit raised to the hard one -> listeners
+ *           bound -> log dirs locked -> metadata log replayed (partitions
+ *           opened, recovered) -> this broker registered -> flusher,
+ *           janitor, controller, group coordinator, log cleaner threads ->
+ *           the connection limit, from the fds left -> I/O loops (cleaning
+ *           passes a crash cut short are finished or undone before any log
+ *           opens)
  *   stop (SIGTERM / SIGINT):  parked group joins answered -> stop accepting
  *           and reading -> finish or expire every request in flight -> group
  *           coordinator -> log cleaner -> controller -> partitions -> flush,
@@ -16,9 +18,12 @@
 #include "st_objectstore.h"
 #include "st_tiering.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static void usage(FILE *out) {
@@ -31,6 +36,87 @@ static void usage(FILE *out) {
 }
 
 static int serve(const char *config_path, char **overrides, int noverrides);
+
+/* ---- file descriptors --------------------------------------------------------
+ *
+ * Every connection is an fd, and so is every open segment, index, checkpoint
+ * being written, cached chunk and object store socket.  With Kafka's
+ * default (no connection limit) and the common soft limit of 1024, clients
+ * alone could take every fd and leave the broker unable to open a log.  So,
+ * as Redis does, the soft limit is raised to the hard one at start, and
+ * unless max.connections says otherwise connections may use only what is
+ * left after a reserve for the broker's own files. */
+
+typedef struct fd_limits {
+    uint64_t soft, hard, was; /* was: the soft limit before raising it */
+    int raise_errno;
+} fd_limits_t;
+
+static void fd_limit_raise(fd_limits_t *out) {
+    struct rlimit rl = {0, 0};
+    memset(out, 0, sizeof *out);
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    out->was = out->soft = rl.rlim_cur;
+    out->hard = rl.rlim_max;
+    if (rl.rlim_cur >= rl.rlim_max && rl.rlim_max != RLIM_INFINITY) return;
+    rlim_t want = rl.rlim_max;
+    if (want == RLIM_INFINITY) {
+        /* the kernel refuses more than fs.nr_open */
+        want = 1048576;
+        char *text = NULL;
+        size_t len;
+        if (st_read_file("/proc/sys/fs/nr_open", &text, &len) == ST_OK) {
+            long long v = atoll(text);
+            if (v > 0) want = (rlim_t)v;
+            free(text);
+        }
+    }
+    if (want <= rl.rlim_cur) return;
+    struct rlimit nl = {want, rl.rlim_max};
+    if (setrlimit(RLIMIT_NOFILE, &nl) == 0) out->soft = want;
+    else out->raise_errno = errno;
+}
+
+static int fds_open(void) {
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return 64; /* a guess where /proc is missing */
+    int n = 0;
+    while (readdir(d)) n++;
+    closedir(d);
+    return n - 3; /* ".", ".." and the directory itself */
+}
+
+/* How many connections: max.connections when set, else what the fd limit
+ * leaves once a quarter of it (at least 128, at most half of what is
+ * free) is kept for the broker's own files.  Logged either way. */
+static int connection_limit(const st_broker_config_t *cfg, const fd_limits_t *fl) {
+    int open = fds_open();
+    int64_t limit = fl->soft > (uint64_t)INT32_MAX ? INT32_MAX : (int64_t)fl->soft;
+    int64_t free_fds = limit - open;
+    int64_t reserve = ST_MAX(limit / 4, 128);
+    if (reserve > free_fds / 2) reserve = free_fds / 2;
+    int64_t room = ST_MAX(free_fds - reserve, 1);
+    int max = cfg->max_connections >= 0 ? cfg->max_connections : (int)ST_MIN(room, INT32_MAX);
+    char raised[160];
+    if (fl->soft != fl->was)
+        snprintf(raised, sizeof raised, "soft limit raised from %llu", (unsigned long long)fl->was);
+    else if (fl->raise_errno)
+        snprintf(raised, sizeof raised, "cannot raise it to the hard limit %llu: %s",
+                 (unsigned long long)fl->hard, strerror(fl->raise_errno));
+    else
+        snprintf(raised, sizeof raised, "the hard limit");
+    ST_INFO("server", "fd limit %lld (%s); %d open after start-up: up to %d connections (%s), "
+                      "%lld fds kept for the broker's own files",
+            (long long)limit, raised, open, max,
+            cfg->max_connections >= 0 ? "max.connections" : "max.connections=-1: what the fd limit leaves",
+            (long long)(limit - open - ST_MIN((int64_t)max, free_fds)));
+    if (cfg->max_connections >= 0 && cfg->max_connections > room)
+        ST_WARN("server", "max.connections=%d is more than the fd limit leaves room for (%lld): "
+                          "once fds run out, accepting backs off on 'too many open files' and "
+                          "log files may fail to open",
+                cfg->max_connections, (long long)room);
+    return max;
+}
 
 int main(int argc, char **argv) {
     const char *config_path = NULL;
@@ -95,6 +181,22 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     st_log_parse_level(srv.cfg.logger_level, &level);
     st_log_set_level(level);
     st_log_set_debug(srv.cfg.logger_debug);
+    fd_limits_t fdl;
+    fd_limit_raise(&fdl);
+
+    /* Kafka's checks across keys (KafkaConfig.validateValues) */
+    if (srv.cfg.max_connections_per_ip == 0 && !*srv.cfg.max_connections_per_ip_overrides) {
+        fprintf(stderr, "stratad: configuration error: max.connections.per.ip can be 0 only if "
+                        "max.connections.per.ip.overrides is set\n");
+        return 1;
+    }
+    if (srv.cfg.queued_max_request_bytes > 0 &&
+        srv.cfg.queued_max_request_bytes < srv.cfg.socket_request_max_bytes) {
+        fprintf(stderr, "stratad: configuration error: queued.max.request.bytes (%lld) must be -1, "
+                        "0 or at least socket.request.max.bytes (%d)\n",
+                (long long)srv.cfg.queued_max_request_bytes, (int)srv.cfg.socket_request_max_bytes);
+        return 1;
+    }
 
     if (st_parse_listeners(srv.cfg.listeners, &srv.listeners, &srv.nlisteners, err, sizeof err) ||
         srv.nlisteners == 0) {
@@ -115,6 +217,10 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
         .idle_timeout_ms = srv.cfg.connections_max_idle_ms,
         .listeners = srv.listeners,
         .nlisteners = srv.nlisteners,
+        .max_connections = INT32_MAX, /* set below, once the log files are open */
+        .max_connections_per_ip = srv.cfg.max_connections_per_ip,
+        .ip_overrides = srv.cfg.max_connections_per_ip_overrides,
+        .queued_max_request_bytes = srv.cfg.queued_max_request_bytes,
     };
     st_net_hooks_t hooks = {st_server_on_request, st_server_on_wake, st_server_on_tick,
                             st_server_on_drain, &srv};
@@ -210,6 +316,14 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     st_controller_start(srv.ctl);
     st_group_coord_start(srv.groups);
     if (cleaner) st_log_cleaner_start(cleaner);
+    st_net_set_max_connections(srv.net, connection_limit(&srv.cfg, &fdl));
+    if (srv.cfg.queued_max_request_bytes > 0)
+        ST_INFO("server", "requests being read or answered may hold %lld bytes "
+                          "(queued.max.request.bytes), one request (up to %d bytes) past that",
+                (long long)srv.cfg.queued_max_request_bytes, (int)srv.cfg.socket_request_max_bytes);
+    else
+        ST_INFO("server", "no bound on the memory of requests (queued.max.request.bytes=%lld)",
+                (long long)srv.cfg.queued_max_request_bytes);
     st_net_start(srv.net);
 
     ST_INFO("server", "stratad node %d of cluster %s is serving at %s:%d (CRC32C %s)",

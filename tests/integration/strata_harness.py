@@ -53,8 +53,9 @@ class Broker:
     """One stratad process.  Its data survives stop()/start() until
     cleanup(), so restart tests reuse the same log directory."""
 
-    def __init__(self, overrides=None, root=None, port=None):
+    def __init__(self, overrides=None, root=None, port=None, preexec_fn=None):
         self.root = root or tempfile.mkdtemp(prefix="strata-it-")
+        self.preexec_fn = preexec_fn  # run in the child before exec (resource limits)
         self.logdir = os.path.join(self.root, "logs")
         self.port = port or free_port()
         self.overrides = dict(overrides or {})
@@ -88,7 +89,8 @@ class Broker:
         out.write("==== start %d ====\n" % self.starts)
         out.flush()
         self.starts += 1
-        self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
+                                     preexec_fn=self.preexec_fn)
         out.close()
         _started.append(self)
         if wait:
