@@ -396,6 +396,43 @@ static int live_brokers(const st_meta_image_t *img, int32_t *ids, int max) {
     return n;
 }
 
+/*
+ * max.broker.partitions (KIP-578): would placing count new partitions (index
+ * first on: brokers[(i + k) % nb] for replica k, or the explicit
+ * assignments) put more partition replicas on one broker than it may hold?
+ * Returns 1 and names the broker and its would-be count when it would.
+ */
+static int exceeds_broker_limit(st_controller_t *c, const st_meta_image_t *img,
+                                const int32_t *brokers, int nb, int32_t first, int32_t count,
+                                int rf, const int32_t *const *assignments,
+                                const int *assignment_sizes, int32_t *broker_out,
+                                int64_t *total_out) {
+    int64_t limit = c->cfg.broker->max_broker_partitions;
+    int64_t *have = st_calloc((size_t)nb + 1, sizeof *have);
+    for (int t = 0; t < img->ntopics; t++)
+        for (int i = 0; i < img->topics[t]->nparts; i++) {
+            const st_meta_partition_t *mp = &img->topics[t]->parts[i];
+            for (int r = 0; r < mp->nreplicas; r++)
+                for (int b = 0; b < nb; b++)
+                    if (brokers[b] == mp->replicas[r]) have[b]++;
+        }
+    for (int32_t i = 0; i < count; i++)
+        for (int k = 0; k < (assignments ? assignment_sizes[i] : rf); k++) {
+            int32_t id = assignments ? assignments[i][k] : brokers[(first + i + k) % nb];
+            for (int b = 0; b < nb; b++)
+                if (brokers[b] == id) have[b]++;
+        }
+    int over = 0;
+    for (int b = 0; b < nb && !over; b++) {
+        if (have[b] <= limit) continue;
+        over = 1;
+        *broker_out = brokers[b];
+        *total_out = have[b];
+    }
+    free(have);
+    return over;
+}
+
 static void add_partition_record(pending_t *p, const st_uuid_t *tid, int32_t index,
                                  const int32_t *replicas, int n) {
     st_mrec_partition_t r;
@@ -478,7 +515,7 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
         if (nparts == -1) nparts = b->num_partitions;
         if (rf == -1) rf = b->default_replication_factor;
     }
-    if (nparts <= 0 || nparts > 100000) {
+    if (nparts <= 0) {
         res->error = ST_E_INVALID_PARTITIONS;
         snprintf(res->message, sizeof res->message, "Number of partitions was set to an invalid "
                  "non-positive value.");
@@ -496,6 +533,19 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
                  "Unable to replicate the partition %d time(s): The target replication factor of "
                  "%d cannot be reached because only %d broker(s) are registered.",
                  rf, rf, nb);
+        return;
+    }
+    int32_t over_id;
+    int64_t over_n;
+    if (exceeds_broker_limit(c, img, brokers, nb, 0, nparts, rf,
+                             t->nassignments > 0 ? t->assignments : NULL, t->assignment_sizes,
+                             &over_id, &over_n)) {
+        res->error = ST_E_POLICY_VIOLATION;
+        snprintf(res->message, sizeof res->message,
+                 "Creating topic '%.*s' with %d partitions would place %lld partition replicas on "
+                 "broker %d, more than max.broker.partitions (%d).",
+                 (int)t->name_len, t->name, (int)nparts, (long long)over_n, (int)over_id,
+                 (int)b->max_broker_partitions);
         return;
     }
     st_topic_config_t tc;
@@ -591,12 +641,6 @@ void st_controller_create_partitions(st_controller_t *c, const char *name, size_
                  t->nparts, (int)count);
         return;
     }
-    if (count > 100000) {
-        res->error = ST_E_INVALID_PARTITIONS;
-        snprintf(res->message, sizeof res->message, "Too many partitions requested.");
-        return;
-    }
-    if (validate_only) return;
     int32_t brokers[256];
     int nb = live_brokers(c->image, brokers, 256);
     int rf = t->nparts ? t->parts[0].nreplicas : 1;
@@ -606,6 +650,19 @@ void st_controller_create_partitions(st_controller_t *c, const char *name, size_
                  rf);
         return;
     }
+    int32_t over_id;
+    int64_t over_n;
+    if (exceeds_broker_limit(c, c->image, brokers, nb, t->nparts, count - t->nparts, rf, NULL, NULL,
+                             &over_id, &over_n)) {
+        res->error = ST_E_POLICY_VIOLATION;
+        snprintf(res->message, sizeof res->message,
+                 "Adding %d partitions to '%.*s' would place %lld partition replicas on broker %d, "
+                 "more than max.broker.partitions (%d).",
+                 (int)(count - t->nparts), (int)len, name, (long long)over_n, (int)over_id,
+                 (int)c->cfg.broker->max_broker_partitions);
+        return;
+    }
+    if (validate_only) return;
     st_uuid_t tid = t->id;
     pending_t p;
     pending_init(&p);
