@@ -61,6 +61,7 @@ class Broker:
         self.proc = None
         self.logfile = os.path.join(self.root, "stratad.log")
         self.starts = 0
+        self.preexec_fn = None  # run in the child before exec (e.g. resource limits)
 
     @property
     def bootstrap(self):
@@ -88,7 +89,8 @@ class Broker:
         out.write("==== start %d ====\n" % self.starts)
         out.flush()
         self.starts += 1
-        self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
+                                     preexec_fn=self.preexec_fn)
         out.close()
         _started.append(self)
         if wait:

@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <lz4frame.h>
 #include <snappy-c.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -662,7 +663,7 @@ static st_log_config_t default_cfg(void) {
 
 static st_err_t mgr_open(const char *dir, st_logmgr_t **out, char *err, size_t errlen) {
     char *dirs[1] = {(char *)dir};
-    st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, -1};
+    st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, 0};
     return st_logmgr_open(&mc, out, err, errlen);
 }
 
@@ -872,7 +873,10 @@ static void check_index_invariants(env_t *e) {
             }
             uint8_t hdr[ST_BATCH_HEADER_SIZE];
             size_t got;
-            assert_int_equal(st_pread_all(s->file->fd, hdr, sizeof hdr, s->idx[k].pos, &got), ST_OK);
+            st_file_t *f;
+            assert_int_equal(st_log__seg_keep(s, ST_SEG_LOG, &f), ST_OK);
+            assert_int_equal(st_pread_all(f->fd, hdr, sizeof hdr, s->idx[k].pos, &got), ST_OK);
+            st_file_release(f);
             st_batch_info_t b;
             assert_int_equal(st_batch_header(hdr, got, &b), ST_OK);
             assert_true(st_batch_last_offset(&b) == s->base_offset + s->idx[k].rel);
@@ -1761,7 +1765,7 @@ static void test_logmgr_lock(void **state) {
     assert_true(probe >= 0);
     int zero_open = fcntl(0, F_GETFD) != -1;
     char *dirs[2] = {other, e.dir};
-    st_logmgr_config_t mc = {dirs, 2, 1, 3600000, 3600000, -1};
+    st_logmgr_config_t mc = {dirs, 2, 1, 3600000, 3600000, 0};
     assert_int_equal(st_logmgr_open(&mc, &m2, err, sizeof err), ST_E_LOCKED);
     dirs[0] = e.dir;
     dirs[1] = other;
@@ -1777,7 +1781,7 @@ static void test_logmgr_lock(void **state) {
     snprintf(keep_cid, sizeof keep_cid, "%s", cid);
     env_close(&e);
     char *one[1] = {e.dir};
-    st_logmgr_config_t mc2 = {one, 1, 2, 3600000, 3600000, -1};
+    st_logmgr_config_t mc2 = {one, 1, 2, 3600000, 3600000, 0};
     assert_int_equal(st_logmgr_open(&mc2, &m2, err, sizeof err), ST_E_CONFIG);
     assert_non_null(strstr(err, "node.id"));
     /* After the first closes, the dirs are free again, the cluster id kept. */
@@ -1907,6 +1911,152 @@ static void test_logmgr_delete_log_and_append_time(void **state) {
     env_fini(&e);
 }
 
+/* ======================================================================
+ * Open files: far more partitions than descriptors
+ * ==================================================================== */
+
+static int count_open_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (de->d_name[0] != '.') n++;
+    closedir(d);
+    return n - 1; /* the directory stream itself */
+}
+
+/* One batch of 2 records in partition i of "wide", its bytes kept in *out. */
+static void wide_append(st_log_t *log, int i, uint8_t **out, size_t *len) {
+    tbatch_t *tb = st_malloc(sizeof *tb);
+    st_buf_t b;
+    st_buf_init(&b);
+    size_t size = build_simple(&b, tb, 2, TC_NONE, 1700000000000 + i, 1, 30, (uint64_t)i * 7);
+    st_append_info_t info;
+    st_err_t rc = st_log_append(log, b.data, b.len, 0, st_now_ms(), &info);
+    if (rc) fail_msg("append to wide-%d: %s", i, st_err_name(rc));
+    st_log_set_high_watermark(log, info.last_offset + 1);
+    *out = st_malloc(size);
+    memcpy(*out, b.data, size); /* as stamped */
+    *len = size;
+    st_buf_fini(&b);
+    free(tb);
+}
+
+static void wide_check_read(st_log_t *log, const uint8_t *want, size_t len) {
+    st_log_read_t rd;
+    st_err_t rc = st_log_read(log, 0, 1 << 20, 1, &rd);
+    if (rc) fail_msg("read %s-%d: %s", st_log_topic(log), (int)st_log_partition(log), st_err_name(rc));
+    assert_non_null(rd.file);
+    assert_int_equal((size_t)rd.len, len);
+    uint8_t *got = read_range(&rd);
+    assert_memory_equal(got, want, len);
+    free(got);
+    st_file_release(rd.file);
+}
+
+/*
+ * With the process allowed 256 descriptors, 600 partitions (1,800 segment
+ * files) are opened, written and read: the log layer holds no descriptor
+ * per idle partition, only a bounded cache of open files (by default half
+ * the descriptor limit).  A file a reader still holds is never closed
+ * under it, a partition whose files were closed reads back the same bytes,
+ * and when not even the cache can free a descriptor the append answers
+ * "too many open files" (ST_E_NOFILE) and the partition stays online.
+ */
+static void test_logmgr_open_files_bounded(void **state) {
+    (void)state;
+    enum { NPARTS = 600, HELD = 200 };
+    struct rlimit saved, lim;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    lim = saved;
+    lim.rlim_cur = 256;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
+    int base_fds = count_open_fds();
+
+    env_t e;
+    env_init(&e, 1 << 20, 4096);
+    st_log_t **logs = st_calloc(NPARTS, sizeof *logs);
+    uint8_t **bytes = st_calloc(NPARTS, sizeof *bytes);
+    size_t *lens = st_calloc(NPARTS, sizeof *lens);
+    for (int i = 0; i < NPARTS; i++) {
+        st_err_t rc = st_logmgr_open_log(e.m, "wide", i, &topic_id, &e.cfg, &logs[i]);
+        if (rc) fail_msg("open wide-%d with %d descriptors open: %s", i, count_open_fds(),
+                         st_err_msg(rc));
+        wide_append(logs[i], i, &bytes[i], &lens[i]);
+    }
+    int bound = 256 / 2;
+    int open_now = count_open_fds() - base_fds;
+    if (open_now > bound + 8)
+        fail_msg("%d descriptors open for %d partitions (bound %d)", open_now, NPARTS, bound);
+
+    /* A reader holds partition 0's .log while every other partition is
+     * read (its file is evicted from the cache, not closed). */
+    st_log_read_t held;
+    assert_int_equal(st_log_read(logs[0], 0, 1 << 20, 1, &held), ST_OK);
+    assert_non_null(held.file);
+    struct stat st0;
+    assert_int_equal(fstat(held.file->fd, &st0), 0);
+    for (int i = 1; i < NPARTS; i++) wide_check_read(logs[i], bytes[i], lens[i]);
+    struct stat st1;
+    assert_int_equal(fstat(held.file->fd, &st1), 0);
+    assert_true(st0.st_ino == st1.st_ino && st0.st_dev == st1.st_dev);
+    uint8_t *got = read_range(&held);
+    assert_memory_equal(got, bytes[0], lens[0]);
+    free(got);
+    st_file_release(held.file);
+    /* ... and reopened, partition 0 reads the same bytes. */
+    wide_check_read(logs[0], bytes[0], lens[0]);
+    open_now = count_open_fds() - base_fds;
+    if (open_now > bound + 8) fail_msg("%d descriptors open after the reads (bound %d)", open_now, bound);
+
+    /* Readers hold more files than the cache may keep idle; the rest of
+     * the descriptor table is filled: an append to a partition whose file
+     * is closed cannot get one. */
+    st_log_read_t *hold = st_calloc(HELD, sizeof *hold);
+    for (int i = 0; i < HELD; i++)
+        assert_int_equal(st_log_read(logs[NPARTS - 1 - i], 0, 1 << 20, 1, &hold[i]), ST_OK);
+    int *fill = st_calloc(256, sizeof *fill);
+    int nfill = 0;
+    for (;;) {
+        int fd = dup(0);
+        if (fd < 0) break;
+        fill[nfill++] = fd;
+    }
+    tbatch_t *tb = st_malloc(sizeof *tb);
+    st_buf_t b;
+    st_buf_init(&b);
+    build_simple(&b, tb, 1, TC_NONE, 1700000009000, 1, 30, 99);
+    st_append_info_t info;
+    st_err_t rc = st_log_append(logs[1], b.data, b.len, 0, st_now_ms(), &info);
+    assert_string_equal(st_err_name(rc), "NOFILE");
+    assert_int_equal(st_err_wire(rc), 56); /* KAFKA_STORAGE_ERROR on the wire */
+    st_log_offsets_t o;
+    st_log_offsets(logs[1], &o);
+    assert_int_equal(o.offline, 0);
+    assert_true(o.leo == 2);
+    /* Descriptors back: the same append succeeds. */
+    for (int i = 0; i < nfill; i++) close(fill[i]);
+    for (int i = 0; i < HELD; i++) st_file_release(hold[i].file);
+    assert_int_equal(st_log_append(logs[1], b.data, b.len, 0, st_now_ms(), &info), ST_OK);
+    assert_true(info.base_offset == 2);
+    st_buf_fini(&b);
+    free(tb);
+    free(fill);
+    free(hold);
+
+    for (int i = 0; i < NPARTS; i++) {
+        st_log_release(logs[i]);
+        free(bytes[i]);
+    }
+    free(logs);
+    free(bytes);
+    free(lens);
+    env_fini(&e);
+    assert_int_equal(count_open_fds(), base_fds);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+}
+
 int main(void) {
     unit_seed("log");
     st_log_set_level(ST_LOG_ERROR); /* recovery warnings are expected here */
@@ -1930,6 +2080,7 @@ int main(void) {
         cmocka_unit_test(test_logmgr_lock),
         cmocka_unit_test(test_logmgr_group_commit_flush),
         cmocka_unit_test(test_logmgr_delete_log_and_append_time),
+        cmocka_unit_test(test_logmgr_open_files_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
