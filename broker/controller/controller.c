@@ -86,35 +86,46 @@ static int collect_cb(const st_record_t *r, void *arg) {
     return 0;
 }
 
+/* Apply the batches of [p, p+len): at commit one batch, published; at
+ * replay every batch of the read in one st_image_apply (the same records
+ * in the same order give the same image, and a start-up does not copy the
+ * image once per batch). */
 static st_err_t apply_batches(st_controller_t *c, const uint8_t *p, size_t len, int replay) {
     size_t pos = 0;
+    st_arena_t arena;
+    st_arena_init(&arena, 4096);
+    collect_t col = {&arena, NULL, 0, 0, ST_OK};
+    int64_t last = -1;
+    st_err_t e = ST_OK;
     while (pos + ST_BATCH_HEADER_SIZE <= len) {
         st_batch_info_t b;
         if (st_batch_header(p + pos, len - pos, &b) || (size_t)b.size > len - pos) break;
-        st_arena_t arena;
-        st_arena_init(&arena, 4096);
-        collect_t col = {&arena, NULL, 0, 0, ST_OK};
-        st_err_t e = st_batch_foreach_record(p + pos, b.size, collect_cb, &col);
+        e = st_batch_foreach_record(p + pos, b.size, collect_cb, &col);
         if (!e) e = col.err;
         if (e) {
-            free(col.recs);
-            st_arena_fini(&arena);
             ST_ERROR("controller", "metadata batch at offset %lld cannot be decoded: %s",
                      (long long)b.base_offset, st_err_msg(e));
-            return e;
+            goto out;
         }
-        st_meta_image_t *img = st_image_apply(c->image, col.recs, col.n, st_batch_last_offset(&b));
-        free(col.recs);
-        st_arena_fini(&arena);
-        if (replay) {
-            st_image_release(c->image);
-            c->image = img;
-        } else {
-            publish(c, img);
-        }
+        last = st_batch_last_offset(&b);
         pos += (size_t)b.size;
+        if (!replay) {
+            publish(c, st_image_apply(c->image, col.recs, col.n, last));
+            col.n = 0;
+            st_arena_fini(&arena);
+            st_arena_init(&arena, 4096);
+            last = -1;
+        }
     }
-    return ST_OK;
+    if (replay && last >= 0) {
+        st_meta_image_t *img = st_image_apply(c->image, col.recs, col.n, last);
+        st_image_release(c->image);
+        c->image = img;
+    }
+out:
+    free(col.recs);
+    st_arena_fini(&arena);
+    return e;
 }
 
 static st_err_t replay(st_controller_t *c) {
