@@ -38,7 +38,9 @@
  *        v  over B.*; fsync the dir
  *   B.log, B.index, B.timeindex
  *
- * st_log_cleaner_recover, before the logs of a dir are opened: *.cleaned
+ * st_log__cleaner_recover_partition, when a log is opened and its
+ * directory holds such files (st_log_cleaner_recover does it for every
+ * partition of a log dir): *.cleaned
  * files are removed (the pass never committed); a B.log.swap is finished:
  * the segments whose base lies in (B, last offset of the swap] are
  * removed and the swap files renamed into place.
@@ -781,7 +783,7 @@ static int64_t swap_last_offset(const char *path, int64_t base) {
     return last;
 }
 
-static st_err_t recover_partition(const char *dir) {
+st_err_t st_log__cleaner_recover_partition(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return st_err_from_errno(errno);
     int64_t *swaps = NULL, *bases = NULL;
@@ -852,7 +854,7 @@ st_err_t st_log_cleaner_recover(const char *log_dir) {
         snprintf(path, sizeof path, "%s/%s", log_dir, n);
         struct stat st;
         if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-        st_err_t pe = recover_partition(path);
+        st_err_t pe = st_log__cleaner_recover_partition(path);
         if (pe && !e) e = pe;
     }
     closedir(d);

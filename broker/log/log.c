@@ -138,6 +138,7 @@ typedef struct dir_listing {
     int64_t *bases;
     int nbases;
     int has_epochs, has_partition_metadata;
+    int cleaner_files; /* an interrupted cleaning pass left files */
 } dir_listing_t;
 
 static st_err_t list_dir(const char *dir, dir_listing_t *out) {
@@ -155,6 +156,9 @@ static st_err_t list_dir(const char *dir, dir_listing_t *out) {
     struct dirent *de;
     while ((de = readdir(d))) {
         size_t len = strlen(de->d_name);
+        if ((len > 8 && !strcmp(de->d_name + len - 8, ".cleaned")) ||
+            (len > 5 && !strcmp(de->d_name + len - 5, ".swap")))
+            out->cleaner_files = 1;
         if (len > 4 && !strcmp(de->d_name + len - 4, ".tmp")) {
             char p[4096];
             snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
@@ -198,6 +202,13 @@ st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int
     log->dir = st_strdup(dir);
     dir_listing_t ls;
     st_err_t e = list_dir(dir, &ls);
+    if (!e && ls.cleaner_files) {
+        /* a cleaning pass was cut short: finish or undo it, then look again */
+        free(ls.bases);
+        st_err_t ce = st_log__cleaner_recover_partition(dir);
+        if (ce) ST_WARN("log", "%s: cleaner recovery: %s", what, st_err_msg(ce));
+        e = list_dir(dir, &ls);
+    }
     if (e) goto fail;
     if (!ls.has_partition_metadata) e = write_partition_metadata(log, topic_id);
     if (e) goto fail;

@@ -177,6 +177,9 @@ st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int
                       const st_uuid_t *topic_id, const st_log_config_t *cfg, int clean,
                       int64_t log_start_hint, int64_t recovery_point, st_log_t **out);
 void st_log__close(st_log_t *log, int clean);
+/* Finish or undo an interrupted cleaning pass in one partition directory
+ * (cleaner.c); st_log__open calls it when it sees .cleaned / .swap files. */
+st_err_t st_log__cleaner_recover_partition(const char *dir);
 /* KIP-354's test (cleaner.c). */
 int st_log__compaction_lag_due(int64_t max_compaction_lag_ms, int64_t first_dirty_ts,
                                int64_t now_ms);
