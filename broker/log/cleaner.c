@@ -45,9 +45,11 @@
  * the segments whose base lies in (B, last offset of the swap] are
  * removed and the swap files renamed into place.
  *
- * Threads: st_log_clean runs on the caller's thread (the cleaner thread),
- * reads closed segments through kept descriptors without the log's lock,
- * and takes the lock only to look at the segment list and to swap.
+ * Threads: st_log_clean runs on the caller's thread (the cleaner thread).
+ * It takes the log's lock to look at the segment list, to keep the .log of
+ * the one segment it reads next from the file cache (segments are named by
+ * id, so one that went meanwhile stops the pass), and to swap; it reads
+ * without the lock.
  */
 #include "log_int.h"
 

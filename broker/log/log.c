@@ -3,7 +3,10 @@
  * DeleteRecords, retention, roll, flush, the leader-epoch cache.
  *
  * Lock: log->lock guards every field of the log and its segments.  The
- * notify callback and fsync run without it.
+ * notify callback and fsync run without it.  Segment files come from the
+ * manager's cache (fcache.c) under the lock, each kept for one operation
+ * (or handed to a reader); a failure to get a descriptor (ST_E_NOFILE)
+ * leaves the log online, a failed write or fsync takes it offline.
  */
 #include "log_int.h"
 
