@@ -616,7 +616,7 @@ st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int6
     st_err_t e = ST_E_NOT_FOUND;
     uint8_t *buf = NULL;
     pthread_mutex_lock(&log->lock);
-    for (int i = 0; !log->offline && i < log->nsegs && e == ST_E_NOT_FOUND; i++) {
+    for (int i = 0; !log->offline && !log->closed && i < log->nsegs && e == ST_E_NOT_FOUND; i++) {
         st_segment_t *s = log->segs[i];
         if (s->max_timestamp < ts) continue;
         /* Skip what the time index proves is older than ts: entry (t, rel)

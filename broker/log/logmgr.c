@@ -378,6 +378,7 @@ static void forget_log(st_logmgr_t *m, st_log_t *log) {
 void st_logmgr_delete_log(st_logmgr_t *m, st_log_t *log) {
     pthread_mutex_lock(&log->lock);
     log->deleted = 1;
+    log->closed = 1; /* from here no operation opens a file of the renamed directory */
     char *dir = st_strdup(log->dir);
     char gone[4200];
     st_uuid_t u;

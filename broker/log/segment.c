@@ -428,6 +428,7 @@ st_err_t st_log__seg_recover(st_segment_t *s, const char *dir, int validate, int
          * partition costs a stat at start-up).  Index files left longer are
          * cut at the first write (nothing of them counts as written). */
         s->next_offset = s->base_offset;
+        s->indexes_final = !is_last;
         return ST_OK;
     }
     st_file_t *flog = NULL, *fidx = NULL;
