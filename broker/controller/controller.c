@@ -86,35 +86,46 @@ static int collect_cb(const st_record_t *r, void *arg) {
     return 0;
 }
 
+/* Apply the batches of [p, p+len): at commit one batch, published; at
+ * replay every batch of the read in one st_image_apply (the same records
+ * in the same order give the same image, and a start-up does not copy the
+ * image once per batch). */
 static st_err_t apply_batches(st_controller_t *c, const uint8_t *p, size_t len, int replay) {
     size_t pos = 0;
+    st_arena_t arena;
+    st_arena_init(&arena, 4096);
+    collect_t col = {&arena, NULL, 0, 0, ST_OK};
+    int64_t last = -1;
+    st_err_t e = ST_OK;
     while (pos + ST_BATCH_HEADER_SIZE <= len) {
         st_batch_info_t b;
         if (st_batch_header(p + pos, len - pos, &b) || (size_t)b.size > len - pos) break;
-        st_arena_t arena;
-        st_arena_init(&arena, 4096);
-        collect_t col = {&arena, NULL, 0, 0, ST_OK};
-        st_err_t e = st_batch_foreach_record(p + pos, b.size, collect_cb, &col);
+        e = st_batch_foreach_record(p + pos, b.size, collect_cb, &col);
         if (!e) e = col.err;
         if (e) {
-            free(col.recs);
-            st_arena_fini(&arena);
             ST_ERROR("controller", "metadata batch at offset %lld cannot be decoded: %s",
                      (long long)b.base_offset, st_err_msg(e));
-            return e;
+            goto out;
         }
-        st_meta_image_t *img = st_image_apply(c->image, col.recs, col.n, st_batch_last_offset(&b));
-        free(col.recs);
-        st_arena_fini(&arena);
-        if (replay) {
-            st_image_release(c->image);
-            c->image = img;
-        } else {
-            publish(c, img);
-        }
+        last = st_batch_last_offset(&b);
         pos += (size_t)b.size;
+        if (!replay) {
+            publish(c, st_image_apply(c->image, col.recs, col.n, last));
+            col.n = 0;
+            st_arena_fini(&arena);
+            st_arena_init(&arena, 4096);
+            last = -1;
+        }
     }
-    return ST_OK;
+    if (replay && last >= 0) {
+        st_meta_image_t *img = st_image_apply(c->image, col.recs, col.n, last);
+        st_image_release(c->image);
+        c->image = img;
+    }
+out:
+    free(col.recs);
+    st_arena_fini(&arena);
+    return e;
 }
 
 static st_err_t replay(st_controller_t *c) {
@@ -403,6 +414,43 @@ static int live_brokers(const st_meta_image_t *img, int32_t *ids, int max) {
     return n;
 }
 
+/*
+ * max.broker.partitions (KIP-578): would placing count new partitions (index
+ * first on: brokers[(i + k) % nb] for replica k, or the explicit
+ * assignments) put more partition replicas on one broker than it may hold?
+ * Returns 1 and names the broker and its would-be count when it would.
+ */
+static int exceeds_broker_limit(st_controller_t *c, const st_meta_image_t *img,
+                                const int32_t *brokers, int nb, int32_t first, int32_t count,
+                                int rf, const int32_t *const *assignments,
+                                const int *assignment_sizes, int32_t *broker_out,
+                                int64_t *total_out) {
+    int64_t limit = c->cfg.broker->max_broker_partitions;
+    int64_t *have = st_calloc((size_t)nb + 1, sizeof *have);
+    for (int t = 0; t < img->ntopics; t++)
+        for (int i = 0; i < img->topics[t]->nparts; i++) {
+            const st_meta_partition_t *mp = &img->topics[t]->parts[i];
+            for (int r = 0; r < mp->nreplicas; r++)
+                for (int b = 0; b < nb; b++)
+                    if (brokers[b] == mp->replicas[r]) have[b]++;
+        }
+    for (int32_t i = 0; i < count; i++)
+        for (int k = 0; k < (assignments ? assignment_sizes[i] : rf); k++) {
+            int32_t id = assignments ? assignments[i][k] : brokers[(first + i + k) % nb];
+            for (int b = 0; b < nb; b++)
+                if (brokers[b] == id) have[b]++;
+        }
+    int over = 0;
+    for (int b = 0; b < nb && !over; b++) {
+        if (have[b] <= limit) continue;
+        over = 1;
+        *broker_out = brokers[b];
+        *total_out = have[b];
+    }
+    free(have);
+    return over;
+}
+
 static void add_partition_record(pending_t *p, const st_uuid_t *tid, int32_t index,
                                  const int32_t *replicas, int n) {
     st_mrec_partition_t r;
@@ -485,7 +533,7 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
         if (nparts == -1) nparts = b->num_partitions;
         if (rf == -1) rf = b->default_replication_factor;
     }
-    if (nparts <= 0 || nparts > 100000) {
+    if (nparts <= 0) {
         res->error = ST_E_INVALID_PARTITIONS;
         snprintf(res->message, sizeof res->message, "Number of partitions was set to an invalid "
                  "non-positive value.");
@@ -503,6 +551,19 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
                  "Unable to replicate the partition %d time(s): The target replication factor of "
                  "%d cannot be reached because only %d broker(s) are registered.",
                  rf, rf, nb);
+        return;
+    }
+    int32_t over_id;
+    int64_t over_n;
+    if (exceeds_broker_limit(c, img, brokers, nb, 0, nparts, rf,
+                             t->nassignments > 0 ? t->assignments : NULL, t->assignment_sizes,
+                             &over_id, &over_n)) {
+        res->error = ST_E_POLICY_VIOLATION;
+        snprintf(res->message, sizeof res->message,
+                 "Creating topic '%.*s' with %d partitions would place %lld partition replicas on "
+                 "broker %d, more than max.broker.partitions (%d).",
+                 (int)t->name_len, t->name, (int)nparts, (long long)over_n, (int)over_id,
+                 (int)b->max_broker_partitions);
         return;
     }
     st_topic_config_t tc;
@@ -598,12 +659,6 @@ void st_controller_create_partitions(st_controller_t *c, const char *name, size_
                  t->nparts, (int)count);
         return;
     }
-    if (count > 100000) {
-        res->error = ST_E_INVALID_PARTITIONS;
-        snprintf(res->message, sizeof res->message, "Too many partitions requested.");
-        return;
-    }
-    if (validate_only) return;
     int32_t brokers[256];
     int nb = live_brokers(c->image, brokers, 256);
     int rf = t->nparts ? t->parts[0].nreplicas : 1;
@@ -613,6 +668,19 @@ void st_controller_create_partitions(st_controller_t *c, const char *name, size_
                  rf);
         return;
     }
+    int32_t over_id;
+    int64_t over_n;
+    if (exceeds_broker_limit(c, c->image, brokers, nb, t->nparts, count - t->nparts, rf, NULL, NULL,
+                             &over_id, &over_n)) {
+        res->error = ST_E_POLICY_VIOLATION;
+        snprintf(res->message, sizeof res->message,
+                 "Adding %d partitions to '%.*s' would place %lld partition replicas on broker %d, "
+                 "more than max.broker.partitions (%d).",
+                 (int)(count - t->nparts), (int)len, name, (long long)over_n, (int)over_id,
+                 (int)c->cfg.broker->max_broker_partitions);
+        return;
+    }
+    if (validate_only) return;
     st_uuid_t tid = t->id;
     pending_t p;
     pending_init(&p);

@@ -111,6 +111,12 @@ int st_topic_is_internal(const char *name, size_t len);
 
 /* ---- operations (controller thread only) ---------------------------------- */
 
+/* Kafka's bound on the partitions one CreateTopics or CreatePartitions
+ * request may create (its controller's MAX_PARTITIONS_PER_BATCH and
+ * MAX_RECORDS_PER_USER_OP): beyond it the request answers POLICY_VIOLATION.
+ * max.broker.partitions (KIP-578) bounds what one broker hosts. */
+#define ST_CONTROLLER_MAX_PARTITIONS_PER_REQUEST 10000
+
 typedef struct st_new_topic {
     const char *name;
     size_t name_len;

@@ -1,6 +1,7 @@
 /*
  * image.c - the metadata state machine: immutable images and the one
- * function that applies a batch of records to an image.
+ * function that applies records (one batch, or a replay's run of batches)
+ * to an image.
  *
  * Images share unchanged topics (copy on write, refcounted); a topic that
  * a record changes is copied first.  Nothing here reads clocks, files or
@@ -115,7 +116,82 @@ const char *st_meta_topic_config(const st_meta_topic_t *t, const char *name) {
     return NULL;
 }
 
-/* ---- applying records ----------------------------------------------------- */
+/* ---- applying records -----------------------------------------------------
+ *
+ * One call applies any number of records (a replay applies a whole read of
+ * the log at once), so its cost must not grow with records x topics: a
+ * scratch index of the image being built maps names and ids to positions,
+ * new topics are appended, and the array is put back in name order (and
+ * cleared of removed topics) once at the end.
+ */
+
+typedef struct apply_ctx {
+    st_meta_image_t *img;
+    int *by_name, *by_id; /* position + 1; 0 empty, -1 deleted */
+    size_t cap;           /* a power of two, more than twice the topics */
+    int appended, removed;
+} apply_ctx_t;
+
+static uint64_t name_hash(const char *p, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 1099511628211ull;
+    return h;
+}
+
+static uint64_t id_hash(const st_uuid_t *id) {
+    uint64_t a, b;
+    memcpy(&a, id, 8);
+    memcpy(&b, (const uint8_t *)id + 8, 8);
+    return (a ^ (b * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull;
+}
+
+static void index_put(int *v, size_t cap, uint64_t h, int pos) {
+    size_t at = h & (cap - 1);
+    while (v[at] > 0) at = (at + 1) & (cap - 1);
+    v[at] = pos + 1;
+}
+
+static void index_build(apply_ctx_t *a) {
+    st_meta_image_t *img = a->img;
+    size_t cap = 64;
+    while (cap <= (size_t)img->ntopics * 2) cap *= 2;
+    free(a->by_name);
+    free(a->by_id);
+    a->by_name = st_calloc(cap, sizeof *a->by_name);
+    a->by_id = st_calloc(cap, sizeof *a->by_id);
+    a->cap = cap;
+    for (int i = 0; i < img->ntopics; i++) {
+        const st_meta_topic_t *t = img->topics[i];
+        if (!t) continue;
+        index_put(a->by_name, cap, name_hash(t->name, strlen(t->name)), i);
+        index_put(a->by_id, cap, id_hash(&t->id), i);
+    }
+}
+
+/* Position of the topic named name (length-based: a stored name matches
+ * only when it has exactly these bytes), or -1. */
+static int index_name(const apply_ctx_t *a, const char *name, size_t len) {
+    for (size_t at = name_hash(name, len) & (a->cap - 1); a->by_name[at];
+         at = (at + 1) & (a->cap - 1)) {
+        int pos = a->by_name[at] - 1;
+        if (pos < 0) continue;
+        const char *n = a->img->topics[pos]->name;
+        if (strlen(n) == len && !memcmp(n, name, len)) return pos;
+    }
+    return -1;
+}
+
+static int index_id(const apply_ctx_t *a, const st_uuid_t *id, size_t *slot) {
+    for (size_t at = id_hash(id) & (a->cap - 1); a->by_id[at]; at = (at + 1) & (a->cap - 1)) {
+        int pos = a->by_id[at] - 1;
+        if (pos < 0) continue;
+        if (!memcmp(&a->img->topics[pos]->id, id, sizeof *id)) {
+            if (slot) *slot = at;
+            return pos;
+        }
+    }
+    return -1;
+}
 
 /* A private copy of topic i of the image being built. */
 static st_meta_topic_t *own_topic(st_meta_image_t *img, int i) {
@@ -127,15 +203,9 @@ static st_meta_topic_t *own_topic(st_meta_image_t *img, int i) {
     return img->topics[i];
 }
 
-static int topic_index_by_id(const st_meta_image_t *img, const st_uuid_t *id) {
-    for (int i = 0; i < img->ntopics; i++)
-        if (!memcmp(&img->topics[i]->id, id, sizeof *id)) return i;
-    return -1;
-}
-
-static void apply_topic(st_meta_image_t *img, const st_mrec_topic_t *r) {
-    int at;
-    if (r->name.len <= 0 || find_topic(img, r->name.p, (size_t)r->name.len, &at)) return;
+static void apply_topic(apply_ctx_t *a, const st_mrec_topic_t *r) {
+    st_meta_image_t *img = a->img;
+    if (r->name.len <= 0 || index_name(a, r->name.p, (size_t)r->name.len) >= 0) return;
     st_meta_topic_t *t = st_calloc(1, sizeof *t);
     t->refs = 1;
     t->name = st_strndup(r->name.p, (size_t)r->name.len);
@@ -143,19 +213,29 @@ static void apply_topic(st_meta_image_t *img, const st_mrec_topic_t *r) {
     t->internal = t->name[0] == '_' && t->name[1] == '_';
     t->parts = st_calloc(1, sizeof *t->parts);
     t->configs = st_calloc(1, sizeof *t->configs);
-    img->topics = st_realloc(img->topics, sizeof *img->topics * (size_t)(img->ntopics + 1));
-    memmove(img->topics + at + 1, img->topics + at,
-            sizeof *img->topics * (size_t)(img->ntopics - at));
-    img->topics[at] = t;
-    img->ntopics++;
+    if ((size_t)(img->ntopics + 1) * 2 >= a->cap) {
+        img->topics = st_realloc(img->topics, sizeof *img->topics * (size_t)(img->ntopics + 1));
+        img->topics[img->ntopics++] = t;
+        index_build(a); /* grows the index */
+    } else {
+        img->topics = st_realloc(img->topics, sizeof *img->topics * (size_t)(img->ntopics + 1));
+        img->topics[img->ntopics] = t;
+        index_put(a->by_name, a->cap, name_hash(t->name, strlen(t->name)), img->ntopics);
+        index_put(a->by_id, a->cap, id_hash(&t->id), img->ntopics);
+        img->ntopics++;
+    }
+    a->appended = 1;
 }
 
-static void apply_partition(st_meta_image_t *img, const st_mrec_partition_t *r) {
-    int i = topic_index_by_id(img, &r->topic_id);
+static void apply_partition(apply_ctx_t *a, const st_mrec_partition_t *r) {
+    int i = index_id(a, &r->topic_id, NULL);
     if (i < 0 || r->partition_id < 0) return;
-    st_meta_topic_t *t = own_topic(img, i);
+    st_meta_topic_t *t = own_topic(a->img, i);
     if (r->partition_id >= t->nparts) {
-        t->parts = st_realloc(t->parts, sizeof *t->parts * (size_t)(r->partition_id + 1));
+        /* grow geometrically: a topic's partitions arrive one record each */
+        int cap = 1;
+        while (cap < r->partition_id + 1) cap *= 2;
+        t->parts = st_realloc(t->parts, sizeof *t->parts * (size_t)cap);
         for (int k = t->nparts; k <= r->partition_id; k++) {
             memset(&t->parts[k], 0, sizeof t->parts[k]);
             t->parts[k].id = k;
@@ -178,11 +258,11 @@ static void apply_partition(st_meta_image_t *img, const st_mrec_partition_t *r) 
     p->nisr = r->isr.n;
 }
 
-static void apply_config(st_meta_image_t *img, const st_mrec_config_t *r) {
+static void apply_config(apply_ctx_t *a, const st_mrec_config_t *r) {
     if (r->resource_type != ST_RESOURCE_TOPIC || r->name.len <= 0) return;
-    int i;
-    if (!find_topic(img, r->resource_name.p, (size_t)r->resource_name.len, &i)) return;
-    st_meta_topic_t *t = own_topic(img, i);
+    int i = index_name(a, r->resource_name.p, (size_t)ST_MAX(r->resource_name.len, 0));
+    if (i < 0) return;
+    st_meta_topic_t *t = own_topic(a->img, i);
     int k;
     for (k = 0; k < t->nconfigs; k++)
         if ((int)strlen(t->configs[k].name) == r->name.len &&
@@ -205,12 +285,21 @@ static void apply_config(st_meta_image_t *img, const st_mrec_config_t *r) {
     t->configs[k].value = st_strndup(r->value.p, (size_t)r->value.len);
 }
 
-static void apply_remove_topic(st_meta_image_t *img, const st_mrec_remove_topic_t *r) {
-    int i = topic_index_by_id(img, &r->topic_id);
+static void apply_remove_topic(apply_ctx_t *a, const st_mrec_remove_topic_t *r) {
+    size_t id_slot;
+    int i = index_id(a, &r->topic_id, &id_slot);
     if (i < 0) return;
-    topic_release(img->topics[i]);
-    memmove(img->topics + i, img->topics + i + 1, sizeof *img->topics * (size_t)(img->ntopics - i - 1));
-    img->ntopics--;
+    st_meta_topic_t *t = a->img->topics[i];
+    for (size_t at = name_hash(t->name, strlen(t->name)) & (a->cap - 1); a->by_name[at];
+         at = (at + 1) & (a->cap - 1))
+        if (a->by_name[at] == i + 1) {
+            a->by_name[at] = -1;
+            break;
+        }
+    a->by_id[id_slot] = -1;
+    topic_release(t);
+    a->img->topics[i] = NULL; /* dropped from the array at the end */
+    a->removed = 1;
 }
 
 static void apply_register_broker(st_meta_image_t *img, const st_mrec_register_broker_t *r) {
@@ -238,6 +327,10 @@ static void apply_register_broker(st_meta_image_t *img, const st_mrec_register_b
     b->rack = r->rack.len >= 0 ? st_strndup(r->rack.p, (size_t)r->rack.len) : NULL;
 }
 
+static int cmp_topic_name(const void *x, const void *y) {
+    return strcmp((*(st_meta_topic_t *const *)x)->name, (*(st_meta_topic_t *const *)y)->name);
+}
+
 st_meta_image_t *st_image_apply(const st_meta_image_t *img, const st_mrec_t *recs, int n,
                                 int64_t last_offset) {
     st_meta_image_t *out = st_calloc(1, sizeof *out);
@@ -254,16 +347,33 @@ st_meta_image_t *st_image_apply(const st_meta_image_t *img, const st_mrec_t *rec
             out->brokers[i].rack = img->brokers[i].rack ? st_strdup(img->brokers[i].rack) : NULL;
         }
     }
+    apply_ctx_t a = {out, NULL, NULL, 0, 0, 0};
+    int indexed = 0;
     for (int i = 0; i < n; i++) {
-        switch (recs[i].type) {
-        case ST_MREC_TOPIC: apply_topic(out, &recs[i].u.topic); break;
-        case ST_MREC_PARTITION: apply_partition(out, &recs[i].u.partition); break;
-        case ST_MREC_CONFIG: apply_config(out, &recs[i].u.config); break;
-        case ST_MREC_REMOVE_TOPIC: apply_remove_topic(out, &recs[i].u.remove_topic); break;
+        int t = recs[i].type;
+        if (!indexed && (t == ST_MREC_TOPIC || t == ST_MREC_PARTITION || t == ST_MREC_CONFIG ||
+                         t == ST_MREC_REMOVE_TOPIC)) {
+            index_build(&a);
+            indexed = 1;
+        }
+        switch (t) {
+        case ST_MREC_TOPIC: apply_topic(&a, &recs[i].u.topic); break;
+        case ST_MREC_PARTITION: apply_partition(&a, &recs[i].u.partition); break;
+        case ST_MREC_CONFIG: apply_config(&a, &recs[i].u.config); break;
+        case ST_MREC_REMOVE_TOPIC: apply_remove_topic(&a, &recs[i].u.remove_topic); break;
         case ST_MREC_REGISTER_BROKER: apply_register_broker(out, &recs[i].u.register_broker); break;
         default: break;
         }
     }
+    if (a.removed) {
+        int k = 0;
+        for (int i = 0; i < out->ntopics; i++)
+            if (out->topics[i]) out->topics[k++] = out->topics[i];
+        out->ntopics = k;
+    }
+    if (a.appended) qsort(out->topics, (size_t)out->ntopics, sizeof *out->topics, cmp_topic_name);
+    free(a.by_name);
+    free(a.by_id);
     out->offset = last_offset;
     return out;
 }

@@ -38,14 +38,18 @@
  *        v  over B.*; fsync the dir
  *   B.log, B.index, B.timeindex
  *
- * st_log_cleaner_recover, before the logs of a dir are opened: *.cleaned
+ * st_log__cleaner_recover_partition, when a log is opened and its
+ * directory holds such files (st_log_cleaner_recover does it for every
+ * partition of a log dir): *.cleaned
  * files are removed (the pass never committed); a B.log.swap is finished:
  * the segments whose base lies in (B, last offset of the swap] are
  * removed and the swap files renamed into place.
  *
- * Threads: st_log_clean runs on the caller's thread (the cleaner thread),
- * reads closed segments through kept descriptors without the log's lock,
- * and takes the lock only to look at the segment list and to swap.
+ * Threads: st_log_clean runs on the caller's thread (the cleaner thread).
+ * It takes the log's lock to look at the segment list, to keep the .log of
+ * the one segment it reads next from the file cache (segments are named by
+ * id, so one that went meanwhile stops the pass), and to swap; it reads
+ * without the lock.
  */
 #include "log_int.h"
 
@@ -285,8 +289,9 @@ static st_err_t compress_records(int codec, int xerial, const uint8_t *p, size_t
 /* ---- a pass ------------------------------------------------------------------ */
 
 typedef struct snap {
-    int64_t base, next, size, max_ts;
-    st_file_t *file; /* kept: identifies the segment at the swap too */
+    int64_t base, next, size, max_ts, first_ts;
+    uint64_t id;     /* identifies the segment at the swap */
+    st_file_t *file; /* kept while the pass reads this segment, else NULL */
 } snap_t;
 
 typedef struct pass {
@@ -298,6 +303,7 @@ typedef struct pass {
     snap_t *segs;
     int nsegs;
     int32_t index_interval;
+    int64_t max_lag_ms; /* the log's max.compaction.lag.ms */
     uint8_t *buf;
     size_t bufcap;
     st_buf_t plain, kept, packed, outbatch;
@@ -323,6 +329,28 @@ static void throttle(pass_t *p, int64_t bytes) {
         struct timespec ts = {0, (long)ST_MIN(ahead, 100) * 1000000L};
         nanosleep(&ts, NULL);
     }
+}
+
+/* Keep segment k's .log for reading (the cache may have closed it, and a
+ * pass reads one segment at a time, so it holds one descriptor at most). */
+static st_err_t snap_open(pass_t *p, int k) {
+    snap_t *s = &p->segs[k];
+    if (s->file) return ST_OK;
+    st_log_t *log = p->log;
+    st_err_t e = ST_E_AGAIN; /* the segment is gone: the pass stops */
+    pthread_mutex_lock(&log->lock);
+    for (int i = 0; !log->closed && i < log->nsegs; i++) {
+        if (log->segs[i]->id != s->id) continue;
+        e = st_log__seg_keep(log->segs[i], ST_SEG_LOG, &s->file);
+        break;
+    }
+    pthread_mutex_unlock(&log->lock);
+    return e;
+}
+
+static void snap_close(pass_t *p, int k) {
+    st_file_release(p->segs[k].file);
+    p->segs[k].file = NULL;
 }
 
 /* Read the batch at pos of a segment into p->buf; 0 at the end. */
@@ -361,10 +389,12 @@ static st_err_t build_map(pass_t *p, int first, int last, int64_t *end) {
     *end = p->segs[first].base;
     for (int k = first; k <= last; k++) {
         const snap_t *s = &p->segs[k];
+        st_err_t e = snap_open(p, k);
+        if (e) return e;
         for (int64_t pos = 0;;) {
             st_batch_info_t b;
             int got;
-            st_err_t e = read_batch(p, s, pos, &b, &got);
+            e = read_batch(p, s, pos, &b, &got);
             if (e) return e;
             if (!got || cancelled(p)) break;
             if (!(b.attributes & ST_ATTR_CONTROL)) {
@@ -376,6 +406,7 @@ static st_err_t build_map(pass_t *p, int first, int last, int64_t *end) {
             }
             pos += b.size;
         }
+        snap_close(p, k);
         if (cancelled(p)) return ST_E_CANCELLED;
         *end = s->next;
     }
@@ -475,11 +506,11 @@ static st_err_t write_group(pass_t *p, int g0, int g1) {
     st_segment_t *tmp = st_calloc(1, sizeof *tmp);
     tmp->base_offset = tmp->next_offset = base;
     tmp->max_timestamp = tmp->offset_of_max_timestamp = -1;
-    tmp->index_fd = tmp->timeindex_fd = -1;
     int64_t out_pos = 0;
     st_err_t e = ST_OK;
     for (int k = g0; k <= g1 && !e; k++) {
         const snap_t *s = &p->segs[k];
+        e = snap_open(p, k);
         for (int64_t pos = 0; !e;) {
             st_batch_info_t b;
             int got;
@@ -501,19 +532,21 @@ static st_err_t write_group(pass_t *p, int g0, int g1) {
             }
             pos += b.size;
         }
+        snap_close(p, k);
     }
     if (!e && fdatasync(fd) != 0) e = st_err_from_errno(errno);
     close(fd);
+    int index_fd = -1, timeindex_fd = -1;
     if (!e) {
         group_path(log, base, ".index.cleaned", path, sizeof path);
-        tmp->index_fd = open(path, O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
+        index_fd = open(path, O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
         group_path(log, base, ".timeindex.cleaned", path, sizeof path);
-        tmp->timeindex_fd = open(path, O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
-        if (tmp->index_fd < 0 || tmp->timeindex_fd < 0) e = st_err_from_errno(errno);
-        else e = st_log__seg_write_indexes(tmp, 1);
+        timeindex_fd = open(path, O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
+        if (index_fd < 0 || timeindex_fd < 0) e = st_err_from_errno(errno);
+        else e = st_log__seg_write_index_fds(tmp, index_fd, timeindex_fd, 1);
     }
-    if (tmp->index_fd >= 0) close(tmp->index_fd);
-    if (tmp->timeindex_fd >= 0) close(tmp->timeindex_fd);
+    if (index_fd >= 0) close(index_fd);
+    if (timeindex_fd >= 0) close(timeindex_fd);
     free(tmp->idx);
     free(tmp->tidx);
     free(tmp);
@@ -522,7 +555,7 @@ static st_err_t write_group(pass_t *p, int g0, int g1) {
 
 static int seg_index_of(st_log_t *log, const snap_t *s) {
     for (int i = 0; i < log->nsegs; i++)
-        if (log->segs[i]->file == s->file) return i;
+        if (log->segs[i]->id == s->id) return i;
     return -1;
 }
 
@@ -533,7 +566,7 @@ static st_err_t swap_group_locked(pass_t *p, int g0, int g1) {
     if (log->closed || log->offline || log->deleted || i0 < 0 || i0 + (g1 - g0) >= log->nsegs - 1)
         return ST_E_AGAIN;
     for (int k = g0; k <= g1; k++)
-        if (log->segs[i0 + k - g0]->file != p->segs[k].file) return ST_E_AGAIN;
+        if (log->segs[i0 + k - g0]->id != p->segs[k].id) return ST_E_AGAIN;
     int64_t base = p->segs[g0].base;
     char from[4200], to[4200];
     static const char *kinds[] = {".index", ".timeindex", ".log"}; /* the log last */
@@ -559,7 +592,7 @@ static st_err_t swap_group_locked(pass_t *p, int g0, int g1) {
     }
     if (!e) e = st_fsync_dir(log->dir);
     st_segment_t *ns = NULL;
-    if (!e) e = st_log__seg_open(log->dir, base, 0, &ns);
+    if (!e) e = st_log__seg_open(st_log__mgr_fcache(log->mgr), log->dir, base, 0, &ns);
     if (!e) {
         char what[300];
         snprintf(what, sizeof what, WHAT_FMT, WHAT_ARGS(log));
@@ -587,7 +620,7 @@ static st_err_t swap_group_locked(pass_t *p, int g0, int g1) {
 }
 
 static void pass_fini(pass_t *p) {
-    for (int i = 0; i < p->nsegs; i++) st_file_release(p->segs[i].file);
+    for (int i = 0; i < p->nsegs; i++) snap_close(p, i);
     free(p->segs);
     free(p->buf);
     st_buf_fini(&p->plain);
@@ -595,6 +628,13 @@ static void pass_fini(pass_t *p) {
     st_buf_fini(&p->packed);
     st_buf_fini(&p->outbatch);
     keymap_fini(&p->map);
+}
+
+/* KIP-354: a log whose oldest dirty record (the first dirty segment's first
+ * batch) is older than max.compaction.lag.ms must be cleaned, whatever its
+ * dirty ratio.  A segment without timestamps never makes it due. */
+int st_log__compaction_lag_due(int64_t lag, int64_t first_dirty_ts, int64_t now_ms) {
+    return lag > 0 && lag != INT64_MAX && first_dirty_ts >= 0 && now_ms - first_dirty_ts > lag;
 }
 
 st_err_t st_log_clean(st_log_t *log, const st_log_compact_config_t *cfg,
@@ -622,13 +662,14 @@ st_err_t st_log_clean(st_log_t *log, const st_log_compact_config_t *cfg,
         return ST_E_CLOSED;
     }
     p.index_interval = log->cfg.index_interval_bytes;
+    p.max_lag_ms = log->cfg.max_compaction_lag_ms;
     p.segs = st_calloc((size_t)log->nsegs + 1, sizeof *p.segs);
     for (int i = 0; i + 1 < log->nsegs; i++) {
         st_segment_t *s = log->segs[i];
         int64_t next = log->segs[i + 1]->base_offset;
         if (next > log->high_watermark) break;
         p.segs[p.nsegs++] = (snap_t){s->base_offset, next, s->size, s->max_timestamp,
-                                     st_file_keep(s->file)};
+                                     st_log__seg_first_timestamp(s), s->id, NULL};
     }
     res->segments_before = log->nsegs;
     pthread_mutex_unlock(&log->lock);
@@ -652,8 +693,10 @@ st_err_t st_log_clean(st_log_t *log, const st_log_compact_config_t *cfg,
     }
     res->dirty_ratio = clean_bytes + dirty_bytes ? (double)dirty_bytes / (double)(clean_bytes + dirty_bytes) : 0;
     int tombstones_due = o->force;
+    res->lag_due = first <= last && st_log__compaction_lag_due(p.max_lag_ms, p.segs[first].first_ts,
+                                                               o->now_ms);
     if (last < 0 || (dirty_bytes == 0 && !tombstones_due) ||
-        (!o->force && res->dirty_ratio < cfg->min_cleanable_dirty_ratio)) {
+        (!o->force && !res->lag_due && res->dirty_ratio < cfg->min_cleanable_dirty_ratio)) {
         res->first_dirty = first <= last ? p.segs[first].base : o->first_dirty;
         goto out; /* nothing worth a pass */
     }
@@ -742,7 +785,7 @@ static int64_t swap_last_offset(const char *path, int64_t base) {
     return last;
 }
 
-static st_err_t recover_partition(const char *dir) {
+st_err_t st_log__cleaner_recover_partition(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return st_err_from_errno(errno);
     int64_t *swaps = NULL, *bases = NULL;
@@ -813,7 +856,7 @@ st_err_t st_log_cleaner_recover(const char *log_dir) {
         snprintf(path, sizeof path, "%s/%s", log_dir, n);
         struct stat st;
         if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-        st_err_t pe = recover_partition(path);
+        st_err_t pe = st_log__cleaner_recover_partition(path);
         if (pe && !e) e = pe;
     }
     closedir(d);
@@ -908,18 +951,26 @@ static void ckpt_write(st_log_cleaner_t *c, const char *parent) {
     st_buf_fini(&b);
 }
 
-/* The dirty ratio of a log as its next pass would see it. */
+/* The dirty ratio of a log as its next pass would see it, and whether
+ * max.compaction.lag.ms makes it due whatever the ratio. */
 static double dirty_ratio(st_log_t *log, const st_log_compact_config_t *cfg, int64_t first_dirty,
-                          int64_t now) {
+                          int64_t now, int *lag_due) {
     int64_t clean = 0, dirty = 0;
+    *lag_due = 0;
     pthread_mutex_lock(&log->lock);
     for (int i = 0; i + 1 < log->nsegs; i++) {
         st_segment_t *s = log->segs[i];
         if (log->segs[i + 1]->base_offset > log->high_watermark) break;
         if (cfg->min_compaction_lag_ms > 0 && s->max_timestamp > now - cfg->min_compaction_lag_ms)
             break;
-        if (log->segs[i + 1]->base_offset <= first_dirty) clean += s->size;
-        else dirty += s->size;
+        if (log->segs[i + 1]->base_offset <= first_dirty) {
+            clean += s->size;
+        } else {
+            if (!dirty && s->size)
+                *lag_due = st_log__compaction_lag_due(log->cfg.max_compaction_lag_ms,
+                                                      st_log__seg_first_timestamp(s), now);
+            dirty += s->size;
+        }
     }
     pthread_mutex_unlock(&log->lock);
     return clean + dirty ? (double)dirty / (double)(clean + dirty) : 0;
@@ -948,8 +999,9 @@ static void *cleaner_main(void *arg) {
             st_log_t *log = v[i].log;
             ckpt_load(c, log->parent);
             ckpt_t *k = ckpt_find(c, log->parent, log->topic, log->partition, 1);
-            double r = dirty_ratio(log, &v[i].cfg, k->first_dirty, now);
-            int forced = k->tombstone_due >= 0 && k->tombstone_due <= now;
+            int lag_due;
+            double r = dirty_ratio(log, &v[i].cfg, k->first_dirty, now, &lag_due);
+            int forced = (k->tombstone_due >= 0 && k->tombstone_due <= now) || lag_due;
             if (r < v[i].cfg.min_cleanable_dirty_ratio && !forced) continue;
             if (r > best_ratio) {
                 best = i;
@@ -971,10 +1023,11 @@ static void *cleaner_main(void *arg) {
                 k->first_dirty = res.first_dirty;
                 k->tombstone_due = res.tombstone_due;
                 ckpt_write(c, log->parent);
-                ST_INFO("log", WHAT_FMT ": cleaned in %lld ms (dirty ratio %.2f): %d -> %d segments, "
+                ST_INFO("log", WHAT_FMT ": cleaned in %lld ms (dirty ratio %.2f%s): %d -> %d segments, "
                                "%lld -> %lld bytes, %lld records kept, %lld removed (%lld tombstones); "
                                "next pass from offset %lld",
                         WHAT_ARGS(log), (long long)(st_mono_ms() - t0), res.dirty_ratio,
+                        res.lag_due ? ", past max.compaction.lag.ms" : "",
                         res.segments_before, res.segments_after, (long long)res.bytes_read,
                         (long long)res.bytes_written, (long long)res.records_kept,
                         (long long)res.records_removed, (long long)res.tombstones_removed,

@@ -3,7 +3,10 @@
  * DeleteRecords, retention, roll, flush, the leader-epoch cache.
  *
  * Lock: log->lock guards every field of the log and its segments.  The
- * notify callback and fsync run without it.
+ * notify callback and fsync run without it.  Segment files come from the
+ * manager's cache (fcache.c) under the lock, each kept for one operation
+ * (or handed to a reader); a failure to get a descriptor (ST_E_NOFILE)
+ * leaves the log online, a failed write or fsync takes it offline.
  */
 #include "log_int.h"
 
@@ -11,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define WHAT_FMT "%s-%d"
@@ -124,10 +128,61 @@ static int cmp_i64(const void *a, const void *b) {
 static st_err_t write_partition_metadata(st_log_t *log, const st_uuid_t *topic_id) {
     char path[4096], idtext[23], body[128];
     snprintf(path, sizeof path, "%s/partition.metadata", log->dir);
-    if (access(path, F_OK) == 0 || !topic_id || st_uuid_is_zero(topic_id)) return ST_OK;
+    if (!topic_id || st_uuid_is_zero(topic_id)) return ST_OK;
     st_uuid_format(topic_id, idtext);
     int n = snprintf(body, sizeof body, "version: 0\ntopic_id: %s\n", idtext);
     return st_write_file_atomic(path, body, (size_t)n);
+}
+
+/* The partition's directory listing: segment base offsets (sorted) and the
+ * small files present.  Leftovers of an interrupted write (*.tmp) are
+ * removed.  The directory is created when missing. */
+typedef struct dir_listing {
+    int64_t *bases;
+    int nbases;
+    int has_epochs, has_partition_metadata;
+    int cleaner_files; /* an interrupted cleaning pass left files */
+} dir_listing_t;
+
+static st_err_t list_dir(const char *dir, dir_listing_t *out) {
+    memset(out, 0, sizeof *out);
+    DIR *d = opendir(dir);
+    if (!d && errno == ENOENT) {
+        /* a new partition: one mkdir when the log dir exists (the usual
+         * case), every level otherwise */
+        st_err_t e = mkdir(dir, 0755) == 0 || errno == EEXIST ? ST_OK : st_mkdirs(dir);
+        if (e) return e;
+        d = opendir(dir);
+    }
+    if (!d) return st_err_from_errno(errno);
+    int capbases = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if ((len > 8 && !strcmp(de->d_name + len - 8, ".cleaned")) ||
+            (len > 5 && !strcmp(de->d_name + len - 5, ".swap")))
+            out->cleaner_files = 1;
+        if (len > 4 && !strcmp(de->d_name + len - 4, ".tmp")) {
+            char p[4096];
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            unlink(p);
+            continue;
+        }
+        if (!strcmp(de->d_name, "leader-epoch-checkpoint")) out->has_epochs = 1;
+        if (!strcmp(de->d_name, "partition.metadata")) out->has_partition_metadata = 1;
+        if (len != 24 || strcmp(de->d_name + 20, ".log")) continue;
+        char *end;
+        long long base = strtoll(de->d_name, &end, 10);
+        if (end != de->d_name + 20 || base < 0) continue;
+        if (out->nbases == capbases) {
+            capbases = capbases ? capbases * 2 : 4;
+            out->bases = st_realloc(out->bases, (size_t)capbases * sizeof *out->bases);
+        }
+        out->bases[out->nbases++] = base;
+    }
+    closedir(d);
+    if (out->nbases > 1) qsort(out->bases, (size_t)out->nbases, sizeof *out->bases, cmp_i64);
+    return ST_OK;
 }
 
 st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int32_t partition,
@@ -137,73 +192,54 @@ st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int
     pthread_mutex_init(&log->lock, NULL);
     log->refs = 1;
     log->mgr = m;
+    log->mgr_index = -1;
     log->parent = st_strdup(parent);
     log->topic = st_strdup(topic);
     log->partition = partition;
     log->cfg = *cfg;
+    log->last_flush_ms = st_mono_ms();
+    st_fcache_t *fc = st_log__mgr_fcache(m);
     char dir[4096], what[512];
     snprintf(dir, sizeof dir, "%s/%s-%d", parent, topic, (int)partition);
     snprintf(what, sizeof what, "%s-%d", topic, (int)partition);
     log->dir = st_strdup(dir);
-    st_err_t e = st_mkdirs(dir);
-    if (!e) e = write_partition_metadata(log, topic_id);
+    dir_listing_t ls;
+    st_err_t e = list_dir(dir, &ls);
+    if (!e && ls.cleaner_files) {
+        /* a cleaning pass was cut short: finish or undo it, then look again */
+        free(ls.bases);
+        st_err_t ce = st_log__cleaner_recover_partition(dir);
+        if (ce) ST_WARN("log", "%s: cleaner recovery: %s", what, st_err_msg(ce));
+        e = list_dir(dir, &ls);
+    }
     if (e) goto fail;
-    st_log__epoch_load(log);
+    if (!ls.has_partition_metadata) e = write_partition_metadata(log, topic_id);
+    if (e) goto fail;
+    if (ls.has_epochs) st_log__epoch_load(log);
 
-    /* Collect segment base offsets from the .log files present; leftovers
-     * of an interrupted write (*.tmp) are removed. */
-    int64_t *bases = NULL;
-    int nbases = 0, capbases = 0;
-    DIR *d = opendir(dir);
-    if (!d) {
-        e = st_err_from_errno(errno);
-        goto fail;
-    }
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        size_t len = strlen(de->d_name);
-        if (len > 4 && !strcmp(de->d_name + len - 4, ".tmp")) {
-            char p[4096];
-            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-            unlink(p);
-            continue;
-        }
-        if (len != 24 || strcmp(de->d_name + 20, ".log")) continue;
-        char *end;
-        long long base = strtoll(de->d_name, &end, 10);
-        if (end != de->d_name + 20 || base < 0) continue;
-        if (nbases == capbases) {
-            capbases = capbases ? capbases * 2 : 16;
-            bases = st_realloc(bases, (size_t)capbases * sizeof *bases);
-        }
-        bases[nbases++] = base;
-    }
-    closedir(d);
-    if (nbases) qsort(bases, (size_t)nbases, sizeof *bases, cmp_i64);
-
-    for (int i = 0; i < nbases; i++) {
+    for (int i = 0; i < ls.nbases; i++) {
         st_segment_t *s;
-        e = st_log__seg_open(dir, bases[i], 0, &s);
+        e = st_log__seg_open(fc, log->dir, ls.bases[i], 0, &s);
         if (e) break;
-        int is_last = i == nbases - 1;
+        int is_last = i == ls.nbases - 1;
         /* After an unclean stop, every segment that may hold unflushed data
          * is re-validated batch by batch: those at or after the recovery
          * point, and always the active one. */
-        int64_t seg_end = is_last ? INT64_MAX : bases[i + 1];
+        int64_t seg_end = is_last ? INT64_MAX : ls.bases[i + 1];
         int validate = !clean && (is_last || seg_end > recovery_point);
-        e = st_log__seg_recover(s, dir, validate, is_last, is_last ? 0 : bases[i + 1], cfg, what);
+        e = st_log__seg_recover(s, dir, validate, is_last, is_last ? 0 : ls.bases[i + 1], cfg, what);
         if (e) {
             st_log__seg_close(s);
             break;
         }
         segs_push(log, s);
     }
-    free(bases);
+    free(ls.bases);
     if (e) goto fail;
     if (log->nsegs == 0) {
         st_segment_t *s;
         int64_t base = log_start_hint > 0 ? log_start_hint : 0;
-        e = st_log__seg_open(dir, base, 1, &s);
+        e = st_log__seg_open(fc, log->dir, base, 1, &s);
         if (e) goto fail;
         segs_push(log, s);
     }
@@ -215,7 +251,11 @@ st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int
     st_log__epoch_truncate_from(log, log->leo);
     if (!clean) {
         /* Everything that survived validation is now on disk. */
-        if (fsync(active_seg(log)->file->fd) == 0) log->flushed_offset = log->leo;
+        st_file_t *f;
+        if (st_log__seg_keep(active_seg(log), ST_SEG_LOG, &f) == ST_OK) {
+            if (fsync(f->fd) == 0) log->flushed_offset = log->leo;
+            st_file_release(f);
+        }
     }
     *out = log;
     return ST_OK;
@@ -232,9 +272,19 @@ void st_log__close(st_log_t *log, int clean) {
     for (int i = 0; i < log->nsegs; i++) {
         st_segment_t *s = log->segs[i];
         if (clean && !log->offline && !log->deleted) {
-            if (i == log->nsegs - 1) st_log__seg_trim(s);
-            st_log__seg_write_indexes(s, i < log->nsegs - 1);
-            if (i == log->nsegs - 1) fsync(s->file->fd);
+            /* only what changed since the open costs I/O: an idle
+             * partition closes without opening a file */
+            int last = i == log->nsegs - 1;
+            int trimmed = last && s->prealloc_end > s->size;
+            if (last) st_log__seg_trim(s, 0);
+            st_log__seg_write_indexes(s, !last);
+            if (last && (trimmed || log->flushed_offset < log->leo)) {
+                st_file_t *f;
+                if (st_log__seg_keep(s, ST_SEG_LOG, &f) == ST_OK) {
+                    fsync(f->fd);
+                    st_file_release(f);
+                }
+            }
         }
         st_log__seg_close(s);
     }
@@ -308,22 +358,45 @@ void st_log_offsets(st_log_t *log, st_log_offsets_t *out) {
 
 /* ---- append ------------------------------------------------------------- */
 
-/* Called with the lock held. */
+static void unlink_segment_files(const char *dir, int64_t base) {
+    static const char *const exts[] = {".log", ".index", ".timeindex"};
+    char path[4096];
+    for (size_t i = 0; i < ST_ARRAY_SIZE(exts); i++) {
+        st_log__seg_path(dir, base, exts[i], path, sizeof path);
+        unlink(path);
+    }
+}
+
+/* Close the active segment and start the next.  Lock held.  ST_E_NOFILE
+ * when a file could not be opened: nothing changed (the caller keeps the
+ * log online); any other error means a write or fsync failed. */
 static st_err_t roll_locked(st_log_t *log) {
-    st_segment_t *old = active_seg(log), *s;
-    st_log__seg_trim(old);
-    st_err_t e = st_log__seg_write_indexes(old, 1);
+    st_segment_t *old = active_seg(log), *s = NULL;
+    st_file_t *f = NULL;
+    st_err_t e = st_log__seg_keep(old, ST_SEG_LOG, &f); /* held for the fsync below */
     if (e) return e;
+    e = st_log__seg_open(st_log__mgr_fcache(log->mgr), log->dir, log->leo, 1, &s);
+    if (e) {
+        unlink_segment_files(log->dir, log->leo);
+        goto out;
+    }
+    st_log__seg_trim(old, 0);
+    e = st_log__seg_write_indexes(old, 1);
     /* The closed segment's data reaches disk before the new one starts, so
      * a recovery only ever needs to look at the last segment's tail. */
-    if (fdatasync(old->file->fd) != 0) return st_err_from_errno(errno);
-    e = st_log__seg_open(log->dir, log->leo, 1, &s);
-    if (e) return e;
+    if (!e && fdatasync(f->fd) != 0) e = st_err_from_errno(errno);
+    if (e) {
+        st_log__seg_close(s);
+        unlink_segment_files(log->dir, log->leo);
+        goto out;
+    }
     segs_push(log, s);
     st_fsync_dir(log->dir);
     ST_DEBUG("log", WHAT_FMT ": rolled segment at offset %lld", WHAT_ARGS(log),
              (long long)log->leo);
-    return ST_OK;
+out:
+    st_file_release(f);
+    return e;
 }
 
 static int needs_roll(st_log_t *log, size_t len, int64_t now_ms, int64_t count) {
@@ -343,9 +416,25 @@ static void go_offline(st_log_t *log, st_err_t e, const char *op) {
     log->offline = 1;
 }
 
+/* After a failure of op: ST_E_NOFILE leaves the log online (nothing was
+ * written; the next attempt may find a descriptor), anything else takes it
+ * offline.  Returns what the caller answers.  Lock held. */
+static st_err_t failed(st_log_t *log, st_err_t e, const char *op) {
+    if (e == ST_E_NOFILE) {
+        ST_LOG_RATELIMITED(ST_LOG_WARN, "log", 10000, WHAT_FMT ": %s: %s (log.max.open.files, "
+                           "ulimit -n)", WHAT_ARGS(log), op, st_err_msg(e));
+        return e;
+    }
+    go_offline(log, e, op);
+    return ST_E_KAFKA_STORAGE_ERROR;
+}
+
 st_err_t st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t leader_epoch,
                        int64_t now_ms, st_append_info_t *info) {
     st_err_t e = ST_OK;
+    st_file_t *f = NULL;
+    int want_flush = 0;
+    int64_t flush_due = -1;
     pthread_mutex_lock(&log->lock);
     if (log->offline || log->closed) {
         e = log->closed ? ST_E_NOT_LEADER_OR_FOLLOWER : ST_E_KAFKA_STORAGE_ERROR;
@@ -365,12 +454,16 @@ st_err_t st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
     if (needs_roll(log, len, now_ms, count)) {
         e = roll_locked(log);
         if (e) {
-            go_offline(log, e, "segment roll");
-            e = ST_E_KAFKA_STORAGE_ERROR;
+            e = failed(log, e, "segment roll");
             goto out;
         }
     }
     st_segment_t *s = active_seg(log);
+    e = st_log__seg_keep(s, ST_SEG_LOG, &f);
+    if (e) {
+        e = failed(log, e, "open of the active segment");
+        goto out;
+    }
     int64_t lat = log->cfg.log_append_time ? now_ms : -1;
     int64_t next = log->leo;
     for (size_t pos = 0; pos < len;) {
@@ -385,16 +478,16 @@ st_err_t st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
     if (s->size + (int64_t)len > s->prealloc_end) {
         int64_t want = ST_MIN(ST_MAX((int64_t)len, (int64_t)ST_LOG_PREALLOC_BYTES),
                               log->cfg.segment_bytes);
-        if (fallocate(s->file->fd, FALLOC_FL_KEEP_SIZE, s->size, want) == 0)
+        if (fallocate(f->fd, FALLOC_FL_KEEP_SIZE, s->size, want) == 0)
             s->prealloc_end = s->size + want;
         else
             s->prealloc_end = INT64_MAX; /* not supported here: stop trying */
     }
-    e = st_pwrite_all(s->file->fd, records, len, s->size);
+    e = st_pwrite_all(f->fd, records, len, s->size);
     if (e) {
-        if (ftruncate(s->file->fd, s->size) != 0) { /* best effort; recovery trims it */ }
+        if (ftruncate(f->fd, s->size) != 0) { /* best effort; recovery trims it */ }
         go_offline(log, e, "write");
-        e = e == ST_E_NOSPACE ? ST_E_KAFKA_STORAGE_ERROR : ST_E_KAFKA_STORAGE_ERROR;
+        e = ST_E_KAFKA_STORAGE_ERROR;
         goto out;
     }
     st_log__epoch_assign(log, leader_epoch, log->leo);
@@ -408,11 +501,23 @@ st_err_t st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
     info->base_offset = log->leo;
     info->last_offset = next - 1;
     info->log_append_time = lat;
+    /* flush.messages counts the offsets not yet synced; flush.ms starts
+     * when a synced log takes its first unsynced append (Kafka's
+     * timeSinceLastFlush, checked by the janitor). */
+    if (log->cfg.flush_ms > 0 && log->flushed_offset >= log->leo)
+        flush_due = log->last_flush_ms + log->cfg.flush_ms;
     log->leo = next;
+    want_flush = log->cfg.flush_messages > 0 &&
+                 log->leo - log->flushed_offset >= log->cfg.flush_messages;
     info->log_start_offset = log->log_start_offset;
 out:
     pthread_mutex_unlock(&log->lock);
-    if (!e) notify(log);
+    st_file_release(f);
+    if (!e) {
+        if (want_flush) st_logmgr_request_flush(log->mgr, log);
+        if (flush_due >= 0) st_log__mgr_flush_due(log->mgr, flush_due);
+        notify(log);
+    }
     return e;
 }
 
@@ -461,28 +566,40 @@ st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, int min_o
         st_segment_t *s = log->segs[i];
         int64_t pos;
         st_batch_info_t b;
-        e = st_log__seg_find(s, offset, &pos, &b);
+        st_file_t *f;
+        e = st_log__seg_keep(s, ST_SEG_LOG, &f);
+        if (e) {
+            e = failed(log, e, "open for a read");
+            break;
+        }
+        e = st_log__seg_find(s, f, offset, &pos, &b);
         if (e == ST_E_NOT_FOUND) {
+            st_file_release(f);
             e = ST_OK;
             continue; /* the offset lies in a gap: the next segment has it */
         }
-        if (e) break;
-        if (b.base_offset >= log->high_watermark) break;
+        if (e || b.base_offset >= log->high_watermark) {
+            st_file_release(f);
+            break;
+        }
         /* Stop at the high watermark: the end of the segment when the whole
          * segment is below it, else the batch holding the watermark. */
         int64_t end = s->size;
         if (log->high_watermark < s->next_offset) {
             int64_t hwpos;
-            if (st_log__seg_find(s, log->high_watermark, &hwpos, NULL) == ST_OK) end = hwpos;
+            if (st_log__seg_find(s, f, log->high_watermark, &hwpos, NULL) == ST_OK) end = hwpos;
         }
         int64_t len = max_bytes;
         if (b.size > max_bytes) {
-            if (!min_one) break;
+            if (!min_one) {
+                st_file_release(f);
+                break;
+            }
             len = b.size;
         }
         if (len > end - pos) len = end - pos;
         if (len > INT32_MAX) len = INT32_MAX;
-        out->file = st_file_keep(s->file);
+        out->file = f; /* the reference moves to the caller */
         out->pos = pos;
         out->len = (int32_t)len;
         break;
@@ -499,7 +616,7 @@ st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int6
     st_err_t e = ST_E_NOT_FOUND;
     uint8_t *buf = NULL;
     pthread_mutex_lock(&log->lock);
-    for (int i = 0; !log->offline && i < log->nsegs && e == ST_E_NOT_FOUND; i++) {
+    for (int i = 0; !log->offline && !log->closed && i < log->nsegs && e == ST_E_NOT_FOUND; i++) {
         st_segment_t *s = log->segs[i];
         if (s->max_timestamp < ts) continue;
         /* Skip what the time index proves is older than ts: entry (t, rel)
@@ -509,12 +626,21 @@ st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int6
             from = ST_MAX(from, s->base_offset + s->tidx[k].rel + 1);
         int64_t pos;
         st_batch_info_t b;
-        if (st_log__seg_find(s, from, &pos, &b)) continue;
+        st_file_t *f;
+        st_err_t ke = st_log__seg_keep(s, ST_SEG_LOG, &f);
+        if (ke) {
+            e = failed(log, ke, "open for a time lookup");
+            break;
+        }
+        if (st_log__seg_find(s, f, from, &pos, &b)) {
+            st_file_release(f);
+            continue;
+        }
         while (pos < s->size && st_batch_last_offset(&b) < log->high_watermark) {
             if (b.max_timestamp >= ts) {
                 buf = st_realloc(buf, (size_t)b.size);
                 size_t got = 0;
-                st_pread_all(s->file->fd, buf, (size_t)b.size, pos, &got);
+                st_pread_all(f->fd, buf, (size_t)b.size, pos, &got);
                 if (got == (size_t)b.size &&
                     st_batch_first_at_time(buf, b.size, log->log_start_offset, ts, offset, found_ts)) {
                     *epoch = b.leader_epoch;
@@ -526,9 +652,10 @@ st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int6
             uint8_t hdr[ST_BATCH_HEADER_SIZE];
             size_t got = 0;
             if (pos >= s->size) break;
-            st_pread_all(s->file->fd, hdr, sizeof hdr, pos, &got);
+            st_pread_all(f->fd, hdr, sizeof hdr, pos, &got);
             if (st_batch_header(hdr, got, &b)) break;
         }
+        st_file_release(f);
     }
     pthread_mutex_unlock(&log->lock);
     free(buf);
@@ -668,33 +795,63 @@ st_err_t st_log_roll(st_log_t *log) {
 st_err_t st_log_flush(st_log_t *log) {
     st_file_t *files[64];
     int nfiles = 0;
+    st_err_t e = ST_OK;
     pthread_mutex_lock(&log->lock);
     int64_t target = log->leo;
     if (log->offline || log->closed || target <= log->flushed_offset) {
+        e = log->offline ? ST_E_KAFKA_STORAGE_ERROR : ST_OK;
+        if (!log->offline) log->last_flush_ms = st_mono_ms();
         pthread_mutex_unlock(&log->lock);
-        return log->offline ? ST_E_KAFKA_STORAGE_ERROR : ST_OK;
+        return e;
     }
     /* Closed segments were synced when they rolled; the active one (and a
      * segment closed since the last flush, whose roll synced it) remain. */
     for (int i = log->nsegs - 1; i >= 0 && nfiles < (int)ST_ARRAY_SIZE(files); i--) {
-        files[nfiles++] = st_file_keep(log->segs[i]->file);
+        e = st_log__seg_keep(log->segs[i], ST_SEG_LOG, &files[nfiles]);
+        if (e) break;
+        nfiles++;
         if (log->segs[i]->base_offset <= log->flushed_offset) break;
+    }
+    if (e) {
+        e = failed(log, e, "open for an fsync");
+        pthread_mutex_unlock(&log->lock);
+        for (int i = 0; i < nfiles; i++) st_file_release(files[i]);
+        return e;
     }
     st_segment_t *act = active_seg(log);
     if (act->dirty_index) st_log__seg_write_indexes(act, 0);
     pthread_mutex_unlock(&log->lock);
 
-    st_err_t e = ST_OK;
     for (int i = 0; i < nfiles; i++) {
         if (!e && fdatasync(files[i]->fd) != 0) e = st_err_from_errno(errno);
         st_file_release(files[i]);
     }
+    int64_t flush_due = -1;
     pthread_mutex_lock(&log->lock);
-    if (e) go_offline(log, e, "fsync");
-    else if (target > log->flushed_offset) log->flushed_offset = target;
+    if (e) {
+        go_offline(log, e, "fsync");
+    } else {
+        if (target > log->flushed_offset) log->flushed_offset = target;
+        log->last_flush_ms = st_mono_ms();
+        /* appended meanwhile: the next flush.ms deadline starts now */
+        if (log->cfg.flush_ms > 0 && log->flushed_offset < log->leo)
+            flush_due = log->last_flush_ms + log->cfg.flush_ms;
+    }
     pthread_mutex_unlock(&log->lock);
+    if (flush_due >= 0) st_log__mgr_flush_due(log->mgr, flush_due);
     if (!e) notify(log);
     return e ? ST_E_KAFKA_STORAGE_ERROR : ST_OK;
+}
+
+/* The monotonic time at which flush.ms wants this log synced; INT64_MAX
+ * when it has nothing unsynced or no flush.ms. */
+int64_t st_log__flush_due(st_log_t *log) {
+    int64_t due = INT64_MAX;
+    pthread_mutex_lock(&log->lock);
+    if (log->cfg.flush_ms > 0 && !log->offline && !log->closed && log->flushed_offset < log->leo)
+        due = log->last_flush_ms + log->cfg.flush_ms;
+    pthread_mutex_unlock(&log->lock);
+    return due;
 }
 
 /* ---- tiered storage ------------------------------------------------------ */
@@ -760,7 +917,7 @@ st_err_t st_log_truncate_fully(st_log_t *log, int64_t offset) {
     }
     log->nsegs = 0;
     st_segment_t *s;
-    e = st_log__seg_open(log->dir, offset, 1, &s);
+    e = st_log__seg_open(st_log__mgr_fcache(log->mgr), log->dir, offset, 1, &s);
     if (e) {
         log->offline = 1;
         goto out;

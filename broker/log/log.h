@@ -15,6 +15,13 @@
  * its fields.  File reads done under the mutex are page-cache preads of a
  * few header bytes; the data itself leaves through sendfile outside it.
  * fsync runs outside the mutex on the flusher thread (st_logmgr_t).
+ *
+ * Descriptors: a log holds none while idle.  Segment files are opened on
+ * demand through the manager's bounded cache (log.max.open.files); a read
+ * hands out a kept file, which stays open until released however the cache
+ * evicts.  When no descriptor can be had, the operation answers
+ * ST_E_NOFILE ("too many open files", KAFKA_STORAGE_ERROR on the wire) and
+ * the log stays online; only a failed write or fsync takes it offline.
  */
 #ifndef ST_LOG_H
 #define ST_LOG_H
@@ -42,6 +49,14 @@ typedef struct st_log_config {
     int remote;
     int64_t local_retention_ms;
     int64_t local_retention_bytes;
+    /* Kafka's flush.messages / flush.ms: fsync once this many offsets are
+     * unflushed / once this long has passed since the last fsync (through
+     * the flusher, so an acks=0/1 answer does not wait for it).  0: never. */
+    int64_t flush_messages;
+    int64_t flush_ms;
+    /* max.compaction.lag.ms (KIP-354), compacted topics: a log whose oldest
+     * dirty record is older is cleaned whatever its dirty ratio.  0: none. */
+    int64_t max_compaction_lag_ms;
 } st_log_config_t;
 
 typedef struct st_log st_log_t;
@@ -59,7 +74,10 @@ typedef struct st_logmgr_config {
     int32_t node_id;
     int64_t retention_check_interval_ms;
     int64_t checkpoint_interval_ms;
-    int64_t flush_interval_ms; /* background flush of every log; -1: never */
+    /* log.max.open.files: segment files kept open at most (0: 1024); never
+     * more than half the process's RLIMIT_NOFILE.  Files in use by readers
+     * and writers are kept beyond it. */
+    int max_open_files;
 } st_logmgr_config_t;
 
 /* Lock every directory (a second broker on the same dirs is refused),
@@ -93,6 +111,18 @@ void st_logmgr_checkpoint(st_logmgr_t *m);
  * append that arrived before it starts). */
 void st_logmgr_request_flush(st_logmgr_t *m, st_log_t *log);
 
+/* The cache of open segment files (log.max.open.files). */
+typedef struct st_log_file_stats {
+    int open_files;     /* held by the cache now (idle or in use) */
+    int max_open_files; /* its bound */
+    int64_t opens, hits, evictions;
+    int64_t nofile; /* opens refused: no descriptor and none idle */
+} st_log_file_stats_t;
+
+void st_logmgr_file_stats(st_logmgr_t *m, st_log_file_stats_t *out);
+/* Logs the manager holds. */
+int st_logmgr_nlogs(st_logmgr_t *m);
+
 /* ---- one log ---------------------------------------------------------- */
 
 void st_log_set_notify(st_log_t *log, st_log_notify_cb cb, void *arg);
@@ -118,7 +148,9 @@ void st_log_offsets(st_log_t *log, st_log_offsets_t *out);
 
 /* Append already-validated batches (one records blob).  Stamps offsets and
  * the leader epoch into the caller's buffer, writes, indexes.  Returns the
- * base offset, and with LogAppendTime the time used. */
+ * base offset, and with LogAppendTime the time used.  ST_E_NOFILE when the
+ * segment file could not be opened (nothing written, the log online);
+ * KAFKA_STORAGE_ERROR when the write failed (the log is offline). */
 typedef struct st_append_info {
     int64_t base_offset;
     int64_t last_offset;
@@ -170,7 +202,9 @@ st_err_t st_log_roll(st_log_t *log);
 int st_log_apply_retention(st_log_t *log, int64_t now_ms);
 
 /* fsync everything appended so far; returns after the flushed offset has
- * moved. */
+ * moved.  ST_E_NOFILE (the log stays online) when a file could not be
+ * opened for want of descriptors; KAFKA_STORAGE_ERROR when the fsync failed
+ * (the log is offline). */
 st_err_t st_log_flush(st_log_t *log);
 
 /* ---- tiered storage ---------------------------------------------------- */
@@ -238,6 +272,7 @@ typedef struct st_log_clean_result {
     int64_t first_dirty;    /* where the next pass starts */
     int64_t tombstone_due;  /* wall ms when a kept tombstone expires; -1 none */
     double dirty_ratio;     /* before the pass */
+    int lag_due;            /* max.compaction.lag.ms made it eligible */
     int64_t bytes_read, bytes_written;
     int64_t records_kept, records_removed, tombstones_removed;
     int segments_before, segments_after;

@@ -22,6 +22,7 @@
  * Both are sparse: an entry every log.index.interval.bytes of batches.
  */
 #define ST_LOG_PREALLOC_BYTES (1 << 20) /* per fallocate; small: it is reserved per partition */
+#define ST_LOG_DEFAULT_MAX_OPEN_FILES 1024 /* log.max.open.files */
 
 typedef struct st_idx_entry {
     int32_t rel;
@@ -33,13 +34,50 @@ typedef struct st_tidx_entry {
     int32_t rel;
 } st_tidx_entry_t;
 
+/* ---- the cache of open segment files (fcache.c) ----------------------- */
+
+typedef struct st_fcache st_fcache_t;
+
+/* One segment file's place in the cache.  Guarded by the cache's lock. */
+typedef struct st_fslot {
+    struct st_fslot *prev, *next; /* on the cache's list while file is set */
+    st_file_t *file;              /* the open file, or NULL */
+} st_fslot_t;
+
+st_fcache_t *st_log__fcache_new(int max_open);
+void st_log__fcache_destroy(st_fcache_t *c);
+/* A kept file of slot s (dir/<20-digit base><ext>), opened (with create:
+ * O_CREAT) when the slot is empty.  ST_E_NOFILE when no descriptor can be
+ * had.  Call with the lock of the log owning the slot held. */
+st_err_t st_log__fcache_keep(st_fcache_t *c, st_fslot_t *s, const char *dir, int64_t base,
+                             const char *ext, int create, st_file_t **out);
+/* The slot goes away (segment closed): the cache drops its reference. */
+void st_log__fcache_forget(st_fcache_t *c, st_fslot_t *s);
+void st_log__fcache_stats(st_fcache_t *c, st_log_file_stats_t *out);
+/* The manager's cache (logmgr.c). */
+st_fcache_t *st_log__mgr_fcache(st_logmgr_t *m);
+/* The log's next flush.ms deadline moved earlier (logmgr.c): wake the
+ * janitor.  Call without the log's lock. */
+void st_log__mgr_flush_due(st_logmgr_t *m, int64_t due_mono_ms);
+
+/* ---- segments (segment.c) ------------------------------------------------ */
+
+enum { ST_SEG_LOG = 0, ST_SEG_INDEX = 1, ST_SEG_TIMEINDEX = 2 };
+
+/*
+ * Guarded by the owning log's lock.  No descriptor is held: the files are
+ * reached through st_log__seg_keep (the cache), each caller releasing what
+ * it kept.
+ */
 typedef struct st_segment {
     int64_t base_offset;
     int64_t next_offset; /* offset after the last batch */
     int64_t size;        /* bytes of valid batches */
     int64_t prealloc_end; /* disk blocks allocated up to here (fallocate) */
-    st_file_t *file;     /* the .log */
-    int index_fd, timeindex_fd;
+    uint64_t id;         /* unique in the process: names it across a swap */
+    st_fcache_t *fc;     /* borrowed: the manager's */
+    const char *dir;     /* borrowed: the log's directory */
+    st_fslot_t files[3]; /* ST_SEG_LOG, ST_SEG_INDEX, ST_SEG_TIMEINDEX */
     st_idx_entry_t *idx;
     int nidx, capidx;
     st_tidx_entry_t *tidx;
@@ -50,8 +88,13 @@ typedef struct st_segment {
     int64_t created_ms; /* for segment.ms */
     int dirty_index;    /* index entries not yet in the files */
     int nidx_written, ntidx_written; /* entries already in the files */
+    int indexes_final;  /* closed: the index files are complete and synced */
 } st_segment_t;
 
+/*
+ * Lock order: the manager's lock, then a log's lock, then the file cache's
+ * lock (innermost).
+ */
 struct st_log {
     pthread_mutex_t lock;
     int refs;
@@ -81,14 +124,23 @@ struct st_log {
     } *epochs;
     int nepochs, capepochs;
 
+    int64_t last_flush_ms; /* monotonic: for flush.ms */
+
     st_log_notify_cb notify;
     void *notify_arg;
-    int flush_queued; /* guarded by the manager's lock */
+    /* guarded by the manager's lock */
+    int flush_queued;
     st_log_t *flush_next;
+    int mgr_index; /* in the manager's list; -1 when not in it */
 };
 
-/* Segment life cycle (segment.c). */
-st_err_t st_log__seg_open(const char *dir, int64_t base, int create, st_segment_t **out);
+/* Segment life cycle (segment.c).  With create the three files are
+ * created (a new segment); without, only the .log's size is read. */
+st_err_t st_log__seg_open(st_fcache_t *fc, const char *dir, int64_t base, int create,
+                          st_segment_t **out);
+/* A kept file of the segment (ST_SEG_*), through the cache.  Index files
+ * are created when missing. */
+st_err_t st_log__seg_keep(st_segment_t *s, int kind, st_file_t **out);
 /* Recover a segment: load indexes, and scan from the last trusted index
  * entry (all of it when the indexes are missing or wrong).  With validate,
  * every batch scanned is CRC-checked and a bad tail is truncated. */
@@ -98,13 +150,22 @@ st_err_t st_log__seg_recover(st_segment_t *s, const char *dir, int validate, int
 void st_log__seg_index_batch(st_segment_t *s, const st_batch_info_t *b, int64_t pos,
                              int32_t interval);
 st_err_t st_log__seg_write_indexes(st_segment_t *s, int final);
-void st_log__seg_trim(st_segment_t *s);
+/* The same into descriptors the caller opened (the cleaner's new files). */
+st_err_t st_log__seg_write_index_fds(st_segment_t *s, int index_fd, int timeindex_fd, int final);
+/* Give back blocks allocated past the data (with force even when none
+ * were allocated by this process: recovery). */
+st_err_t st_log__seg_trim(st_segment_t *s, int force);
 void st_log__seg_close(st_segment_t *s);
 void st_log__seg_unlink(st_segment_t *s, const char *dir);
-/* Position of the batch holding offset (or the first batch after it);
- * returns the size when offset is past the end. */
-st_err_t st_log__seg_find(st_segment_t *s, int64_t offset, int64_t *pos, st_batch_info_t *bi);
+/* Position of the batch holding offset (or the first batch after it), read
+ * through f (the segment's kept .log); returns the size when offset is past
+ * the end. */
+st_err_t st_log__seg_find(st_segment_t *s, st_file_t *f, int64_t offset, int64_t *pos,
+                          st_batch_info_t *bi);
 void st_log__seg_path(const char *dir, int64_t base, const char *ext, char *out, size_t n);
+/* The earliest timestamp the segment's time index knows (its first
+ * batch's), or its max timestamp; -1 when empty. */
+int64_t st_log__seg_first_timestamp(const st_segment_t *s);
 
 /* Epoch cache (log.c). */
 void st_log__epoch_assign(st_log_t *log, int32_t epoch, int64_t start);
@@ -116,5 +177,13 @@ st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int
                       const st_uuid_t *topic_id, const st_log_config_t *cfg, int clean,
                       int64_t log_start_hint, int64_t recovery_point, st_log_t **out);
 void st_log__close(st_log_t *log, int clean);
+/* Finish or undo an interrupted cleaning pass in one partition directory
+ * (cleaner.c); st_log__open calls it when it sees .cleaned / .swap files. */
+st_err_t st_log__cleaner_recover_partition(const char *dir);
+/* KIP-354's test (cleaner.c). */
+int st_log__compaction_lag_due(int64_t max_compaction_lag_ms, int64_t first_dirty_ts,
+                               int64_t now_ms);
+/* When flush.ms wants the log synced (monotonic ms); INT64_MAX: never. */
+int64_t st_log__flush_due(st_log_t *log);
 
 #endif /* ST_LOG_INT_H */

@@ -11,8 +11,13 @@
  *   recovery-point-offset-checkpoint  Kafka's format: version, count,
  *   log-start-offset-checkpoint       then "topic partition offset" lines
  *
- * Threads: the flusher and the janitor; m->lock guards the log list and
- * the flush queue.  Lock order: manager, then log.
+ * Threads: the flusher and the janitor; m->lock guards the log list, the
+ * flush queue and the flush.ms deadline.  Lock order: manager, then log,
+ * then the file cache (fcache.c, innermost).
+ *
+ * Start-up cost per partition is kept constant: the checkpoints are read
+ * once into hash tables, the list of logs is indexed by position, and
+ * opening an idle partition's log opens no file (see log.c).
  */
 #include "log_int.h"
 
@@ -21,6 +26,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define CLEAN_MARKER ".strata-clean-shutdown"
@@ -31,12 +37,19 @@ typedef struct ckpt_entry {
     int64_t offset;
 } ckpt_entry_t;
 
+/* A checkpoint file's entries, hashed by (topic, partition). */
+typedef struct ckpt_table {
+    ckpt_entry_t *v;
+    int n;
+    int *slots; /* index into v + 1; 0: empty */
+    size_t cap; /* a power of two, > 2n */
+} ckpt_table_t;
+
 typedef struct logdir {
     char *path;
     int lock_fd;
     int nlogs;
-    ckpt_entry_t *recovery, *start;
-    int nrecovery, nstart;
+    ckpt_table_t recovery, start;
 } logdir_t;
 
 struct st_logmgr {
@@ -51,18 +64,25 @@ struct st_logmgr {
     st_log_t **logs;
     int nlogs, caplogs;
     st_log_t *flush_head, *flush_tail;
+    int64_t flush_due; /* monotonic: the earliest flush.ms deadline known */
     int stopping;
+    st_fcache_t *fc;
     pthread_t flusher, janitor;
     int started;
 };
 
 /* ---- checkpoints -------------------------------------------------------- */
 
-static void ckpt_read(const char *dir, const char *name, ckpt_entry_t **out, int *nout) {
+static uint32_t ckpt_hash(const char *topic, int32_t partition) {
+    uint32_t h = 2166136261u;
+    for (const char *p = topic; *p; p++) h = (h ^ (uint8_t)*p) * 16777619u;
+    return (h ^ (uint32_t)partition) * 16777619u;
+}
+
+static void ckpt_read(const char *dir, const char *name, ckpt_table_t *t) {
     char path[4096], *text;
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    *out = NULL;
-    *nout = 0;
+    memset(t, 0, sizeof *t);
     if (st_read_file(path, &text, NULL)) return;
     char *save = NULL, *line = strtok_r(text, "\n", &save);
     int version = line ? atoi(line) : -1;
@@ -86,19 +106,33 @@ static void ckpt_read(const char *dir, const char *name, ckpt_entry_t **out, int
         k++;
     }
     free(text);
-    *out = v;
-    *nout = k;
+    t->v = v;
+    t->n = k;
+    t->cap = 16;
+    while (t->cap <= (size_t)k * 2) t->cap *= 2;
+    t->slots = st_calloc(t->cap, sizeof *t->slots);
+    for (int i = 0; i < k; i++) {
+        size_t at = ckpt_hash(v[i].topic, v[i].partition) & (t->cap - 1);
+        while (t->slots[at]) at = (at + 1) & (t->cap - 1);
+        t->slots[at] = i + 1;
+    }
 }
 
-static int64_t ckpt_lookup(const ckpt_entry_t *v, int n, const char *topic, int32_t partition) {
-    for (int i = 0; i < n; i++)
-        if (v[i].partition == partition && !strcmp(v[i].topic, topic)) return v[i].offset;
+static int64_t ckpt_lookup(const ckpt_table_t *t, const char *topic, int32_t partition) {
+    if (!t->n) return -1;
+    for (size_t at = ckpt_hash(topic, partition) & (t->cap - 1); t->slots[at];
+         at = (at + 1) & (t->cap - 1)) {
+        const ckpt_entry_t *e = &t->v[t->slots[at] - 1];
+        if (e->partition == partition && !strcmp(e->topic, topic)) return e->offset;
+    }
     return -1;
 }
 
-static void ckpt_free(ckpt_entry_t *v, int n) {
-    for (int i = 0; i < n; i++) free(v[i].topic);
-    free(v);
+static void ckpt_free(ckpt_table_t *t) {
+    for (int i = 0; i < t->n; i++) free(t->v[i].topic);
+    free(t->v);
+    free(t->slots);
+    memset(t, 0, sizeof *t);
 }
 
 /* Write both checkpoints of every dir.  Called without any log lock. */
@@ -173,6 +207,20 @@ st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *
     pthread_cond_init(&m->cond, NULL);
     m->dirs = st_calloc((size_t)cfg->ndirs, sizeof *m->dirs);
     m->ndirs = cfg->ndirs;
+    m->flush_due = INT64_MAX;
+    /* log.max.open.files, within half the descriptors the process may
+     * open: the other half is for connections, the bucket and the rest */
+    int max_files = cfg->max_open_files > 0 ? cfg->max_open_files : ST_LOG_DEFAULT_MAX_OPEN_FILES;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (rlim_t)max_files > rl.rlim_cur / 2) {
+        int lowered = (int)ST_MAX(rl.rlim_cur / 2, 4);
+        ST_INFO("log", "log.max.open.files %d is more than half the open-file limit (%llu, "
+                       "ulimit -n): keeping at most %d segment files open",
+                max_files, (unsigned long long)rl.rlim_cur, lowered);
+        max_files = lowered;
+    }
+    m->fc = st_log__fcache_new(max_files);
     for (int i = 0; i < cfg->ndirs; i++) m->dirs[i].lock_fd = -1;
     m->clean = 1;
     st_err_t e = ST_OK;
@@ -235,8 +283,8 @@ st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *
             closedir(dd);
         }
         if (access(path, F_OK) != 0 && has_logs) m->clean = 0;
-        ckpt_read(d->path, "recovery-point-offset-checkpoint", &d->recovery, &d->nrecovery);
-        ckpt_read(d->path, "log-start-offset-checkpoint", &d->start, &d->nstart);
+        ckpt_read(d->path, "recovery-point-offset-checkpoint", &d->recovery);
+        ckpt_read(d->path, "log-start-offset-checkpoint", &d->start);
     }
     if (!m->cluster_id[0]) {
         st_uuid_t u;
@@ -263,10 +311,11 @@ fail:
     for (int i = 0; i < m->ndirs; i++) {
         if (m->dirs[i].lock_fd >= 0) close(m->dirs[i].lock_fd);
         free(m->dirs[i].path);
-        ckpt_free(m->dirs[i].recovery, m->dirs[i].nrecovery);
-        ckpt_free(m->dirs[i].start, m->dirs[i].nstart);
+        ckpt_free(&m->dirs[i].recovery);
+        ckpt_free(&m->dirs[i].start);
     }
     free(m->dirs);
+    st_log__fcache_destroy(m->fc);
     free(m);
     return e;
 }
@@ -299,11 +348,12 @@ static logdir_t *dir_of(st_logmgr_t *m, const char *path) {
 st_err_t st_logmgr_open_log(st_logmgr_t *m, const char *topic, int32_t partition,
                             const st_uuid_t *topic_id, const st_log_config_t *cfg,
                             st_log_t **out) {
-    const char *parent = st_logmgr_find_dir(m, topic, partition);
+    /* one dir: it holds the partition whether or not it exists yet */
+    const char *parent = m->cfg.ndirs == 1 ? m->dirs[0].path : st_logmgr_find_dir(m, topic, partition);
     if (!parent) parent = st_logmgr_pick_dir(m);
     logdir_t *d = dir_of(m, parent);
-    int64_t start = ckpt_lookup(d->start, d->nstart, topic, partition);
-    int64_t recovery = ckpt_lookup(d->recovery, d->nrecovery, topic, partition);
+    int64_t start = ckpt_lookup(&d->start, topic, partition);
+    int64_t recovery = ckpt_lookup(&d->recovery, topic, partition);
     st_log_t *log;
     st_err_t e = st_log__open(m, parent, topic, partition, topic_id, cfg, m->clean,
                               start < 0 ? 0 : start, recovery < 0 ? 0 : recovery, &log);
@@ -313,6 +363,7 @@ st_err_t st_logmgr_open_log(st_logmgr_t *m, const char *topic, int32_t partition
         m->caplogs = m->caplogs ? m->caplogs * 2 : 64;
         m->logs = st_realloc(m->logs, (size_t)m->caplogs * sizeof *m->logs);
     }
+    log->mgr_index = m->nlogs;
     m->logs[m->nlogs++] = st_log_keep(log);
     d->nlogs++;
     pthread_mutex_unlock(&m->lock);
@@ -322,13 +373,14 @@ st_err_t st_logmgr_open_log(st_logmgr_t *m, const char *topic, int32_t partition
 
 static void forget_log(st_logmgr_t *m, st_log_t *log) {
     pthread_mutex_lock(&m->lock);
-    for (int i = 0; i < m->nlogs; i++) {
-        if (m->logs[i] != log) continue;
+    int i = log->mgr_index;
+    if (i >= 0 && i < m->nlogs && m->logs[i] == log) {
         m->logs[i] = m->logs[--m->nlogs];
+        m->logs[i]->mgr_index = i;
+        log->mgr_index = -1;
         logdir_t *d = dir_of(m, log->parent);
         if (d) d->nlogs--;
         st_log_release(log);
-        break;
     }
     /* a queued flush keeps its own reference and finds the log deleted */
     pthread_mutex_unlock(&m->lock);
@@ -337,6 +389,7 @@ static void forget_log(st_logmgr_t *m, st_log_t *log) {
 void st_logmgr_delete_log(st_logmgr_t *m, st_log_t *log) {
     pthread_mutex_lock(&log->lock);
     log->deleted = 1;
+    log->closed = 1; /* from here no operation opens a file of the renamed directory */
     char *dir = st_strdup(log->dir);
     char gone[4200];
     st_uuid_t u;
@@ -395,9 +448,23 @@ static void *flusher_main(void *arg) {
         }
         m->flush_head = m->flush_tail = NULL;
         pthread_mutex_unlock(&m->lock);
+        /* A log that could not get a descriptor is tried again after a
+         * pause (descriptors come back as responses finish), not dropped:
+         * an acks=all produce waits on it. */
+        int retry = 0;
         for (int i = 0; i < n; i++) {
-            st_log_flush(round[i]); /* a closed log answers at once */
-            st_log_release(round[i]);
+            if (st_log_flush(round[i]) == ST_E_NOFILE) round[retry++] = round[i];
+            else st_log_release(round[i]); /* a closed log answers at once */
+        }
+        if (retry) {
+            pthread_mutex_lock(&m->lock);
+            int stopping = m->stopping;
+            if (!stopping) st_cond_wait_ms(&m->cond, &m->lock, 10);
+            pthread_mutex_unlock(&m->lock);
+            for (int i = 0; i < retry; i++) {
+                if (!stopping) st_logmgr_request_flush(m, round[i]); /* at stop, the close syncs */
+                st_log_release(round[i]);
+            }
         }
         pthread_mutex_lock(&m->lock);
     }
@@ -422,16 +489,16 @@ static void *janitor_main(void *arg) {
     st_thread_set_name("log-janitor");
     int64_t next_retention = st_mono_ms() + ST_MIN(m->cfg.retention_check_interval_ms, 30000);
     int64_t next_ckpt = st_mono_ms() + m->cfg.checkpoint_interval_ms;
-    int64_t next_flush = m->cfg.flush_interval_ms > 0 ? st_mono_ms() + m->cfg.flush_interval_ms
-                                                      : INT64_MAX;
     pthread_mutex_lock(&m->lock);
     while (!m->stopping) {
         int64_t now = st_mono_ms();
-        int64_t wake = ST_MIN(ST_MIN(next_retention, next_ckpt), next_flush);
+        int64_t wake = ST_MIN(ST_MIN(next_retention, next_ckpt), m->flush_due);
         if (now < wake) {
             st_cond_wait_ms(&m->cond, &m->lock, ST_MIN(wake - now, 1000));
             continue;
         }
+        int flush_due = now >= m->flush_due;
+        if (flush_due) m->flush_due = INT64_MAX; /* recomputed below; appends lower it */
         pthread_mutex_unlock(&m->lock);
         int n;
         st_log_t **logs = snapshot_logs(m, &n);
@@ -439,9 +506,17 @@ static void *janitor_main(void *arg) {
             for (int i = 0; i < n; i++) st_log_apply_retention(logs[i], st_now_ms());
             next_retention = now + m->cfg.retention_check_interval_ms;
         }
-        if (now >= next_flush) {
-            for (int i = 0; i < n; i++) st_log_flush(logs[i]);
-            next_flush = now + m->cfg.flush_interval_ms;
+        if (flush_due) {
+            /* flush.ms: the flusher syncs the logs whose time has come; the
+             * others say when theirs comes (a flush that leaves a log dirty
+             * reports its next deadline itself) */
+            int64_t next = INT64_MAX;
+            for (int i = 0; i < n; i++) {
+                int64_t due = st_log__flush_due(logs[i]);
+                if (due <= now) st_logmgr_request_flush(m, logs[i]);
+                else if (due < next) next = due;
+            }
+            st_log__mgr_flush_due(m, next);
         }
         for (int i = 0; i < n; i++) st_log_release(logs[i]);
         free(logs);
@@ -453,6 +528,28 @@ static void *janitor_main(void *arg) {
     }
     pthread_mutex_unlock(&m->lock);
     return NULL;
+}
+
+void st_log__mgr_flush_due(st_logmgr_t *m, int64_t due_mono_ms) {
+    pthread_mutex_lock(&m->lock);
+    if (due_mono_ms < m->flush_due) {
+        m->flush_due = due_mono_ms;
+        pthread_cond_broadcast(&m->cond);
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+st_fcache_t *st_log__mgr_fcache(st_logmgr_t *m) { return m->fc; }
+
+void st_logmgr_file_stats(st_logmgr_t *m, st_log_file_stats_t *out) {
+    st_log__fcache_stats(m->fc, out);
+}
+
+int st_logmgr_nlogs(st_logmgr_t *m) {
+    pthread_mutex_lock(&m->lock);
+    int n = m->nlogs;
+    pthread_mutex_unlock(&m->lock);
+    return n;
 }
 
 void st_logmgr_start(st_logmgr_t *m) {
@@ -497,11 +594,12 @@ void st_logmgr_close(st_logmgr_t *m) {
         }
         close(d->lock_fd);
         free(d->path);
-        ckpt_free(d->recovery, d->nrecovery);
-        ckpt_free(d->start, d->nstart);
+        ckpt_free(&d->recovery);
+        ckpt_free(&d->start);
     }
     free(m->dirs);
     free(m->logs);
+    st_log__fcache_destroy(m->fc);
     pthread_mutex_destroy(&m->lock);
     pthread_cond_destroy(&m->cond);
     free(m);

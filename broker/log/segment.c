@@ -7,6 +7,11 @@
  * last whole, valid batch.  The index files hold a prefix of idx[]/tidx[]
  * (dirty_index says more is pending); they are rewritten whole when a
  * segment is closed and are rebuilt when they disagree with the .log.
+ *
+ * A segment holds no descriptor: each function keeps the file it needs
+ * from the log manager's cache (fcache.c) and releases it before
+ * returning.  Called with the owning log's lock held (or before the log is
+ * shared).
  */
 #include "log_int.h"
 
@@ -16,38 +21,53 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static const char *const seg_exts[3] = {".log", ".index", ".timeindex"};
+static uint64_t seg_next_id;
+
 void st_log__seg_path(const char *dir, int64_t base, const char *ext, char *out, size_t n) {
     snprintf(out, n, "%s/%020lld%s", dir, (long long)base, ext);
 }
 
-st_err_t st_log__seg_open(const char *dir, int64_t base, int create, st_segment_t **out) {
-    char path[4096];
-    st_log__seg_path(dir, base, ".log", path, sizeof path);
-    int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
-    if (fd < 0) return st_err_from_errno(errno);
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int en = errno;
-        close(fd);
-        return st_err_from_errno(en);
-    }
+st_err_t st_log__seg_keep(st_segment_t *s, int kind, st_file_t **out) {
+    return st_log__fcache_keep(s->fc, &s->files[kind], s->dir, s->base_offset, seg_exts[kind],
+                               kind != ST_SEG_LOG, out);
+}
+
+st_err_t st_log__seg_open(st_fcache_t *fc, const char *dir, int64_t base, int create,
+                          st_segment_t **out) {
     st_segment_t *s = st_calloc(1, sizeof *s);
     s->base_offset = base;
     s->next_offset = base;
-    s->size = st.st_size;
-    s->file = st_file_new(fd);
-    s->index_fd = s->timeindex_fd = -1;
+    s->id = __atomic_add_fetch(&seg_next_id, 1, __ATOMIC_RELAXED);
+    s->fc = fc;
+    s->dir = dir;
     s->max_timestamp = -1;
     s->offset_of_max_timestamp = -1;
     s->created_ms = st_now_ms();
-    st_log__seg_path(dir, base, ".index", path, sizeof path);
-    s->index_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    st_log__seg_path(dir, base, ".timeindex", path, sizeof path);
-    s->timeindex_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (s->index_fd < 0 || s->timeindex_fd < 0) {
-        int en = errno;
+    st_err_t e = ST_OK;
+    if (create) {
+        /* all three files exist from the start (Kafka's layout); the .log
+         * stays in the cache for the appends that follow */
+        st_file_t *f = NULL;
+        for (int k = ST_SEG_TIMEINDEX; k >= ST_SEG_LOG && !e; k--) {
+            e = st_log__fcache_keep(fc, &s->files[k], dir, base, seg_exts[k], 1, &f);
+            if (!e && k == ST_SEG_LOG) {
+                struct stat st;
+                if (fstat(f->fd, &st) != 0) e = st_err_from_errno(errno);
+                else s->size = st.st_size;
+            }
+            if (!e) st_file_release(f);
+        }
+    } else {
+        char path[4096];
+        st_log__seg_path(dir, base, ".log", path, sizeof path);
+        struct stat st;
+        if (stat(path, &st) != 0) e = st_err_from_errno(errno);
+        else s->size = st.st_size;
+    }
+    if (e) {
         st_log__seg_close(s);
-        return st_err_from_errno(en);
+        return e;
     }
     *out = s;
     return ST_OK;
@@ -55,7 +75,7 @@ st_err_t st_log__seg_open(const char *dir, int64_t base, int create, st_segment_
 
 static void idx_push(st_segment_t *s, int32_t rel, int32_t pos) {
     if (s->nidx == s->capidx) {
-        s->capidx = s->capidx ? s->capidx * 2 : 64;
+        s->capidx = s->capidx ? s->capidx * 2 : 4;
         s->idx = st_realloc(s->idx, (size_t)s->capidx * sizeof *s->idx);
     }
     s->idx[s->nidx++] = (st_idx_entry_t){rel, pos};
@@ -65,7 +85,7 @@ static void idx_push(st_segment_t *s, int32_t rel, int32_t pos) {
 static void tidx_push(st_segment_t *s, int64_t ts, int32_t rel) {
     if (s->ntidx && s->tidx[s->ntidx - 1].ts >= ts) return;
     if (s->ntidx == s->captidx) {
-        s->captidx = s->captidx ? s->captidx * 2 : 64;
+        s->captidx = s->captidx ? s->captidx * 2 : 4;
         s->tidx = st_realloc(s->tidx, (size_t)s->captidx * sizeof *s->tidx);
     }
     s->tidx[s->ntidx++] = (st_tidx_entry_t){ts, rel};
@@ -94,51 +114,68 @@ void st_log__seg_index_batch(st_segment_t *s, const st_batch_info_t *b, int64_t 
 /* Append the entries not yet in the files (the files only ever grow by
  * whole entries); with final, add the segment's closing time-index entry,
  * cut the files to their entries and sync them. */
-st_err_t st_log__seg_write_indexes(st_segment_t *s, int final) {
+st_err_t st_log__seg_write_index_fds(st_segment_t *s, int index_fd, int timeindex_fd, int final) {
     if (final && s->max_timestamp >= 0)
         tidx_push(s, s->max_timestamp, (int32_t)(s->offset_of_max_timestamp - s->base_offset));
     if (!s->dirty_index && !final) return ST_OK;
     st_err_t e = ST_OK;
-    if (s->nidx_written == 0 && ftruncate(s->index_fd, 0) != 0) e = st_err_from_errno(errno);
-    if (s->ntidx_written == 0 && ftruncate(s->timeindex_fd, 0) != 0) e = st_err_from_errno(errno);
+    if (s->nidx_written == 0 && ftruncate(index_fd, 0) != 0) e = st_err_from_errno(errno);
+    if (s->ntidx_written == 0 && ftruncate(timeindex_fd, 0) != 0) e = st_err_from_errno(errno);
     int n = s->nidx - s->nidx_written, m = s->ntidx - s->ntidx_written;
     uint8_t *buf = st_malloc((size_t)ST_MAX(n * 8, m * 12) + 1);
     for (int i = 0; i < n; i++) {
         st_be32_put(buf + i * 8, (uint32_t)s->idx[s->nidx_written + i].rel);
         st_be32_put(buf + i * 8 + 4, (uint32_t)s->idx[s->nidx_written + i].pos);
     }
-    if (!e) e = st_pwrite_all(s->index_fd, buf, (size_t)n * 8, (int64_t)s->nidx_written * 8);
+    if (!e) e = st_pwrite_all(index_fd, buf, (size_t)n * 8, (int64_t)s->nidx_written * 8);
     for (int i = 0; i < m; i++) {
         st_be64_put(buf + i * 12, (uint64_t)s->tidx[s->ntidx_written + i].ts);
         st_be32_put(buf + i * 12 + 8, (uint32_t)s->tidx[s->ntidx_written + i].rel);
     }
-    if (!e) e = st_pwrite_all(s->timeindex_fd, buf, (size_t)m * 12, (int64_t)s->ntidx_written * 12);
+    if (!e) e = st_pwrite_all(timeindex_fd, buf, (size_t)m * 12, (int64_t)s->ntidx_written * 12);
     free(buf);
     if (e) return e;
     s->nidx_written = s->nidx;
     s->ntidx_written = s->ntidx;
     s->dirty_index = 0;
     if (final) {
-        if (ftruncate(s->index_fd, (off_t)s->nidx * 8) != 0 ||
-            ftruncate(s->timeindex_fd, (off_t)s->ntidx * 12) != 0 ||
-            fdatasync(s->index_fd) != 0 || fdatasync(s->timeindex_fd) != 0)
+        if (ftruncate(index_fd, (off_t)s->nidx * 8) != 0 ||
+            ftruncate(timeindex_fd, (off_t)s->ntidx * 12) != 0 || fdatasync(index_fd) != 0 ||
+            fdatasync(timeindex_fd) != 0)
             e = st_err_from_errno(errno);
+        if (!e) s->indexes_final = 1;
     }
+    return e;
+}
+
+st_err_t st_log__seg_write_indexes(st_segment_t *s, int final) {
+    if (final && s->indexes_final) return ST_OK; /* closed and synced already */
+    if (!s->dirty_index && !final) return ST_OK;
+    st_file_t *fi = NULL, *ft = NULL;
+    st_err_t e = st_log__seg_keep(s, ST_SEG_INDEX, &fi);
+    if (!e) e = st_log__seg_keep(s, ST_SEG_TIMEINDEX, &ft);
+    if (!e) e = st_log__seg_write_index_fds(s, fi->fd, ft->fd, final);
+    st_file_release(fi);
+    st_file_release(ft);
     return e;
 }
 
 /* Give back disk blocks allocated past the data (see the append's
  * preallocation): truncating to the current size frees blocks beyond it. */
-void st_log__seg_trim(st_segment_t *s) {
-    if (ftruncate(s->file->fd, s->size) != 0) { /* best effort: recovery trims too */ }
+st_err_t st_log__seg_trim(st_segment_t *s, int force) {
+    if (!force && s->prealloc_end <= s->size) return ST_OK;
+    st_file_t *f;
+    st_err_t e = st_log__seg_keep(s, ST_SEG_LOG, &f);
+    if (e) return e;
+    if (ftruncate(f->fd, s->size) != 0) { /* best effort: recovery trims too */ }
+    st_file_release(f);
     s->prealloc_end = s->size;
+    return ST_OK;
 }
 
 void st_log__seg_close(st_segment_t *s) {
     if (!s) return;
-    st_file_release(s->file);
-    if (s->index_fd >= 0) close(s->index_fd);
-    if (s->timeindex_fd >= 0) close(s->timeindex_fd);
+    for (int k = 0; k < 3; k++) st_log__fcache_forget(s->fc, &s->files[k]);
     free(s->idx);
     free(s->tidx);
     free(s);
@@ -146,11 +183,14 @@ void st_log__seg_close(st_segment_t *s) {
 
 void st_log__seg_unlink(st_segment_t *s, const char *dir) {
     char path[4096];
-    static const char *exts[] = {".log", ".index", ".timeindex"};
-    for (size_t i = 0; i < ST_ARRAY_SIZE(exts); i++) {
-        st_log__seg_path(dir, s->base_offset, exts[i], path, sizeof path);
+    for (size_t i = 0; i < ST_ARRAY_SIZE(seg_exts); i++) {
+        st_log__seg_path(dir, s->base_offset, seg_exts[i], path, sizeof path);
         unlink(path);
     }
+}
+
+int64_t st_log__seg_first_timestamp(const st_segment_t *s) {
+    return s->ntidx ? s->tidx[0].ts : s->max_timestamp;
 }
 
 /* ---- recovery ----------------------------------------------------------- */
@@ -162,15 +202,20 @@ void st_log__seg_unlink(st_segment_t *s, const char *dir) {
  * time-index entry may name a record past the last offset-index entry.
  * Returns 0 when the files had to be cut (or were missing while the log is
  * not empty). */
-static int load_indexes(st_segment_t *s, int64_t last_rel) {
+static int load_indexes(st_segment_t *s, int64_t last_rel, int log_fd, int index_fd,
+                        st_file_t **ftidx) {
     struct stat st;
     int trusted = 1;
-    if (fstat(s->index_fd, &st) == 0 && st.st_size >= 8) {
+    if (fstat(index_fd, &st) == 0 && st.st_size >= 8) {
         size_t n = (size_t)st.st_size / 8;
         uint8_t *buf = st_malloc(n * 8);
         size_t got = 0;
-        st_pread_all(s->index_fd, buf, n * 8, 0, &got);
+        st_pread_all(index_fd, buf, n * 8, 0, &got);
         n = got / 8;
+        if (n && (size_t)s->capidx < n) {
+            s->capidx = (int)n;
+            s->idx = st_realloc(s->idx, (size_t)s->capidx * sizeof *s->idx);
+        }
         for (size_t i = 0; i < n; i++) {
             int32_t rel = (int32_t)st_be32_get(buf + i * 8);
             int32_t pos = (int32_t)st_be32_get(buf + i * 8 + 4);
@@ -182,7 +227,7 @@ static int load_indexes(st_segment_t *s, int64_t last_rel) {
             uint8_t hdr[ST_BATCH_HEADER_SIZE];
             size_t hgot = 0;
             st_batch_info_t b;
-            st_pread_all(s->file->fd, hdr, sizeof hdr, pos, &hgot);
+            st_pread_all(log_fd, hdr, sizeof hdr, pos, &hgot);
             if (st_batch_header(hdr, hgot, &b) ||
                 st_batch_last_offset(&b) != s->base_offset + rel || pos + b.size > s->size) {
                 trusted = 0;
@@ -194,11 +239,12 @@ static int load_indexes(st_segment_t *s, int64_t last_rel) {
     } else if (s->size > 0) {
         trusted = 0;
     }
-    if (fstat(s->timeindex_fd, &st) == 0 && st.st_size >= 12 && trusted) {
+    if (trusted && st_log__seg_keep(s, ST_SEG_TIMEINDEX, ftidx) == ST_OK &&
+        fstat((*ftidx)->fd, &st) == 0 && st.st_size >= 12) {
         size_t n = (size_t)st.st_size / 12;
         uint8_t *buf = st_malloc(n * 12);
         size_t got = 0;
-        st_pread_all(s->timeindex_fd, buf, n * 12, 0, &got);
+        st_pread_all((*ftidx)->fd, buf, n * 12, 0, &got);
         n = got / 12;
         int64_t max_rel = s->nidx ? s->idx[s->nidx - 1].rel : -1;
         if (last_rel > max_rel) max_rel = last_rel;
@@ -223,11 +269,11 @@ static int load_indexes(st_segment_t *s, int64_t last_rel) {
 /* Walk batches from pos to the end of the file; index them; stop at the
  * first batch that is torn, misplaced or (with validate) fails its CRC, and
  * truncate the file there. */
-static st_err_t scan_from(st_segment_t *s, int64_t pos, int validate, int32_t interval,
+static st_err_t scan_from(st_segment_t *s, int fd, int64_t pos, int validate, int32_t interval,
                           const char *what) {
     int64_t file_size;
     struct stat st;
-    if (fstat(s->file->fd, &st) != 0) return st_err_from_errno(errno);
+    if (fstat(fd, &st) != 0) return st_err_from_errno(errno);
     file_size = st.st_size;
     size_t bufcap = 1 << 20;
     uint8_t *buf = st_malloc(bufcap);
@@ -237,7 +283,7 @@ static st_err_t scan_from(st_segment_t *s, int64_t pos, int validate, int32_t in
         uint8_t hdr[ST_BATCH_HEADER_SIZE];
         size_t got = 0;
         st_batch_info_t b;
-        st_pread_all(s->file->fd, hdr, sizeof hdr, pos, &got);
+        st_pread_all(fd, hdr, sizeof hdr, pos, &got);
         if (got < sizeof hdr) {
             reason = "torn batch header";
             break;
@@ -259,7 +305,7 @@ static st_err_t scan_from(st_segment_t *s, int64_t pos, int validate, int32_t in
                 bufcap = (size_t)b.size;
                 buf = st_realloc(buf, bufcap);
             }
-            st_pread_all(s->file->fd, buf, (size_t)b.size, pos, &got);
+            st_pread_all(fd, buf, (size_t)b.size, pos, &got);
             if (got < (size_t)b.size || !st_batch_crc_ok(buf, b.size)) {
                 reason = "CRC32C mismatch";
                 break;
@@ -275,16 +321,32 @@ static st_err_t scan_from(st_segment_t *s, int64_t pos, int validate, int32_t in
         ST_WARN("log", "%s: truncating segment %020lld at byte %lld (offset %lld): %s, %lld bytes removed",
                 what, (long long)s->base_offset, (long long)pos, (long long)s->next_offset, reason,
                 (long long)(file_size - pos));
-        if (ftruncate(s->file->fd, pos) != 0) return st_err_from_errno(errno);
-        if (fsync(s->file->fd) != 0) return st_err_from_errno(errno);
+        if (ftruncate(fd, pos) != 0) return st_err_from_errno(errno);
+        if (fsync(fd) != 0) return st_err_from_errno(errno);
     }
     return ST_OK;
 }
 
-st_err_t st_log__seg_recover(st_segment_t *s, const char *dir, int validate, int is_last,
-                             int64_t next_base, const st_log_config_t *cfg, const char *what) {
-    (void)dir;
-    int trusted = load_indexes(s, is_last ? -1 : next_base - 1 - s->base_offset);
+/* Trim the arrays of a segment that no longer grows. */
+static void shrink_arrays(st_segment_t *s) {
+    if (s->capidx > s->nidx) {
+        s->capidx = s->nidx;
+        s->idx = s->nidx ? st_realloc(s->idx, (size_t)s->nidx * sizeof *s->idx) : (free(s->idx), NULL);
+    }
+    if (s->captidx > s->ntidx) {
+        s->captidx = s->ntidx;
+        s->tidx = s->ntidx ? st_realloc(s->tidx, (size_t)s->ntidx * sizeof *s->tidx)
+                           : (free(s->tidx), NULL);
+    }
+}
+
+static st_err_t recover_with(st_segment_t *s, st_file_t *flog, st_file_t *fidx, int validate,
+                             int is_last, int64_t next_base, const st_log_config_t *cfg,
+                             const char *what) {
+    st_file_t *ftidx = NULL;
+    int trusted = load_indexes(s, is_last ? -1 : next_base - 1 - s->base_offset, flog->fd, fidx->fd,
+                               &ftidx);
+    st_err_t e = ST_OK;
     if (!trusted && s->size > 0)
         ST_WARN("log", "%s: index of segment %020lld is missing or inconsistent; rebuilding",
                 what, (long long)s->base_offset);
@@ -297,7 +359,9 @@ st_err_t st_log__seg_recover(st_segment_t *s, const char *dir, int validate, int
          * segment; no scan needed. */
         s->next_offset = next_base;
         s->bytes_since_index = 0;
-        return ST_OK;
+        s->indexes_final = 1;
+        shrink_arrays(s);
+        goto out;
     }
     /* Drop the last trusted index entry and scan from right after the batch
      * of the one before it (the start when none), as things stood when the
@@ -313,8 +377,11 @@ st_err_t st_log__seg_recover(st_segment_t *s, const char *dir, int validate, int
             uint8_t hdr[ST_BATCH_HEADER_SIZE];
             size_t got = 0;
             st_batch_info_t b;
-            st_pread_all(s->file->fd, hdr, sizeof hdr, prev.pos, &got);
-            if (st_batch_header(hdr, got, &b)) return ST_CORRUPT_BKPT; /* load_indexes read it */
+            st_pread_all(flog->fd, hdr, sizeof hdr, prev.pos, &got);
+            if (st_batch_header(hdr, got, &b)) { /* load_indexes read it */
+                e = ST_CORRUPT_BKPT;
+                goto out;
+            }
             pos = prev.pos + b.size;
             s->bytes_since_index = b.size;
             prev_rel = prev.rel;
@@ -330,22 +397,51 @@ st_err_t st_log__seg_recover(st_segment_t *s, const char *dir, int validate, int
         }
         s->nidx_written = ST_MIN(s->nidx_written, s->nidx);
         s->ntidx_written = ST_MIN(s->ntidx_written, s->ntidx);
-        if (ftruncate(s->index_fd, (off_t)s->nidx_written * 8) != 0 ||
-            ftruncate(s->timeindex_fd, (off_t)s->ntidx_written * 12) != 0)
-            return st_err_from_errno(errno);
+        if (!ftidx) e = st_log__seg_keep(s, ST_SEG_TIMEINDEX, &ftidx);
+        if (e) goto out;
+        if (ftruncate(fidx->fd, (off_t)s->nidx_written * 8) != 0 ||
+            ftruncate(ftidx->fd, (off_t)s->ntidx_written * 12) != 0) {
+            e = st_err_from_errno(errno);
+            goto out;
+        }
     } else {
         s->next_offset = s->base_offset;
         s->nidx_written = s->ntidx_written = 0;
     }
-    st_err_t e = scan_from(s, pos, validate, cfg->index_interval_bytes, what);
-    if (e) return e;
-    st_log__seg_trim(s);
+    e = scan_from(s, flog->fd, pos, validate, cfg->index_interval_bytes, what);
+    if (e) goto out;
+    if (ftruncate(flog->fd, s->size) != 0) { /* best effort: blocks past the data */ }
+    s->prealloc_end = s->size;
     if (s->dirty_index) e = st_log__seg_write_indexes(s, !is_last);
+    else if (!is_last) s->indexes_final = 1;
+    if (!is_last) shrink_arrays(s);
+out:
+    st_file_release(ftidx);
+    return e;
+}
+
+st_err_t st_log__seg_recover(st_segment_t *s, const char *dir, int validate, int is_last,
+                             int64_t next_base, const st_log_config_t *cfg, const char *what) {
+    (void)dir;
+    if (s->size == 0 && !validate) {
+        /* Nothing to index, nothing to read: no file is opened (an idle
+         * partition costs a stat at start-up).  Index files left longer are
+         * cut at the first write (nothing of them counts as written). */
+        s->next_offset = s->base_offset;
+        s->indexes_final = !is_last;
+        return ST_OK;
+    }
+    st_file_t *flog = NULL, *fidx = NULL;
+    st_err_t e = st_log__seg_keep(s, ST_SEG_LOG, &flog);
+    if (!e) e = st_log__seg_keep(s, ST_SEG_INDEX, &fidx);
+    if (!e) e = recover_with(s, flog, fidx, validate, is_last, next_base, cfg, what);
+    st_file_release(flog);
+    st_file_release(fidx);
     return e;
 }
 
 /* Binary search of the offset index, then a walk over batch headers. */
-st_err_t st_log__seg_find(st_segment_t *s, int64_t offset, int64_t *pos_out,
+st_err_t st_log__seg_find(st_segment_t *s, st_file_t *f, int64_t offset, int64_t *pos_out,
                           st_batch_info_t *bi) {
     int64_t pos = 0;
     int lo = 0, hi = s->nidx - 1, best = -1;
@@ -366,7 +462,7 @@ st_err_t st_log__seg_find(st_segment_t *s, int64_t offset, int64_t *pos_out,
     while (pos < s->size) {
         uint8_t hdr[ST_BATCH_HEADER_SIZE];
         size_t got = 0;
-        st_err_t e = st_pread_all(s->file->fd, hdr, sizeof hdr, pos, &got);
+        st_err_t e = st_pread_all(f->fd, hdr, sizeof hdr, pos, &got);
         if (e) return e;
         st_batch_info_t b;
         if (st_batch_header(hdr, got, &b)) return ST_CORRUPT_BKPT;

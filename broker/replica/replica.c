@@ -1,9 +1,10 @@
 /*
  * replica.c - the partition table.
  *
- * A hash of topic name -> topic entry (id, partitions).  Entries are
- * replaced, never edited in place, under the write lock; readers take a
- * reference to the partition they found and drop the lock at once.
+ * Two hashes of the same topic entries (id, partitions): by name, and by
+ * topic id (Fetch v13+ names topics by id).  Entries are replaced, never
+ * edited in place, under the write lock; readers take a reference to the
+ * partition they found and drop the lock at once.
  */
 #include "replica.h"
 
@@ -14,10 +15,11 @@ typedef struct topic_entry {
     st_uuid_t id;
     st_partition_t **parts;
     int nparts;
-    struct topic_entry *next;
+    struct topic_entry *next;       /* in buckets[] (by name) */
+    struct topic_entry *next_by_id; /* in by_id[] */
 } topic_entry_t;
 
-#define NBUCKETS 1024
+#define NBUCKETS 8192
 
 struct st_replicas {
     const st_broker_config_t *cfg;
@@ -26,12 +28,28 @@ struct st_replicas {
     st_tier_t *tier;
     pthread_rwlock_t lock;
     topic_entry_t *buckets[NBUCKETS];
+    topic_entry_t *by_id[NBUCKETS];
 };
 
 static uint32_t hash_name(const char *s, size_t n) {
     uint32_t h = 2166136261u;
     for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
     return h;
+}
+
+static uint32_t hash_id(const st_uuid_t *id) {
+    uint32_t h;
+    memcpy(&h, (const uint8_t *)id + 4, sizeof h); /* random bits of a v4 uuid */
+    return (h ^ (h >> 15)) * 2654435761u;
+}
+
+/* Unlink e from the id hash.  Write lock held. */
+static void unlink_by_id(st_replicas_t *rm, topic_entry_t *e) {
+    for (topic_entry_t **pp = &rm->by_id[hash_id(&e->id) % NBUCKETS]; *pp; pp = &(*pp)->next_by_id)
+        if (*pp == e) {
+            *pp = e->next_by_id;
+            return;
+        }
 }
 
 st_replicas_t *st_replicas_new(const st_broker_config_t *cfg, st_logmgr_t *logs) {
@@ -101,10 +119,12 @@ st_partition_t *st_replicas_lookup(st_replicas_t *rm, const char *topic, size_t 
 st_partition_t *st_replicas_lookup_id(st_replicas_t *rm, const st_uuid_t *id, int32_t partition) {
     st_partition_t *p = NULL;
     pthread_rwlock_rdlock(&rm->lock);
-    for (int b = 0; b < NBUCKETS && !p; b++)
-        for (topic_entry_t *t = rm->buckets[b]; t && !p; t = t->next)
-            if (!memcmp(&t->id, id, sizeof *id) && partition >= 0 && partition < t->nparts)
+    for (topic_entry_t *t = rm->by_id[hash_id(id) % NBUCKETS]; t; t = t->next_by_id)
+        if (!memcmp(&t->id, id, sizeof *id)) {
+            if (partition >= 0 && partition < t->nparts && t->parts[partition])
                 p = partition_keep(t->parts[partition]);
+            break;
+        }
     pthread_rwlock_unlock(&rm->lock);
     return p;
 }
@@ -323,6 +343,7 @@ void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new
                 if (!strcmp((*pp)->name, ot->name)) {
                     gone = *pp;
                     *pp = gone->next;
+                    unlink_by_id(rm, gone);
                     break;
                 }
                 pp = &(*pp)->next;
@@ -331,14 +352,26 @@ void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new
             if (gone) entry_free(gone, 1, rm->logs);
         }
     }
-    /* New topics, new partitions, changed configs. */
+    /* New topics, new partitions, changed configs.  Topics without
+     * overrides share one effective config (built once: a start-up with
+     * many topics builds it once, not per topic). */
+    st_log_config_t default_lc;
+    int32_t default_min_isr = 0;
+    int have_default = 0;
     for (int i = 0; i < new_img->ntopics; i++) {
         const st_meta_topic_t *t = new_img->topics[i];
         const st_meta_topic_t *ot = old_img ? st_image_topic(old_img, t->name, strlen(t->name)) : NULL;
         if (ot == t) continue; /* shared, unchanged */
         st_log_config_t lc;
         int32_t min_isr;
-        effective_config(rm, t, &lc, &min_isr);
+        if (t->nconfigs == 0) {
+            if (!have_default) effective_config(rm, t, &default_lc, &default_min_isr);
+            have_default = 1;
+            lc = default_lc;
+            min_isr = default_min_isr;
+        } else {
+            effective_config(rm, t, &lc, &min_isr);
+        }
         pthread_rwlock_rdlock(&rm->lock);
         topic_entry_t *cur = find_locked(rm, t->name, strlen(t->name));
         int have = cur ? cur->nparts : 0;
@@ -375,12 +408,15 @@ void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new
             if (!strcmp((*pp)->name, t->name)) {
                 old = *pp;
                 *pp = old->next;
+                unlink_by_id(rm, old);
                 break;
             }
             pp = &(*pp)->next;
         }
         ne->next = rm->buckets[hash_name(t->name, strlen(t->name)) % NBUCKETS];
         rm->buckets[hash_name(t->name, strlen(t->name)) % NBUCKETS] = ne;
+        ne->next_by_id = rm->by_id[hash_id(&ne->id) % NBUCKETS];
+        rm->by_id[hash_id(&ne->id) % NBUCKETS] = ne;
         pthread_rwlock_unlock(&rm->lock);
         if (old) {
             /* its partitions live on in ne (kept above) */

@@ -162,8 +162,8 @@ static const st_cfg_desc_t broker_rows[] = {
     BROW("log.cleaner.min.cleanable.ratio", ST_CFG_DOUBLE, log_cleaner_min_cleanable_ratio, "0.5",
          0, 1, NULL, 0, "Default for topics: dirty ratio that makes a log eligible for cleaning."),
     BROW("log.flush.interval.ms", ST_CFG_LONG, log_flush_interval_ms, "-1", -1, I64MAX, NULL, 0,
-         "fsync every log this often in the background (-1: only on roll, shutdown and acks=all "
-         "with log.flush.on.ack)."),
+         "Default for topics (flush.ms): fsync a log in the background once this long has passed "
+         "since its last fsync (-1: only on roll, shutdown and acks=all with log.flush.on.ack)."),
     BROW("log.flush.offset.checkpoint.interval.ms", ST_CFG_LONG,
          log_flush_offset_checkpoint_interval_ms, "60000", 1, I64MAX, NULL, 0,
          "How often the recovery-point and log-start checkpoints are written."),
@@ -263,6 +263,23 @@ static const st_cfg_desc_t broker_rows[] = {
     BROW("log.cleaner.io.max.bytes.per.second", ST_CFG_LONG, log_cleaner_io_max_bytes_per_second,
          "9223372036854775807", 1, I64MAX, NULL, 0,
          "Bytes per second the cleaner may read and write (the default: no limit)."),
+    /* many partitions (issue 9) */
+    BROW("log.max.open.files", ST_CFG_INT, log_max_open_files, "1024", 4, I32MAX, NULL, 0,
+         "Segment files (.log, .index, .timeindex) kept open at most, the least recently used "
+         "closed first (Strata's, as RocksDB's max_open_files); never more than half the "
+         "open-file limit (ulimit -n). An idle partition holds no descriptor."),
+    BROW("log.flush.interval.messages", ST_CFG_LONG, log_flush_interval_messages,
+         "9223372036854775807", 1, I64MAX, NULL, 0,
+         "Default for topics (flush.messages): fsync a log once this many records are not yet "
+         "synced."),
+    BROW("log.cleaner.max.compaction.lag.ms", ST_CFG_LONG, log_cleaner_max_compaction_lag_ms,
+         "9223372036854775807", 1, I64MAX, NULL, 0,
+         "Default for topics (max.compaction.lag.ms): a compacted log whose oldest uncleaned "
+         "record is older is cleaned whatever its dirty ratio (KIP-354)."),
+    BROW("max.broker.partitions", ST_CFG_INT, max_broker_partitions, "100000", 1, I32MAX, NULL, 0,
+         "The most partition replicas this broker hosts (KIP-578): CreateTopics, "
+         "CreatePartitions and topic auto-creation that would place more here answer "
+         "POLICY_VIOLATION."),
 };
 
 const st_cfg_table_t st_broker_config_table = {broker_rows, ST_ARRAY_SIZE(broker_rows)};
@@ -312,6 +329,14 @@ static const st_cfg_desc_t topic_rows[] = {
          "Tiered: how long segments stay locally once in the bucket (-2: as retention.ms)."),
     TROW("local.retention.bytes", ST_CFG_LONG, local_retention_bytes, -2, I64MAX, NULL,
          "Tiered: local bytes kept once in the bucket (-2: as retention.bytes)."),
+    TROW("flush.messages", ST_CFG_LONG, flush_messages, 1, I64MAX, NULL,
+         "fsync the log once this many records are not yet synced (by the flusher: an acks=0/1 "
+         "answer does not wait for it)."),
+    TROW("flush.ms", ST_CFG_LONG, flush_ms, 0, I64MAX, NULL,
+         "fsync the log once this long has passed since its last fsync."),
+    TROW("max.compaction.lag.ms", ST_CFG_LONG, max_compaction_lag_ms, 1, I64MAX, NULL,
+         "Compacted topics: a log whose oldest uncleaned record is older is cleaned whatever "
+         "its dirty ratio, and its active segment rolls at this age (KIP-354)."),
 };
 
 const st_cfg_table_t st_topic_config_table = {topic_rows, ST_ARRAY_SIZE(topic_rows)};
@@ -340,6 +365,9 @@ static const char *topic_synonyms[] = {
     "log.remote.storage.enable",
     "log.local.retention.ms",
     "log.local.retention.bytes",
+    "log.flush.interval.messages",
+    "log.flush.interval.ms",
+    "log.cleaner.max.compaction.lag.ms",
 };
 
 _Static_assert(ST_ARRAY_SIZE(topic_synonyms) == ST_ARRAY_SIZE(topic_rows),
@@ -463,7 +491,9 @@ st_err_t st_topic_config_build(const st_broker_config_t *b, const st_kv_t *overr
     for (size_t i = 0; i < ST_ARRAY_SIZE(topic_rows); i++) {
         const char *syn = topic_synonyms[i];
         char val[256];
-        if (syn) {
+        if (syn && !strcmp(syn, "log.flush.interval.ms") && b->log_flush_interval_ms < 0) {
+            snprintf(val, sizeof val, "%s", "9223372036854775807"); /* -1: never */
+        } else if (syn) {
             st_cfg_format(st_cfg_lookup(&st_broker_config_table, syn), b, val, sizeof val);
         } else {
             snprintf(val, sizeof val, "%s", topic_fixed_default(topic_rows[i].name));
@@ -510,6 +540,16 @@ void st_topic_config_to_log(const st_topic_config_t *t, st_log_config_t *out) {
     out->local_retention_ms = t->local_retention_ms == -2 ? t->retention_ms : t->local_retention_ms;
     out->local_retention_bytes =
         t->local_retention_bytes == -2 ? t->retention_bytes : t->local_retention_bytes;
+    /* INT64_MAX (Kafka's defaults): never */
+    out->flush_messages = t->flush_messages == INT64_MAX ? 0 : t->flush_messages;
+    out->flush_ms = t->flush_ms == INT64_MAX ? 0 : ST_MAX(t->flush_ms, 1);
+    if (out->compact && t->max_compaction_lag_ms != INT64_MAX) {
+        out->max_compaction_lag_ms = t->max_compaction_lag_ms;
+        /* Kafka's maxSegmentMs: the active segment rolls at the lag, so its
+         * records become cleanable in time */
+        if (out->segment_ms <= 0 || t->max_compaction_lag_ms < out->segment_ms)
+            out->segment_ms = t->max_compaction_lag_ms;
+    }
 }
 
 void st_config_doc(FILE *out, const st_cfg_table_t *extra, const char *const *titles,

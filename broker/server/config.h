@@ -80,6 +80,11 @@ typedef struct st_broker_config {
     int64_t log_cleaner_backoff_ms;
     int64_t log_cleaner_dedupe_buffer_size;
     int64_t log_cleaner_io_max_bytes_per_second;
+    /* many partitions */
+    int32_t log_max_open_files;
+    int64_t log_flush_interval_messages;
+    int64_t log_cleaner_max_compaction_lag_ms;
+    int32_t max_broker_partitions;
 } st_broker_config_t;
 
 /* A topic's settings: every field always holds the effective value (the
@@ -107,6 +112,9 @@ typedef struct st_topic_config {
     int remote_storage_enable;
     int64_t local_retention_ms;
     int64_t local_retention_bytes;
+    int64_t flush_messages;
+    int64_t flush_ms;
+    int64_t max_compaction_lag_ms;
 } st_topic_config_t;
 
 extern const st_cfg_table_t st_broker_config_table;

@@ -180,10 +180,26 @@ typedef struct create_ctx {
 } create_ctx_t;
 
 static void create_work(st_server_t *srv, st_controller_t *ctl, void *arg) {
-    (void)srv;
     create_ctx_t *c = arg;
-    for (int i = 0; i < c->n; i++)
-        if (!c->dup[i]) st_controller_create_topic(ctl, &c->topics[i], c->validate_only, &c->results[i]);
+    /* Kafka refuses the whole request when its topics add up to more
+     * partitions than one request may create. */
+    int64_t total = 0;
+    for (int i = 0; i < c->n; i++) {
+        const st_new_topic_t *t = &c->topics[i];
+        if (t->nassignments > 0) total += t->nassignments;
+        else if (t->num_partitions == -1) total += srv->cfg.num_partitions;
+        else if (t->num_partitions > 0) total += t->num_partitions;
+    }
+    for (int i = 0; i < c->n; i++) {
+        if (c->dup[i]) continue;
+        if (total > ST_CONTROLLER_MAX_PARTITIONS_PER_REQUEST) {
+            c->results[i].error = ST_E_POLICY_VIOLATION;
+            snprintf(c->results[i].message, sizeof c->results[i].message,
+                     "Excessively large number of partitions per request.");
+            continue;
+        }
+        st_controller_create_topic(ctl, &c->topics[i], c->validate_only, &c->results[i]);
+    }
 }
 
 static void create_done(st_server_t *srv, st_request_t *req, void *arg) {
@@ -391,6 +407,30 @@ typedef struct partitions_job {
 static void partitions_work_all(st_server_t *srv, st_controller_t *ctl, void *arg) {
     partitions_job_t *j = arg;
     st_meta_image_t *img = st_controller_image(srv->ctl);
+    /* More new partitions than one request may create: every topic is
+     * refused (Kafka's controller answers a batch over its bound so), with
+     * the topic's own error when it has a more specific one
+     * (max.broker.partitions among them). */
+    int64_t added = 0;
+    for (int i = 0; i < j->q->topics.n; i++) {
+        st_create_partitions_topic_t *t = &j->q->topics.v[i];
+        const st_meta_topic_t *mt = st_image_topic(img, t->name.p, (size_t)ST_MAX(t->name.len, 0));
+        if (mt && t->count > mt->nparts) added += t->count - mt->nparts;
+    }
+    if (added > ST_CONTROLLER_MAX_PARTITIONS_PER_REQUEST) {
+        for (int i = 0; i < j->q->topics.n; i++) {
+            st_create_partitions_topic_t *t = &j->q->topics.v[i];
+            st_op_result_t *res = &j->ctx->results[i];
+            st_controller_create_partitions(ctl, t->name.p, (size_t)ST_MAX(t->name.len, 0), t->count,
+                                            1, res);
+            if (res->error) continue;
+            res->error = ST_E_POLICY_VIOLATION;
+            snprintf(res->message, sizeof res->message,
+                     "Unable to perform excessively large batch operation.");
+        }
+        st_image_release(img);
+        return;
+    }
     for (int i = 0; i < j->q->topics.n; i++) {
         st_create_partitions_topic_t *t = &j->q->topics.v[i];
         st_op_result_t *res = &j->ctx->results[i];

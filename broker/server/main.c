@@ -249,18 +249,15 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
         .node_id = srv.cfg.node_id,
         .retention_check_interval_ms = srv.cfg.log_retention_check_interval_ms,
         .checkpoint_interval_ms = srv.cfg.log_flush_offset_checkpoint_interval_ms,
-        .flush_interval_ms = srv.cfg.log_flush_interval_ms,
+        .max_open_files = srv.cfg.log_max_open_files,
     };
     if (ndirs == 0 || st_logmgr_open(&lcfg, &srv.logs, err, sizeof err)) {
         fprintf(stderr, "stratad: %s\n", ndirs ? err : "log.dirs is empty");
         return 1;
     }
-    /* Cleaning passes a crash interrupted are finished or undone before
-     * any log is opened (the .cleaned / .swap files of broker/log/cleaner.c). */
-    for (int i = 0; i < ndirs; i++) {
-        st_err_t ce = st_log_cleaner_recover(dirs[i]);
-        if (ce) ST_WARN("server", "%s: cleaner recovery: %s", dirs[i], st_err_msg(ce));
-    }
+    /* Cleaning passes a crash interrupted are finished or undone as each
+     * log is opened (st_log__open sees the .cleaned / .swap files of
+     * broker/log/cleaner.c): no second walk over every partition. */
     srv.rm = st_replicas_new(&srv.cfg, srv.logs);
     st_replicas_set_net(srv.rm, srv.net);
     st_os_t *os = NULL;

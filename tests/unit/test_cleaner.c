@@ -142,7 +142,7 @@ typedef struct env {
 static void env_open(env_t *e) {
     char err[512] = "";
     char *dirs[1] = {e->dir};
-    st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, -1};
+    st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, 0};
     st_err_t rc = st_logmgr_open(&mc, &e->m, err, sizeof err);
     if (rc) fail_msg("st_logmgr_open: %s", err);
     st_uuid_t id = {{1, 2, 3, 4, 5, 6, 0x47, 8, 0x89, 10, 11, 12, 13, 14, 15, 16}};
@@ -465,6 +465,65 @@ static void test_lag_ratio_and_keyless(void **state) {
     env_fini(&e);
 }
 
+/* max.compaction.lag.ms (KIP-354): a log below min.cleanable.dirty.ratio is
+ * cleaned once the oldest record of its dirty section is older than the
+ * lag, and not before. */
+static void test_max_compaction_lag(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e, 1 << 20);
+    int keys[10];
+    for (int i = 0; i < 10; i++) keys[i] = i;
+    for (int round = 0; round < 8; round++) append(&e, keys, 10, round, 0, 0, NOW - DAY);
+    assert_int_equal(st_log_roll(e.log), ST_OK);
+    int tail[1] = {500};
+    append(&e, tail, 1, 0, 0, 0, NOW);
+    st_log_clean_result_t r = clean(&e, 0, NOW, 0); /* all dirty: cleaned */
+    assert_true(r.cleaned);
+    int64_t first_dirty = r.first_dirty;
+    /* a little dirt: two updates of key 3, written at T */
+    const int64_t T = NOW + 1000;
+    int dup[2] = {3, 3};
+    append(&e, dup, 2, 9, 0, 0, T);
+    assert_int_equal(st_log_roll(e.log), ST_OK);
+    append(&e, tail, 1, 1, 0, 0, T);
+    st_log_compact_config_t cc = CC;
+    cc.min_cleanable_dirty_ratio = 0.99;
+    st_log_config_t lc;
+    st_log_get_config(e.log, &lc);
+    lc.max_compaction_lag_ms = 60000;
+    st_log_set_config(e.log, &lc);
+    /* younger than the lag: below the ratio, nothing happens */
+    st_log_clean_opts_t o = {first_dirty, T + 59000, 1 << 20, 0, NULL, 0};
+    assert_int_equal(st_log_clean(e.log, &cc, &o, &r), ST_OK);
+    assert_false(r.cleaned);
+    assert_false(r.lag_due);
+    assert_true(r.dirty_ratio < 0.99);
+    /* older than the lag: cleaned although the ratio is still low */
+    o.now_ms = T + 61000;
+    assert_int_equal(st_log_clean(e.log, &cc, &o, &r), ST_OK);
+    assert_true(r.lag_due);
+    assert_true(r.cleaned);
+    assert_true(r.dirty_ratio < 0.99);
+    readback_t rb;
+    read_all(&e, &rb);
+    int n3 = 0;
+    for (int i = 0; i < rb.n; i++) n3 += rb.v[i].key == 3;
+    assert_int_equal(n3, 1); /* the latest of key 3 only */
+    free(rb.v);
+    /* no lag set: the same log state is left alone */
+    lc.max_compaction_lag_ms = 0;
+    st_log_set_config(e.log, &lc);
+    append(&e, dup, 2, 10, 0, 0, T);
+    assert_int_equal(st_log_roll(e.log), ST_OK);
+    append(&e, tail, 1, 2, 0, 0, T);
+    o.first_dirty = r.first_dirty;
+    o.now_ms = T + DAY;
+    assert_int_equal(st_log_clean(e.log, &cc, &o, &r), ST_OK);
+    assert_false(r.cleaned);
+    env_fini(&e);
+}
+
 static void test_cancel_leaves_nothing(void **state) {
     (void)state;
     env_t e;
@@ -634,6 +693,7 @@ int main(void) {
         cmocka_unit_test(test_tombstones_and_incremental),
         cmocka_unit_test(test_compressed_batches),
         cmocka_unit_test(test_lag_ratio_and_keyless),
+        cmocka_unit_test(test_max_compaction_lag),
         cmocka_unit_test(test_cancel_leaves_nothing),
         cmocka_unit_test(test_recovery_each_step),
     };

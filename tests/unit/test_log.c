@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <lz4frame.h>
 #include <snappy-c.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -662,7 +663,7 @@ static st_log_config_t default_cfg(void) {
 
 static st_err_t mgr_open(const char *dir, st_logmgr_t **out, char *err, size_t errlen) {
     char *dirs[1] = {(char *)dir};
-    st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, -1};
+    st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, 0};
     return st_logmgr_open(&mc, out, err, errlen);
 }
 
@@ -872,7 +873,10 @@ static void check_index_invariants(env_t *e) {
             }
             uint8_t hdr[ST_BATCH_HEADER_SIZE];
             size_t got;
-            assert_int_equal(st_pread_all(s->file->fd, hdr, sizeof hdr, s->idx[k].pos, &got), ST_OK);
+            st_file_t *f;
+            assert_int_equal(st_log__seg_keep(s, ST_SEG_LOG, &f), ST_OK);
+            assert_int_equal(st_pread_all(f->fd, hdr, sizeof hdr, s->idx[k].pos, &got), ST_OK);
+            st_file_release(f);
             st_batch_info_t b;
             assert_int_equal(st_batch_header(hdr, got, &b), ST_OK);
             assert_true(st_batch_last_offset(&b) == s->base_offset + s->idx[k].rel);
@@ -1761,7 +1765,7 @@ static void test_logmgr_lock(void **state) {
     assert_true(probe >= 0);
     int zero_open = fcntl(0, F_GETFD) != -1;
     char *dirs[2] = {other, e.dir};
-    st_logmgr_config_t mc = {dirs, 2, 1, 3600000, 3600000, -1};
+    st_logmgr_config_t mc = {dirs, 2, 1, 3600000, 3600000, 0};
     assert_int_equal(st_logmgr_open(&mc, &m2, err, sizeof err), ST_E_LOCKED);
     dirs[0] = e.dir;
     dirs[1] = other;
@@ -1777,7 +1781,7 @@ static void test_logmgr_lock(void **state) {
     snprintf(keep_cid, sizeof keep_cid, "%s", cid);
     env_close(&e);
     char *one[1] = {e.dir};
-    st_logmgr_config_t mc2 = {one, 1, 2, 3600000, 3600000, -1};
+    st_logmgr_config_t mc2 = {one, 1, 2, 3600000, 3600000, 0};
     assert_int_equal(st_logmgr_open(&mc2, &m2, err, sizeof err), ST_E_CONFIG);
     assert_non_null(strstr(err, "node.id"));
     /* After the first closes, the dirs are free again, the cluster id kept. */
@@ -1907,6 +1911,387 @@ static void test_logmgr_delete_log_and_append_time(void **state) {
     env_fini(&e);
 }
 
+/* ======================================================================
+ * Open files: far more partitions than descriptors
+ * ==================================================================== */
+
+static int count_open_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (de->d_name[0] != '.') n++;
+    closedir(d);
+    return n - 1; /* the directory stream itself */
+}
+
+/* One batch of 2 records in partition i of "wide", its bytes kept in *out. */
+static void wide_append(st_log_t *log, int i, uint8_t **out, size_t *len) {
+    tbatch_t *tb = st_malloc(sizeof *tb);
+    st_buf_t b;
+    st_buf_init(&b);
+    size_t size = build_simple(&b, tb, 2, TC_NONE, 1700000000000 + i, 1, 30, (uint64_t)i * 7);
+    st_append_info_t info;
+    st_err_t rc = st_log_append(log, b.data, b.len, 0, st_now_ms(), &info);
+    if (rc) fail_msg("append to wide-%d: %s", i, st_err_name(rc));
+    st_log_set_high_watermark(log, info.last_offset + 1);
+    *out = st_malloc(size);
+    memcpy(*out, b.data, size); /* as stamped */
+    *len = size;
+    st_buf_fini(&b);
+    free(tb);
+}
+
+static void wide_check_read(st_log_t *log, const uint8_t *want, size_t len) {
+    st_log_read_t rd;
+    st_err_t rc = st_log_read(log, 0, 1 << 20, 1, &rd);
+    if (rc) fail_msg("read %s-%d: %s", st_log_topic(log), (int)st_log_partition(log), st_err_name(rc));
+    assert_non_null(rd.file);
+    assert_int_equal((size_t)rd.len, len);
+    uint8_t *got = read_range(&rd);
+    assert_memory_equal(got, want, len);
+    free(got);
+    st_file_release(rd.file);
+}
+
+/*
+ * With the process allowed 256 descriptors, 600 partitions (1,800 segment
+ * files) are opened, written and read: the log layer holds no descriptor
+ * per idle partition, only a bounded cache of open files (by default half
+ * the descriptor limit).  A file a reader still holds is never closed
+ * under it, a partition whose files were closed reads back the same bytes,
+ * and when not even the cache can free a descriptor the append answers
+ * "too many open files" (ST_E_NOFILE) and the partition stays online.
+ */
+static void test_logmgr_open_files_bounded(void **state) {
+    (void)state;
+    enum { NPARTS = 600, HELD = 200 };
+    struct rlimit saved, lim;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    lim = saved;
+    lim.rlim_cur = 256;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
+    int base_fds = count_open_fds();
+
+    env_t e;
+    env_init(&e, 1 << 20, 4096);
+    st_log_t **logs = st_calloc(NPARTS, sizeof *logs);
+    uint8_t **bytes = st_calloc(NPARTS, sizeof *bytes);
+    size_t *lens = st_calloc(NPARTS, sizeof *lens);
+    for (int i = 0; i < NPARTS; i++) {
+        st_err_t rc = st_logmgr_open_log(e.m, "wide", i, &topic_id, &e.cfg, &logs[i]);
+        if (rc) fail_msg("open wide-%d with %d descriptors open: %s", i, count_open_fds(),
+                         st_err_msg(rc));
+        wide_append(logs[i], i, &bytes[i], &lens[i]);
+    }
+    int bound = 256 / 2;
+    int open_now = count_open_fds() - base_fds;
+    if (open_now > bound + 8)
+        fail_msg("%d descriptors open for %d partitions (bound %d)", open_now, NPARTS, bound);
+
+    /* A reader holds partition 0's .log while every other partition is
+     * read (its file is evicted from the cache, not closed). */
+    st_log_read_t held;
+    assert_int_equal(st_log_read(logs[0], 0, 1 << 20, 1, &held), ST_OK);
+    assert_non_null(held.file);
+    struct stat st0;
+    assert_int_equal(fstat(held.file->fd, &st0), 0);
+    for (int i = 1; i < NPARTS; i++) wide_check_read(logs[i], bytes[i], lens[i]);
+    struct stat st1;
+    assert_int_equal(fstat(held.file->fd, &st1), 0);
+    assert_true(st0.st_ino == st1.st_ino && st0.st_dev == st1.st_dev);
+    uint8_t *got = read_range(&held);
+    assert_memory_equal(got, bytes[0], lens[0]);
+    free(got);
+    st_file_release(held.file);
+    /* ... and reopened, partition 0 reads the same bytes. */
+    wide_check_read(logs[0], bytes[0], lens[0]);
+    open_now = count_open_fds() - base_fds;
+    if (open_now > bound + 8) fail_msg("%d descriptors open after the reads (bound %d)", open_now, bound);
+
+    /* Readers hold more files than the cache may keep idle; the rest of
+     * the descriptor table is filled: an append to a partition whose file
+     * is closed cannot get one. */
+    st_log_read_t *hold = st_calloc(HELD, sizeof *hold);
+    for (int i = 0; i < HELD; i++)
+        assert_int_equal(st_log_read(logs[NPARTS - 1 - i], 0, 1 << 20, 1, &hold[i]), ST_OK);
+    int *fill = st_calloc(256, sizeof *fill);
+    int nfill = 0;
+    for (;;) {
+        int fd = dup(0);
+        if (fd < 0) break;
+        fill[nfill++] = fd;
+    }
+    tbatch_t *tb = st_malloc(sizeof *tb);
+    st_buf_t b;
+    st_buf_init(&b);
+    build_simple(&b, tb, 1, TC_NONE, 1700000009000, 1, 30, 99);
+    st_append_info_t info;
+    st_err_t rc = st_log_append(logs[1], b.data, b.len, 0, st_now_ms(), &info);
+    assert_string_equal(st_err_name(rc), "NOFILE");
+    assert_int_equal(st_err_wire(rc), 56); /* KAFKA_STORAGE_ERROR on the wire */
+    st_log_offsets_t o;
+    st_log_offsets(logs[1], &o);
+    assert_int_equal(o.offline, 0);
+    assert_true(o.leo == 2);
+    /* Descriptors back: the same append succeeds. */
+    for (int i = 0; i < nfill; i++) close(fill[i]);
+    for (int i = 0; i < HELD; i++) st_file_release(hold[i].file);
+    assert_int_equal(st_log_append(logs[1], b.data, b.len, 0, st_now_ms(), &info), ST_OK);
+    assert_true(info.base_offset == 2);
+    st_buf_fini(&b);
+    free(tb);
+    free(fill);
+    free(hold);
+
+    for (int i = 0; i < NPARTS; i++) {
+        st_log_release(logs[i]);
+        free(bytes[i]);
+    }
+    free(logs);
+    free(bytes);
+    free(lens);
+    env_fini(&e);
+    assert_int_equal(count_open_fds(), base_fds);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+}
+
+/* ---- the cache itself (fcache.c, through log_int.h) ---------------------- */
+
+enum { FC_FILES = 64 };
+
+/* FC_FILES files <dir>/<20-digit i>.log, each holding its index 8 times. */
+static void fc_make_files(const char *dir) {
+    assert_int_equal(st_mkdirs(dir), ST_OK);
+    for (int i = 0; i < FC_FILES; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%020d.log", dir, i);
+        int64_t body[8];
+        for (int k = 0; k < 8; k++) body[k] = i;
+        assert_int_equal(st_write_file_atomic(path, body, sizeof body), ST_OK);
+    }
+}
+
+static int64_t fc_first_word(const st_file_t *f) {
+    int64_t v = -1;
+    size_t got = 0;
+    assert_int_equal(st_pread_all(f->fd, &v, sizeof v, 0, &got), ST_OK);
+    assert_int_equal(got, sizeof v);
+    return v;
+}
+
+/*
+ * The bound holds over idle files only: the least recently used idle file
+ * is closed first, a kept one is passed over (and stays open and right),
+ * an evicted file reopens with the same bytes, and with no descriptor left
+ * and nothing idle, a keep answers ST_E_NOFILE and changes nothing; with
+ * one idle file, EMFILE closes it and the open succeeds.
+ */
+static void test_fcache_bound_and_eviction(void **state) {
+    (void)state;
+    char *root = unit_tmpdir();
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/files", root);
+    fc_make_files(dir);
+    int base_fds = count_open_fds();
+    st_fcache_t *c = st_log__fcache_new(3);
+    st_fslot_t slot[FC_FILES];
+    memset(slot, 0, sizeof slot);
+    st_file_t *f[FC_FILES] = {0};
+    st_log_file_stats_t st;
+
+    for (int i = 0; i < 3; i++) assert_int_equal(st_log__fcache_keep(c, &slot[i], dir, i, ".log", 0, &f[i]), ST_OK);
+    st_file_release(f[1]);
+    st_file_release(f[2]); /* 0 stays in use: it is the least recently used */
+    assert_int_equal(count_open_fds() - base_fds, 3);
+    assert_int_equal(st_log__fcache_keep(c, &slot[3], dir, 3, ".log", 0, &f[3]), ST_OK);
+    st_file_release(f[3]);
+    /* 4 open > 3: the oldest idle one (1) went, not the kept 0 */
+    assert_non_null(slot[0].file);
+    assert_null(slot[1].file);
+    assert_non_null(slot[2].file);
+    assert_non_null(slot[3].file);
+    for (int i = 4; i < 20; i++) {
+        assert_int_equal(st_log__fcache_keep(c, &slot[i], dir, i, ".log", 0, &f[i]), ST_OK);
+        assert_int_equal(fc_first_word(f[i]), i);
+        st_file_release(f[i]);
+        st_log__fcache_stats(c, &st);
+        assert_true(st.open_files <= 4); /* 3 idle at most, and the kept one */
+        assert_non_null(slot[0].file);
+        assert_true(count_open_fds() - base_fds <= 4);
+    }
+    assert_int_equal(fc_first_word(f[0]), 0); /* never closed under its holder */
+    st_file_release(f[0]);
+    /* a hit moves a file to the front: 19 and 18 are the newest, 0 idle */
+    assert_int_equal(st_log__fcache_keep(c, &slot[19], dir, 19, ".log", 0, &f[19]), ST_OK);
+    st_file_release(f[19]);
+    st_log__fcache_stats(c, &st);
+    int64_t hits = st.hits;
+    assert_true(hits >= 1);
+    /* reopened after eviction: the same bytes */
+    assert_null(slot[1].file);
+    assert_int_equal(st_log__fcache_keep(c, &slot[1], dir, 1, ".log", 0, &f[1]), ST_OK);
+    assert_int_equal(fc_first_word(f[1]), 1);
+    st_file_release(f[1]);
+    st_log__fcache_stats(c, &st);
+    assert_int_equal(st.open_files, 3);
+    assert_int_equal(st.max_open_files, 3);
+    assert_true(st.evictions >= 17);
+
+    /* Descriptors exhausted.  Every cached file kept: NOFILE, nothing
+     * changes.  One of them released: it is closed to make room. */
+    struct rlimit saved, lim;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    st_file_t *held[3];
+    int nheld = 0;
+    for (int i = 0; i < FC_FILES; i++)
+        if (slot[i].file) assert_int_equal(st_log__fcache_keep(c, &slot[i], dir, i, ".log", 0, &held[nheld++]), ST_OK);
+    assert_int_equal(nheld, 3);
+    lim = saved;
+    lim.rlim_cur = (rlim_t)count_open_fds() + 8;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
+    int fill[64], nfill = 0;
+    while (nfill < 64) {
+        int fd = dup(0);
+        if (fd < 0) break;
+        fill[nfill++] = fd;
+    }
+    st_file_t *nf = NULL;
+    assert_int_equal(st_log__fcache_keep(c, &slot[40], dir, 40, ".log", 0, &nf), ST_E_NOFILE);
+    assert_null(nf);
+    assert_null(slot[40].file);
+    st_log__fcache_stats(c, &st);
+    assert_int_equal(st.nofile, 1);
+    assert_int_equal(st.open_files, 3);
+    st_file_release(held[0]);
+    assert_int_equal(st_log__fcache_keep(c, &slot[40], dir, 40, ".log", 0, &nf), ST_OK);
+    assert_int_equal(fc_first_word(nf), 40);
+    st_file_release(nf);
+    for (int i = 1; i < 3; i++) st_file_release(held[i]);
+    for (int i = 0; i < nfill; i++) close(fill[i]);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+
+    for (int i = 0; i < FC_FILES; i++) st_log__fcache_forget(c, &slot[i]);
+    st_log__fcache_stats(c, &st);
+    assert_int_equal(st.open_files, 0);
+    st_log__fcache_destroy(c);
+    assert_int_equal(count_open_fds(), base_fds);
+    unit_tmpdir_remove(root);
+}
+
+/* Threads keep, read and release files of a cache far smaller than their
+ * working set, each slot behind its own mutex as a log's lock guards its
+ * segments: every read sees its own file's bytes, never a descriptor
+ * another thread closed or reused (run under ThreadSanitizer too). */
+typedef struct fc_shared {
+    st_fcache_t *c;
+    const char *dir;
+    st_fslot_t slot[FC_FILES];
+    pthread_mutex_t lock[FC_FILES];
+    int bad;
+    uint64_t seed;
+} fc_shared_t;
+
+static void *fc_worker(void *arg) {
+    fc_shared_t *sh = arg;
+    uint64_t x = __atomic_add_fetch(&sh->seed, 0x9E3779B97F4A7C15ull, __ATOMIC_RELAXED);
+    st_file_t *kept[4] = {0};
+    int kept_i[4] = {0};
+    for (int it = 0; it < 20000; it++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        int i = (int)(x % FC_FILES), k = it % 4;
+        st_file_t *f;
+        pthread_mutex_lock(&sh->lock[i]);
+        st_err_t e = st_log__fcache_keep(sh->c, &sh->slot[i], sh->dir, i, ".log", 0, &f);
+        pthread_mutex_unlock(&sh->lock[i]);
+        if (e) {
+            __atomic_store_n(&sh->bad, 1, __ATOMIC_RELAXED);
+            break;
+        }
+        /* a few files are held a while, as a response in flight does */
+        if (kept[k]) {
+            int64_t v = -1;
+            size_t got = 0;
+            if (st_pread_all(kept[k]->fd, &v, sizeof v, 0, &got) || v != kept_i[k])
+                __atomic_store_n(&sh->bad, 1, __ATOMIC_RELAXED);
+            st_file_release(kept[k]);
+        }
+        kept[k] = f;
+        kept_i[k] = i;
+    }
+    for (int k = 0; k < 4; k++) st_file_release(kept[k]);
+    return NULL;
+}
+
+static void test_fcache_threads(void **state) {
+    (void)state;
+    char *root = unit_tmpdir();
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/files", root);
+    fc_make_files(dir);
+    fc_shared_t *sh = st_calloc(1, sizeof *sh);
+    sh->c = st_log__fcache_new(8);
+    sh->dir = dir;
+    for (int i = 0; i < FC_FILES; i++) pthread_mutex_init(&sh->lock[i], NULL);
+    pthread_t th[4];
+    for (int t = 0; t < 4; t++) pthread_create(&th[t], NULL, fc_worker, sh);
+    for (int t = 0; t < 4; t++) pthread_join(th[t], NULL);
+    assert_int_equal(sh->bad, 0);
+    st_log_file_stats_t st;
+    st_log__fcache_stats(sh->c, &st);
+    assert_true(st.open_files <= 8);
+    assert_true(st.evictions > 1000);
+    for (int i = 0; i < FC_FILES; i++) {
+        st_log__fcache_forget(sh->c, &sh->slot[i]);
+        pthread_mutex_destroy(&sh->lock[i]);
+    }
+    st_log__fcache_destroy(sh->c);
+    free(sh);
+    unit_tmpdir_remove(root);
+}
+
+/* flush.messages asks the flusher once that many offsets are unsynced;
+ * flush.ms has the janitor ask once that long has passed since the last
+ * fsync; neither flushes a log that has nothing unsynced. */
+static void test_log_flush_messages_and_ms(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e, 1 << 20, 4096);
+    st_log_config_t cfg = e.cfg;
+    cfg.flush_messages = 5;
+    st_log_set_config(e.log, &cfg);
+    append_batch(&e, 2, TC_NONE, 1700000000000, 1, 0);
+    append_batch(&e, 2, TC_NONE, 1700000000100, 1, 0);
+    st_log_offsets_t o;
+    st_log_offsets(e.log, &o);
+    assert_true(o.flushed_offset == 0 && o.leo == 4);
+    assert_int_equal(e.log->flush_queued, 0); /* 4 < 5: not asked */
+    append_batch(&e, 1, TC_NONE, 1700000000200, 1, 0);
+    assert_int_equal(e.log->flush_queued, 1); /* 5: queued for the flusher */
+    st_logmgr_start(e.m);
+    assert_true(wait_flushed(e.log, 5));
+
+    /* flush.ms */
+    cfg.flush_messages = 0;
+    cfg.flush_ms = 50;
+    st_log_set_config(e.log, &cfg);
+    assert_true(st_log__flush_due(e.log) == INT64_MAX); /* nothing unsynced */
+    append_batch(&e, 3, TC_NONE, 1700000000300, 1, 0);
+    int64_t due = st_log__flush_due(e.log);
+    assert_true(due != INT64_MAX && due <= st_mono_ms() + 50);
+    assert_true(wait_flushed(e.log, 8));
+    assert_true(st_log__flush_due(e.log) == INT64_MAX);
+    /* neither set: nothing asks */
+    cfg.flush_ms = 0;
+    st_log_set_config(e.log, &cfg);
+    append_batch(&e, 1, TC_NONE, 1700000000400, 1, 0);
+    assert_true(st_log__flush_due(e.log) == INT64_MAX);
+    env_fini(&e);
+}
+
 int main(void) {
     unit_seed("log");
     st_log_set_level(ST_LOG_ERROR); /* recovery warnings are expected here */
@@ -1930,6 +2315,10 @@ int main(void) {
         cmocka_unit_test(test_logmgr_lock),
         cmocka_unit_test(test_logmgr_group_commit_flush),
         cmocka_unit_test(test_logmgr_delete_log_and_append_time),
+        cmocka_unit_test(test_logmgr_open_files_bounded),
+        cmocka_unit_test(test_fcache_bound_and_eviction),
+        cmocka_unit_test(test_fcache_threads),
+        cmocka_unit_test(test_log_flush_messages_and_ms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
