@@ -8,8 +8,13 @@
  * replaced only after the bucket holds the new one, so a reader always
  * sees a manifest whose objects exist.
  *
- * Locks: t->lock (the partition list, stopping); p->lock (the manifest in
- * memory and the partition's state).  Never both in the order p -> t.
+ * A kick (a closed segment, DeleteRecords, a retention change, close) that
+ * comes while the partition's job runs is not dropped: the job runs again
+ * when it ends, since what it was asked for may have come after it looked.
+ *
+ * Locks: t->lock (the partition list, stopping, kicks); p->lock (the
+ * manifest in memory and the partition's state).  Never both in the order
+ * p -> t.
  */
 #include "tier_int.h"
 
@@ -32,8 +37,9 @@ struct st_tier_part {
     st_tier_retention_t ret;
     st_manifest_t man;
     int64_t durable_log_start; /* log start the bucket's manifest holds */
-    int job_running;
-    int kicked;
+    int job_running; /* t->lock and p->lock to write; either to read */
+    int kicked;      /* t->lock */
+    int rerun;       /* asked for while the job ran; t->lock and p->lock */
     int closing, delete_remote;
     int loaded;
     int64_t last_upload_ms;
@@ -114,13 +120,19 @@ static st_err_t manifest_store(st_tier_part_t *p, const st_manifest_t *m, char *
     return e;
 }
 
-/* Install m as the partition's manifest and tell the broker. */
+/* Install m, which the bucket now holds, as the partition's manifest and
+ * tell the broker.  A DeleteRecords that arrived after the job copied the
+ * manifest it built m from moved the start in memory past m's: that start
+ * is kept (the log start only moves up), and durable_log_start says what
+ * the bucket holds, so the next pass stores it. */
 static void manifest_install(st_tier_part_t *p, st_manifest_t *m) {
     pthread_mutex_lock(&p->lock);
+    int64_t asked = p->man.log_start;
     st_tier__manifest_fini(&p->man);
     p->man = *m;
     st_tier__manifest_init(m);
     p->durable_log_start = p->man.log_start;
+    if (asked > p->man.log_start) p->man.log_start = asked;
     int64_t start = st_tier__manifest_start(&p->man), end = st_tier__manifest_end(&p->man);
     int tell = !p->closing && p->ops.remote_changed;
     pthread_mutex_unlock(&p->lock);
@@ -342,13 +354,14 @@ static void apply_retention(st_tier_part_t *p) {
         st_tier__manifest_fini(&cur);
         return;
     }
+    int64_t stored_start = st_tier__manifest_start(&next);
     manifest_install(p, &next);
     if (n > 0) {
         delete_segment_objects(p, cur.segs, n);
         ST_TIER_STAT_ADD(p->tier, segments_deleted, n);
-        ST_INFO("tiering", "%s-%d: %d remote segment(s) past retention deleted; remote log now "
-                "starts at %lld", p->topic, (int)p->partition, n,
-                (long long)st_tier__manifest_start(&p->man));
+        ST_INFO("tiering", "%s-%d: %d remote segment(s) past retention deleted; the bucket's "
+                "remote log now starts at %lld", p->topic, (int)p->partition, n,
+                (long long)stored_start);
     }
     st_tier__manifest_fini(&cur);
 }
@@ -475,21 +488,30 @@ static void part_job(void *arg) {
     free(segs);
     apply_retention(p);
 out:
+    /* A kick that came while this job ran (DeleteRecords, a segment
+     * closed, a retention change) was not lost: run again. */
+    pthread_mutex_lock(&t->lock);
     pthread_mutex_lock(&p->lock);
     p->job_running = 0;
+    if (p->rerun) {
+        p->rerun = 0;
+        p->kicked = 1;
+    }
     pthread_mutex_unlock(&p->lock);
-    pthread_mutex_lock(&t->lock);
     t->pending_jobs--;
     pthread_cond_broadcast(&t->cond);
     pthread_mutex_unlock(&t->lock);
     part_release(p);
 }
 
-/* Start the partition's job unless one runs.  t->lock held. */
+/* Start the partition's job, or have it run again when the one running
+ * ends (what it was asked for may have come after it looked).  t->lock
+ * held. */
 static void schedule_locked(st_tier_t *t, st_tier_part_t *p) {
     pthread_mutex_lock(&p->lock);
     int run = !p->job_running;
     if (run) p->job_running = 1;
+    else p->rerun = 1;
     pthread_mutex_unlock(&p->lock);
     if (!run) return;
     t->pending_jobs++;
@@ -504,7 +526,10 @@ static void *task_main(void *arg) {
     while (!t->stopping) {
         int64_t now = st_mono_ms();
         if (now >= next_round) {
-            for (int i = 0; i < t->nparts; i++) schedule_locked(t, t->parts[i]);
+            for (int i = 0; i < t->nparts; i++) {
+                t->parts[i]->kicked = 0;
+                schedule_locked(t, t->parts[i]);
+            }
             next_round = now + t->cfg.task_interval_ms;
         } else {
             for (int i = 0; i < t->nparts; i++)
@@ -740,6 +765,24 @@ st_err_t st_tier_delete_records(st_tier_part_t *p, int64_t offset) {
     pthread_mutex_unlock(&p->lock);
     st_tier_part_kick(p);
     return ST_OK;
+}
+
+int st_tier__part_wait_idle(st_tier_part_t *p, int64_t timeout_ms) {
+    st_tier_t *t = p->tier;
+    int64_t deadline = st_mono_ms() + timeout_ms;
+    int rc = 0;
+    pthread_mutex_lock(&t->lock);
+    for (;;) {
+        if (!p->kicked && !p->job_running && !p->rerun) break;
+        int64_t left = deadline - st_mono_ms();
+        if (left <= 0) {
+            rc = -1;
+            break;
+        }
+        st_cond_wait_ms(&t->cond, &t->lock, left);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return rc;
 }
 
 /* ---- reads ------------------------------------------------------------------ */

@@ -120,6 +120,12 @@ struct st_tier {
     int pending_jobs; /* pool jobs not finished (guarded by lock) */
 };
 
+/* For tests: wait until the partition has no job running or due (a kick
+ * not yet taken, a rerun asked for while its job ran).  Waits on the
+ * manager's condition, which every kick and every job's end signal; 0, or
+ * -1 after timeout_ms. */
+int st_tier__part_wait_idle(st_tier_part_t *p, int64_t timeout_ms);
+
 #define ST_TIER_STAT_ADD(t, field, n) __atomic_add_fetch(&(t)->stats.field, (uint64_t)(n), __ATOMIC_RELAXED)
 
 #endif /* ST_TIER_INT_H */

@@ -2,7 +2,8 @@
  * test_tiering.c - the remote log manager against the file object store:
  * manifests, uploads in offset order, remote reads through the chunk cache
  * (batches inside a chunk, across chunks, across segments), read-ahead,
- * eviction, remote retention, DeleteRecords, orphan sweeps and restarts
+ * eviction, remote retention, DeleteRecords (also in the same pass as
+ * retention), orphan sweeps and restarts
  * from the cached and the bucket's manifest.
  *
  * Segments are real files of record batches built with the log library's
@@ -46,7 +47,21 @@ typedef struct env {
     int64_t remote_start, remote_end;
     int changes;
     int wakes;
+    /* events from the manager's threads (remote_changed, wake) */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    /* DeleteRecords at delete_at, sent from inside a job: from
+     * remote_changed once the remote start reaches delete_when_start
+     * (after a retention pass installed its manifest), or from
+     * local_bytes_above (while the pass decides what goes) */
+    int delete_hook; /* 0, HOOK_CHANGED, HOOK_LOCAL_BYTES */
+    int64_t delete_at, delete_when_start;
+    st_err_t hook_rc; /* what the hook's DeleteRecords answered (job thread) */
 } env_t;
+
+enum { HOOK_CHANGED = 1, HOOK_LOCAL_BYTES = 2 };
+
+#define EVENT_WAIT_MS 60000 /* a bound, so that a bug fails rather than hangs */
 
 static int64_t record_value(int64_t offset, int k) { return offset * 131 + k; }
 
@@ -122,17 +137,52 @@ static void changed_cb(void *arg, int64_t start, int64_t end) {
     __atomic_store_n(&e->remote_start, start, __ATOMIC_RELEASE);
     __atomic_store_n(&e->remote_end, end, __ATOMIC_RELEASE);
     __atomic_add_fetch(&e->changes, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&e->lock);
+    int hook = e->delete_hook == HOOK_CHANGED && start == e->delete_when_start;
+    if (hook) e->delete_hook = 0;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+    if (hook) e->hook_rc = st_tier_delete_records(e->part, e->delete_at);
 }
 
 static int64_t local_bytes_cb(void *arg, int64_t offset) {
-    (void)arg;
+    env_t *e = arg;
     (void)offset;
+    pthread_mutex_lock(&e->lock);
+    int hook = e->delete_hook == HOOK_LOCAL_BYTES;
+    if (hook) e->delete_hook = 0;
+    pthread_mutex_unlock(&e->lock);
+    if (hook) e->hook_rc = st_tier_delete_records(e->part, e->delete_at);
     return 0;
 }
 
 static void release_cb(void *arg) { ((env_t *)arg)->released++; }
 
-static void wake_cb(void *arg) { __atomic_add_fetch(&((env_t *)arg)->wakes, 1, __ATOMIC_RELAXED); }
+static void wake_cb(void *arg) {
+    env_t *e = arg;
+    pthread_mutex_lock(&e->lock);
+    e->wakes++;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+}
+
+static int wakes_now(env_t *e) {
+    pthread_mutex_lock(&e->lock);
+    int n = e->wakes;
+    pthread_mutex_unlock(&e->lock);
+    return n;
+}
+
+/* Wait for a wake after the count seen was `seen`. */
+static void wait_wake(env_t *e, int seen) {
+    int64_t deadline = st_mono_ms() + EVENT_WAIT_MS;
+    pthread_mutex_lock(&e->lock);
+    while (e->wakes == seen && st_mono_ms() < deadline)
+        st_cond_wait_ms(&e->cond, &e->lock, deadline - st_mono_ms());
+    int woke = e->wakes != seen;
+    pthread_mutex_unlock(&e->lock);
+    if (!woke) fail_msg("no wake within %d ms", EVENT_WAIT_MS);
+}
 
 static void open_store(env_t *e) {
     st_os_config_t oc;
@@ -166,18 +216,25 @@ static void open_part(env_t *e, const st_tier_retention_t *ret) {
                      ST_OK);
 }
 
+/* Kick the partition and wait for its job (and any job it asked for) to
+ * end: the event, not a poll. */
+static void run_job(env_t *e) {
+    st_tier_part_kick(e->part);
+    if (st_tier__part_wait_idle(e->part, EVENT_WAIT_MS))
+        fail_msg("the partition's job did not end within %d ms", EVENT_WAIT_MS);
+}
+
 static void wait_remote_end(env_t *e, int64_t end) {
-    for (int i = 0; i < 1000; i++) {
-        st_tier_status_t s;
-        st_tier_part_status(e->part, &s);
-        if (s.remote_end == end) return;
-        usleep(10000);
-    }
-    fail_msg("remote end never reached %lld", (long long)end);
+    run_job(e);
+    st_tier_status_t s;
+    st_tier_part_status(e->part, &s);
+    assert_int_equal(s.remote_end, end);
 }
 
 static void env_setup(env_t *e) {
     memset(e, 0, sizeof *e);
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->cond, NULL);
     snprintf(e->root, sizeof e->root, "/tmp/st-tier-XXXXXX");
     assert_non_null(mkdtemp(e->root));
     build_segments(e);
@@ -197,17 +254,21 @@ static void env_teardown(env_t *e) {
     st_os_destroy(e->os);
     for (int s = 0; s < NSEGS; s++) free(e->segs[s].bytes);
     st_rmtree(e->root);
+    pthread_mutex_destroy(&e->lock);
+    pthread_cond_destroy(&e->cond);
 }
 
 /* ---- reading back ---------------------------------------------------------- */
 
-/* Read at offset until the data arrives (bounded), and return it. */
+/* Read at offset, waiting on the wake callback while a download runs,
+ * and return the data. */
 static int read_remote(env_t *e, int64_t offset, int32_t max, uint8_t **data, int32_t *len) {
-    for (int i = 0; i < 500; i++) {
+    for (int i = 0; i < 100; i++) {
         st_tier_read_t r;
+        int seen = wakes_now(e);
         st_err_t rc = st_tier_read(e->part, offset, max, ST_TIER_READ_MIN_ONE, &r, wake_cb, e);
         if (rc == ST_E_AGAIN) {
-            usleep(5000);
+            wait_wake(e, seen);
             continue;
         }
         if (rc) return rc;
@@ -314,7 +375,6 @@ static void test_upload_and_read(void **state) {
     env_setup(&e);
     st_tier_retention_t ret = {-1, -1};
     open_part(&e, &ret);
-    st_tier_part_kick(e.part);
     int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
     wait_remote_end(&e, end);
     assert_int_equal(__atomic_load_n(&e.remote_end, __ATOMIC_ACQUIRE), end);
@@ -380,7 +440,6 @@ static void test_restart_and_orphans(void **state) {
     env_setup(&e);
     st_tier_retention_t ret = {-1, -1};
     open_part(&e, &ret);
-    st_tier_part_kick(e.part);
     int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
     wait_remote_end(&e, end);
     env_close(&e);
@@ -405,14 +464,11 @@ static void test_restart_and_orphans(void **state) {
     st_tier_status_t s;
     st_tier_part_status(e.part, &s);
     assert_int_equal(s.remote_end, end); /* known at open: before any append */
-    st_tier_part_kick(e.part);
-    /* the sweep deletes the orphan */
-    for (int i = 0; i < 500; i++) {
-        st_tier_stats_t st;
-        st_tier_get_stats(e.tier, &st);
-        if (st.orphans_deleted) break;
-        usleep(10000);
-    }
+    /* the first job's sweep deletes the orphan */
+    run_job(&e);
+    st_tier_stats_t st;
+    st_tier_get_stats(e.tier, &st);
+    assert_int_equal(st.orphans_deleted, 1);
     st_os_request_t head = {.op = ST_OS_HEAD, .key = key};
     res = st_os_run(e.os, &head);
     assert_int_equal(res->status, ST_E_NOT_FOUND);
@@ -425,13 +481,61 @@ static void test_restart_and_orphans(void **state) {
     env_teardown(&e);
 }
 
+/* The bucket's manifest of the test partition, summarized. */
+static void bucket_manifest(env_t *e, st_tier_manifest_summary_t *out, int64_t *log_start) {
+    st_os_request_t rq = {.op = ST_OS_GET, .key = "orders-AAAAAAAAAAAAAAAAAAAAAA/3/manifest.json",
+                          .offset = 0, .length = ST_OS_TO_END};
+    rq.sink.kind = ST_OS_SINK_ALLOC;
+    st_os_result_t *res = st_os_run(e->os, &rq);
+    assert_int_equal(res->status, ST_OK);
+    char why[128];
+    assert_int_equal(st_tier_manifest_summarize(res->data, (size_t)res->length, out, why, sizeof why),
+                     ST_OK);
+    st_manifest_t m;
+    assert_int_equal(st_tier__manifest_decode(res->data, (size_t)res->length, &m, why, sizeof why),
+                     ST_OK);
+    *log_start = m.log_start;
+    st_tier__manifest_fini(&m);
+    st_os_result_free(res);
+}
+
+static int64_t bucket_objects(env_t *e) {
+    st_os_request_t lq = {.op = ST_OS_LIST, .prefix = "orders-AAAAAAAAAAAAAAAAAAAAAA/3/"};
+    st_os_result_t *res = st_os_run(e->os, &lq);
+    assert_int_equal(res->status, ST_OK);
+    int64_t n = (int64_t)res->nentries;
+    st_os_result_free(res);
+    return n;
+}
+
+/* After DeleteRecords at cut: the bucket's manifest, the status and reads
+ * all start at cut. */
+static void check_cut(env_t *e, int64_t cut) {
+    st_tier_status_t s;
+    st_tier_part_status(e->part, &s);
+    assert_int_equal(s.durable_log_start, cut);
+    assert_int_equal(s.remote_start, cut);
+    st_tier_manifest_summary_t ms;
+    int64_t log_start;
+    bucket_manifest(e, &ms, &log_start);
+    assert_int_equal(log_start, cut);
+    assert_int_equal(ms.start, cut);
+    st_tier_read_t r;
+    assert_int_equal(st_tier_read(e->part, cut - 1, 1000, ST_TIER_READ_MIN_ONE, &r, wake_cb, e),
+                     ST_E_OFFSET_OUT_OF_RANGE);
+    uint8_t *data;
+    int32_t len;
+    assert_int_equal(read_remote(e, cut, 4096, &data, &len), ST_OK);
+    check_batches(data, len, cut);
+    free(data);
+}
+
 static void test_retention_and_delete_records(void **state) {
     (void)state;
     env_t e;
     env_setup(&e);
     st_tier_retention_t ret = {-1, -1};
     open_part(&e, &ret);
-    st_tier_part_kick(e.part);
     int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
     wait_remote_end(&e, end);
 
@@ -439,38 +543,64 @@ static void test_retention_and_delete_records(void **state) {
      * only while what remains still reaches the bound, so three stay */
     ret.retention_bytes = e.segs[0].info.size_bytes * 2 + 10;
     st_tier_part_set_retention(e.part, &ret);
-    st_tier_part_kick(e.part);
+    run_job(&e);
     int64_t want_start = e.segs[NSEGS - 3].info.base_offset;
-    for (int i = 0; i < 500 && __atomic_load_n(&e.remote_start, __ATOMIC_ACQUIRE) != want_start; i++)
-        usleep(10000);
     assert_int_equal(__atomic_load_n(&e.remote_start, __ATOMIC_ACQUIRE), want_start);
     st_tier_read_t r;
     assert_int_equal(st_tier_read(e.part, 0, 1000, ST_TIER_READ_MIN_ONE, &r, wake_cb, &e), ST_E_OFFSET_OUT_OF_RANGE);
-    st_os_request_t lq = {.op = ST_OS_LIST, .prefix = "orders-AAAAAAAAAAAAAAAAAAAAAA/3/"};
-    st_os_result_t *res = st_os_run(e.os, &lq);
-    assert_int_equal(res->nentries, 4 * 3 + 1); /* objects go after the manifest */
-    st_os_result_free(res);
+    assert_int_equal(bucket_objects(&e), 4 * 3 + 1); /* objects go after the manifest */
 
-    /* DeleteRecords inside the remote part */
+    /* DeleteRecords inside the remote part: it kicks the job itself */
     int64_t cut = want_start + 15;
     assert_int_equal(st_tier_delete_records(e.part, cut), ST_OK);
-    for (int i = 0; i < 500; i++) {
-        st_tier_status_t s;
-        st_tier_part_status(e.part, &s);
-        if (s.durable_log_start == cut) break;
-        usleep(10000);
-    }
-    st_tier_status_t s;
-    st_tier_part_status(e.part, &s);
-    assert_int_equal(s.durable_log_start, cut);
-    assert_int_equal(s.remote_start, cut);
-    assert_int_equal(st_tier_read(e.part, cut - 1, 1000, ST_TIER_READ_MIN_ONE, &r, wake_cb, &e), ST_E_OFFSET_OUT_OF_RANGE);
-    uint8_t *data;
-    int32_t len;
-    assert_int_equal(read_remote(&e, cut, 4096, &data, &len), ST_OK);
-    check_batches(data, len, cut);
-    free(data);
+    if (st_tier__part_wait_idle(e.part, EVENT_WAIT_MS)) fail_msg("the job did not end");
+    check_cut(&e, cut);
     env_teardown(&e);
+}
+
+/*
+ * Retention and DeleteRecords in the same pass (a fresh clone under load
+ * saw the bucket keep 800 where DeleteRecords had asked for 815).  The
+ * DeleteRecords comes from inside the retention job, so the interleaving is
+ * certain rather than left to the scheduler:
+ *   - HOOK_LOCAL_BYTES: while the pass decides what goes, after it copied
+ *     the manifest (the pass must not install a log start below it);
+ *   - HOOK_CHANGED: after the pass installed its manifest, before its job
+ *     ended (the kick must not be lost because a job runs).
+ */
+static void same_pass(int hook) {
+    env_t e;
+    env_setup(&e);
+    st_tier_retention_t ret = {-1, -1};
+    open_part(&e, &ret);
+    int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
+    wait_remote_end(&e, end);
+
+    int64_t want_start = e.segs[NSEGS - 3].info.base_offset, cut = want_start + 15;
+    pthread_mutex_lock(&e.lock);
+    e.delete_hook = hook;
+    e.delete_at = cut;
+    e.delete_when_start = want_start;
+    e.hook_rc = -1;
+    pthread_mutex_unlock(&e.lock);
+    ret.retention_bytes = e.segs[0].info.size_bytes * 2 + 10;
+    st_tier_part_set_retention(e.part, &ret);
+    run_job(&e);
+    assert_int_equal(e.delete_hook, 0); /* the hook ran */
+    assert_int_equal(e.hook_rc, ST_OK);
+    check_cut(&e, cut);
+    assert_int_equal(bucket_objects(&e), 4 * 3 + 1);
+    env_teardown(&e);
+}
+
+static void test_delete_records_while_retention_decides(void **state) {
+    (void)state;
+    same_pass(HOOK_LOCAL_BYTES);
+}
+
+static void test_delete_records_after_retention_installed(void **state) {
+    (void)state;
+    same_pass(HOOK_CHANGED);
 }
 
 static void test_small_cache_evicts(void **state) {
@@ -481,7 +611,6 @@ static void test_small_cache_evicts(void **state) {
     open_tier(&e, 3 * 65536); /* three chunks */
     st_tier_retention_t ret = {-1, -1};
     open_part(&e, &ret);
-    st_tier_part_kick(e.part);
     int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
     wait_remote_end(&e, end);
     for (int round = 0; round < 2; round++)
@@ -505,6 +634,8 @@ int main(void) {
         cmocka_unit_test(test_upload_and_read),
         cmocka_unit_test(test_restart_and_orphans),
         cmocka_unit_test(test_retention_and_delete_records),
+        cmocka_unit_test(test_delete_records_while_retention_decides),
+        cmocka_unit_test(test_delete_records_after_retention_installed),
         cmocka_unit_test(test_small_cache_evicts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
