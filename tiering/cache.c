@@ -52,6 +52,7 @@ typedef struct centry {
     struct centry *hnext, *lprev, *lnext, *qnext;
     struct st_tier_cache *cache;
     uint64_t seq;
+    double charged; /* taken from the fetch quota when the GET started */
 } centry_t;
 
 struct st_tier_cache {
@@ -64,10 +65,8 @@ struct st_tier_cache {
     centry_t *lru_head, *lru_tail; /* head: most recent */
     int inflight;
     uint64_t seq;
-    /* quota */
-    int64_t rate;
-    double tokens;
-    int64_t refill_us;
+    /* the fetch quota and the downloads waiting for it */
+    st_tier_quota_t quota;
     centry_t *queue_head, *queue_tail;
 };
 
@@ -156,10 +155,27 @@ static void submit(st_tier_cache_t *c, centry_t *e) {
     st_os_submit(c->tier->os, &rq, download_done, e);
 }
 
+/* Start queued downloads while the fetch quota allows, oldest first.  A
+ * chunk is charged its length; an object read to its end (an index) is
+ * charged nothing now and what it was when it is known (download_done):
+ * its length is UINT64_MAX here, which once sank the balance for good.
+ * Lock held. */
+static void release(st_tier_cache_t *c) {
+    while (c->queue_head && st_tier__quota_ready(&c->quota)) {
+        centry_t *e = c->queue_head;
+        c->queue_head = e->qnext;
+        if (!c->queue_head) c->queue_tail = NULL;
+        e->charged = e->length == ST_OS_TO_END ? 0 : (double)e->length;
+        st_tier__quota_charge(&c->quota, e->charged);
+        submit(c, e);
+    }
+}
+
 static void start(st_tier_cache_t *c, centry_t *e) {
     e->state = LOADING;
     e->seq = ++c->seq;
-    if (c->rate <= 0) {
+    e->charged = 0;
+    if (c->quota.rate <= 0) {
         submit(c, e);
         return;
     }
@@ -167,21 +183,12 @@ static void start(st_tier_cache_t *c, centry_t *e) {
     if (c->queue_tail) c->queue_tail->qnext = e;
     else c->queue_head = e;
     c->queue_tail = e;
+    release(c);
 }
 
 void st_tier__cache_pump(st_tier_cache_t *c) {
     pthread_mutex_lock(&c->lock);
-    int64_t now = st_mono_us();
-    c->tokens += (double)(now - c->refill_us) * (double)c->rate / 1e6;
-    if (c->tokens > (double)c->rate) c->tokens = (double)c->rate; /* one second of burst */
-    c->refill_us = now;
-    while (c->queue_head && c->tokens > 0) {
-        centry_t *e = c->queue_head;
-        c->queue_head = e->qnext;
-        if (!c->queue_head) c->queue_tail = NULL;
-        c->tokens -= (double)e->length;
-        submit(c, e);
-    }
+    release(c);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -189,6 +196,10 @@ static void download_done(st_os_result_t *res, void *arg) {
     centry_t *e = arg;
     st_tier_cache_t *c = e->cache;
     pthread_mutex_lock(&c->lock);
+    if (c->quota.rate > 0) { /* what came, not what was asked for, counts */
+        st_tier__quota_charge(&c->quota, (double)res->length - e->charged);
+        e->charged = 0;
+    }
     int ok = res->status == ST_OK;
     if (ok && !e->in_memory) {
         char final[700];
@@ -231,6 +242,7 @@ static void download_done(st_os_result_t *res, void *arg) {
     e->waiters = NULL;
     c->inflight--;
     if (c->inflight == 0) pthread_cond_broadcast(&c->idle);
+    release(c);
     pthread_mutex_unlock(&c->lock);
     while (w) {
         waiter_t *next = w->next;
@@ -319,9 +331,7 @@ st_tier_cache_t *st_tier__cache_new(st_tier_t *t, const char *dir, int64_t file_
     c->dir = st_strdup(dir);
     c->file_cap = file_bytes;
     c->mem_cap = mem_bytes;
-    c->rate = fetch_bytes_per_s;
-    c->tokens = (double)fetch_bytes_per_s;
-    c->refill_us = st_mono_us();
+    st_tier__quota_init(&c->quota, fetch_bytes_per_s);
     /* A cache starts empty: whatever an earlier run left is removed. */
     st_mkdirs(dir);
     DIR *d = opendir(dir);

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SWEEP_INTERVAL_MS (10 * 60 * 1000)
@@ -202,18 +203,42 @@ static st_err_t file_crc(const char *path, int64_t size, uint32_t *crc) {
     return e;
 }
 
-/* Copy quota: sleep so the average stays under copy_max_bytes_per_s. */
-static void copy_quota(st_tier_t *t, int64_t bytes, int64_t started_us) {
-    if (t->cfg.copy_max_bytes_per_s <= 0) return;
-    int64_t want_us = bytes * 1000000 / t->cfg.copy_max_bytes_per_s;
-    int64_t spent = st_mono_us() - started_us;
-    if (want_us > spent) usleep((useconds_t)ST_MIN(want_us - spent, 10000000));
+static int64_t file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
+}
+
+/* The copy quota, shared by every copier thread: wait until it allows a
+ * segment to start, then charge the segment's bytes (its four objects).
+ * Once it took a per-thread sleep of at most 10 s after each segment, so
+ * two copiers uploaded at twice the quota, a segment worth more than 10 s
+ * of it went faster, and shutdown waited for the sleep.  -1 when the
+ * manager stops or the partition closes meanwhile. */
+static int copy_quota_take(st_tier_part_t *p, int64_t bytes) {
+    st_tier_t *t = p->tier;
+    if (t->cfg.copy_max_bytes_per_s <= 0) return 0;
+    int rc = 0;
+    pthread_mutex_lock(&t->lock);
+    for (;;) {
+        if (t->stopping || p->closing) {
+            rc = -1;
+            break;
+        }
+        int64_t wait = st_tier__quota_wait_ms(&t->copy_quota);
+        if (wait == 0) break;
+        st_cond_wait_ms(&t->cond, &t->lock, ST_MIN(wait, 1000));
+    }
+    if (rc == 0) st_tier__quota_charge(&t->copy_quota, (double)bytes);
+    pthread_mutex_unlock(&t->lock);
+    return rc;
 }
 
 static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) {
     st_tier_t *t = p->tier;
     char why[400] = "";
-    int64_t started = st_mono_us();
+    if (copy_quota_take(p, seg->size_bytes + file_size(seg->index_path) +
+                               file_size(seg->timeindex_path)))
+        return ST_E_RETRYABLE; /* stopping: the segment waits for the next start */
     st_rseg_t r;
     memset(&r, 0, sizeof r);
     st_uuid_t id;
@@ -283,7 +308,6 @@ static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) 
     ST_INFO("tiering", "%s-%d: segment %lld-%lld (%lld bytes) is in the bucket", p->topic,
             (int)p->partition, (long long)seg->base_offset, (long long)seg->last_offset,
             (long long)seg->size_bytes);
-    copy_quota(t, seg->size_bytes, started);
     return ST_OK;
 }
 
@@ -588,6 +612,7 @@ st_err_t st_tier_new(const st_tier_config_t *cfg, st_os_t *os, st_tier_t **out, 
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->cond, NULL);
     t->pool = st_pool_new(cfg->copy_threads, "tier-copy");
+    st_tier__quota_init(&t->copy_quota, cfg->copy_max_bytes_per_s);
     t->cache = st_tier__cache_new(t, t->cache_dir, cfg->cache_bytes, cfg->index_cache_bytes,
                                   cfg->fetch_max_bytes_per_s);
     *out = t;

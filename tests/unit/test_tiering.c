@@ -197,15 +197,18 @@ static void open_store(env_t *e) {
     st_os_config_fini(&oc);
 }
 
-static void open_tier(env_t *e, int64_t cache_bytes) {
+static void open_tier_quota(env_t *e, int64_t cache_bytes, int64_t fetch_per_s, int64_t copy_per_s) {
     char cache[300], err[256];
     snprintf(cache, sizeof cache, "%s/cache", e->root);
-    st_tier_config_t tc = {.task_interval_ms = 3600 * 1000, .copy_threads = 1,
+    st_tier_config_t tc = {.task_interval_ms = 3600 * 1000, .copy_threads = copy_per_s ? 2 : 1,
                            .chunk_bytes = 65536, .cache_dir = cache, .cache_bytes = cache_bytes,
-                           .readahead_chunks = 2, .index_cache_bytes = 1 << 20};
+                           .readahead_chunks = 2, .index_cache_bytes = 1 << 20,
+                           .fetch_max_bytes_per_s = fetch_per_s, .copy_max_bytes_per_s = copy_per_s};
     assert_int_equal(st_tier_new(&tc, e->os, &e->tier, err, sizeof err), ST_OK);
     st_tier_start(e->tier);
 }
+
+static void open_tier(env_t *e, int64_t cache_bytes) { open_tier_quota(e, cache_bytes, 0, 0); }
 
 static void open_part(env_t *e, const st_tier_retention_t *ret) {
     st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, release_cb, e};
@@ -628,6 +631,152 @@ static void test_small_cache_evicts(void **state) {
     env_teardown(&e);
 }
 
+/* Read every batch of the remote log once, in order, as a consumer
+ * replaying from offset 0 does; returns the bytes read. */
+static int64_t replay_all(env_t *e, int64_t end) {
+    int64_t off = 0, bytes = 0;
+    while (off < end) {
+        uint8_t *data;
+        int32_t len;
+        assert_int_equal(read_remote(e, off, 1 << 20, &data, &len), ST_OK);
+        check_batches(data, len, off);
+        int32_t pos = 0;
+        while (pos + 61 <= len) { /* on past the whole batches */
+            st_batch_info_t b;
+            assert_int_equal(st_batch_header(data + pos, (size_t)(len - pos), &b), ST_OK);
+            if (pos + b.size > len) break;
+            off = st_batch_last_offset(&b) + 1;
+            pos += b.size;
+        }
+        bytes += pos;
+        free(data);
+    }
+    return bytes;
+}
+
+/*
+ * remote.log.manager.fetch.max.bytes.per.second throttles, it does not
+ * stop: a replay through a quota gets every byte, at close to the quota.
+ * (An offset index is fetched whole, of a length not known before; it
+ * once took UINT64_MAX from the token bucket, and no download was ever
+ * released again.)
+ */
+static void fetch_quota(int64_t rate, int measure) {
+    env_t e;
+    env_setup(&e);
+    st_tier_destroy(e.tier);
+    open_tier_quota(&e, 64 << 20, rate, 0);
+    st_tier_retention_t ret = {-1, -1};
+    open_part(&e, &ret);
+    int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
+    wait_remote_end(&e, end);
+    int64_t t0 = st_mono_us();
+    int64_t bytes = replay_all(&e, end);
+    double secs = (double)(st_mono_us() - t0) / 1e6;
+    st_tier_stats_t st;
+    st_tier_get_stats(e.tier, &st);
+    int64_t total = 0;
+    for (int i = 0; i < NSEGS; i++) total += e.segs[i].info.size_bytes;
+    assert_int_equal(bytes, total);
+    double got = (double)st.bytes_fetched / secs;
+    print_message("fetch quota %lld B/s: %lld bytes downloaded in %.2f s, %.0f B/s (%.2f of the "
+                  "quota)\n", (long long)rate, (long long)st.bytes_fetched, secs, got,
+                  got / (double)rate);
+    if (measure) {
+        /* a burst of a tenth of a second is allowed on top */
+        double want = (double)st.bytes_fetched / (secs + 0.1);
+        assert_true(want <= (double)rate * 1.10);
+        assert_true(got >= (double)rate * 0.75);
+    }
+    env_teardown(&e);
+}
+
+static void test_fetch_quota_throttles(void **state) {
+    (void)state;
+    fetch_quota(1 << 20, 1); /* about 1.9 MB at 1 MiB/s */
+}
+
+static void test_fetch_quota_huge(void **state) {
+    (void)state;
+    fetch_quota(1000000000000LL, 0);
+}
+
+/*
+ * remote.log.manager.copy.max.bytes.per.second is the broker's, not each
+ * copier thread's: two partitions uploading on two threads share it.
+ * (It was a sleep per job after each segment, so two copiers went at
+ * twice the quota.)  The first segment of each starts at once; from then
+ * on the bytes keep to the quota.
+ */
+static void test_copy_quota_shared(void **state) {
+    (void)state;
+    env_t e;
+    env_setup(&e);
+    st_tier_destroy(e.tier);
+    int64_t rate = 2 << 20;
+    open_tier_quota(&e, 64 << 20, 0, rate);
+    st_tier_retention_t ret = {-1, -1};
+    st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, release_cb, &e};
+    char cache[300], err[256];
+    snprintf(cache, sizeof cache, "%s/remote-manifest-4.json", e.root);
+    st_tier_part_t *second;
+    int64_t t0 = st_mono_us();
+    open_part(&e, &ret);
+    assert_int_equal(st_tier_part_open(e.tier, "orders", "AAAAAAAAAAAAAAAAAAAAAA", 4, cache, &ops,
+                                       &ret, &second, err, sizeof err),
+                     ST_OK);
+    st_tier_part_kick(e.part);
+    st_tier_part_kick(second);
+    assert_int_equal(st_tier__part_wait_idle(e.part, EVENT_WAIT_MS), 0);
+    assert_int_equal(st_tier__part_wait_idle(second, EVENT_WAIT_MS), 0);
+    double secs = (double)(st_mono_us() - t0) / 1e6;
+    st_tier_stats_t st;
+    st_tier_get_stats(e.tier, &st);
+    assert_int_equal(st.segments_uploaded, 2 * NSEGS);
+    /* what had to wait: all but the last segment of each (index files
+     * are charged too, they are small) and the burst */
+    double paced = (double)st.bytes_uploaded - 2.0 * (double)e.segs[0].info.size_bytes -
+                   (double)rate / 10;
+    print_message("copy quota %lld B/s, 2 copiers: %llu bytes in %.2f s, %.0f B/s paced "
+                  "(%.2f of the quota)\n", (long long)rate,
+                  (unsigned long long)st.bytes_uploaded, secs, paced / secs,
+                  paced / secs / (double)rate);
+    assert_true(paced / secs <= (double)rate * 1.10);
+    assert_true(paced / secs >= (double)rate * 0.70);
+    st_tier_part_close(second, 0);
+    env_teardown(&e);
+}
+
+/* Stopping does not wait for the copy quota: a copier waiting for it
+ * gives up at once (it waited out a sleep of up to 10 s). */
+static void test_copy_quota_stop(void **state) {
+    (void)state;
+    env_t e;
+    env_setup(&e);
+    st_tier_destroy(e.tier);
+    open_tier_quota(&e, 64 << 20, 0, 64 << 10); /* a segment is 5.6 s of it */
+    st_tier_retention_t ret = {-1, -1};
+    open_part(&e, &ret);
+    st_tier_part_kick(e.part);
+    /* the first segment goes at once; the second waits */
+    int64_t deadline = st_mono_ms() + EVENT_WAIT_MS;
+    pthread_mutex_lock(&e.lock);
+    while (e.changes == 0 && st_mono_ms() < deadline)
+        st_cond_wait_ms(&e.cond, &e.lock, deadline - st_mono_ms());
+    pthread_mutex_unlock(&e.lock);
+    assert_int_equal(__atomic_load_n(&e.remote_end, __ATOMIC_ACQUIRE), e.segs[0].info.last_offset + 1);
+    int64_t t0 = st_mono_us();
+    env_close(&e);
+    double secs = (double)(st_mono_us() - t0) / 1e6;
+    print_message("stopped in %.3f s while a copier waited for the quota\n", secs);
+    assert_true(secs < 1.0);
+    st_os_destroy(e.os);
+    for (int s = 0; s < NSEGS; s++) free(e.segs[s].bytes);
+    st_rmtree(e.root);
+    pthread_mutex_destroy(&e.lock);
+    pthread_cond_destroy(&e.cond);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_manifest_round_trip),
@@ -637,6 +786,10 @@ int main(void) {
         cmocka_unit_test(test_delete_records_while_retention_decides),
         cmocka_unit_test(test_delete_records_after_retention_installed),
         cmocka_unit_test(test_small_cache_evicts),
+        cmocka_unit_test(test_fetch_quota_throttles),
+        cmocka_unit_test(test_fetch_quota_huge),
+        cmocka_unit_test(test_copy_quota_shared),
+        cmocka_unit_test(test_copy_quota_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
