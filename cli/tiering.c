@@ -81,7 +81,7 @@ static int status(const st_cli_ctx_t *ctx, const char *topic) {
     for (int i = 0; i < md->topics.n; i++) {
         st_metadata_topic_t *t = &md->topics.v[i];
         if (t->error_code) {
-            snprintf(err, sizeof err, "topic %.*s: %s", ST_STR_FMT(t->name),
+            st_snprintf_marked(err, sizeof err, "topic %.*s: %s", ST_STR_FMT(t->name),
                      st_err_name((st_err_t)t->error_code));
             goto fail;
         }
@@ -154,22 +154,24 @@ static int status(const st_cli_ctx_t *ctx, const char *topic) {
            "MANIFEST");
     for (int i = 0; i < nrows; i++) {
         row_t *r = &rows[i];
-        char prefix[600], key[700], bytes[32] = "-", local[32] = "-", why[200] = "";
-        st_tier_part_prefix(r->topic, r->topic_id, r->partition, prefix, sizeof prefix);
-        snprintf(key, sizeof key, "%s/manifest.json", prefix);
+        char bytes[32] = "-", local[32] = "-", dwhy[200] = "", *why = NULL;
+        char *prefix = st_tier_part_prefix(r->topic, r->topic_id, r->partition);
+        char *key = st_strprintf("%s/manifest.json", prefix);
         st_os_request_t rq = {.op = ST_OS_GET, .key = key, .offset = 0, .length = ST_OS_TO_END};
         rq.sink.kind = ST_OS_SINK_ALLOC;
         st_os_result_t *res = st_os_run(os, &rq);
         st_tier_manifest_summary_t s = {0, -1, -1, -1, -1};
         const char *state = "none";
         if (res->status == ST_OK) {
-            state = st_tier_manifest_summarize(res->data, (size_t)res->length, &s, why, sizeof why)
-                        ? why : "ok";
+            state = st_tier_manifest_summarize(res->data, (size_t)res->length, &s, dwhy, sizeof dwhy)
+                        ? dwhy : "ok";
         } else if (res->status != ST_E_NOT_FOUND) {
-            snprintf(why, sizeof why, "%s", res->message);
+            why = st_strdup(res->message); /* whole: it names the key */
             state = why;
         }
         st_os_result_free(res);
+        free(key);
+        free(prefix);
         human(s.bytes, bytes, sizeof bytes);
         human(r->local_bytes, local, sizeof local);
         int64_t tiered_end = r->off[Q_TIERED] >= 0 ? r->off[Q_TIERED] + 1 : -1;
@@ -179,6 +181,7 @@ static int status(const st_cli_ctx_t *ctx, const char *topic) {
                (long long)tiered_end, (long long)r->off[Q_LATEST], local, s.segments, bytes,
                (long long)(r->off[Q_LATEST] - base), state, r->err ? " error " : "",
                r->err ? st_err_name((st_err_t)r->err) : "");
+        free(why);
     }
     rc = ST_CLI_EXIT_OK;
     goto out;

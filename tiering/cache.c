@@ -37,7 +37,7 @@ typedef struct waiter {
 } waiter_t;
 
 typedef struct centry {
-    char objkey[320];
+    char *objkey; /* whole: a cut key names another object (or none) */
     uint64_t offset, length;
     int in_memory;
     int state;
@@ -45,7 +45,7 @@ typedef struct centry {
     int in_lru;
     int64_t bytes; /* counted against the bound once READY */
     st_file_t *file;
-    char path[640];
+    char *path; /* the chunk's file while LOADING or READY; NULL */
     uint8_t *mem;
     int64_t failed_ms;
     waiter_t *waiters;
@@ -107,7 +107,9 @@ static void hash_remove(st_tier_cache_t *c, centry_t *e) {
 
 static void entry_free(centry_t *e) {
     if (e->file) st_file_release(e->file);
-    if (e->path[0]) unlink(e->path);
+    if (e->path) unlink(e->path);
+    free(e->path);
+    free(e->objkey);
     free(e->mem);
     free(e);
 }
@@ -144,7 +146,8 @@ static void submit(st_tier_cache_t *c, centry_t *e) {
     if (e->in_memory) {
         rq.sink.kind = ST_OS_SINK_ALLOC;
     } else {
-        snprintf(e->path, sizeof e->path, "%s/%llu.part", c->dir, (unsigned long long)e->seq);
+        free(e->path);
+        e->path = st_strprintf("%s/%llu.part", c->dir, (unsigned long long)e->seq);
         unlink(e->path);
         rq.sink.kind = ST_OS_SINK_FILE;
         rq.sink.path = e->path;
@@ -202,16 +205,17 @@ static void download_done(st_os_result_t *res, void *arg) {
     }
     int ok = res->status == ST_OK;
     if (ok && !e->in_memory) {
-        char final[700];
-        snprintf(final, sizeof final, "%s/%llu.chunk", c->dir, (unsigned long long)e->seq);
+        char *final = st_strprintf("%s/%llu.chunk", c->dir, (unsigned long long)e->seq);
         int fd = -1;
         if (rename(e->path, final) == 0) {
-            snprintf(e->path, sizeof e->path, "%s", final);
+            free(e->path);
+            e->path = final;
             fd = open(e->path, O_RDONLY | O_CLOEXEC);
+        } else {
+            free(final);
         }
         if (fd < 0) {
             ok = 0;
-            unlink(e->path);
         } else {
             e->file = st_file_new(fd);
             e->bytes = (int64_t)res->length;
@@ -229,8 +233,9 @@ static void download_done(st_os_result_t *res, void *arg) {
         ST_TIER_STAT_ADD(c->tier, bytes_fetched, res->length);
         evict(c);
     } else {
-        if (!e->in_memory && e->path[0]) unlink(e->path);
-        e->path[0] = 0;
+        if (e->path) unlink(e->path);
+        free(e->path);
+        e->path = NULL;
         e->state = FAILED;
         e->failed_ms = st_mono_ms();
         ST_TIER_STAT_ADD(c->tier, fetch_failures, 1);
@@ -280,7 +285,7 @@ st_err_t st_tier__cache_get(st_tier_cache_t *c, const char *key, uint64_t offset
     }
     if (!e) {
         e = st_calloc(1, sizeof *e);
-        snprintf(e->objkey, sizeof e->objkey, "%s", key);
+        e->objkey = st_strdup(key);
         e->offset = offset;
         e->length = length;
         e->in_memory = in_memory;
@@ -341,9 +346,9 @@ st_tier_cache_t *st_tier__cache_new(st_tier_t *t, const char *dir, int64_t file_
             size_t n = strlen(de->d_name);
             if ((n > 6 && !strcmp(de->d_name + n - 6, ".chunk")) ||
                 (n > 5 && !strcmp(de->d_name + n - 5, ".part"))) {
-                char p[4096];
-                snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+                char *p = st_strprintf("%s/%s", dir, de->d_name);
                 unlink(p);
+                free(p);
             }
         }
         closedir(d);

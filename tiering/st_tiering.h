@@ -40,6 +40,8 @@
 #ifndef ST_TIERING_H
 #define ST_TIERING_H
 
+#include <limits.h>
+
 #include "st_base.h"
 #include "st_objectstore.h"
 
@@ -69,9 +71,9 @@ typedef struct st_tier_segment {
     int64_t last_offset;
     int64_t max_timestamp;
     int64_t size_bytes;
-    char log_path[512];
-    char index_path[512];
-    char timeindex_path[512];
+    char log_path[PATH_MAX]; /* any path the system can open fits */
+    char index_path[PATH_MAX];
+    char timeindex_path[PATH_MAX];
     st_tier_epoch_t epochs[32]; /* the leader epochs the segment spans */
     int nepochs;
 } st_tier_segment_t;
@@ -140,7 +142,6 @@ typedef struct st_tier_status {
     int64_t durable_log_start; /* log start the bucket's manifest holds */
     int64_t last_upload_ms; /* wall clock; 0: never */
     int loaded;             /* manifest read */
-    char last_error[160];
 } st_tier_status_t;
 
 void st_tier_part_status(st_tier_part_t *p, st_tier_status_t *out);
@@ -194,8 +195,12 @@ typedef struct st_tier_manifest_summary {
 st_err_t st_tier_manifest_summarize(const char *text, size_t len, st_tier_manifest_summary_t *out,
                                     char *why, size_t whylen);
 
-/* The bucket prefix of a partition (for tools and tests). */
-void st_tier_part_prefix(const char *topic, const char *topic_id, int32_t partition, char *out,
-                         size_t n);
+/* The bucket prefix of a partition, without the trailing '/' (heap; the
+ * caller frees it; for tools and tests): <topic>-<topicId>/<partition>, or
+ * <topic>/<topicId>/<partition> for a topic name too long for the first
+ * (over 227 characters), so that no piece of a key passes 250 bytes.  (A
+ * long-named partition tiered before that layout existed stays where its
+ * manifest is.) */
+char *st_tier_part_prefix(const char *topic, const char *topic_id, int32_t partition);
 
 #endif /* ST_TIERING_H */

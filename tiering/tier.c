@@ -32,7 +32,7 @@ struct st_tier_part {
     int refs;
     char *topic, *topic_id;
     int32_t partition;
-    char prefix[512];
+    char *prefix; /* <topic>-<topicId>/<partition>, or the long-name layout */
     char *cache_path;
     st_tier_part_ops_t ops;
     st_tier_retention_t ret;
@@ -45,12 +45,28 @@ struct st_tier_part {
     int loaded;
     int64_t last_upload_ms;
     int64_t last_sweep_ms;
-    char last_error[160];
+    char *last_error; /* NULL: none */
 };
 
-void st_tier_part_prefix(const char *topic, const char *topic_id, int32_t partition, char *out,
-                         size_t n) {
-    snprintf(out, n, "%s-%s/%d", topic, topic_id, (int)partition);
+/*
+ * Key pieces (between '/') stay within ST_TIER_KEY_PIECE_MAX bytes, so
+ * they fit a file name (the file backend adds '@' to a directory and
+ * escapes a leading '.'; MinIO keeps each piece as a file name too).
+ * <topic>-<topicId> fits for topics up to 227 characters; a longer one
+ * (Kafka allows 249) is laid out as <topic>/<topicId>/<partition>, which
+ * no short name's <topic>-<topicId>/<partition> can collide with (the
+ * second piece is 22 characters, not a number).
+ */
+#define ST_TIER_KEY_PIECE_MAX 250
+
+static int long_layout(const char *topic, const char *topic_id) {
+    return strlen(topic) + 1 + strlen(topic_id) > ST_TIER_KEY_PIECE_MAX;
+}
+
+char *st_tier_part_prefix(const char *topic, const char *topic_id, int32_t partition) {
+    if (long_layout(topic, topic_id))
+        return st_strprintf("%s/%s/%d", topic, topic_id, (int)partition);
+    return st_strprintf("%s-%s/%d", topic, topic_id, (int)partition);
 }
 
 static st_tier_part_t *part_keep(st_tier_part_t *p) {
@@ -66,46 +82,67 @@ static void part_release(st_tier_part_t *p) {
     free(p->topic);
     free(p->topic_id);
     free(p->cache_path);
+    free(p->prefix);
+    free(p->last_error);
     free(p);
 }
 
 static void set_error(st_tier_part_t *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The message is whole (keys and causes are long: a 249-character topic
+ * makes 330-byte keys); it was cut at 160 bytes. */
 static void set_error(st_tier_part_t *p, const char *fmt, ...) {
-    char msg[160];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    char *msg = st_vstrprintf(fmt, ap);
     va_end(ap);
-    pthread_mutex_lock(&p->lock);
-    snprintf(p->last_error, sizeof p->last_error, "%s", msg);
-    pthread_mutex_unlock(&p->lock);
     ST_LOG_RATELIMITED(ST_LOG_WARN, "tiering", 10000, "%s-%d: %s", p->topic, (int)p->partition, msg);
+    pthread_mutex_lock(&p->lock);
+    free(p->last_error);
+    p->last_error = msg;
+    pthread_mutex_unlock(&p->lock);
+}
+
+static void clear_error(st_tier_part_t *p) {
+    pthread_mutex_lock(&p->lock);
+    free(p->last_error);
+    p->last_error = NULL;
+    pthread_mutex_unlock(&p->lock);
 }
 
 /* ---- manifests in the bucket and in the local cache ------------------------ */
 
-static void manifest_key(st_tier_part_t *p, char *out, size_t n) {
-    snprintf(out, n, "%s/manifest.json", p->prefix);
-}
+/* Messages (why) below are heap strings the caller frees: they hold keys
+ * and the object store's causes, whatever their length. */
 
-/* Read the bucket's manifest: ST_OK, ST_E_NOT_FOUND (none yet), or an
- * error. */
-static st_err_t manifest_fetch(st_tier_part_t *p, st_manifest_t *out, char *why, size_t whylen) {
-    char key[600];
-    manifest_key(p, key, sizeof key);
+static char *manifest_key(const char *prefix) { return st_strprintf("%s/manifest.json", prefix); }
+
+/* Read the manifest under prefix: ST_OK, ST_E_NOT_FOUND (none yet), or an
+ * error (*why says what). */
+static st_err_t manifest_fetch_at(st_tier_part_t *p, const char *prefix, st_manifest_t *out,
+                                  char **why) {
+    char *key = manifest_key(prefix);
     st_os_request_t rq = {.op = ST_OS_GET, .key = key, .offset = 0, .length = ST_OS_TO_END};
     rq.sink.kind = ST_OS_SINK_ALLOC;
     st_os_result_t *res = st_os_run(p->tier->os, &rq);
     st_err_t e = res->status;
-    if (e == ST_OK) e = st_tier__manifest_decode(res->data, (size_t)res->length, out, why, whylen);
-    else snprintf(why, whylen, "%s", res->message);
+    if (e == ST_OK) {
+        char dwhy[200] = ""; /* decode's own reasons are short */
+        e = st_tier__manifest_decode(res->data, (size_t)res->length, out, dwhy, sizeof dwhy);
+        if (e) *why = st_strprintf("manifest %s: %s", key, dwhy);
+    } else {
+        *why = st_strdup(res->message);
+    }
     st_os_result_free(res);
+    free(key);
     return e;
 }
 
-static st_err_t manifest_store(st_tier_part_t *p, const st_manifest_t *m, char *why, size_t whylen) {
-    char key[600];
-    manifest_key(p, key, sizeof key);
+static st_err_t manifest_fetch(st_tier_part_t *p, st_manifest_t *out, char **why) {
+    return manifest_fetch_at(p, p->prefix, out, why);
+}
+
+static st_err_t manifest_store(st_tier_part_t *p, const st_manifest_t *m, char **why) {
+    char *key = manifest_key(p->prefix);
     char *text = st_tier__manifest_encode(m, p->topic, p->topic_id, p->partition);
     st_os_request_t rq = {.op = ST_OS_PUT, .key = key};
     rq.src.kind = ST_OS_SRC_MEM;
@@ -113,11 +150,12 @@ static st_err_t manifest_store(st_tier_part_t *p, const st_manifest_t *m, char *
     rq.src.length = strlen(text);
     st_os_result_t *res = st_os_run(p->tier->os, &rq);
     st_err_t e = res->status;
-    if (e) snprintf(why, whylen, "manifest write: %s", res->message);
+    if (e) *why = st_strprintf("manifest write: %s", res->message);
     st_os_result_free(res);
     /* The local copy lets a restart know the remote end without a GET. */
     if (!e && p->cache_path) st_write_file_atomic(p->cache_path, text, strlen(text));
     free(text);
+    free(key);
     return e;
 }
 
@@ -149,7 +187,7 @@ static void manifest_install(st_tier_part_t *p, st_manifest_t *m) {
 #define SEGMENT_MAX_PARTS 4
 
 static st_err_t put_file(st_tier_t *t, const char *key, const char *path, int crc_known,
-                         uint32_t crc, int max_parts, char *why, size_t whylen) {
+                         uint32_t crc, int max_parts, char **why) {
     st_os_request_t rq = {.op = ST_OS_PUT, .key = key, .crc32c_known = crc_known, .crc32c = crc,
                           .max_parts = max_parts};
     rq.src.kind = ST_OS_SRC_FILE;
@@ -159,13 +197,12 @@ static st_err_t put_file(st_tier_t *t, const char *key, const char *path, int cr
     st_os_result_t *res = st_os_run(t->os, &rq);
     st_err_t e = res->status;
     ST_TIER_STAT_ADD(t, upload_requests, 1);
-    if (e) snprintf(why, whylen, "upload of %s: %s", key, res->message);
+    if (e) *why = st_strprintf("upload of %s: %s", key, res->message);
     st_os_result_free(res);
     return e;
 }
 
-static st_err_t put_mem(st_tier_t *t, const char *key, const void *data, size_t len, char *why,
-                        size_t whylen) {
+static st_err_t put_mem(st_tier_t *t, const char *key, const void *data, size_t len, char **why) {
     st_os_request_t rq = {.op = ST_OS_PUT, .key = key};
     rq.src.kind = ST_OS_SRC_MEM;
     rq.src.data = data;
@@ -173,7 +210,7 @@ static st_err_t put_mem(st_tier_t *t, const char *key, const void *data, size_t 
     st_os_result_t *res = st_os_run(t->os, &rq);
     st_err_t e = res->status;
     ST_TIER_STAT_ADD(t, upload_requests, 1);
-    if (e) snprintf(why, whylen, "upload of %s: %s", key, res->message);
+    if (e) *why = st_strprintf("upload of %s: %s", key, res->message);
     st_os_result_free(res);
     return e;
 }
@@ -235,7 +272,7 @@ static int copy_quota_take(st_tier_part_t *p, int64_t bytes) {
 
 static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) {
     st_tier_t *t = p->tier;
-    char why[400] = "";
+    char *why = NULL, *key = NULL;
     if (copy_quota_take(p, seg->size_bytes + file_size(seg->index_path) +
                                file_size(seg->timeindex_path)))
         return ST_E_RETRYABLE; /* stopping: the segment waits for the next start */
@@ -252,21 +289,23 @@ static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) 
     r.epochs = st_malloc(sizeof *r.epochs * (size_t)(seg->nepochs + 1));
     memcpy(r.epochs, seg->epochs, sizeof *r.epochs * (size_t)seg->nepochs);
     st_err_t e = file_crc(seg->log_path, seg->size_bytes, &r.crc32c);
-    if (e) snprintf(why, sizeof why, "reading %s: %s", seg->log_path, st_err_msg(e));
+    if (e) why = st_strprintf("reading %s: %s", seg->log_path, st_err_msg(e));
 
     /* The objects first, under a fresh id: a retry never overwrites. */
-    char key[700];
     if (!e) {
-        st_tier__object_key(p->prefix, &r, "log", key, sizeof key);
-        e = put_file(t, key, seg->log_path, 1, r.crc32c, SEGMENT_MAX_PARTS, why, sizeof why);
+        key = st_tier__object_key(p->prefix, &r, "log");
+        e = put_file(t, key, seg->log_path, 1, r.crc32c, SEGMENT_MAX_PARTS, &why);
+        free(key);
     }
     if (!e) {
-        st_tier__object_key(p->prefix, &r, "index", key, sizeof key);
-        e = put_file(t, key, seg->index_path, 0, 0, 0, why, sizeof why);
+        key = st_tier__object_key(p->prefix, &r, "index");
+        e = put_file(t, key, seg->index_path, 0, 0, 0, &why);
+        free(key);
     }
     if (!e) {
-        st_tier__object_key(p->prefix, &r, "timeindex", key, sizeof key);
-        e = put_file(t, key, seg->timeindex_path, 0, 0, 0, why, sizeof why);
+        key = st_tier__object_key(p->prefix, &r, "timeindex");
+        e = put_file(t, key, seg->timeindex_path, 0, 0, 0, &why);
+        free(key);
     }
     if (!e) {
         st_buf_t b;
@@ -274,8 +313,9 @@ static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) 
         st_buf_printf(&b, "0\n%d\n", seg->nepochs);
         for (int i = 0; i < seg->nepochs; i++)
             st_buf_printf(&b, "%d %lld\n", seg->epochs[i].epoch, (long long)seg->epochs[i].start_offset);
-        st_tier__object_key(p->prefix, &r, "epochs", key, sizeof key);
-        e = put_mem(t, key, b.data, b.len, why, sizeof why);
+        key = st_tier__object_key(p->prefix, &r, "epochs");
+        e = put_mem(t, key, b.data, b.len, &why);
+        free(key);
         st_buf_fini(&b);
     }
     /* Then the manifest that names them: the commit point. */
@@ -289,20 +329,21 @@ static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) 
         next.segs = st_realloc(next.segs, sizeof *next.segs * (size_t)(next.nsegs + 1));
         next.segs[next.nsegs++] = r;
         memset(&r, 0, sizeof r);
-        e = manifest_store(p, &next, why, sizeof why);
+        e = manifest_store(p, &next, &why);
     }
     if (e) {
         free(r.epochs);
         st_tier__manifest_fini(&next);
         ST_TIER_STAT_ADD(t, upload_failures, 1);
-        set_error(p, "%s", why);
+        set_error(p, "%s", why ? why : st_err_msg(e));
+        free(why);
         return e;
     }
     manifest_install(p, &next);
     pthread_mutex_lock(&p->lock);
     p->last_upload_ms = st_now_ms();
-    p->last_error[0] = 0;
     pthread_mutex_unlock(&p->lock);
+    clear_error(p);
     ST_TIER_STAT_ADD(t, bytes_uploaded, seg->size_bytes);
     ST_TIER_STAT_ADD(t, segments_uploaded, 1);
     ST_INFO("tiering", "%s-%d: segment %lld-%lld (%lld bytes) is in the bucket", p->topic,
@@ -324,15 +365,11 @@ static void delete_objects(st_tier_t *t, const char *const *keys, size_t n) {
 
 static void delete_segment_objects(st_tier_part_t *p, const st_rseg_t *segs, int n) {
     static const char *kinds[] = {"log", "index", "timeindex", "epochs"};
-    char (*keys)[700] = st_malloc(sizeof *keys * (size_t)(4 * n + 1));
-    const char **ptrs = st_malloc(sizeof *ptrs * (size_t)(4 * n + 1));
+    char **keys = st_malloc(sizeof *keys * (size_t)(4 * n + 1));
     for (int i = 0; i < n; i++)
-        for (int k = 0; k < 4; k++) {
-            st_tier__object_key(p->prefix, &segs[i], kinds[k], keys[4 * i + k], sizeof keys[0]);
-            ptrs[4 * i + k] = keys[4 * i + k];
-        }
-    delete_objects(p->tier, ptrs, (size_t)(4 * n));
-    free(ptrs);
+        for (int k = 0; k < 4; k++) keys[4 * i + k] = st_tier__object_key(p->prefix, &segs[i], kinds[k]);
+    delete_objects(p->tier, (const char *const *)keys, (size_t)(4 * n));
+    for (int i = 0; i < 4 * n; i++) free(keys[i]);
     free(keys);
 }
 
@@ -371,9 +408,10 @@ static void apply_retention(st_tier_part_t *p) {
         next.segs[i] = cur.segs[n + i];
         cur.segs[n + i].epochs = NULL; /* moved */
     }
-    char why[400];
-    if (manifest_store(p, &next, why, sizeof why)) {
+    char *why = NULL;
+    if (manifest_store(p, &next, &why)) {
         set_error(p, "%s", why);
+        free(why);
         st_tier__manifest_fini(&next);
         st_tier__manifest_fini(&cur);
         return;
@@ -395,8 +433,7 @@ static void apply_retention(st_tier_part_t *p) {
  * is being written while this looks. */
 static void sweep_orphans(st_tier_part_t *p) {
     st_tier_t *t = p->tier;
-    char prefix[600];
-    snprintf(prefix, sizeof prefix, "%s/", p->prefix);
+    char *prefix = st_strprintf("%s/", p->prefix);
     char **orphans = NULL;
     size_t n = 0, cap = 0;
     char *token = NULL;
@@ -440,16 +477,17 @@ static void sweep_orphans(st_tier_part_t *p) {
     }
     for (size_t i = 0; i < n; i++) free(orphans[i]);
     free(orphans);
+    free(prefix);
 }
 
 static void delete_everything(st_tier_part_t *p) {
     pthread_mutex_lock(&p->lock);
     st_tier__manifest_fini(&p->man);
     pthread_mutex_unlock(&p->lock);
-    char key[600];
-    manifest_key(p, key, sizeof key);
+    char *key = manifest_key(p->prefix);
     const char *k = key;
     delete_objects(p->tier, &k, 1);
+    free(key);
     sweep_orphans(p); /* with an empty manifest: every segment object */
 }
 
@@ -466,15 +504,17 @@ static void part_job(void *arg) {
         goto out;
     }
     if (!p->loaded) {
-        char why[300];
+        char *why = NULL;
         st_manifest_t m;
         st_tier__manifest_init(&m);
-        st_err_t e = manifest_fetch(p, &m, why, sizeof why);
+        st_err_t e = manifest_fetch(p, &m, &why);
         if (e == ST_OK || e == ST_E_NOT_FOUND) {
             if (e == ST_OK) manifest_install(p, &m);
             p->loaded = 1;
+            free(why);
         } else {
             set_error(p, "reading the manifest: %s", why);
+            free(why);
             goto out;
         }
     }
@@ -602,7 +642,7 @@ st_err_t st_tier_new(const st_tier_config_t *cfg, st_os_t *os, st_tier_t **out, 
     if (t->cfg.chunk_bytes < 65536) t->cfg.chunk_bytes = 65536;
     st_err_t e = st_mkdirs(t->cache_dir);
     if (e) {
-        snprintf(err, errlen, "remote.log.cache.dir: cannot create %s: %s", t->cache_dir,
+        st_snprintf_marked(err, errlen, "remote.log.cache.dir: cannot create %s: %s", t->cache_dir,
                  st_err_msg(e));
         free(t->cache_dir);
         free(t);
@@ -663,6 +703,41 @@ void st_tier_get_stats(st_tier_t *t, st_tier_stats_t *out) {
 
 /* ---- partitions ------------------------------------------------------------- */
 
+/* ST_OK when the object exists, ST_E_NOT_FOUND, or an error (*why). */
+static st_err_t head(st_tier_t *t, const char *key, char **why) {
+    st_os_request_t rq = {.op = ST_OS_HEAD, .key = key};
+    st_os_result_t *res = st_os_run(t->os, &rq);
+    st_err_t e = res->status;
+    if (e && e != ST_E_NOT_FOUND) *why = st_strdup(res->message);
+    st_os_result_free(res);
+    return e;
+}
+
+/* A topic too long for <topic>-<topicId> as one key piece was tiered under
+ * that layout before the long-name layout existed (S3 takes such keys; the
+ * file backend and MinIO do not).  Its partitions stay where their
+ * manifest is: the long-name layout unless only the old one has one. */
+static st_err_t choose_layout(st_tier_part_t *p, char **why) {
+    if (!long_layout(p->topic, p->topic_id)) return ST_OK;
+    char *key = manifest_key(p->prefix);
+    st_err_t e = head(p->tier, key, why);
+    free(key);
+    if (e != ST_E_NOT_FOUND) return e;
+    char *old = st_strprintf("%s-%s/%d", p->topic, p->topic_id, (int)p->partition);
+    key = manifest_key(old);
+    e = head(p->tier, key, why);
+    free(key);
+    if (e == ST_OK) {
+        ST_INFO("tiering", "%s-%d: the bucket holds it under %s/ (written before the layout for "
+                "long topic names): it stays there", p->topic, (int)p->partition, old);
+        free(p->prefix);
+        p->prefix = old;
+        return ST_OK;
+    }
+    free(old);
+    return e == ST_E_NOT_FOUND ? ST_OK : e;
+}
+
 st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id,
                            int32_t partition, const char *cache_manifest_path,
                            const st_tier_part_ops_t *ops, const st_tier_retention_t *ret,
@@ -674,33 +749,43 @@ st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id
     p->topic = st_strdup(topic);
     p->topic_id = st_strdup(topic_id);
     p->partition = partition;
-    st_tier_part_prefix(topic, topic_id, partition, p->prefix, sizeof p->prefix);
+    p->prefix = st_tier_part_prefix(topic, topic_id, partition);
     p->cache_path = cache_manifest_path ? st_strdup(cache_manifest_path) : NULL;
     p->ops = *ops;
     p->ret = *ret;
     st_tier__manifest_init(&p->man);
-    char why[300];
+    char dwhy[200], *why = NULL;
     char *text = NULL;
     size_t len = 0;
     st_manifest_t m;
     st_tier__manifest_init(&m);
+    st_err_t le = choose_layout(p, &why);
+    if (le) {
+        st_snprintf_marked(err, errlen, "finding the remote manifest: %s", why);
+        free(why);
+        part_release(p);
+        return le;
+    }
     if (p->cache_path && st_read_file(p->cache_path, &text, &len) == ST_OK &&
-        st_tier__manifest_decode(text, len, &m, why, sizeof why) == ST_OK) {
+        st_tier__manifest_decode(text, len, &m, dwhy, sizeof dwhy) == ST_OK) {
         /* The local copy is never ahead of the bucket's; the bucket's is
          * read again by the first job. */
         p->man = m;
         p->durable_log_start = m.log_start;
     } else {
-        st_err_t e = manifest_fetch(p, &m, why, sizeof why);
+        st_err_t e = manifest_fetch(p, &m, &why);
         if (e == ST_OK) {
             p->man = m;
             p->durable_log_start = m.log_start;
         } else if (e != ST_E_NOT_FOUND) {
-            snprintf(err, errlen, "%s-%d: reading the remote manifest: %s", topic, (int)partition, why);
+            /* the caller names the partition */
+            st_snprintf_marked(err, errlen, "reading the remote manifest: %s", why);
+            free(why);
             free(text);
             part_release(p);
             return e;
         }
+        free(why);
         p->loaded = 1;
     }
     free(text);
@@ -769,7 +854,6 @@ void st_tier_part_status(st_tier_part_t *p, st_tier_status_t *out) {
     out->last_upload_ms = p->last_upload_ms;
     out->loaded = p->loaded;
     out->durable_log_start = p->durable_log_start;
-    snprintf(out->last_error, sizeof out->last_error, "%s", p->last_error);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -814,13 +898,19 @@ int st_tier__part_wait_idle(st_tier_part_t *p, int64_t timeout_ms) {
 
 /* A copy of what a read needs of one segment, taken under the lock. */
 typedef struct seg_view {
-    char index_key[700], log_key[700];
+    char *index_key, *log_key; /* NULL: no such segment */
     int64_t base, last, size;
 } seg_view_t;
 
+static void view_fini(seg_view_t *v) {
+    free(v->index_key);
+    free(v->log_key);
+    memset(v, 0, sizeof *v);
+}
+
 static void view_of(st_tier_part_t *p, const st_rseg_t *s, seg_view_t *v) {
-    st_tier__object_key(p->prefix, s, "index", v->index_key, sizeof v->index_key);
-    st_tier__object_key(p->prefix, s, "log", v->log_key, sizeof v->log_key);
+    v->index_key = st_tier__object_key(p->prefix, s, "index");
+    v->log_key = st_tier__object_key(p->prefix, s, "log");
     v->base = s->base_offset;
     v->last = s->last_offset;
     v->size = s->size_bytes;
@@ -954,7 +1044,7 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
     st_tier_t *t = p->tier;
     int min_one = flags & ST_TIER_READ_MIN_ONE;
     memset(out, 0, sizeof *out);
-    seg_view_t v, next;
+    seg_view_t v = {0}, next = {0};
     pthread_mutex_lock(&p->lock);
     out->remote_start = st_tier__manifest_start(&p->man);
     out->remote_end = st_tier__manifest_end(&p->man);
@@ -964,7 +1054,7 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
 
     st_cache_ref_t idx;
     st_err_t e = st_tier__cache_get(t->cache, v.index_key, 0, ST_OS_TO_END, 1, &idx, wake, wake_arg);
-    if (e) return e;
+    if (e) goto out;
     chunk_map_t m = {idx.mem, idx.len / 8, v.size, t->cfg.chunk_bytes};
     int64_t pos = index_lookup(idx.mem, idx.len, offset - v.base);
 
@@ -1001,29 +1091,32 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
     st_tier__cache_release(t->cache, &idx);
     if (e) {
         if (ref.file) st_tier__cache_release(t->cache, &ref);
-        return e;
+        goto out;
     }
     if (b.size > max_bytes && !min_one) { /* nothing fits: an empty read */
         st_tier__cache_release(t->cache, &ref);
-        return ST_OK;
+        goto out;
     }
     /* Straight from the cached chunk, up to its end (a batch boundary). */
     int64_t want = ST_MAX((int64_t)b.size, (int64_t)max_bytes);
     out->file = ref.file; /* the reference moves to the caller */
     out->pos = pos - cstart;
     out->len = (int32_t)ST_MIN(want, cend - pos);
-    return ST_OK;
+out:
+    view_fini(&v);
+    view_fini(&next);
+    return e;
 }
 
 st_err_t st_tier_time_search_start(st_tier_part_t *p, int64_t ts, int64_t *from,
                                    st_tier_wake_cb wake, void *wake_arg) {
     st_tier_t *t = p->tier;
-    char key[700];
+    char *key = NULL;
     int64_t base = -1, start = 0;
     pthread_mutex_lock(&p->lock);
     for (int i = 0; i < p->man.nsegs; i++)
         if (p->man.segs[i].max_timestamp >= ts && p->man.segs[i].last_offset >= p->man.log_start) {
-            st_tier__object_key(p->prefix, &p->man.segs[i], "timeindex", key, sizeof key);
+            key = st_tier__object_key(p->prefix, &p->man.segs[i], "timeindex");
             base = p->man.segs[i].base_offset;
             start = ST_MAX(base, p->man.log_start);
             break;
@@ -1032,6 +1125,7 @@ st_err_t st_tier_time_search_start(st_tier_part_t *p, int64_t ts, int64_t *from,
     if (base < 0) return ST_E_NOT_FOUND;
     st_cache_ref_t tidx;
     st_err_t e = st_tier__cache_get(t->cache, key, 0, ST_OS_TO_END, 1, &tidx, wake, wake_arg);
+    free(key);
     if (e) return e;
     /* Entries of 12 bytes: the newest timestamp so far and the relative
      * offset of its record, so every record up to there is no newer. */

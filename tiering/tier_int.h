@@ -36,10 +36,9 @@ char *st_tier__manifest_encode(const st_manifest_t *m, const char *topic, const 
                                int32_t partition);
 st_err_t st_tier__manifest_decode(const char *text, size_t len, st_manifest_t *out, char *why,
                                   size_t whylen);
-/* Object key of a segment file: kind is "log", "index", "timeindex",
- * "epochs". */
-void st_tier__object_key(const char *prefix, const st_rseg_t *s, const char *kind, char *out,
-                         size_t n);
+/* Object key of a segment file (heap; the caller frees it): kind is
+ * "log", "index", "timeindex", "epochs". */
+char *st_tier__object_key(const char *prefix, const st_rseg_t *s, const char *kind);
 
 /* ---- record batch framing (enough to find an offset in a segment) ------- */
 
