@@ -57,6 +57,8 @@ typedef struct env {
     int delete_hook; /* 0, HOOK_CHANGED, HOOK_LOCAL_BYTES */
     int64_t delete_at, delete_when_start;
     st_err_t hook_rc; /* what the hook's DeleteRecords answered (job thread) */
+    int offered;      /* closed segments the "broker" offers (0: all) */
+    const char *topic; /* NULL: "orders" */
 } env_t;
 
 enum { HOOK_CHANGED = 1, HOOK_LOCAL_BYTES = 2 };
@@ -127,7 +129,8 @@ static void build_segments(env_t *e) {
 static int closed_cb(void *arg, int64_t from, st_tier_segment_t *out, int max) {
     env_t *e = arg;
     int n = 0;
-    for (int s = 0; s < NSEGS && n < max; s++)
+    int offered = e->offered ? e->offered : NSEGS;
+    for (int s = 0; s < offered && n < max; s++)
         if (e->segs[s].info.base_offset >= from) out[n++] = e->segs[s].info;
     return n;
 }
@@ -214,8 +217,9 @@ static void open_part(env_t *e, const st_tier_retention_t *ret) {
     st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, release_cb, e};
     char cache[300], err[256];
     snprintf(cache, sizeof cache, "%s/remote-manifest.json", e->root);
-    assert_int_equal(st_tier_part_open(e->tier, "orders", "AAAAAAAAAAAAAAAAAAAAAA", 3, cache, &ops,
-                                       ret, &e->part, err, sizeof err),
+    assert_int_equal(st_tier_part_open(e->tier, e->topic ? e->topic : "orders",
+                                       "AAAAAAAAAAAAAAAAAAAAAA", 3, cache, &ops, ret, &e->part, err,
+                                       sizeof err),
                      ST_OK);
 }
 
@@ -777,6 +781,120 @@ static void test_copy_quota_stop(void **state) {
     pthread_cond_destroy(&e.cond);
 }
 
+/* Every key under prefix ({key, size}), at most 64. */
+static size_t list_keys(env_t *e, const char *prefix, char **keys) {
+    st_os_request_t lq = {.op = ST_OS_LIST, .prefix = prefix};
+    st_os_result_t *res = st_os_run(e->os, &lq);
+    assert_int_equal(res->status, ST_OK);
+    size_t n = res->nentries;
+    assert_true(n <= 64);
+    for (size_t i = 0; i < n; i++) keys[i] = st_strdup(res->entries[i].key);
+    st_os_result_free(res);
+    return n;
+}
+
+static void read_everything(env_t *e, int64_t end) {
+    for (int64_t off = 0; off < end; off += 37) {
+        uint8_t *data;
+        int32_t len;
+        assert_int_equal(read_remote(e, off, 8192, &data, &len), ST_OK);
+        check_batches(data, len, off);
+        free(data);
+    }
+}
+
+/*
+ * Long topic names.  Kafka allows 249 characters; <topic>-<topicId> is
+ * then 272 bytes, more than a file name (the file backend and MinIO keep
+ * each key piece as one), so a name over 227 characters is laid out as
+ * <topic>/<topicId>/<partition>.  A 230-character name still fits the old
+ * layout on the file backend: one tiered under it (moved there by hand
+ * here, as a bucket written before the new layout would hold it) stays
+ * where its manifest is, for reads and for new uploads.
+ */
+static void test_long_topic_names(void **state) {
+    (void)state;
+    const char *id = "AAAAAAAAAAAAAAAAAAAAAA";
+    for (int len = 249; len >= 230; len -= 19) {
+        char topic[250];
+        for (int i = 0; i < len; i++) topic[i] = "abcdefghijklmnopqrstuvwxyz0123456789._-"[i % 39];
+        topic[len] = 0;
+        env_t e;
+        env_setup(&e);
+        e.topic = topic;
+        e.offered = 3;
+        st_tier_retention_t ret = {-1, -1};
+        open_part(&e, &ret);
+        int64_t end3 = e.segs[2].info.last_offset + 1, end = e.segs[NSEGS - 1].info.last_offset + 1;
+        wait_remote_end(&e, end3);
+        char *prefix = st_tier_part_prefix(topic, id, 3);
+        char *want = st_strprintf("%s/%s/3", topic, id);
+        assert_string_equal(prefix, want);
+        free(want);
+        char *lp = st_strprintf("%s/", prefix), *keys[64];
+        size_t n = list_keys(&e, lp, keys);
+        assert_int_equal(n, 4 * 3 + 1);
+        for (size_t i = 0; i < n; i++) { /* no piece over 250 bytes */
+            for (char *p = keys[i], *q; *p; p = q + (*q != 0)) {
+                q = strchr(p, '/');
+                if (!q) q = p + strlen(p);
+                assert_true(q - p <= 250);
+            }
+        }
+        read_everything(&e, end3);
+        if (len == 249) {
+            for (size_t i = 0; i < n; i++) free(keys[i]);
+            free(lp);
+            free(prefix);
+            env_teardown(&e);
+            continue;
+        }
+        /* move the partition to the old layout, as an older broker left it */
+        env_close(&e);
+        char *old = st_strprintf("%s-%s/3/", topic, id);
+        for (size_t i = 0; i < n; i++) {
+            st_os_request_t g = {.op = ST_OS_GET, .key = keys[i], .offset = 0, .length = ST_OS_TO_END};
+            g.sink.kind = ST_OS_SINK_ALLOC;
+            st_os_result_t *r = st_os_run(e.os, &g);
+            assert_int_equal(r->status, ST_OK);
+            char *nk = st_strprintf("%s%s", old, keys[i] + strlen(lp));
+            st_os_request_t pq = {.op = ST_OS_PUT, .key = nk};
+            pq.src.kind = ST_OS_SRC_MEM;
+            pq.src.data = r->data;
+            pq.src.length = r->length;
+            st_os_result_t *w = st_os_run(e.os, &pq);
+            assert_int_equal(w->status, ST_OK);
+            st_os_result_free(w);
+            st_os_result_free(r);
+            st_os_request_t dq = {.op = ST_OS_DELETE, .key = keys[i]};
+            w = st_os_run(e.os, &dq);
+            assert_int_equal(w->status, ST_OK);
+            st_os_result_free(w);
+            free(nk);
+            free(keys[i]);
+        }
+        char cache[300];
+        snprintf(cache, sizeof cache, "%s/remote-manifest.json", e.root);
+        unlink(cache);
+        open_tier(&e, 64 << 20);
+        e.offered = NSEGS;
+        open_part(&e, &ret);
+        st_tier_status_t s;
+        st_tier_part_status(e.part, &s);
+        assert_int_equal(s.remote_end, end3); /* found under the old layout */
+        wait_remote_end(&e, end);           /* and new uploads go there too */
+        assert_int_equal(list_keys(&e, lp, keys), 0);
+        n = list_keys(&e, old, keys);
+        assert_int_equal(n, 4 * NSEGS + 1);
+        for (size_t i = 0; i < n; i++) free(keys[i]);
+        read_everything(&e, end);
+        free(old);
+        free(lp);
+        free(prefix);
+        env_teardown(&e);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_manifest_round_trip),
@@ -790,6 +908,7 @@ int main(void) {
         cmocka_unit_test(test_fetch_quota_huge),
         cmocka_unit_test(test_copy_quota_shared),
         cmocka_unit_test(test_copy_quota_stop),
+        cmocka_unit_test(test_long_topic_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
