@@ -116,6 +116,7 @@ struct call {
     /* retries */
     int attempt;
     int64_t due_us;
+    int outcome_unknown; /* CALL_MP_COMPLETE: a 200 that said neither done nor not */
 
     /* outcome */
     st_err_t status;
@@ -151,6 +152,7 @@ struct s3_op {
     int nparts, next_part, parts_active, parts_done;
     char **etags;
     int complete_attempted;
+    char *verify_why; /* why the completion is checked with HEAD (NULL: NoSuchUpload) */
 
     /* get */
     int sink_fd;
@@ -782,6 +784,7 @@ static void op_free(s3_op_t *op) {
         free(op->etags);
     }
     free(op->upload_id);
+    free(op->verify_why);
     free(op->msg);
     st_buf_fini(&op->failed_keys);
     /* A buffer not handed to the result is ours to free. */
@@ -1296,6 +1299,14 @@ static void call_done(s3_t *s3, call_t *c) {
     case CALL_MP_PART: finish_part(op, c); break;
     case CALL_MP_COMPLETE:
         if (c->status == ST_OK) break;
+        if (c->outcome_unknown) {
+            /* A 200 that says neither: the object may be there.  Retrying
+             * would complete nothing (or a completed upload again, on a
+             * server that allows it) and leave the object orphaned. */
+            op->verify_why = st_strdup(c->msg);
+            mp_verify(op);
+            break;
+        }
         if (c->status == ST_E_PERMANENT && strstr(c->msg, "NoSuchUpload") && c->attempt > 1) {
             /* An earlier attempt may have completed it and lost the answer. */
             mp_verify(op);
@@ -1308,11 +1319,25 @@ static void call_done(s3_t *s3, call_t *c) {
         const char *v = c->status == ST_OK ? header_get(c, "x-amz-meta-" ST_OS_CRC_META) : NULL;
         char want[9];
         snprintf(want, sizeof want, "%08x", op->crc);
-        if (!v || strcmp(v, want) != 0 || c->content_length != (int64_t)op->size) {
-            op_failf(op, ST_E_RETRYABLE, "put %s: completing the multipart upload failed and the object is not "
-                     "there",
-                     op->req->rq.key);
+        int there = v && !strcmp(v, want) && c->content_length == (int64_t)op->size;
+        const char *what = op->verify_why ? op->verify_why : "NoSuchUpload on a retry";
+        if (there) {
+            ST_INFO(ST_OS_SUBSYS, "put %s: completing the multipart upload answered %s; HEAD "
+                    "finds the object with our size and CRC32C, so it is done",
+                    op->req->rq.key, what);
+            break;
         }
+        if (c->status == ST_E_NOT_FOUND || c->status == ST_OK)
+            op_failf(op, ST_E_RETRYABLE, "put %s: completing the multipart upload answered %s, and "
+                     "the object is not there%s", op->req->rq.key, what,
+                     c->status == ST_OK ? " with our size and CRC32C" : "");
+        else
+            op_failf(op, ST_E_RETRYABLE, "put %s: completing the multipart upload answered %s, and "
+                     "checking for the object failed: %s", op->req->rq.key, what,
+                     c->msg ? c->msg : "");
+        /* Not known to be complete: abort it, so its parts go (a completed
+         * one answers NoSuchUpload, which only costs a warning). */
+        if (op->verify_why) mp_abort(op);
         break;
     }
     case CALL_MP_ABORT:
@@ -1416,12 +1441,13 @@ static void finish_attempt(s3_t *s3, call_t *c, CURLcode cc) {
             st_os_s3_error_t e;
             int rc = st_os__s3_parse_complete((const char *)c->resp.data, c->resp.len, &e, why,
                                               sizeof why);
-            if (rc == 1)
+            c->outcome_unknown = rc == ST_OS_S3_COMPLETE_UNKNOWN;
+            if (rc == ST_OS_S3_COMPLETE_ERROR)
                 verdict_set(&v, st_os__s3_code_retryable(e.code) ? ST_E_RETRYABLE : ST_E_PERMANENT,
                             st_os__s3_code_retryable(e.code), "%s: %s %s", why, e.code,
                             e.message);
-            else if (rc < 0)
-                verdict_set(&v, ST_E_RETRYABLE, 1, "%s", why);
+            else if (rc == ST_OS_S3_COMPLETE_UNKNOWN) /* not retried: checked with HEAD */
+                verdict_set(&v, ST_E_RETRYABLE, 0, "HTTP 200 with %s", why);
             break;
         }
         case CALL_LIST:

@@ -333,22 +333,25 @@ static void ignore_end(walker_t *w, const char *parent, const char *name, const 
     (void)text;
 }
 
+/* Only the result means done and only an <Error> means not done: S3 sends
+ * the 200 (and then whitespace) before it knows, so whatever else comes
+ * (moto's CompleteMultipartUploadResponse, an empty body, XML cut short by
+ * a proxy) says nothing about the outcome. */
 int st_os__s3_parse_complete(const char *xml, size_t len, st_os_s3_error_t *err, char *why,
                              size_t whylen) {
     walker_t w;
     memset(err, 0, sizeof *err);
     if (walk_xml(xml, len, ignore_end, NULL, &w) != 0) {
-        snprintf(why, whylen, "%s", w.why);
-        return -1;
+        snprintf(why, whylen, "an unreadable answer (%s)", w.why);
+        return ST_OS_S3_COMPLETE_UNKNOWN;
     }
-    if (!strcmp(w.root, "CompleteMultipartUploadResult")) return 0;
-    if (!strcmp(w.root, "Error")) {
-        st_os__s3_parse_error(xml, len, err);
+    if (!strcmp(w.root, "CompleteMultipartUploadResult")) return ST_OS_S3_COMPLETE_OK;
+    if (!strcmp(w.root, "Error") && st_os__s3_parse_error(xml, len, err) == 0 && err->code[0]) {
         snprintf(why, whylen, "server answered 200 with an error: %s", err->code);
-        return 1;
+        return ST_OS_S3_COMPLETE_ERROR;
     }
-    snprintf(why, whylen, "unexpected <%s> answer", w.root);
-    return -1;
+    snprintf(why, whylen, "an unexpected <%s> answer", w.root);
+    return ST_OS_S3_COMPLETE_UNKNOWN;
 }
 
 /* ------------------------------------------------------------------------
