@@ -380,8 +380,9 @@ static void do_put(file_os_t *fo, st_os_req_t *req) {
         src_fd = open(rq->src.path, O_RDONLY | O_CLOEXEC);
         if (src_fd < 0 || fstat(src_fd, &sst) != 0) {
             en = errno;
-            what = "cannot open the source file";
-            goto fail;
+            st_os__complete(req, errno_status(en), "put %s: cannot open the source file %s: %s",
+                            rq->key, rq->src.path, strerror(en));
+            goto out_fail;
         }
         uint64_t fsize = (uint64_t)sst.st_size;
         if (src_off > fsize || (size != ST_OS_TO_END && size > fsize - src_off)) {
