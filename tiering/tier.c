@@ -19,6 +19,7 @@
 #include "tier_int.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -46,6 +47,23 @@ struct st_tier_part {
     int64_t last_upload_ms;
     int64_t last_sweep_ms;
     char *last_error; /* NULL: none */
+    char *status_path; /* remote-upload-status.json beside the cached manifest */
+    /* The segment whose upload keeps failing (uploads go in offset order,
+     * so there is at most one), backed off exponentially.  In memory only:
+     * a restart tries it at once.  Written by the job, read under p->lock. */
+    struct {
+        int64_t base, last;  /* -1: none failing */
+        int failures;        /* in a row */
+        int64_t wait_ms;     /* the current back-off */
+        int64_t next_ms;     /* monotonic: no attempt before */
+        int64_t next_wall_ms, since_wall_ms;
+        char *cause;
+        /* objects of the last failed attempt not known to be gone ("":
+         * none); in_manifest: it failed storing the manifest, which may
+         * name them after all */
+        char leftover_id[23];
+        int leftover_in_manifest;
+    } fail;
 };
 
 /*
@@ -84,6 +102,8 @@ static void part_release(st_tier_part_t *p) {
     free(p->cache_path);
     free(p->prefix);
     free(p->last_error);
+    free(p->status_path);
+    free(p->fail.cause);
     free(p);
 }
 
@@ -270,9 +290,200 @@ static int copy_quota_take(st_tier_part_t *p, int64_t bytes) {
     return rc;
 }
 
+/* ---- a segment that keeps failing ---------------------------------------------
+ *
+ *   upload fails ---> upload_failed: its objects deleted at once (unless the
+ *        |            manifest step failed: the bucket's manifest may name
+ *        |            them), failures++, wait = min(max, base * 2^(n-1)) +-
+ *        |            jitter; WARN line; status file written
+ *        v
+ *   attempt_due: no attempt of that segment before the wait is over;
+ *   leftovers_settled: the last attempt's objects go (or, if the bucket's
+ *        manifest names them, that attempt did commit) before a new one
+ *        starts, so a failing segment never leaves more than one
+ *        attempt's objects behind
+ *        |
+ *   upload succeeds --> fail_reset: INFO line, status file removed
+ */
+
+static int64_t retry_wait_ms(const st_tier_t *t, int failures) {
+    int64_t base = t->cfg.retry_backoff_ms > 0 ? t->cfg.retry_backoff_ms : 500;
+    int64_t max = t->cfg.retry_backoff_max_ms > 0 ? t->cfg.retry_backoff_max_ms : 30000;
+    int64_t w = base;
+    for (int i = 1; i < failures && w < max; i++) w *= 2;
+    if (w > max) w = max;
+    double j = t->cfg.retry_jitter;
+    if (j > 0) {
+        uint32_t r;
+        st_random_bytes(&r, sizeof r);
+        w = (int64_t)((double)w * (1.0 + j * (2.0 * (double)r / 4294967295.0 - 1.0)));
+    }
+    return w < 1 ? 1 : w;
+}
+
+/* remote-upload-status.json beside the cached manifest: what `strata
+ * tiering status` shows of a back-off (the state itself is in memory). */
+static void status_write(st_tier_part_t *p) {
+    if (!p->status_path) return;
+    if (p->fail.base < 0) {
+        unlink(p->status_path);
+        return;
+    }
+    json_t *o = json_pack("{s:s, s:i, s:I, s:I, s:i, s:I, s:I, s:I, s:s}", "topic", p->topic,
+                          "partition", (int)p->partition, "segment_base_offset",
+                          (json_int_t)p->fail.base, "segment_last_offset", (json_int_t)p->fail.last,
+                          "failures", p->fail.failures, "backoff_ms", (json_int_t)p->fail.wait_ms,
+                          "next_attempt_ms", (json_int_t)p->fail.next_wall_ms, "failing_since_ms",
+                          (json_int_t)p->fail.since_wall_ms, "cause",
+                          p->fail.cause ? p->fail.cause : "");
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    if (text) st_write_file_atomic(p->status_path, text, strlen(text));
+    free(text);
+    json_decref(o);
+}
+
+char *st_tier_upload_status_describe(const char *partition_dir, int64_t now_ms) {
+    char *path = st_strprintf("%s/" ST_TIER_UPLOAD_STATUS_FILE, partition_dir);
+    char *text = NULL, *out = NULL;
+    size_t len = 0;
+    if (st_read_file(path, &text, &len) == ST_OK) {
+        json_error_t jerr;
+        json_t *o = json_loadb(text, len, 0, &jerr);
+        json_int_t base = 0, last = 0, next = 0;
+        int failures = 0;
+        const char *cause = "";
+        if (o && json_unpack(o, "{s:I, s:I, s:i, s:I, s:s}", "segment_base_offset", &base,
+                             "segment_last_offset", &last, "failures", &failures,
+                             "next_attempt_ms", &next, "cause", &cause) == 0) {
+            int64_t in = (int64_t)next - now_ms;
+            char when[64];
+            if (in > 0) snprintf(when, sizeof when, "in %.1f s", (double)in / 1000.0);
+            else snprintf(when, sizeof when, "due (%.1f s ago)", (double)-in / 1000.0);
+            out = st_strprintf("upload of segment %lld-%lld failed %d time%s in a row, backing "
+                               "off: next attempt %s; last cause: %s",
+                               (long long)base, (long long)last, failures,
+                               failures == 1 ? "" : "s", when, cause);
+        } else {
+            out = st_strprintf("unreadable %s", path);
+        }
+        json_decref(o);
+    }
+    free(text);
+    free(path);
+    return out;
+}
+
+static void fail_reset(st_tier_part_t *p) {
+    if (p->fail.base < 0 && !p->fail.leftover_id[0]) return;
+    pthread_mutex_lock(&p->lock);
+    p->fail.base = p->fail.last = -1;
+    p->fail.failures = 0;
+    p->fail.wait_ms = p->fail.next_ms = p->fail.next_wall_ms = p->fail.since_wall_ms = 0;
+    free(p->fail.cause);
+    p->fail.cause = NULL;
+    p->fail.leftover_id[0] = 0;
+    p->fail.leftover_in_manifest = 0;
+    pthread_mutex_unlock(&p->lock);
+    status_write(p);
+}
+
+/* Delete the four objects of one attempt (deleting a missing one
+ * succeeds); 0 when they are gone. */
+static int delete_attempt(st_tier_part_t *p, int64_t base, const char *id) {
+    static const char *kinds[] = {"log", "index", "timeindex", "epochs"};
+    st_rseg_t r;
+    memset(&r, 0, sizeof r);
+    r.base_offset = base;
+    snprintf(r.id, sizeof r.id, "%s", id);
+    char *keys[4];
+    for (int k = 0; k < 4; k++) keys[k] = st_tier__object_key(p->prefix, &r, kinds[k]);
+    st_os_request_t rq = {.op = ST_OS_DELETE_BATCH, .keys = (const char *const *)keys, .nkeys = 4};
+    st_os_result_t *res = st_os_run(p->tier->os, &rq);
+    int rc = res->status == ST_OK ? 0 : -1;
+    if (rc)
+        ST_LOG_RATELIMITED(ST_LOG_WARN, "tiering", 10000, "%s-%d: deleting the objects of a failed "
+                           "upload of segment %lld (%s.*): %s", p->topic, (int)p->partition,
+                           (long long)base, keys[0], res->message);
+    st_os_result_free(res);
+    for (int k = 0; k < 4; k++) free(keys[k]);
+    return rc;
+}
+
+static void upload_failed(st_tier_part_t *p, const st_tier_segment_t *seg, const char *id,
+                          int in_manifest, const char *why) {
+    st_tier_t *t = p->tier;
+    /* What the attempt wrote goes now, unless the manifest may name it. */
+    int leftover = id[0] && (in_manifest || delete_attempt(p, seg->base_offset, id) != 0);
+    pthread_mutex_lock(&p->lock);
+    if (p->fail.base != seg->base_offset) {
+        p->fail.failures = 0;
+        p->fail.since_wall_ms = st_now_ms();
+    }
+    p->fail.base = seg->base_offset;
+    p->fail.last = seg->last_offset;
+    p->fail.failures++;
+    p->fail.wait_ms = retry_wait_ms(t, p->fail.failures);
+    p->fail.next_ms = st_mono_ms() + p->fail.wait_ms;
+    p->fail.next_wall_ms = st_now_ms() + p->fail.wait_ms;
+    free(p->fail.cause);
+    p->fail.cause = st_strdup(why);
+    if (leftover) {
+        snprintf(p->fail.leftover_id, sizeof p->fail.leftover_id, "%s", id);
+        p->fail.leftover_in_manifest = in_manifest;
+    }
+    int failures = p->fail.failures;
+    int64_t wait = p->fail.wait_ms;
+    free(p->last_error);
+    p->last_error = st_strdup(why);
+    pthread_mutex_unlock(&p->lock);
+    ST_WARN("tiering", "%s-%d: upload of segment %lld-%lld failed (%d time%s in a row): %s; "
+            "backing off, next attempt in %lld ms", p->topic, (int)p->partition,
+            (long long)seg->base_offset, (long long)seg->last_offset, failures,
+            failures == 1 ? "" : "s", why, (long long)wait);
+    status_write(p);
+}
+
+/* May the segment at the remote end (end) be tried now? */
+static int attempt_due(st_tier_part_t *p, int64_t end) {
+    return p->fail.base != end || st_mono_ms() >= p->fail.next_ms;
+}
+
+/* Before a new attempt: the last failed attempt's objects, if they were
+ * not deleted, go first; if that attempt failed storing the manifest, the
+ * bucket's manifest is read: naming them, that attempt did commit (it is
+ * installed).  0: go on; -1: not now (tried again after the back-off). */
+static int leftovers_settled(st_tier_part_t *p) {
+    if (!p->fail.leftover_id[0]) return 0;
+    if (p->fail.leftover_in_manifest) {
+        st_manifest_t m;
+        st_tier__manifest_init(&m);
+        char *why = NULL;
+        st_err_t e = manifest_fetch(p, &m, &why);
+        free(why);
+        if (e != ST_OK && e != ST_E_NOT_FOUND) return -1;
+        int named = 0;
+        for (int i = 0; i < m.nsegs; i++)
+            if (!strcmp(m.segs[i].id, p->fail.leftover_id)) named = 1;
+        if (named) {
+            ST_INFO("tiering", "%s-%d: the manifest write that seemed to fail did commit "
+                    "segment %lld", p->topic, (int)p->partition, (long long)p->fail.base);
+            manifest_install(p, &m);
+            fail_reset(p);
+            return 0;
+        }
+        st_tier__manifest_fini(&m);
+    }
+    if (delete_attempt(p, p->fail.base, p->fail.leftover_id)) return -1;
+    pthread_mutex_lock(&p->lock);
+    p->fail.leftover_id[0] = 0;
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+}
+
 static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) {
     st_tier_t *t = p->tier;
     char *why = NULL, *key = NULL;
+    int in_manifest = 0;
     if (copy_quota_take(p, seg->size_bytes + file_size(seg->index_path) +
                                file_size(seg->timeindex_path)))
         return ST_E_RETRYABLE; /* stopping: the segment waits for the next start */
@@ -329,13 +540,15 @@ static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) 
         next.segs = st_realloc(next.segs, sizeof *next.segs * (size_t)(next.nsegs + 1));
         next.segs[next.nsegs++] = r;
         memset(&r, 0, sizeof r);
+        snprintf(r.id, sizeof r.id, "%s", next.segs[next.nsegs - 1].id); /* for the failure path */
+        in_manifest = 1;
         e = manifest_store(p, &next, &why);
     }
     if (e) {
         free(r.epochs);
         st_tier__manifest_fini(&next);
         ST_TIER_STAT_ADD(t, upload_failures, 1);
-        set_error(p, "%s", why ? why : st_err_msg(e));
+        upload_failed(p, seg, r.id, in_manifest, why ? why : st_err_msg(e));
         free(why);
         return e;
     }
@@ -346,9 +559,17 @@ static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) 
     clear_error(p);
     ST_TIER_STAT_ADD(t, bytes_uploaded, seg->size_bytes);
     ST_TIER_STAT_ADD(t, segments_uploaded, 1);
-    ST_INFO("tiering", "%s-%d: segment %lld-%lld (%lld bytes) is in the bucket", p->topic,
-            (int)p->partition, (long long)seg->base_offset, (long long)seg->last_offset,
-            (long long)seg->size_bytes);
+    int failures = p->fail.base == seg->base_offset ? p->fail.failures : 0;
+    if (failures)
+        ST_INFO("tiering", "%s-%d: segment %lld-%lld (%lld bytes) is in the bucket, after %d "
+                "failed attempt%s", p->topic, (int)p->partition, (long long)seg->base_offset,
+                (long long)seg->last_offset, (long long)seg->size_bytes, failures,
+                failures == 1 ? "" : "s");
+    else
+        ST_INFO("tiering", "%s-%d: segment %lld-%lld (%lld bytes) is in the bucket", p->topic,
+                (int)p->partition, (long long)seg->base_offset, (long long)seg->last_offset,
+                (long long)seg->size_bytes);
+    fail_reset(p);
     return ST_OK;
 }
 
@@ -530,6 +751,11 @@ static void part_job(void *arg) {
         if (stop) break;
         pthread_mutex_lock(&p->lock);
         int64_t end = st_tier__manifest_end(&p->man);
+        pthread_mutex_unlock(&p->lock);
+        /* a segment backed off is not even looked for until its wait ends */
+        if (!attempt_due(p, end) || leftovers_settled(p)) break;
+        pthread_mutex_lock(&p->lock);
+        end = st_tier__manifest_end(&p->man); /* a leftover may have committed */
         pthread_mutex_unlock(&p->lock);
         int n = p->ops.closed_segments(p->ops.arg, end, segs, 4);
         int done = 0, failed = 0;
@@ -751,6 +977,13 @@ st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id
     p->partition = partition;
     p->prefix = st_tier_part_prefix(topic, topic_id, partition);
     p->cache_path = cache_manifest_path ? st_strdup(cache_manifest_path) : NULL;
+    p->fail.base = p->fail.last = -1;
+    if (p->cache_path) {
+        const char *slash = strrchr(p->cache_path, '/');
+        size_t dl = slash ? (size_t)(slash - p->cache_path + 1) : 0;
+        p->status_path = st_strprintf("%.*s" ST_TIER_UPLOAD_STATUS_FILE, (int)dl, p->cache_path);
+        unlink(p->status_path); /* a back-off is in memory: a restart tries at once */
+    }
     p->ops = *ops;
     p->ret = *ret;
     st_tier__manifest_init(&p->man);
@@ -854,6 +1087,9 @@ void st_tier_part_status(st_tier_part_t *p, st_tier_status_t *out) {
     out->last_upload_ms = p->last_upload_ms;
     out->loaded = p->loaded;
     out->durable_log_start = p->durable_log_start;
+    out->failing_base_offset = p->fail.base;
+    out->failures = p->fail.failures;
+    out->retry_in_ms = p->fail.base >= 0 ? ST_MAX(p->fail.next_ms - st_mono_ms(), 0) : 0;
     pthread_mutex_unlock(&p->lock);
 }
 

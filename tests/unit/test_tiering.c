@@ -58,6 +58,8 @@ typedef struct env {
     int64_t delete_at, delete_when_start;
     st_err_t hook_rc; /* what the hook's DeleteRecords answered (job thread) */
     int offered;      /* closed segments the "broker" offers (0: all) */
+    int64_t asked_us[64]; /* when the manager asked for closed segments */
+    int nasked;
     const char *topic; /* NULL: "orders" */
 } env_t;
 
@@ -128,6 +130,10 @@ static void build_segments(env_t *e) {
 
 static int closed_cb(void *arg, int64_t from, st_tier_segment_t *out, int max) {
     env_t *e = arg;
+    pthread_mutex_lock(&e->lock);
+    if (e->nasked < (int)ST_ARRAY_SIZE(e->asked_us)) e->asked_us[e->nasked++] = st_mono_us();
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
     int n = 0;
     int offered = e->offered ? e->offered : NSEGS;
     for (int s = 0; s < offered && n < max; s++)
@@ -895,6 +901,108 @@ static void test_long_topic_names(void **state) {
     }
 }
 
+/* Wait (on the change callback) until the remote end is end. */
+static void wait_end_event(env_t *e, int64_t end) {
+    int64_t deadline = st_mono_ms() + EVENT_WAIT_MS;
+    pthread_mutex_lock(&e->lock);
+    while (__atomic_load_n(&e->remote_end, __ATOMIC_ACQUIRE) != end && st_mono_ms() < deadline)
+        st_cond_wait_ms(&e->cond, &e->lock, deadline - st_mono_ms());
+    pthread_mutex_unlock(&e->lock);
+    assert_int_equal(__atomic_load_n(&e->remote_end, __ATOMIC_ACQUIRE), end);
+}
+
+/*
+ * A segment whose upload keeps failing is backed off exponentially
+ * (remote.log.manager.task.retry.backoff.ms 100, .max.ms 400, no jitter,
+ * under a task interval of 20 ms), the status and the status file say so,
+ * and each failed attempt's objects go at once, so the bucket never holds
+ * more than one attempt's.  It was tried again every task interval, each
+ * attempt leaving its objects behind.  Here the segment's .log goes up and
+ * its .index cannot be read; once it can, the segment goes up after its
+ * wait and the state is gone.
+ */
+static void test_upload_backoff(void **state) {
+    (void)state;
+    env_t e;
+    env_setup(&e);
+    st_tier_destroy(e.tier);
+    char cache[300], err[256];
+    snprintf(cache, sizeof cache, "%s/cache", e.root);
+    st_tier_config_t tc = {.task_interval_ms = 20, .copy_threads = 1, .chunk_bytes = 65536,
+                           .cache_dir = cache, .cache_bytes = 64 << 20, .readahead_chunks = 2,
+                           .index_cache_bytes = 1 << 20, .retry_backoff_ms = 100,
+                           .retry_backoff_max_ms = 400, .retry_jitter = 0};
+    assert_int_equal(st_tier_new(&tc, e.os, &e.tier, err, sizeof err), ST_OK);
+    st_tier_start(e.tier);
+    char hidden[4200];
+    snprintf(hidden, sizeof hidden, "%s.hidden", e.segs[0].info.index_path);
+    assert_int_equal(rename(e.segs[0].info.index_path, hidden), 0);
+    st_tier_retention_t ret = {-1, -1};
+    open_part(&e, &ret);
+
+    /* the manager asks for closed segments once per attempt: wait for 7 */
+    int64_t deadline = st_mono_ms() + EVENT_WAIT_MS;
+    pthread_mutex_lock(&e.lock);
+    while (e.nasked < 7 && st_mono_ms() < deadline) st_cond_wait_ms(&e.cond, &e.lock, 1000);
+    int64_t asked[7];
+    memcpy(asked, e.asked_us, sizeof asked);
+    pthread_mutex_unlock(&e.lock);
+    static const int64_t want_ms[] = {100, 200, 400, 400, 400, 400};
+    int64_t gaps[6];
+    for (int i = 0; i < 6; i++) {
+        gaps[i] = (asked[i + 1] - asked[i]) / 1000;
+        print_message("attempt %d after %lld ms (back-off %lld ms)\n", i + 2, (long long)gaps[i],
+                      (long long)want_ms[i]);
+    }
+    char *keys[64];
+    size_t n = list_keys(&e, "orders-AAAAAAAAAAAAAAAAAAAAAA/3/", keys);
+    print_message("%zu object(s) in the bucket after 7 attempts\n", n);
+    for (int i = 0; i < 6; i++) {
+        assert_true(gaps[i] >= want_ms[i] * 9 / 10);
+        assert_true(gaps[i] <= want_ms[i] + 200);
+    }
+    /* at most one attempt's objects (the one running, if any) */
+    assert_true(n <= 4);
+    for (size_t i = 0; i < n; i++) free(keys[i]);
+    st_tier_status_t s;
+    st_tier_part_status(e.part, &s);
+    assert_int_equal(s.failing_base_offset, 0);
+    assert_true(s.failures >= 6);
+    assert_true(s.retry_in_ms <= 400);
+    assert_int_equal(s.remote_end, 0);
+    /* the status file names the segment, the count and the cause */
+    char path[400], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/remote-upload-status.json", e.root);
+    assert_int_equal(st_read_file(path, &text, &len), ST_OK);
+    assert_non_null(strstr(text, "\"segment_base_offset\":0"));
+    assert_non_null(strstr(text, "\"failures\":"));
+    assert_non_null(strstr(text, e.segs[0].info.index_path));
+    free(text);
+    char *line = st_tier_upload_status_describe(e.root, st_now_ms());
+    assert_non_null(line);
+    print_message("strata tiering status would say: %s\n", line);
+    assert_non_null(strstr(line, "upload of segment 0-399 failed"));
+    assert_non_null(strstr(line, "backing off: next attempt"));
+    assert_non_null(strstr(line, e.segs[0].info.index_path));
+    free(line);
+
+    /* the index is back: the segment goes up after its wait, then the rest */
+    assert_int_equal(rename(hidden, e.segs[0].info.index_path), 0);
+    int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
+    wait_end_event(&e, end);
+    st_tier_part_status(e.part, &s);
+    assert_int_equal(s.failing_base_offset, -1);
+    assert_int_equal(s.failures, 0);
+    assert_int_equal(access(path, F_OK), -1); /* the status file is gone */
+    assert_null(st_tier_upload_status_describe(e.root, st_now_ms()));
+    if (st_tier__part_wait_idle(e.part, EVENT_WAIT_MS)) fail_msg("the job did not end");
+    n = list_keys(&e, "orders-AAAAAAAAAAAAAAAAAAAAAA/3/", keys);
+    assert_int_equal(n, 4 * NSEGS + 1); /* no orphan */
+    for (size_t i = 0; i < n; i++) free(keys[i]);
+    env_teardown(&e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_manifest_round_trip),
@@ -909,6 +1017,7 @@ int main(void) {
         cmocka_unit_test(test_copy_quota_shared),
         cmocka_unit_test(test_copy_quota_stop),
         cmocka_unit_test(test_long_topic_names),
+        cmocka_unit_test(test_upload_backoff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
