@@ -443,9 +443,12 @@ static void upload_failed(st_tier_part_t *p, const st_tier_segment_t *seg, const
     status_write(p);
 }
 
-/* May the segment at the remote end (end) be tried now? */
+/* May uploads from the remote end (end) go on now?  The failing segment is
+ * the next one unless the remote part already passed it (a leftover that
+ * did commit); the first segment of an empty remote part may start above
+ * end. */
 static int attempt_due(st_tier_part_t *p, int64_t end) {
-    return p->fail.base != end || st_mono_ms() >= p->fail.next_ms;
+    return p->fail.base < 0 || p->fail.base < end || st_mono_ms() >= p->fail.next_ms;
 }
 
 /* Before a new attempt: the last failed attempt's objects, if they were
