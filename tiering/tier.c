@@ -11,6 +11,9 @@
  * A kick (a closed segment, DeleteRecords, a retention change, close) that
  * comes while the partition's job runs is not dropped: the job runs again
  * when it ends, since what it was asked for may have come after it looked.
+ * A segment whose upload keeps failing is backed off exponentially and
+ * leaves at most one attempt's objects behind (see "a segment that keeps
+ * failing" below); the copy quota is shared by every copier (quota.c).
  *
  * Locks: t->lock (the partition list, stopping, kicks); p->lock (the
  * manifest in memory and the partition's state).  Never both in the order
@@ -19,8 +22,8 @@
 #include "tier_int.h"
 
 #include <errno.h>
-#include <jansson.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>

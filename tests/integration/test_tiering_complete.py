@@ -35,7 +35,7 @@ import sys
 import time
 
 from kwire import Conn
-from strata_harness import (Broker, Bucket, binary, check, fail, manifest_problems, rgw_env, s3_overrides,
+from strata_harness import (Broker, Bucket, binary, check, manifest_problems, rgw_env, s3_overrides,
                             segment_logs, spawn, tiered_overrides, wait_for, CONFIG, ROOT)
 
 if len(sys.argv) < 2:

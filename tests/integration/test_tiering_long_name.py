@@ -21,7 +21,6 @@ usage: test_tiering_long_name.py rgw ENVFILE | file
 import base64
 import os
 import random
-import re
 import subprocess
 import sys
 import time
