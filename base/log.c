@@ -2,7 +2,9 @@
  * log.c - log lines, clocks and thread names.
  *
  * A line: time, level, thread, subsystem, message.  Lines are written with a
- * single fwrite under the stream's lock so threads never interleave.
+ * single fwrite under the stream's lock so threads never interleave.  A
+ * message is written whole up to 64 KiB (keys and causes make long lines);
+ * past that it is cut with a marker saying how much is missing.
  */
 #include "st_base.h"
 
@@ -52,26 +54,62 @@ void st_thread_set_name(const char *name) {
 
 const char *st_thread_name(void) { return thread_name; }
 
+/* A line is formatted on the stack when it fits (nearly always), else on
+ * the heap: object keys, paths and causes make lines long, and a line cut
+ * short loses the cause at its end.  Past ST_LOG_LINE_MAX a line is cut,
+ * saying so and by how much, so it is never cut silently. */
+#define ST_LOG_LINE_MAX (64 * 1024)
+
 void st_log_write(st_log_level_t level, const char *subsys, const char *fmt, ...) {
-    char line[2048];
+    char stack[2048], *line = stack;
+    size_t cap = sizeof stack;
     struct timeval tv;
     struct tm tm;
     gettimeofday(&tv, NULL);
     gmtime_r(&tv.tv_sec, &tm);
-    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ %-5s [%s] %s: ",
+    char head[160];
+    int n = snprintf(head, sizeof head, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ %-5s [%s] %.40s: ",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
                      tm.tm_sec, (int)(tv.tv_usec / 1000),
                      level_names[level < 0 || level > ST_LOG_TRACE ? 0 : level], thread_name,
                      subsys ? subsys : "-");
-    va_list ap;
+    if (n < 0) n = 0;
+    if ((size_t)n >= sizeof head) n = (int)sizeof head - 1; /* the subsystem is capped above */
+    va_list ap, again;
     va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_copy(again, ap);
+    int m = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    size_t len = (size_t)n + (m < 0 ? 0 : ST_MIN((size_t)m, sizeof line - (size_t)n - 2));
+    if (m < 0) m = 0;
+    size_t want = (size_t)n + (size_t)m + 1; /* and the newline */
+    size_t keep = (size_t)m;                /* message bytes written */
+    if (want + 1 > cap) {
+        size_t size = ST_MIN(want + 1, (size_t)ST_LOG_LINE_MAX);
+        char *heap = malloc(size);
+        if (heap) {
+            line = heap;
+            cap = size;
+        }
+    }
+    static const char cut_fmt[] = " ...[line cut: %zu more bytes]";
+    char cut[64] = "";
+    if (want + 1 > cap) { /* over the cap (or no memory): cut, visibly */
+        size_t room = cap - (size_t)n - 1 - sizeof cut;
+        snprintf(cut, sizeof cut, cut_fmt, (size_t)m - room);
+        keep = room;
+    }
+    memcpy(line, head, (size_t)n);
+    vsnprintf(line + n, keep + 1, fmt, again);
+    va_end(again);
+    size_t len = (size_t)n + keep;
+    size_t cl = strlen(cut);
+    memcpy(line + len, cut, cl);
+    len += cl;
     line[len++] = '\n';
     FILE *f = log_file ? log_file : stderr;
     fwrite(line, 1, len, f);
     fflush(f);
+    if (line != stack) free(line);
 }
 
 st_err_t st__corrupt_bkpt(const char *file, int line) {

@@ -1,4 +1,4 @@
-/* mem.c - allocation wrappers and arenas. */
+/* mem.c - allocation wrappers, arenas and heap-formatted strings. */
 #include "st_base.h"
 
 #include <stdlib.h>
@@ -80,4 +80,34 @@ void st_arena_fini(st_arena_t *a) {
         b = next;
     }
     a->head = NULL;
+}
+
+char *st_vstrprintf(const char *fmt, va_list ap) {
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, again);
+    va_end(again);
+    if (n < 0) return st_strdup("");
+    char *s = st_malloc((size_t)n + 1);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    return s;
+}
+
+char *st_strprintf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = st_vstrprintf(fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+int st_snprintf_marked(char *out, size_t n, const char *fmt, ...) {
+    static const char mark[] = "...[cut]";
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(out, n, fmt, ap);
+    va_end(ap);
+    if (m >= 0 && (size_t)m >= n && n >= sizeof mark)
+        memcpy(out + n - sizeof mark, mark, sizeof mark);
+    return m;
 }

@@ -208,6 +208,15 @@ void *st_calloc(size_t n, size_t m); /* bounded allocations               */
 void *st_realloc(void *p, size_t n);
 char *st_strdup(const char *s);
 char *st_strndup(const char *s, size_t n);
+/* A formatted string on the heap, sized to fit (aborts on failure, as
+ * st_malloc): for messages that carry keys, paths and causes, which a
+ * fixed buffer would cut. */
+char *st_strprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *st_vstrprintf(const char *fmt, va_list ap);
+/* snprintf into a caller's buffer (an API's err/errlen) that says so when
+ * the message does not fit: it then ends with "...[cut]", never silently
+ * short.  Returns the length the whole message needs. */
+int st_snprintf_marked(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Arena: many allocations freed at once (a request's lifetime).
  * Owned by one thread at a time. */

@@ -32,15 +32,15 @@ void st_cli_bucket_usage(FILE *out) {
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int fail(const char *fmt, ...) {
-    char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    char *line = st_vstrprintf(fmt, ap); /* whole: keys are up to 1024 bytes, causes name them */
     va_end(ap);
     /* One line, whatever the message held. */
     for (char *p = line; *p; p++)
         if (*p == '\n' || *p == '\r') *p = ' ';
     fprintf(stderr, "strata bucket: %s\n", line);
+    free(line);
     return ST_CLI_EXIT_FAIL;
 }
 

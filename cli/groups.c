@@ -97,7 +97,7 @@ static int list(const st_cli_ctx_t *ctx, char *why, size_t whylen) {
     st_list_groups_resp_t *r;
     if (st_kclient_call(&kc, ST_API_LIST_GROUPS, 4, &q, &a, (void **)&r, err, sizeof err)) goto fail;
     if (r->error_code) {
-        snprintf(err, sizeof err, "ListGroups: %s", st_err_name((st_err_t)r->error_code));
+        st_snprintf_marked(err, sizeof err, "ListGroups: %s", st_err_name((st_err_t)r->error_code));
         goto fail;
     }
     printf("%-40s %-20s %s\n", "GROUP", "STATE", "PROTOCOL-TYPE");
@@ -134,10 +134,15 @@ static int describe(const st_cli_ctx_t *ctx, const char *group, char *why, size_
     if (st_kclient_call(&kc, ST_API_FIND_COORDINATOR, 3, &fq, &a, (void **)&fr, err, sizeof err))
         goto fail;
     if (fr->error_code) {
-        snprintf(err, sizeof err, "FindCoordinator: %s", st_err_name((st_err_t)fr->error_code));
+        st_snprintf_marked(err, sizeof err, "FindCoordinator: %s", st_err_name((st_err_t)fr->error_code));
         goto fail;
     }
-    snprintf(coord_addr, sizeof coord_addr, "%.*s:%d", ST_STR_FMT(fr->host), (int)fr->port);
+    if (snprintf(coord_addr, sizeof coord_addr, "%.*s:%d", ST_STR_FMT(fr->host), (int)fr->port) >=
+        (int)sizeof coord_addr) {
+        st_snprintf_marked(err, sizeof err, "FindCoordinator: the coordinator's host name is %d "
+                           "bytes long", (int)fr->host.len);
+        goto fail;
+    }
     if (st_kclient_open(&gc, coord_addr, err, sizeof err)) goto fail;
 
     /* members and what they own */
@@ -150,13 +155,13 @@ static int describe(const st_cli_ctx_t *ctx, const char *group, char *why, size_
     if (st_kclient_call(&gc, ST_API_DESCRIBE_GROUPS, 5, &dq, &a, (void **)&dr, err, sizeof err))
         goto fail;
     if (dr->groups.n != 1 || dr->groups.v[0].error_code) {
-        snprintf(err, sizeof err, "DescribeGroups: %s",
+        st_snprintf_marked(err, sizeof err, "DescribeGroups: %s",
                  dr->groups.n ? st_err_name((st_err_t)dr->groups.v[0].error_code) : "no answer");
         goto fail;
     }
     st_described_group_t *g = &dr->groups.v[0];
     if (st_str_eq(g->group_state, "Dead")) {
-        snprintf(err, sizeof err, "consumer group '%s' does not exist", group);
+        st_snprintf_marked(err, sizeof err, "consumer group '%s' does not exist", group);
         goto fail;
     }
     int consumer = st_str_eq(g->protocol_type, "consumer");
@@ -172,7 +177,7 @@ static int describe(const st_cli_ctx_t *ctx, const char *group, char *why, size_
     if (st_kclient_call(&gc, ST_API_OFFSET_FETCH, 7, &oq, &a, (void **)&orr, err, sizeof err))
         goto fail;
     if (orr->error_code) {
-        snprintf(err, sizeof err, "OffsetFetch: %s", st_err_name((st_err_t)orr->error_code));
+        st_snprintf_marked(err, sizeof err, "OffsetFetch: %s", st_err_name((st_err_t)orr->error_code));
         goto fail;
     }
     for (int i = 0; i < orr->topics.n; i++) {

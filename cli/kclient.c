@@ -9,11 +9,15 @@
 #include <unistd.h>
 
 st_err_t st_kclient_open(st_kclient_t *c, const char *bootstrap, char *err, size_t errlen) {
-    char host[256];
+    char host[300]; /* a host name has at most 253 bytes */
+    if (strlen(bootstrap) >= sizeof host) {
+        st_snprintf_marked(err, errlen, "%s: too long for host:port", bootstrap);
+        return ST_E_INVAL;
+    }
     snprintf(host, sizeof host, "%s", bootstrap);
     char *colon = strrchr(host, ':');
     if (!colon) {
-        snprintf(err, errlen, "%s: expected host:port", bootstrap);
+        st_snprintf_marked(err, errlen, "%s: expected host:port", bootstrap);
         return ST_E_INVAL;
     }
     *colon = 0;
@@ -21,7 +25,7 @@ st_err_t st_kclient_open(st_kclient_t *c, const char *bootstrap, char *err, size
     hints.ai_socktype = SOCK_STREAM;
     int rc = getaddrinfo(host, colon + 1, &hints, &res);
     if (rc) {
-        snprintf(err, errlen, "%s: %s", bootstrap, gai_strerror(rc));
+        st_snprintf_marked(err, errlen, "%s: %s", bootstrap, gai_strerror(rc));
         return ST_E_INVAL;
     }
     c->fd = -1;
@@ -32,7 +36,7 @@ st_err_t st_kclient_open(st_kclient_t *c, const char *bootstrap, char *err, size
     }
     freeaddrinfo(res);
     if (c->fd < 0) {
-        snprintf(err, errlen, "cannot connect to %s: %s", bootstrap, strerror(errno));
+        st_snprintf_marked(err, errlen, "cannot connect to %s: %s", bootstrap, strerror(errno));
         return ST_E_IO;
     }
     struct timeval tv = {30, 0};

@@ -96,6 +96,11 @@ static int run(const command_t *cmd, int argc, char **argv) {
         rc = ST_CLI_EXIT_FAIL;
         goto fini;
     }
+    if (bootstrap && strlen(bootstrap) >= sizeof ctx.bootstrap) {
+        fprintf(stderr, "strata %s: --bootstrap %s is too long for host:port\n", cmd->name, bootstrap);
+        rc = ST_CLI_EXIT_USAGE;
+        goto fini;
+    }
     if (bootstrap) snprintf(ctx.bootstrap, sizeof ctx.bootstrap, "%s", bootstrap);
     else default_bootstrap(&ctx.broker, ctx.bootstrap, sizeof ctx.bootstrap);
     rc = cmd->run(&ctx, argc - i, argv + i);

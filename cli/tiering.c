@@ -7,7 +7,10 @@
  * Offsets come from the broker (ListOffsets -2 earliest, -4 earliest local,
  * -5 latest tiered, -1 latest: KIP-405 / KIP-1005), local bytes from
  * DescribeLogDirs; segments and bytes from the partition's manifest in the
- * bucket, read through the same object store settings as the broker's.
+ * bucket, read through the same object store settings as the broker's.  A
+ * segment whose upload keeps failing, backed off, is read from the
+ * remote-upload-status.json the broker keeps in the partition's directory
+ * (under log.dirs; on the broker's machine).
  */
 #include "cli_int.h"
 #include "kclient.h"
@@ -58,6 +61,8 @@ static int status(const st_cli_ctx_t *ctx, const char *topic) {
     st_os_t *os = NULL;
     row_t *rows = NULL;
     int nrows = 0;
+    char **dirs = NULL;
+    int ndirs = 0;
     if (st_kclient_open(&kc, ctx->bootstrap, err, sizeof err)) goto fail;
 
     /* Which partitions (and topic ids, for the bucket's keys). */
@@ -81,7 +86,7 @@ static int status(const st_cli_ctx_t *ctx, const char *topic) {
     for (int i = 0; i < md->topics.n; i++) {
         st_metadata_topic_t *t = &md->topics.v[i];
         if (t->error_code) {
-            snprintf(err, sizeof err, "topic %.*s: %s", ST_STR_FMT(t->name),
+            st_snprintf_marked(err, sizeof err, "topic %.*s: %s", ST_STR_FMT(t->name),
                      st_err_name((st_err_t)t->error_code));
             goto fail;
         }
@@ -149,42 +154,57 @@ static int status(const st_cli_ctx_t *ctx, const char *topic) {
 
     /* The bucket's side. */
     if (st_os_new(&ctx->os, &os, err, sizeof err)) goto fail;
+    dirs = st_split_csv(ctx->broker.log_dirs, &ndirs);
     printf("%-24s %4s %12s %12s %12s %12s %9s %6s %9s %12s  %s\n", "TOPIC", "PART", "LOG-START",
            "LOCAL-START", "TIERED-END", "HIGH-WATER", "LOCAL", "SEGS", "REMOTE", "NOT-TIERED",
            "MANIFEST");
     for (int i = 0; i < nrows; i++) {
         row_t *r = &rows[i];
-        char prefix[600], key[700], bytes[32] = "-", local[32] = "-", why[200] = "";
-        st_tier_part_prefix(r->topic, r->topic_id, r->partition, prefix, sizeof prefix);
-        snprintf(key, sizeof key, "%s/manifest.json", prefix);
+        char bytes[32] = "-", local[32] = "-", dwhy[200] = "", *why = NULL;
+        char *prefix = st_tier_part_prefix(r->topic, r->topic_id, r->partition);
+        char *key = st_strprintf("%s/manifest.json", prefix);
         st_os_request_t rq = {.op = ST_OS_GET, .key = key, .offset = 0, .length = ST_OS_TO_END};
         rq.sink.kind = ST_OS_SINK_ALLOC;
         st_os_result_t *res = st_os_run(os, &rq);
         st_tier_manifest_summary_t s = {0, -1, -1, -1, -1};
         const char *state = "none";
         if (res->status == ST_OK) {
-            state = st_tier_manifest_summarize(res->data, (size_t)res->length, &s, why, sizeof why)
-                        ? why : "ok";
+            state = st_tier_manifest_summarize(res->data, (size_t)res->length, &s, dwhy, sizeof dwhy)
+                        ? dwhy : "ok";
         } else if (res->status != ST_E_NOT_FOUND) {
-            snprintf(why, sizeof why, "%s", res->message);
+            why = st_strdup(res->message); /* whole: it names the key */
             state = why;
         }
         st_os_result_free(res);
+        free(key);
+        free(prefix);
+        /* A segment backed off (remote-upload-status.json in the partition's
+         * directory, when this machine holds it). */
+        char *backoff = NULL;
+        for (int d = 0; d < ndirs && !backoff; d++) {
+            char *pdir = st_strprintf("%s/%s-%d", dirs[d], r->topic, (int)r->partition);
+            backoff = st_tier_upload_status_describe(pdir, st_now_ms());
+            free(pdir);
+        }
         human(s.bytes, bytes, sizeof bytes);
         human(r->local_bytes, local, sizeof local);
         int64_t tiered_end = r->off[Q_TIERED] >= 0 ? r->off[Q_TIERED] + 1 : -1;
         int64_t base = tiered_end >= 0 ? tiered_end : r->off[Q_LOCAL];
-        printf("%-24s %4d %12lld %12lld %12lld %12lld %9s %6d %9s %12lld  %s%s%s\n", r->topic,
+        printf("%-24s %4d %12lld %12lld %12lld %12lld %9s %6d %9s %12lld  %s%s%s%s%s\n", r->topic,
                (int)r->partition, (long long)r->off[Q_EARLIEST], (long long)r->off[Q_LOCAL],
                (long long)tiered_end, (long long)r->off[Q_LATEST], local, s.segments, bytes,
                (long long)(r->off[Q_LATEST] - base), state, r->err ? " error " : "",
-               r->err ? st_err_name((st_err_t)r->err) : "");
+               r->err ? st_err_name((st_err_t)r->err) : "", backoff ? "; " : "",
+               backoff ? backoff : "");
+        free(backoff);
+        free(why);
     }
     rc = ST_CLI_EXIT_OK;
     goto out;
 fail:
     fprintf(stderr, "strata tiering: %s\n", err);
 out:
+    if (dirs) st_free_strv(dirs, ndirs);
     st_os_destroy(os);
     st_kclient_close(&kc);
     free(rows);

@@ -56,6 +56,9 @@
 #define FILE_TMP_DIR ".strata-tmp"
 #define FILE_COPY_CHUNK (1024 * 1024)
 #define FILE_PATH_MAX 4096
+/* Our reasons name at most one path (the root's, a key's or an object
+ * file's) besides fixed words: sized to fit them. */
+#define FILE_WHY_MAX (FILE_PATH_MAX + 256)
 /* Temporary files older than this are left over from a crash. */
 #define FILE_TMP_STALE_S 3600
 
@@ -360,7 +363,7 @@ static void hex8(uint32_t v, char out[9]) { snprintf(out, 9, "%08x", v); }
 static void do_put(file_os_t *fo, st_os_req_t *req) {
     st_os_request_t *rq = &req->rq;
     key_path_t *kp = st_os__alloc(req, sizeof *kp);
-    char why[512], tmp[FILE_PATH_MAX];
+    char why[FILE_WHY_MAX], tmp[FILE_PATH_MAX];
     int fd = -1, src_fd = -1, en = 0, have_tmp = 0;
     uint8_t *chunk = NULL;
     st_err_t status = ST_E_PERMANENT;
@@ -377,8 +380,9 @@ static void do_put(file_os_t *fo, st_os_req_t *req) {
         src_fd = open(rq->src.path, O_RDONLY | O_CLOEXEC);
         if (src_fd < 0 || fstat(src_fd, &sst) != 0) {
             en = errno;
-            what = "cannot open the source file";
-            goto fail;
+            st_os__complete(req, errno_status(en), "put %s: cannot open the source file %s: %s",
+                            rq->key, rq->src.path, strerror(en));
+            goto out_fail;
         }
         uint64_t fsize = (uint64_t)sst.st_size;
         if (src_off > fsize || (size != ST_OS_TO_END && size > fsize - src_off)) {
@@ -510,7 +514,7 @@ static int open_object(file_os_t *fo, st_os_req_t *req, key_path_t *kp, int *fdp
                        obj_hdr_t *hd, struct stat *st) {
     const char *key = req->rq.key;
     const char *op = st_os_op_name(req->rq.op);
-    char why[512];
+    char why[FILE_WHY_MAX];
     if (root_missing(req, fo)) return -1;
     if (make_key_path(fo, key, kp, why, sizeof why)) {
         /* Such a key cannot have been stored here. */
@@ -668,7 +672,7 @@ out:
 
 /* 0, or an errno. */
 static int delete_key(file_os_t *fo, const char *key, key_path_t *kp) {
-    char why[256];
+    char why[FILE_WHY_MAX];
     if (make_key_path(fo, key, kp, why, sizeof why)) return 0; /* cannot exist */
     if (unlink(kp->path) != 0) {
         int en = errno;
@@ -822,7 +826,7 @@ static void walk(lister_t *ls, const char *dir, const char *keypfx) {
         }
         struct stat st;
         obj_hdr_t hd;
-        char why[256];
+        char why[FILE_WHY_MAX];
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) continue; /* deleted meanwhile */
         if (fstat(fd, &st) != 0 || header_read(NULL, fd, &st, &hd, why, sizeof why) != ST_OK) {
@@ -858,7 +862,7 @@ static void do_list(file_os_t *fo, st_os_req_t *req) {
     /* Start in the deepest directory the prefix names whole. */
     key_path_t *kp = st_os__alloc(req, sizeof *kp);
     const char *last_slash = strrchr(rq->prefix, '/');
-    char why[256];
+    char why[FILE_WHY_MAX];
     if (last_slash) {
         size_t dl = (size_t)(last_slash - rq->prefix);
         char *dirkey = st_os__alloc(req, dl + 2);
@@ -961,7 +965,7 @@ static st_err_t file_open(st_os_t *os, char *err, size_t errlen) {
     size_t rl = strlen(c->file_root);
     while (rl > 1 && c->file_root[rl - 1] == '/') rl--;
     if (rl + 64 >= FILE_PATH_MAX) {
-        snprintf(err, errlen, "objectstore.file.root: path too long");
+        st_snprintf_marked(err, errlen, "objectstore.file.root: path too long");
         return ST_E_CONFIG;
     }
     file_os_t *fo = st_calloc(1, sizeof *fo);
@@ -973,7 +977,7 @@ static st_err_t file_open(st_os_t *os, char *err, size_t errlen) {
     if (c->file_create_root) {
         st_err_t e = st_mkdirs(fo->root);
         if (e) {
-            snprintf(err, errlen, "objectstore.file.root: cannot create %s: %s", fo->root,
+            st_snprintf_marked(err, errlen, "objectstore.file.root: cannot create %s: %s", fo->root,
                      st_err_msg(e));
             free(fo);
             return ST_E_CONFIG;
@@ -981,7 +985,7 @@ static st_err_t file_open(st_os_t *os, char *err, size_t errlen) {
     }
     remove_stale_tmp(fo);
     fo->pool = st_pool_new(c->file_threads, "os-file");
-    snprintf(os->describe, sizeof os->describe, "file://%s", fo->root);
+    st_snprintf_marked(os->describe, sizeof os->describe, "file://%s", fo->root);
     os->impl = fo;
     return ST_OK;
 }

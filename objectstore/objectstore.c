@@ -42,13 +42,13 @@ static void take_env(char **field, const char *var) {
 static st_err_t resolve_config(st_os_config_t *c, char *err, size_t errlen) {
     if (!strcmp(c->backend, "file")) {
         if (!c->file_root || !*c->file_root) {
-            snprintf(err, errlen, "objectstore.file.root: must name a directory");
+            st_snprintf_marked(err, errlen, "objectstore.file.root: must name a directory");
             return ST_E_CONFIG;
         }
         return ST_OK;
     }
     if (strcmp(c->backend, "s3") != 0) {
-        snprintf(err, errlen, "objectstore.backend: '%s' must be file or s3", c->backend);
+        st_snprintf_marked(err, errlen, "objectstore.backend: '%s' must be file or s3", c->backend);
         return ST_E_CONFIG;
     }
     take_env(&c->s3_access_key, "AWS_ACCESS_KEY_ID");
@@ -61,7 +61,7 @@ static st_err_t resolve_config(st_os_config_t *c, char *err, size_t errlen) {
         c->s3_region = st_strdup("us-east-1");
     }
     if (!*c->s3_bucket) {
-        snprintf(err, errlen, "objectstore.s3.bucket: must be set when objectstore.backend=s3");
+        st_snprintf_marked(err, errlen, "objectstore.s3.bucket: must be set when objectstore.backend=s3");
         return ST_E_CONFIG;
     }
     if (!*c->s3_access_key || !*c->s3_secret_key) {
@@ -72,7 +72,7 @@ static st_err_t resolve_config(st_os_config_t *c, char *err, size_t errlen) {
     }
     for (const char *p = c->s3_region; *p; p++) {
         if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-')) {
-            snprintf(err, errlen, "objectstore.s3.region: '%s' is not a region name",
+            st_snprintf_marked(err, errlen, "objectstore.s3.region: '%s' is not a region name",
                      c->s3_region);
             return ST_E_CONFIG;
         }
@@ -183,7 +183,8 @@ static void fail_early(st_os_req_t *req, const char *fmt, ...) {
     if (req->early_status) return; /* keep the first reason */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(req->msg, sizeof req->msg, fmt, ap);
+    free(req->msg);
+    req->msg = st_vstrprintf(fmt, ap);
     va_end(ap);
     req->early_status = ST_E_PERMANENT;
 }
@@ -323,14 +324,17 @@ st_os_req_t *st_os__req_new(st_os_t *os, const st_os_request_t *rq, st_os_done_c
 }
 
 void st_os__complete(st_os_req_t *req, st_err_t status, const char *fmt, ...) {
+    char *msg;
     if (fmt) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(req->msg, sizeof req->msg, fmt, ap);
+        msg = st_vstrprintf(fmt, ap); /* may read the old req->msg */
         va_end(ap);
     } else {
-        req->msg[0] = 0;
+        msg = st_strdup("");
     }
+    free(req->msg);
+    req->msg = msg;
     req->res.status = status;
     req->res.message = req->msg;
     req->res.elapsed_us = st_mono_us() - req->start_us;
@@ -345,9 +349,7 @@ void st_os__complete(st_os_req_t *req, st_err_t status, const char *fmt, ...) {
 }
 
 void st_os__complete_early(st_os_req_t *req) {
-    char m[sizeof req->msg];
-    memcpy(m, req->msg, sizeof m);
-    st_os__complete(req, req->early_status, "%s", m);
+    st_os__complete(req, req->early_status, "%s", req->msg ? req->msg : "");
 }
 
 void st_os_submit(st_os_t *os, const st_os_request_t *rq, st_os_done_cb cb, void *arg) {
@@ -394,6 +396,7 @@ void st_os_result_free(st_os_result_t *res) {
     if (!res) return;
     st_os_req_t *req = (st_os_req_t *)((char *)res - offsetof(st_os_req_t, res));
     if (req->rq.op == ST_OS_GET && req->rq.sink.kind == ST_OS_SINK_ALLOC) free(res->data);
+    free(req->msg);
     st_arena_fini(&req->arena);
     free(req);
 }
@@ -402,7 +405,7 @@ st_err_t st_os_check(st_os_t *os, char *err, size_t errlen) {
     st_os_request_t rq = {.op = ST_OS_CHECK};
     st_os_result_t *res = st_os_run(os, &rq);
     st_err_t e = res->status;
-    if (e) snprintf(err, errlen, "%s: %s", st_os_describe(os), res->message);
+    if (e) st_snprintf_marked(err, errlen, "%s: %s", st_os_describe(os), res->message);
     st_os_result_free(res);
     return e;
 }

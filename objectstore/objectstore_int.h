@@ -64,7 +64,7 @@ struct st_os_req {
     int64_t start_us;
     void *backend;      /* the backend's per-request state */
     st_os_req_t *next;  /* backend queues */
-    char msg[1024];
+    char *msg;          /* heap, whole (it names keys and causes): res.message */
 };
 
 st_os_req_t *st_os__req_new(st_os_t *os, const st_os_request_t *rq, st_os_done_cb cb,
@@ -112,10 +112,16 @@ int st_os__s3_parse_error(const char *xml, size_t len, st_os_s3_error_t *out);
  * configured prefix strip.  0, or -1 with why. */
 int st_os__s3_parse_list(st_os_req_t *req, const char *strip, const char *xml, size_t len,
                          char *why, size_t whylen);
-int st_os__s3_parse_upload_id(const char *xml, size_t len, char *out, size_t outlen, char *why,
-                              size_t whylen);
-/* 0: completed; 1: a 200 answer that holds an <Error> (err filled);
- * -1: unreadable (why). */
+/* The UploadId (heap; the caller frees it), or NULL with why. */
+char *st_os__s3_parse_upload_id(const char *xml, size_t len, char *why, size_t whylen);
+/* What a 200 answer to CompleteMultipartUpload says. */
+enum {
+    ST_OS_S3_COMPLETE_OK = 0,    /* <CompleteMultipartUploadResult>: done */
+    ST_OS_S3_COMPLETE_ERROR = 1, /* an <Error> inside the 200 (err filled): not done */
+    ST_OS_S3_COMPLETE_UNKNOWN = 2 /* anything else (another root element, as moto's
+                                   * CompleteMultipartUploadResponse, an empty or broken
+                                   * body): the outcome is unknown; why says what came */
+};
 int st_os__s3_parse_complete(const char *xml, size_t len, st_os_s3_error_t *err, char *why,
                              size_t whylen);
 /* DeleteObjects answer: the keys that failed (NoSuchKey counts as done). */

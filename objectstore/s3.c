@@ -116,11 +116,12 @@ struct call {
     /* retries */
     int attempt;
     int64_t due_us;
+    int outcome_unknown; /* CALL_MP_COMPLETE: a 200 that said neither done nor not */
 
     /* outcome */
     st_err_t status;
     int cancelled;
-    char msg[512];
+    char *msg; /* heap: the outcome, whole */
 
     CURL *easy;
     char errbuf[CURL_ERROR_SIZE];
@@ -135,7 +136,7 @@ struct s3_op {
     int last_attempts;
     int last_http;
     st_err_t status; /* first failure, kept for the final answer */
-    char msg[768];
+    char *msg;       /* heap: its message, whole (keys and causes) */
     int failed;
     int cancelled;
 
@@ -151,6 +152,7 @@ struct s3_op {
     int nparts, next_part, parts_active, parts_done;
     char **etags;
     int complete_attempted;
+    char *verify_why; /* why the completion is checked with HEAD (NULL: NoSuchUpload) */
 
     /* get */
     int sink_fd;
@@ -262,6 +264,7 @@ static void call_free(call_t *c) {
     curl_slist_free_all(c->headers);
     free(c->url);
     free(c->body_owned);
+    free(c->msg);
     st_buf_fini(&c->resp);
     st_buf_fini(&c->hdrs);
     free(c);
@@ -269,12 +272,12 @@ static void call_free(call_t *c) {
 
 static void add_header(call_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void add_header(call_t *c, const char *fmt, ...) {
-    char line[4400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    char *line = st_vstrprintf(fmt, ap);
     va_end(ap);
     struct curl_slist *l = curl_slist_append(c->headers, line);
+    free(line);
     if (!l) abort(); /* out of memory for a header line */
     c->headers = l;
 }
@@ -606,7 +609,7 @@ static void unlive(s3_t *s3, call_t *c) {
 typedef struct verdict {
     st_err_t status; /* if this is the last attempt */
     int retry;       /* worth another attempt */
-    char msg[480];
+    char *msg; /* heap; NULL until set */
 } verdict_t;
 
 static void verdict_set(verdict_t *v, st_err_t status, int retry, const char *fmt, ...)
@@ -616,7 +619,8 @@ static void verdict_set(verdict_t *v, st_err_t status, int retry, const char *fm
     v->retry = retry;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(v->msg, sizeof v->msg, fmt, ap);
+    free(v->msg);
+    v->msg = st_vstrprintf(fmt, ap);
     va_end(ap);
 }
 
@@ -688,9 +692,8 @@ static void judge_http(s3_t *s3, call_t *c, verdict_t *v) {
               st_os__s3_parse_error((const char *)c->resp.data, c->resp.len, &e) == 0;
     if (!has) memset(&e, 0, sizeof e);
     const char *code = e.code;
-    char detail[400];
-    snprintf(detail, sizeof detail, "HTTP %ld%s%s%s%s", c->http, code[0] ? " " : "", code,
-             e.message[0] ? ": " : "", e.message);
+    char *detail = st_strprintf("HTTP %ld%s%s%s%s", c->http, code[0] ? " " : "", code,
+                                e.message[0] ? ": " : "", e.message);
     long h = c->http;
 
     if (!strcmp(code, "InvalidAccessKeyId"))
@@ -744,6 +747,7 @@ static void judge_http(s3_t *s3, call_t *c, verdict_t *v) {
         verdict_set(v, ST_E_RETRYABLE, 1, "%s", detail);
     else
         verdict_set(v, ST_E_PERMANENT, 0, "%s", detail);
+    free(detail);
 }
 
 /* ------------------------------------------------------------------------
@@ -757,7 +761,19 @@ static void op_fail(s3_op_t *op, st_err_t status, const char *msg) {
     if (op->failed) return; /* the first failure is the story */
     op->failed = 1;
     op->status = status;
-    snprintf(op->msg, sizeof op->msg, "%s", msg);
+    op->msg = st_strdup(msg);
+}
+
+static void op_failf(s3_op_t *op, st_err_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void op_failf(s3_op_t *op, st_err_t status, const char *fmt, ...) {
+    if (op->failed) return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *m = st_vstrprintf(fmt, ap);
+    va_end(ap);
+    op_fail(op, status, m);
+    free(m);
 }
 
 static void op_free(s3_op_t *op) {
@@ -768,6 +784,8 @@ static void op_free(s3_op_t *op) {
         free(op->etags);
     }
     free(op->upload_id);
+    free(op->verify_why);
+    free(op->msg);
     st_buf_fini(&op->failed_keys);
     /* A buffer not handed to the result is ours to free. */
     if (op->buf && op->req->res.data != op->buf) free(op->buf);
@@ -790,11 +808,12 @@ static void op_maybe_finish(s3_op_t *op) {
         req->res.has_crc32c = 1;
         req->res.crc32c = op->crc;
     }
-    char msg[sizeof op->msg];
-    memcpy(msg, op->msg, sizeof msg);
+    char *msg = op->msg;
+    op->msg = NULL;
     op_free(op);
     if (status == ST_OK) st_os__complete(req, ST_OK, NULL);
-    else st_os__complete(req, status, "%s", msg);
+    else st_os__complete(req, status, "%s", msg ? msg : "");
+    free(msg);
 }
 
 static s3_op_t *op_new(s3_t *s3, st_os_req_t *req) {
@@ -869,9 +888,7 @@ static void put_start(s3_op_t *op) {
     uint64_t ps = op->part_size;
     uint64_t nparts = (op->size + ps - 1) / ps;
     if (nparts > S3_MAX_PARTS) {
-        op_fail(op, ST_E_PERMANENT, "");
-        snprintf(op->msg, sizeof op->msg,
-                 "put %s: %llu bytes need %llu parts of %llu bytes, over S3's 10000; raise "
+        op_failf(op, ST_E_PERMANENT, "put %s: %llu bytes need %llu parts of %llu bytes, over S3's 10000; raise "
                  "objectstore.s3.part.size.bytes",
                  op->req->rq.key, (unsigned long long)op->size, (unsigned long long)nparts,
                  (unsigned long long)ps);
@@ -1004,10 +1021,8 @@ static void get_start(s3_op_t *op) {
     if (rq->sink.kind == ST_OS_SINK_FILE) {
         op->sink_fd = open(rq->sink.path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         if (op->sink_fd < 0) {
-            char m[600];
-            snprintf(m, sizeof m, "get %s: cannot open %s: %s", rq->key, rq->sink.path,
+            op_failf(op, ST_E_PERMANENT, "get %s: cannot open %s: %s", rq->key, rq->sink.path,
                      strerror(errno));
-            op_fail(op, ST_E_PERMANENT, m);
             op_maybe_finish(op);
             return;
         }
@@ -1185,24 +1200,21 @@ static const char *attempts_text(const call_t *c, char *buf, size_t n) {
 /* A call's final failure becomes the op's. */
 static void call_failed(call_t *c, const char *what) {
     s3_op_t *op = c->op;
-    char m[sizeof op->msg], att[48];
+    char att[48];
     const char *key = op->req->rq.key;
-    snprintf(m, sizeof m, "%s%s%s: %s%s%s", st_os_op_name(op->req->rq.op), key ? " " : "",
-             key ? key : "", what ? what : "", what ? ": " : "", c->msg);
     if (c->status == ST_E_RETRYABLE && !c->cancelled)
-        snprintf(m + strlen(m), sizeof m - strlen(m), " (gave up after %d attempts)",
-                 c->attempt);
+        snprintf(att, sizeof att, " (gave up after %d attempts)", c->attempt);
     else
-        snprintf(m + strlen(m), sizeof m - strlen(m), "%s", attempts_text(c, att, sizeof att));
-    op_fail(op, c->status, m);
+        attempts_text(c, att, sizeof att);
+    op_failf(op, c->status, "%s%s%s: %s%s%s%s", st_os_op_name(op->req->rq.op), key ? " " : "",
+             key ? key : "", what ? what : "", what ? ": " : "", c->msg ? c->msg : "", att);
 }
 
 static void finish_get(s3_op_t *op, call_t *c) {
     st_os_req_t *req = op->req;
     st_os_result_t *res = &req->res;
     if (c->status == ST_E_NOT_FOUND) {
-        op_fail(op, ST_E_NOT_FOUND, "");
-        snprintf(op->msg, sizeof op->msg, "get %s: no such key", req->rq.key);
+        op_failf(op, ST_E_NOT_FOUND, "get %s: no such key", req->rq.key);
         return;
     }
     if (c->status) {
@@ -1233,8 +1245,7 @@ static void finish_get(s3_op_t *op, call_t *c) {
 static void finish_head(s3_op_t *op, call_t *c) {
     st_os_req_t *req = op->req;
     if (c->status == ST_E_NOT_FOUND) {
-        op_fail(op, ST_E_NOT_FOUND, "");
-        snprintf(op->msg, sizeof op->msg, "head %s: no such key", req->rq.key);
+        op_failf(op, ST_E_NOT_FOUND, "head %s: no such key", req->rq.key);
         return;
     }
     if (c->status) {
@@ -1288,6 +1299,14 @@ static void call_done(s3_t *s3, call_t *c) {
     case CALL_MP_PART: finish_part(op, c); break;
     case CALL_MP_COMPLETE:
         if (c->status == ST_OK) break;
+        if (c->outcome_unknown) {
+            /* A 200 that says neither: the object may be there.  Retrying
+             * would complete nothing (or a completed upload again, on a
+             * server that allows it) and leave the object orphaned. */
+            op->verify_why = st_strdup(c->msg);
+            mp_verify(op);
+            break;
+        }
         if (c->status == ST_E_PERMANENT && strstr(c->msg, "NoSuchUpload") && c->attempt > 1) {
             /* An earlier attempt may have completed it and lost the answer. */
             mp_verify(op);
@@ -1300,13 +1319,25 @@ static void call_done(s3_t *s3, call_t *c) {
         const char *v = c->status == ST_OK ? header_get(c, "x-amz-meta-" ST_OS_CRC_META) : NULL;
         char want[9];
         snprintf(want, sizeof want, "%08x", op->crc);
-        if (!v || strcmp(v, want) != 0 || c->content_length != (int64_t)op->size) {
-            op_fail(op, ST_E_RETRYABLE, "");
-            snprintf(op->msg, sizeof op->msg,
-                     "put %s: completing the multipart upload failed and the object is not "
-                     "there",
-                     op->req->rq.key);
+        int there = v && !strcmp(v, want) && c->content_length == (int64_t)op->size;
+        const char *what = op->verify_why ? op->verify_why : "NoSuchUpload on a retry";
+        if (there) {
+            ST_INFO(ST_OS_SUBSYS, "put %s: completing the multipart upload answered %s; HEAD "
+                    "finds the object with our size and CRC32C, so it is done",
+                    op->req->rq.key, what);
+            break;
         }
+        if (c->status == ST_E_NOT_FOUND || c->status == ST_OK)
+            op_failf(op, ST_E_RETRYABLE, "put %s: completing the multipart upload answered %s, and "
+                     "the object is not there%s", op->req->rq.key, what,
+                     c->status == ST_OK ? " with our size and CRC32C" : "");
+        else
+            op_failf(op, ST_E_RETRYABLE, "put %s: completing the multipart upload answered %s, and "
+                     "checking for the object failed: %s", op->req->rq.key, what,
+                     c->msg ? c->msg : "");
+        /* Not known to be complete: abort it, so its parts go (a completed
+         * one answers NoSuchUpload, which only costs a warning). */
+        if (op->verify_why) mp_abort(op);
         break;
     }
     case CALL_MP_ABORT:
@@ -1351,10 +1382,8 @@ static void call_done(s3_t *s3, call_t *c) {
             memcpy(copy, f, nf * sizeof *copy);
             op->req->res.failed = copy;
             op->req->res.nfailed = nf;
-            char m[sizeof op->msg];
-            snprintf(m, sizeof m, "delete-batch: %zu of %zu keys not deleted (first: %s: %s)",
-                     nf, op->req->rq.nkeys, copy[0].key, copy[0].message);
-            op_fail(op, worst, m);
+            op_failf(op, worst, "delete-batch: %zu of %zu keys not deleted (first: %s: %s)", nf,
+                     op->req->rq.nkeys, copy[0].key, copy[0].message);
         }
     }
     op_maybe_finish(op);
@@ -1363,7 +1392,7 @@ static void call_done(s3_t *s3, call_t *c) {
 /* Looks at a finished attempt: success, retry later, or final failure. */
 static void finish_attempt(s3_t *s3, call_t *c, CURLcode cc) {
     s3_op_t *op = c->op;
-    verdict_t v = {ST_OK, 0, ""};
+    verdict_t v = {ST_OK, 0, NULL};
     if (c->easy) {
         if (!c->http) curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &c->http);
         if (st_log_debug_enabled(ST_OS_SUBSYS)) {
@@ -1398,12 +1427,10 @@ static void finish_attempt(s3_t *s3, call_t *c, CURLcode cc) {
         char why[256] = "";
         switch (c->kind) {
         case CALL_MP_INIT: {
-            char id[1024];
-            if (st_os__s3_parse_upload_id((const char *)c->resp.data, c->resp.len, id, sizeof id,
-                                          why, sizeof why))
-                verdict_set(&v, ST_E_RETRYABLE, 1, "%s", why);
-            else
-                op->upload_id = st_strdup(id);
+            char *id = st_os__s3_parse_upload_id((const char *)c->resp.data, c->resp.len, why,
+                                                 sizeof why);
+            if (!id) verdict_set(&v, ST_E_RETRYABLE, 1, "%s", why);
+            else op->upload_id = id;
             break;
         }
         case CALL_MP_PART:
@@ -1414,12 +1441,13 @@ static void finish_attempt(s3_t *s3, call_t *c, CURLcode cc) {
             st_os_s3_error_t e;
             int rc = st_os__s3_parse_complete((const char *)c->resp.data, c->resp.len, &e, why,
                                               sizeof why);
-            if (rc == 1)
+            c->outcome_unknown = rc == ST_OS_S3_COMPLETE_UNKNOWN;
+            if (rc == ST_OS_S3_COMPLETE_ERROR)
                 verdict_set(&v, st_os__s3_code_retryable(e.code) ? ST_E_RETRYABLE : ST_E_PERMANENT,
                             st_os__s3_code_retryable(e.code), "%s: %s %s", why, e.code,
                             e.message);
-            else if (rc < 0)
-                verdict_set(&v, ST_E_RETRYABLE, 1, "%s", why);
+            else if (rc == ST_OS_S3_COMPLETE_UNKNOWN) /* not retried: checked with HEAD */
+                verdict_set(&v, ST_E_RETRYABLE, 0, "HTTP 200 with %s", why);
             break;
         }
         case CALL_LIST:
@@ -1481,12 +1509,14 @@ static void finish_attempt(s3_t *s3, call_t *c, CURLcode cc) {
                            "%s %s: attempt %d failed (%s); retrying in %lld ms",
                            st_os_op_name(op->req->rq.op), op->req->rq.key ? op->req->rq.key : "",
                            c->attempt, v.msg, (long long)delay);
+        free(v.msg);
         c->due_us = st_mono_us() + delay * 1000;
         timer_push(s3, c);
         return;
     }
     c->status = v.status;
-    snprintf(c->msg, sizeof c->msg, "%s", v.msg);
+    free(c->msg);
+    c->msg = v.msg ? v.msg : st_strdup("");
     call_done(s3, c);
 }
 
@@ -1497,7 +1527,8 @@ static void finish_attempt(s3_t *s3, call_t *c, CURLcode cc) {
 static void cancel_call(s3_t *s3, call_t *c) {
     c->cancelled = 1;
     c->status = ST_E_RETRYABLE;
-    snprintf(c->msg, sizeof c->msg, "cancelled, the object store is closing");
+    free(c->msg);
+    c->msg = st_strdup("cancelled, the object store is closing");
     c->op->cancelled = 1;
     call_done(s3, c);
 }
@@ -1550,9 +1581,7 @@ static void *loop_main(void *arg) {
         for (size_t i = 0; i < nops; i++) {
             if (stopping && !ops[i]->req->early_status) {
                 ops[i]->cancelled = 1;
-                op_fail(ops[i], ST_E_RETRYABLE, "");
-                snprintf(ops[i]->msg, sizeof ops[i]->msg,
-                         "%s: cancelled, the object store is closing",
+                op_failf(ops[i], ST_E_RETRYABLE, "%s: cancelled, the object store is closing",
                          st_os_op_name(ops[i]->req->rq.op));
                 op_maybe_finish(ops[i]);
             } else {
@@ -1572,7 +1601,8 @@ static void *loop_main(void *arg) {
             if (c->op->failed && c->kind == CALL_MP_PART) {
                 /* Its upload already failed: do not send it again. */
                 c->status = ST_E_RETRYABLE;
-                snprintf(c->msg, sizeof c->msg, "not retried, the upload failed");
+                free(c->msg);
+                c->msg = st_strdup("not retried, the upload failed");
                 call_done(s3, c);
                 continue;
             }
@@ -1632,7 +1662,7 @@ static void inbox_push(s3_t *s3, s3_op_t *op) {
 static void prep_put(void *arg) {
     s3_op_t *op = arg;
     const st_os_request_t *rq = &op->req->rq;
-    char m[700];
+    char *m = NULL;
     if (rq->src.kind == ST_OS_SRC_MEM) {
         op->size = rq->src.length;
         op->crc = rq->crc32c_known ? rq->crc32c : st_crc32c(0, rq->src.data, op->size);
@@ -1643,14 +1673,14 @@ static void prep_put(void *arg) {
     uint8_t *chunk = NULL;
     op->src_fd = open(rq->src.path, O_RDONLY | O_CLOEXEC);
     if (op->src_fd < 0 || fstat(op->src_fd, &st) != 0) {
-        snprintf(m, sizeof m, "put %s: cannot open the source file %s: %s", rq->key,
+        m = st_strprintf("put %s: cannot open the source file %s: %s", rq->key,
                  rq->src.path, strerror(errno));
         goto fail;
     }
     uint64_t fsize = (uint64_t)st.st_size;
     if (rq->src.offset > fsize ||
         (rq->src.length != ST_OS_TO_END && rq->src.length > fsize - rq->src.offset)) {
-        snprintf(m, sizeof m, "put %s: source %s is %llu bytes, shorter than the range asked",
+        m = st_strprintf("put %s: source %s is %llu bytes, shorter than the range asked",
                  rq->key, rq->src.path, (unsigned long long)fsize);
         goto fail;
     }
@@ -1665,7 +1695,7 @@ static void prep_put(void *arg) {
             size_t got = 0;
             if (st_pread_all(op->src_fd, chunk, n, (int64_t)(rq->src.offset + done), &got) ||
                 got != n) {
-                snprintf(m, sizeof m, "put %s: reading the source file %s failed: %s", rq->key,
+                m = st_strprintf("put %s: reading the source file %s failed: %s", rq->key,
                          rq->src.path, got != n ? "it shrank" : strerror(errno));
                 goto fail;
             }
@@ -1681,6 +1711,7 @@ fail:
     free(chunk);
     op->prep_status = ST_E_PERMANENT;
     op_fail(op, ST_E_PERMANENT, m);
+    free(m);
     inbox_push(op->s3, op);
 }
 
@@ -1704,14 +1735,25 @@ static st_err_t s3_open(st_os_t *os, char *err, size_t errlen) {
     const st_os_config_t *c = &os->cfg;
     pthread_once(&curl_once, curl_init_once);
     if (curl_init_rc != CURLE_OK) {
-        snprintf(err, errlen, "objectstore: libcurl failed to start: %s",
+        st_snprintf_marked(err, errlen, "objectstore: libcurl failed to start: %s",
                  curl_easy_strerror(curl_init_rc));
         return ST_E_CONFIG;
     }
     curl_version_info_data *vi = curl_version_info(CURLVERSION_NOW);
     if (vi->version_num < 0x074b00) { /* 7.75: CURLOPT_AWS_SIGV4 */
-        snprintf(err, errlen, "objectstore: libcurl %s is too old for SigV4 (7.75 or later)",
+        st_snprintf_marked(err, errlen, "objectstore: libcurl %s is too old for SigV4 (7.75 or later)",
                  vi->version);
+        return ST_E_CONFIG;
+    }
+
+    /* Bounds that make every URL buffer below fit (S3 bucket names have
+     * at most 63 bytes, regions a few dozen). */
+    const char *too_long = strlen(c->s3_endpoint) > 500 ? "objectstore.s3.endpoint"
+                           : strlen(c->s3_bucket) > 255 ? "objectstore.s3.bucket"
+                           : strlen(c->s3_region) > 64  ? "objectstore.s3.region"
+                                                        : NULL;
+    if (too_long) {
+        st_snprintf_marked(err, errlen, "%s is too long", too_long);
         return ST_E_CONFIG;
     }
 
@@ -1728,7 +1770,7 @@ static st_err_t s3_open(st_os_t *os, char *err, size_t errlen) {
     const char *sep = strstr(endpoint, "://");
     const char *hostpart = sep ? sep + 3 : NULL;
     if (!hostpart || !*hostpart || strchr(hostpart, '/')) {
-        snprintf(err, errlen, "objectstore.s3.endpoint: '%s' must be scheme://host[:port]",
+        st_snprintf_marked(err, errlen, "objectstore.s3.endpoint: '%s' must be scheme://host[:port]",
                  endpoint);
         free(s3);
         return ST_E_CONFIG;
@@ -1760,7 +1802,7 @@ static st_err_t s3_open(st_os_t *os, char *err, size_t errlen) {
     if (strlen(c->s3_access_key) >= sizeof s3->auth_user ||
         strlen(c->s3_secret_key) >= sizeof s3->auth_pass ||
         strlen(c->s3_session_token) + 32 >= sizeof s3->token_header) {
-        snprintf(err, errlen, "objectstore.s3: credentials are implausibly long");
+        st_snprintf_marked(err, errlen, "objectstore.s3: credentials are implausibly long");
         free(s3);
         return ST_E_CONFIG;
     }
@@ -1773,7 +1815,7 @@ static st_err_t s3_open(st_os_t *os, char *err, size_t errlen) {
     s3->multi = curl_multi_init();
     s3->share = curl_share_init();
     if (!s3->multi || !s3->share) {
-        snprintf(err, errlen, "objectstore: out of memory for the HTTP client");
+        st_snprintf_marked(err, errlen, "objectstore: out of memory for the HTTP client");
         if (s3->multi) curl_multi_cleanup(s3->multi);
         if (s3->share) curl_share_cleanup(s3->share);
         free(s3);
@@ -1787,11 +1829,11 @@ static st_err_t s3_open(st_os_t *os, char *err, size_t errlen) {
     s3->idle = st_calloc((size_t)c->s3_max_connections, sizeof *s3->idle);
     pthread_mutex_init(&s3->lock, NULL);
     s3->prep = st_pool_new(S3_PREP_THREADS, "os-prep");
-    snprintf(os->describe, sizeof os->describe, "s3://%s/%s (%s)", c->s3_bucket, c->s3_prefix,
-             endpoint);
+    st_snprintf_marked(os->describe, sizeof os->describe, "s3://%s/%s (%s)", c->s3_bucket,
+                       c->s3_prefix, endpoint);
     os->impl = s3;
     if (pthread_create(&s3->thread, NULL, loop_main, s3) != 0) {
-        snprintf(err, errlen, "objectstore: cannot start its thread");
+        st_snprintf_marked(err, errlen, "objectstore: cannot start its thread");
         st_pool_destroy(s3->prep);
         curl_multi_cleanup(s3->multi);
         curl_share_cleanup(s3->share);

@@ -181,9 +181,10 @@ static void unquote(char *s) {
 static void error_end(walker_t *w, const char *parent, const char *name, const char *text) {
     st_os_s3_error_t *e = w->ud;
     if (strcmp(parent, "Error") != 0) return;
-    if (!strcmp(name, "Code")) snprintf(e->code, sizeof e->code, "%s", text);
-    else if (!strcmp(name, "Message")) snprintf(e->message, sizeof e->message, "%s", text);
-    else if (!strcmp(name, "Region")) snprintf(e->region, sizeof e->region, "%s", text);
+    /* The server's words, kept within bounds; a cut says so. */
+    if (!strcmp(name, "Code")) st_snprintf_marked(e->code, sizeof e->code, "%s", text);
+    else if (!strcmp(name, "Message")) st_snprintf_marked(e->message, sizeof e->message, "%s", text);
+    else if (!strcmp(name, "Region")) st_snprintf_marked(e->region, sizeof e->region, "%s", text);
 }
 
 int st_os__s3_parse_error(const char *xml, size_t len, st_os_s3_error_t *out) {
@@ -297,31 +298,32 @@ int st_os__s3_parse_list(st_os_req_t *req, const char *strip, const char *xml, s
  * ---------------------------------------------------------------------- */
 
 typedef struct upload_ctx {
-    char upload_id[1024];
+    char *upload_id; /* whole: a cut id names another upload (or none) */
 } upload_ctx_t;
 
 static void upload_end(walker_t *w, const char *parent, const char *name, const char *text) {
     upload_ctx_t *c = w->ud;
-    if (!strcmp(parent, "InitiateMultipartUploadResult") && !strcmp(name, "UploadId"))
-        snprintf(c->upload_id, sizeof c->upload_id, "%s", text);
+    if (!strcmp(parent, "InitiateMultipartUploadResult") && !strcmp(name, "UploadId")) {
+        free(c->upload_id);
+        c->upload_id = st_strdup(text);
+    }
 }
 
-int st_os__s3_parse_upload_id(const char *xml, size_t len, char *out, size_t outlen, char *why,
-                              size_t whylen) {
-    upload_ctx_t c;
+char *st_os__s3_parse_upload_id(const char *xml, size_t len, char *why, size_t whylen) {
+    upload_ctx_t c = {NULL};
     walker_t w;
-    memset(&c, 0, sizeof c);
     if (walk_xml(xml, len, upload_end, &c, &w) != 0) {
         snprintf(why, whylen, "%s", w.why);
-        return -1;
+        free(c.upload_id);
+        return NULL;
     }
-    if (!c.upload_id[0]) {
+    if (!c.upload_id || !c.upload_id[0]) {
         snprintf(why, whylen, "InitiateMultipartUpload answer has no UploadId (root <%s>)",
                  w.root);
-        return -1;
+        free(c.upload_id);
+        return NULL;
     }
-    snprintf(out, outlen, "%s", c.upload_id);
-    return 0;
+    return c.upload_id;
 }
 
 static void ignore_end(walker_t *w, const char *parent, const char *name, const char *text) {
@@ -331,22 +333,25 @@ static void ignore_end(walker_t *w, const char *parent, const char *name, const 
     (void)text;
 }
 
+/* Only the result means done and only an <Error> means not done: S3 sends
+ * the 200 (and then whitespace) before it knows, so whatever else comes
+ * (moto's CompleteMultipartUploadResponse, an empty body, XML cut short by
+ * a proxy) says nothing about the outcome. */
 int st_os__s3_parse_complete(const char *xml, size_t len, st_os_s3_error_t *err, char *why,
                              size_t whylen) {
     walker_t w;
     memset(err, 0, sizeof *err);
     if (walk_xml(xml, len, ignore_end, NULL, &w) != 0) {
-        snprintf(why, whylen, "%s", w.why);
-        return -1;
+        snprintf(why, whylen, "an unreadable answer (%s)", w.why);
+        return ST_OS_S3_COMPLETE_UNKNOWN;
     }
-    if (!strcmp(w.root, "CompleteMultipartUploadResult")) return 0;
-    if (!strcmp(w.root, "Error")) {
-        st_os__s3_parse_error(xml, len, err);
+    if (!strcmp(w.root, "CompleteMultipartUploadResult")) return ST_OS_S3_COMPLETE_OK;
+    if (!strcmp(w.root, "Error") && st_os__s3_parse_error(xml, len, err) == 0 && err->code[0]) {
         snprintf(why, whylen, "server answered 200 with an error: %s", err->code);
-        return 1;
+        return ST_OS_S3_COMPLETE_ERROR;
     }
-    snprintf(why, whylen, "unexpected <%s> answer", w.root);
-    return -1;
+    snprintf(why, whylen, "an unexpected <%s> answer", w.root);
+    return ST_OS_S3_COMPLETE_UNKNOWN;
 }
 
 /* ------------------------------------------------------------------------
@@ -359,7 +364,7 @@ typedef struct delete_ctx {
     size_t strip_len;
     st_os_key_error_t *failed;
     size_t n, cap;
-    char key[ST_OS_KEY_MAX + 1];
+    char *key; /* heap, whole (prefix included, so it may pass ST_OS_KEY_MAX) */
     char code[64];
     char message[256];
 } delete_ctx_t;
@@ -367,9 +372,12 @@ typedef struct delete_ctx {
 static void delete_end(walker_t *w, const char *parent, const char *name, const char *text) {
     delete_ctx_t *c = w->ud;
     if (!strcmp(parent, "Error")) {
-        if (!strcmp(name, "Key")) snprintf(c->key, sizeof c->key, "%s", text);
-        else if (!strcmp(name, "Code")) snprintf(c->code, sizeof c->code, "%s", text);
-        else if (!strcmp(name, "Message")) snprintf(c->message, sizeof c->message, "%s", text);
+        if (!strcmp(name, "Key")) {
+            free(c->key);
+            c->key = st_strdup(text);
+        }
+        else if (!strcmp(name, "Code")) st_snprintf_marked(c->code, sizeof c->code, "%s", text);
+        else if (!strcmp(name, "Message")) st_snprintf_marked(c->message, sizeof c->message, "%s", text);
         return;
     }
     if (strcmp(name, "Error") != 0 || strcmp(parent, "DeleteResult") != 0) return;
@@ -382,16 +390,18 @@ static void delete_end(walker_t *w, const char *parent, const char *name, const 
         c->failed = v;
         c->cap = ncap;
     }
-    const char *k = c->key;
+    const char *k = c->key ? c->key : "";
     if (!strncmp(k, c->strip, c->strip_len)) k += c->strip_len;
     st_os_key_error_t *f = &c->failed[c->n++];
     f->key = st_os__strdup(c->req, k);
     f->status = st_os__s3_code_retryable(c->code) ? ST_E_RETRYABLE : ST_E_PERMANENT;
-    char m[400];
-    snprintf(m, sizeof m, "%s%s%s", c->code, c->message[0] ? ": " : "", c->message);
+    char *m = st_strprintf("%s%s%s", c->code, c->message[0] ? ": " : "", c->message);
     f->message = st_os__strdup(c->req, m);
+    free(m);
 reset:
-    c->key[0] = c->code[0] = c->message[0] = 0;
+    free(c->key);
+    c->key = NULL;
+    c->code[0] = c->message[0] = 0;
 }
 
 int st_os__s3_parse_delete(st_os_req_t *req, const char *strip, const char *xml, size_t len,
@@ -402,7 +412,10 @@ int st_os__s3_parse_delete(st_os_req_t *req, const char *strip, const char *xml,
     c->req = req;
     c->strip = strip ? strip : "";
     c->strip_len = strlen(c->strip);
-    if (walk_xml(xml, len, delete_end, c, &w) != 0) {
+    int rc = walk_xml(xml, len, delete_end, c, &w);
+    free(c->key); /* an <Error> the answer left open */
+    c->key = NULL;
+    if (rc != 0) {
         snprintf(why, whylen, "%s", w.why);
         return -1;
     }

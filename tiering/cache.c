@@ -37,7 +37,7 @@ typedef struct waiter {
 } waiter_t;
 
 typedef struct centry {
-    char objkey[320];
+    char *objkey; /* whole: a cut key names another object (or none) */
     uint64_t offset, length;
     int in_memory;
     int state;
@@ -45,13 +45,14 @@ typedef struct centry {
     int in_lru;
     int64_t bytes; /* counted against the bound once READY */
     st_file_t *file;
-    char path[640];
+    char *path; /* the chunk's file while LOADING or READY; NULL */
     uint8_t *mem;
     int64_t failed_ms;
     waiter_t *waiters;
     struct centry *hnext, *lprev, *lnext, *qnext;
     struct st_tier_cache *cache;
     uint64_t seq;
+    double charged; /* taken from the fetch quota when the GET started */
 } centry_t;
 
 struct st_tier_cache {
@@ -64,10 +65,8 @@ struct st_tier_cache {
     centry_t *lru_head, *lru_tail; /* head: most recent */
     int inflight;
     uint64_t seq;
-    /* quota */
-    int64_t rate;
-    double tokens;
-    int64_t refill_us;
+    /* the fetch quota and the downloads waiting for it */
+    st_tier_quota_t quota;
     centry_t *queue_head, *queue_tail;
 };
 
@@ -108,7 +107,9 @@ static void hash_remove(st_tier_cache_t *c, centry_t *e) {
 
 static void entry_free(centry_t *e) {
     if (e->file) st_file_release(e->file);
-    if (e->path[0]) unlink(e->path);
+    if (e->path) unlink(e->path);
+    free(e->path);
+    free(e->objkey);
     free(e->mem);
     free(e);
 }
@@ -145,7 +146,8 @@ static void submit(st_tier_cache_t *c, centry_t *e) {
     if (e->in_memory) {
         rq.sink.kind = ST_OS_SINK_ALLOC;
     } else {
-        snprintf(e->path, sizeof e->path, "%s/%llu.part", c->dir, (unsigned long long)e->seq);
+        free(e->path);
+        e->path = st_strprintf("%s/%llu.part", c->dir, (unsigned long long)e->seq);
         unlink(e->path);
         rq.sink.kind = ST_OS_SINK_FILE;
         rq.sink.path = e->path;
@@ -156,10 +158,27 @@ static void submit(st_tier_cache_t *c, centry_t *e) {
     st_os_submit(c->tier->os, &rq, download_done, e);
 }
 
+/* Start queued downloads while the fetch quota allows, oldest first.  A
+ * chunk is charged its length; an object read to its end (an index) is
+ * charged nothing now and what it was when it is known (download_done):
+ * its length is UINT64_MAX here, which once sank the balance for good.
+ * Lock held. */
+static void release(st_tier_cache_t *c) {
+    while (c->queue_head && st_tier__quota_ready(&c->quota)) {
+        centry_t *e = c->queue_head;
+        c->queue_head = e->qnext;
+        if (!c->queue_head) c->queue_tail = NULL;
+        e->charged = e->length == ST_OS_TO_END ? 0 : (double)e->length;
+        st_tier__quota_charge(&c->quota, e->charged);
+        submit(c, e);
+    }
+}
+
 static void start(st_tier_cache_t *c, centry_t *e) {
     e->state = LOADING;
     e->seq = ++c->seq;
-    if (c->rate <= 0) {
+    e->charged = 0;
+    if (c->quota.rate <= 0) {
         submit(c, e);
         return;
     }
@@ -167,21 +186,12 @@ static void start(st_tier_cache_t *c, centry_t *e) {
     if (c->queue_tail) c->queue_tail->qnext = e;
     else c->queue_head = e;
     c->queue_tail = e;
+    release(c);
 }
 
 void st_tier__cache_pump(st_tier_cache_t *c) {
     pthread_mutex_lock(&c->lock);
-    int64_t now = st_mono_us();
-    c->tokens += (double)(now - c->refill_us) * (double)c->rate / 1e6;
-    if (c->tokens > (double)c->rate) c->tokens = (double)c->rate; /* one second of burst */
-    c->refill_us = now;
-    while (c->queue_head && c->tokens > 0) {
-        centry_t *e = c->queue_head;
-        c->queue_head = e->qnext;
-        if (!c->queue_head) c->queue_tail = NULL;
-        c->tokens -= (double)e->length;
-        submit(c, e);
-    }
+    release(c);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -189,18 +199,23 @@ static void download_done(st_os_result_t *res, void *arg) {
     centry_t *e = arg;
     st_tier_cache_t *c = e->cache;
     pthread_mutex_lock(&c->lock);
+    if (c->quota.rate > 0) { /* what came, not what was asked for, counts */
+        st_tier__quota_charge(&c->quota, (double)res->length - e->charged);
+        e->charged = 0;
+    }
     int ok = res->status == ST_OK;
     if (ok && !e->in_memory) {
-        char final[700];
-        snprintf(final, sizeof final, "%s/%llu.chunk", c->dir, (unsigned long long)e->seq);
+        char *final = st_strprintf("%s/%llu.chunk", c->dir, (unsigned long long)e->seq);
         int fd = -1;
         if (rename(e->path, final) == 0) {
-            snprintf(e->path, sizeof e->path, "%s", final);
+            free(e->path);
+            e->path = final;
             fd = open(e->path, O_RDONLY | O_CLOEXEC);
+        } else {
+            free(final);
         }
         if (fd < 0) {
             ok = 0;
-            unlink(e->path);
         } else {
             e->file = st_file_new(fd);
             e->bytes = (int64_t)res->length;
@@ -218,8 +233,9 @@ static void download_done(st_os_result_t *res, void *arg) {
         ST_TIER_STAT_ADD(c->tier, bytes_fetched, res->length);
         evict(c);
     } else {
-        if (!e->in_memory && e->path[0]) unlink(e->path);
-        e->path[0] = 0;
+        if (e->path) unlink(e->path);
+        free(e->path);
+        e->path = NULL;
         e->state = FAILED;
         e->failed_ms = st_mono_ms();
         ST_TIER_STAT_ADD(c->tier, fetch_failures, 1);
@@ -231,6 +247,7 @@ static void download_done(st_os_result_t *res, void *arg) {
     e->waiters = NULL;
     c->inflight--;
     if (c->inflight == 0) pthread_cond_broadcast(&c->idle);
+    release(c);
     pthread_mutex_unlock(&c->lock);
     while (w) {
         waiter_t *next = w->next;
@@ -268,7 +285,7 @@ st_err_t st_tier__cache_get(st_tier_cache_t *c, const char *key, uint64_t offset
     }
     if (!e) {
         e = st_calloc(1, sizeof *e);
-        snprintf(e->objkey, sizeof e->objkey, "%s", key);
+        e->objkey = st_strdup(key);
         e->offset = offset;
         e->length = length;
         e->in_memory = in_memory;
@@ -319,9 +336,7 @@ st_tier_cache_t *st_tier__cache_new(st_tier_t *t, const char *dir, int64_t file_
     c->dir = st_strdup(dir);
     c->file_cap = file_bytes;
     c->mem_cap = mem_bytes;
-    c->rate = fetch_bytes_per_s;
-    c->tokens = (double)fetch_bytes_per_s;
-    c->refill_us = st_mono_us();
+    st_tier__quota_init(&c->quota, fetch_bytes_per_s);
     /* A cache starts empty: whatever an earlier run left is removed. */
     st_mkdirs(dir);
     DIR *d = opendir(dir);
@@ -331,9 +346,9 @@ st_tier_cache_t *st_tier__cache_new(st_tier_t *t, const char *dir, int64_t file_
             size_t n = strlen(de->d_name);
             if ((n > 6 && !strcmp(de->d_name + n - 6, ".chunk")) ||
                 (n > 5 && !strcmp(de->d_name + n - 5, ".part"))) {
-                char p[4096];
-                snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+                char *p = st_strprintf("%s/%s", dir, de->d_name);
                 unlink(p);
+                free(p);
             }
         }
         closedir(d);

@@ -52,9 +52,8 @@ int64_t st_tier__manifest_bytes(const st_manifest_t *m) {
     return n;
 }
 
-void st_tier__object_key(const char *prefix, const st_rseg_t *s, const char *kind, char *out,
-                         size_t n) {
-    snprintf(out, n, "%s/%020lld-%s.%s", prefix, (long long)s->base_offset, s->id, kind);
+char *st_tier__object_key(const char *prefix, const st_rseg_t *s, const char *kind) {
+    return st_strprintf("%s/%020lld-%s.%s", prefix, (long long)s->base_offset, s->id, kind);
 }
 
 char *st_tier__manifest_encode(const st_manifest_t *m, const char *topic, const char *topic_id,

@@ -40,6 +40,8 @@
 #ifndef ST_TIERING_H
 #define ST_TIERING_H
 
+#include <limits.h>
+
 #include "st_base.h"
 #include "st_objectstore.h"
 
@@ -48,6 +50,9 @@ typedef struct st_tier_config {
     int32_t copy_threads;           /* partitions uploading at once */
     int64_t copy_max_bytes_per_s;   /* 0: unlimited */
     int64_t fetch_max_bytes_per_s;  /* 0: unlimited */
+    int64_t retry_backoff_ms;       /* a failing segment: first wait (0: 500) */
+    int64_t retry_backoff_max_ms;   /* and the longest (0: 30000) */
+    double retry_jitter;            /* random part, a fraction of the wait */
     int64_t chunk_bytes;            /* ranged GET size */
     const char *cache_dir;
     int64_t cache_bytes;
@@ -69,9 +74,9 @@ typedef struct st_tier_segment {
     int64_t last_offset;
     int64_t max_timestamp;
     int64_t size_bytes;
-    char log_path[512];
-    char index_path[512];
-    char timeindex_path[512];
+    char log_path[PATH_MAX]; /* any path the system can open fits */
+    char index_path[PATH_MAX];
+    char timeindex_path[PATH_MAX];
     st_tier_epoch_t epochs[32]; /* the leader epochs the segment spans */
     int nepochs;
 } st_tier_segment_t;
@@ -140,10 +145,23 @@ typedef struct st_tier_status {
     int64_t durable_log_start; /* log start the bucket's manifest holds */
     int64_t last_upload_ms; /* wall clock; 0: never */
     int loaded;             /* manifest read */
-    char last_error[160];
+    /* A segment whose upload keeps failing, backed off exponentially
+     * (remote.log.manager.task.retry.backoff.ms, .max.ms, .jitter); the
+     * same shows in remote-upload-status.json beside the cached manifest. */
+    int64_t failing_base_offset; /* -1: none */
+    int failures;                /* in a row */
+    int64_t retry_in_ms;         /* until the next attempt */
 } st_tier_status_t;
 
 void st_tier_part_status(st_tier_part_t *p, st_tier_status_t *out);
+
+/* The back-off of a partition's failing segment, as a file beside its
+ * cached manifest (written on each failure, removed on success and when
+ * the partition opens: the state itself is in memory), for tools. */
+#define ST_TIER_UPLOAD_STATUS_FILE "remote-upload-status.json"
+/* One line about it (heap; the caller frees it), or NULL when no segment
+ * of the partition whose directory this is is backed off. */
+char *st_tier_upload_status_describe(const char *partition_dir, int64_t now_ms);
 /* The leader epoch in force at offset per the remote epochs (-1). */
 int32_t st_tier_part_epoch_for(st_tier_part_t *p, int64_t offset);
 
@@ -194,8 +212,12 @@ typedef struct st_tier_manifest_summary {
 st_err_t st_tier_manifest_summarize(const char *text, size_t len, st_tier_manifest_summary_t *out,
                                     char *why, size_t whylen);
 
-/* The bucket prefix of a partition (for tools and tests). */
-void st_tier_part_prefix(const char *topic, const char *topic_id, int32_t partition, char *out,
-                         size_t n);
+/* The bucket prefix of a partition, without the trailing '/' (heap; the
+ * caller frees it; for tools and tests): <topic>-<topicId>/<partition>, or
+ * <topic>/<topicId>/<partition> for a topic name too long for the first
+ * (over 227 characters), so that no piece of a key passes 250 bytes.  (A
+ * long-named partition tiered before that layout existed stays where its
+ * manifest is.) */
+char *st_tier_part_prefix(const char *topic, const char *topic_id, int32_t partition);
 
 #endif /* ST_TIERING_H */

@@ -8,14 +8,24 @@
  * replaced only after the bucket holds the new one, so a reader always
  * sees a manifest whose objects exist.
  *
- * Locks: t->lock (the partition list, stopping); p->lock (the manifest in
- * memory and the partition's state).  Never both in the order p -> t.
+ * A kick (a closed segment, DeleteRecords, a retention change, close) that
+ * comes while the partition's job runs is not dropped: the job runs again
+ * when it ends, since what it was asked for may have come after it looked.
+ * A segment whose upload keeps failing is backed off exponentially and
+ * leaves at most one attempt's objects behind (see "a segment that keeps
+ * failing" below); the copy quota is shared by every copier (quota.c).
+ *
+ * Locks: t->lock (the partition list, stopping, kicks); p->lock (the
+ * manifest in memory and the partition's state).  Never both in the order
+ * p -> t.
  */
 #include "tier_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SWEEP_INTERVAL_MS (10 * 60 * 1000)
@@ -26,24 +36,58 @@ struct st_tier_part {
     int refs;
     char *topic, *topic_id;
     int32_t partition;
-    char prefix[512];
+    char *prefix; /* <topic>-<topicId>/<partition>, or the long-name layout */
     char *cache_path;
     st_tier_part_ops_t ops;
     st_tier_retention_t ret;
     st_manifest_t man;
     int64_t durable_log_start; /* log start the bucket's manifest holds */
-    int job_running;
-    int kicked;
+    int job_running; /* t->lock and p->lock to write; either to read */
+    int kicked;      /* t->lock */
+    int rerun;       /* asked for while the job ran; t->lock and p->lock */
     int closing, delete_remote;
     int loaded;
     int64_t last_upload_ms;
     int64_t last_sweep_ms;
-    char last_error[160];
+    char *last_error; /* NULL: none */
+    char *status_path; /* remote-upload-status.json beside the cached manifest */
+    /* The segment whose upload keeps failing (uploads go in offset order,
+     * so there is at most one), backed off exponentially.  In memory only:
+     * a restart tries it at once.  Written by the job, read under p->lock. */
+    struct {
+        int64_t base, last;  /* -1: none failing */
+        int failures;        /* in a row */
+        int64_t wait_ms;     /* the current back-off */
+        int64_t next_ms;     /* monotonic: no attempt before */
+        int64_t next_wall_ms, since_wall_ms;
+        char *cause;
+        /* objects of the last failed attempt not known to be gone ("":
+         * none); in_manifest: it failed storing the manifest, which may
+         * name them after all */
+        char leftover_id[23];
+        int leftover_in_manifest;
+    } fail;
 };
 
-void st_tier_part_prefix(const char *topic, const char *topic_id, int32_t partition, char *out,
-                         size_t n) {
-    snprintf(out, n, "%s-%s/%d", topic, topic_id, (int)partition);
+/*
+ * Key pieces (between '/') stay within ST_TIER_KEY_PIECE_MAX bytes, so
+ * they fit a file name (the file backend adds '@' to a directory and
+ * escapes a leading '.'; MinIO keeps each piece as a file name too).
+ * <topic>-<topicId> fits for topics up to 227 characters; a longer one
+ * (Kafka allows 249) is laid out as <topic>/<topicId>/<partition>, which
+ * no short name's <topic>-<topicId>/<partition> can collide with (the
+ * second piece is 22 characters, not a number).
+ */
+#define ST_TIER_KEY_PIECE_MAX 250
+
+static int long_layout(const char *topic, const char *topic_id) {
+    return strlen(topic) + 1 + strlen(topic_id) > ST_TIER_KEY_PIECE_MAX;
+}
+
+char *st_tier_part_prefix(const char *topic, const char *topic_id, int32_t partition) {
+    if (long_layout(topic, topic_id))
+        return st_strprintf("%s/%s/%d", topic, topic_id, (int)partition);
+    return st_strprintf("%s-%s/%d", topic, topic_id, (int)partition);
 }
 
 static st_tier_part_t *part_keep(st_tier_part_t *p) {
@@ -59,46 +103,69 @@ static void part_release(st_tier_part_t *p) {
     free(p->topic);
     free(p->topic_id);
     free(p->cache_path);
+    free(p->prefix);
+    free(p->last_error);
+    free(p->status_path);
+    free(p->fail.cause);
     free(p);
 }
 
 static void set_error(st_tier_part_t *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The message is whole (keys and causes are long: a 249-character topic
+ * makes 330-byte keys); it was cut at 160 bytes. */
 static void set_error(st_tier_part_t *p, const char *fmt, ...) {
-    char msg[160];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    char *msg = st_vstrprintf(fmt, ap);
     va_end(ap);
-    pthread_mutex_lock(&p->lock);
-    snprintf(p->last_error, sizeof p->last_error, "%s", msg);
-    pthread_mutex_unlock(&p->lock);
     ST_LOG_RATELIMITED(ST_LOG_WARN, "tiering", 10000, "%s-%d: %s", p->topic, (int)p->partition, msg);
+    pthread_mutex_lock(&p->lock);
+    free(p->last_error);
+    p->last_error = msg;
+    pthread_mutex_unlock(&p->lock);
+}
+
+static void clear_error(st_tier_part_t *p) {
+    pthread_mutex_lock(&p->lock);
+    free(p->last_error);
+    p->last_error = NULL;
+    pthread_mutex_unlock(&p->lock);
 }
 
 /* ---- manifests in the bucket and in the local cache ------------------------ */
 
-static void manifest_key(st_tier_part_t *p, char *out, size_t n) {
-    snprintf(out, n, "%s/manifest.json", p->prefix);
-}
+/* Messages (why) below are heap strings the caller frees: they hold keys
+ * and the object store's causes, whatever their length. */
 
-/* Read the bucket's manifest: ST_OK, ST_E_NOT_FOUND (none yet), or an
- * error. */
-static st_err_t manifest_fetch(st_tier_part_t *p, st_manifest_t *out, char *why, size_t whylen) {
-    char key[600];
-    manifest_key(p, key, sizeof key);
+static char *manifest_key(const char *prefix) { return st_strprintf("%s/manifest.json", prefix); }
+
+/* Read the manifest under prefix: ST_OK, ST_E_NOT_FOUND (none yet), or an
+ * error (*why says what). */
+static st_err_t manifest_fetch_at(st_tier_part_t *p, const char *prefix, st_manifest_t *out,
+                                  char **why) {
+    char *key = manifest_key(prefix);
     st_os_request_t rq = {.op = ST_OS_GET, .key = key, .offset = 0, .length = ST_OS_TO_END};
     rq.sink.kind = ST_OS_SINK_ALLOC;
     st_os_result_t *res = st_os_run(p->tier->os, &rq);
     st_err_t e = res->status;
-    if (e == ST_OK) e = st_tier__manifest_decode(res->data, (size_t)res->length, out, why, whylen);
-    else snprintf(why, whylen, "%s", res->message);
+    if (e == ST_OK) {
+        char dwhy[200] = ""; /* decode's own reasons are short */
+        e = st_tier__manifest_decode(res->data, (size_t)res->length, out, dwhy, sizeof dwhy);
+        if (e) *why = st_strprintf("manifest %s: %s", key, dwhy);
+    } else {
+        *why = st_strdup(res->message);
+    }
     st_os_result_free(res);
+    free(key);
     return e;
 }
 
-static st_err_t manifest_store(st_tier_part_t *p, const st_manifest_t *m, char *why, size_t whylen) {
-    char key[600];
-    manifest_key(p, key, sizeof key);
+static st_err_t manifest_fetch(st_tier_part_t *p, st_manifest_t *out, char **why) {
+    return manifest_fetch_at(p, p->prefix, out, why);
+}
+
+static st_err_t manifest_store(st_tier_part_t *p, const st_manifest_t *m, char **why) {
+    char *key = manifest_key(p->prefix);
     char *text = st_tier__manifest_encode(m, p->topic, p->topic_id, p->partition);
     st_os_request_t rq = {.op = ST_OS_PUT, .key = key};
     rq.src.kind = ST_OS_SRC_MEM;
@@ -106,21 +173,28 @@ static st_err_t manifest_store(st_tier_part_t *p, const st_manifest_t *m, char *
     rq.src.length = strlen(text);
     st_os_result_t *res = st_os_run(p->tier->os, &rq);
     st_err_t e = res->status;
-    if (e) snprintf(why, whylen, "manifest write: %s", res->message);
+    if (e) *why = st_strprintf("manifest write: %s", res->message);
     st_os_result_free(res);
     /* The local copy lets a restart know the remote end without a GET. */
     if (!e && p->cache_path) st_write_file_atomic(p->cache_path, text, strlen(text));
     free(text);
+    free(key);
     return e;
 }
 
-/* Install m as the partition's manifest and tell the broker. */
+/* Install m, which the bucket now holds, as the partition's manifest and
+ * tell the broker.  A DeleteRecords that arrived after the job copied the
+ * manifest it built m from moved the start in memory past m's: that start
+ * is kept (the log start only moves up), and durable_log_start says what
+ * the bucket holds, so the next pass stores it. */
 static void manifest_install(st_tier_part_t *p, st_manifest_t *m) {
     pthread_mutex_lock(&p->lock);
+    int64_t asked = p->man.log_start;
     st_tier__manifest_fini(&p->man);
     p->man = *m;
     st_tier__manifest_init(m);
     p->durable_log_start = p->man.log_start;
+    if (asked > p->man.log_start) p->man.log_start = asked;
     int64_t start = st_tier__manifest_start(&p->man), end = st_tier__manifest_end(&p->man);
     int tell = !p->closing && p->ops.remote_changed;
     pthread_mutex_unlock(&p->lock);
@@ -136,7 +210,7 @@ static void manifest_install(st_tier_part_t *p, st_manifest_t *m) {
 #define SEGMENT_MAX_PARTS 4
 
 static st_err_t put_file(st_tier_t *t, const char *key, const char *path, int crc_known,
-                         uint32_t crc, int max_parts, char *why, size_t whylen) {
+                         uint32_t crc, int max_parts, char **why) {
     st_os_request_t rq = {.op = ST_OS_PUT, .key = key, .crc32c_known = crc_known, .crc32c = crc,
                           .max_parts = max_parts};
     rq.src.kind = ST_OS_SRC_FILE;
@@ -146,13 +220,12 @@ static st_err_t put_file(st_tier_t *t, const char *key, const char *path, int cr
     st_os_result_t *res = st_os_run(t->os, &rq);
     st_err_t e = res->status;
     ST_TIER_STAT_ADD(t, upload_requests, 1);
-    if (e) snprintf(why, whylen, "upload of %s: %s", key, res->message);
+    if (e) *why = st_strprintf("upload of %s: %s", key, res->message);
     st_os_result_free(res);
     return e;
 }
 
-static st_err_t put_mem(st_tier_t *t, const char *key, const void *data, size_t len, char *why,
-                        size_t whylen) {
+static st_err_t put_mem(st_tier_t *t, const char *key, const void *data, size_t len, char **why) {
     st_os_request_t rq = {.op = ST_OS_PUT, .key = key};
     rq.src.kind = ST_OS_SRC_MEM;
     rq.src.data = data;
@@ -160,7 +233,7 @@ static st_err_t put_mem(st_tier_t *t, const char *key, const void *data, size_t 
     st_os_result_t *res = st_os_run(t->os, &rq);
     st_err_t e = res->status;
     ST_TIER_STAT_ADD(t, upload_requests, 1);
-    if (e) snprintf(why, whylen, "upload of %s: %s", key, res->message);
+    if (e) *why = st_strprintf("upload of %s: %s", key, res->message);
     st_os_result_free(res);
     return e;
 }
@@ -190,18 +263,236 @@ static st_err_t file_crc(const char *path, int64_t size, uint32_t *crc) {
     return e;
 }
 
-/* Copy quota: sleep so the average stays under copy_max_bytes_per_s. */
-static void copy_quota(st_tier_t *t, int64_t bytes, int64_t started_us) {
-    if (t->cfg.copy_max_bytes_per_s <= 0) return;
-    int64_t want_us = bytes * 1000000 / t->cfg.copy_max_bytes_per_s;
-    int64_t spent = st_mono_us() - started_us;
-    if (want_us > spent) usleep((useconds_t)ST_MIN(want_us - spent, 10000000));
+static int64_t file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
+}
+
+/* The copy quota, shared by every copier thread: wait until it allows a
+ * segment to start, then charge the segment's bytes (its four objects).
+ * Once it took a per-thread sleep of at most 10 s after each segment, so
+ * two copiers uploaded at twice the quota, a segment worth more than 10 s
+ * of it went faster, and shutdown waited for the sleep.  -1 when the
+ * manager stops or the partition closes meanwhile. */
+static int copy_quota_take(st_tier_part_t *p, int64_t bytes) {
+    st_tier_t *t = p->tier;
+    if (t->cfg.copy_max_bytes_per_s <= 0) return 0;
+    int rc = 0;
+    pthread_mutex_lock(&t->lock);
+    for (;;) {
+        if (t->stopping || p->closing) {
+            rc = -1;
+            break;
+        }
+        int64_t wait = st_tier__quota_wait_ms(&t->copy_quota);
+        if (wait == 0) break;
+        st_cond_wait_ms(&t->cond, &t->lock, ST_MIN(wait, 1000));
+    }
+    if (rc == 0) st_tier__quota_charge(&t->copy_quota, (double)bytes);
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+/* ---- a segment that keeps failing ---------------------------------------------
+ *
+ *   upload fails ---> upload_failed: its objects deleted at once (unless the
+ *        |            manifest step failed: the bucket's manifest may name
+ *        |            them), failures++, wait = min(max, base * 2^(n-1)) +-
+ *        |            jitter; WARN line; status file written
+ *        v
+ *   attempt_due: no attempt of that segment before the wait is over;
+ *   leftovers_settled: the last attempt's objects go (or, if the bucket's
+ *        manifest names them, that attempt did commit) before a new one
+ *        starts, so a failing segment never leaves more than one
+ *        attempt's objects behind
+ *        |
+ *   upload succeeds --> fail_reset: INFO line, status file removed
+ */
+
+static int64_t retry_wait_ms(const st_tier_t *t, int failures) {
+    int64_t base = t->cfg.retry_backoff_ms > 0 ? t->cfg.retry_backoff_ms : 500;
+    int64_t max = t->cfg.retry_backoff_max_ms > 0 ? t->cfg.retry_backoff_max_ms : 30000;
+    int64_t w = base;
+    for (int i = 1; i < failures && w < max; i++) w *= 2;
+    if (w > max) w = max;
+    double j = t->cfg.retry_jitter;
+    if (j > 0) {
+        uint32_t r;
+        st_random_bytes(&r, sizeof r);
+        w = (int64_t)((double)w * (1.0 + j * (2.0 * (double)r / 4294967295.0 - 1.0)));
+    }
+    return w < 1 ? 1 : w;
+}
+
+/* remote-upload-status.json beside the cached manifest: what `strata
+ * tiering status` shows of a back-off (the state itself is in memory). */
+static void status_write(st_tier_part_t *p) {
+    if (!p->status_path) return;
+    if (p->fail.base < 0) {
+        unlink(p->status_path);
+        return;
+    }
+    json_t *o = json_pack("{s:s, s:i, s:I, s:I, s:i, s:I, s:I, s:I, s:s}", "topic", p->topic,
+                          "partition", (int)p->partition, "segment_base_offset",
+                          (json_int_t)p->fail.base, "segment_last_offset", (json_int_t)p->fail.last,
+                          "failures", p->fail.failures, "backoff_ms", (json_int_t)p->fail.wait_ms,
+                          "next_attempt_ms", (json_int_t)p->fail.next_wall_ms, "failing_since_ms",
+                          (json_int_t)p->fail.since_wall_ms, "cause",
+                          p->fail.cause ? p->fail.cause : "");
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    if (text) st_write_file_atomic(p->status_path, text, strlen(text));
+    free(text);
+    json_decref(o);
+}
+
+char *st_tier_upload_status_describe(const char *partition_dir, int64_t now_ms) {
+    char *path = st_strprintf("%s/" ST_TIER_UPLOAD_STATUS_FILE, partition_dir);
+    char *text = NULL, *out = NULL;
+    size_t len = 0;
+    if (st_read_file(path, &text, &len) == ST_OK) {
+        json_error_t jerr;
+        json_t *o = json_loadb(text, len, 0, &jerr);
+        json_int_t base = 0, last = 0, next = 0;
+        int failures = 0;
+        const char *cause = "";
+        if (o && json_unpack(o, "{s:I, s:I, s:i, s:I, s:s}", "segment_base_offset", &base,
+                             "segment_last_offset", &last, "failures", &failures,
+                             "next_attempt_ms", &next, "cause", &cause) == 0) {
+            int64_t in = (int64_t)next - now_ms;
+            char when[64];
+            if (in > 0) snprintf(when, sizeof when, "in %.1f s", (double)in / 1000.0);
+            else snprintf(when, sizeof when, "due (%.1f s ago)", (double)-in / 1000.0);
+            out = st_strprintf("upload of segment %lld-%lld failed %d time%s in a row, backing "
+                               "off: next attempt %s; last cause: %s",
+                               (long long)base, (long long)last, failures,
+                               failures == 1 ? "" : "s", when, cause);
+        } else {
+            out = st_strprintf("unreadable %s", path);
+        }
+        json_decref(o);
+    }
+    free(text);
+    free(path);
+    return out;
+}
+
+static void fail_reset(st_tier_part_t *p) {
+    if (p->fail.base < 0 && !p->fail.leftover_id[0]) return;
+    pthread_mutex_lock(&p->lock);
+    p->fail.base = p->fail.last = -1;
+    p->fail.failures = 0;
+    p->fail.wait_ms = p->fail.next_ms = p->fail.next_wall_ms = p->fail.since_wall_ms = 0;
+    free(p->fail.cause);
+    p->fail.cause = NULL;
+    p->fail.leftover_id[0] = 0;
+    p->fail.leftover_in_manifest = 0;
+    pthread_mutex_unlock(&p->lock);
+    status_write(p);
+}
+
+/* Delete the four objects of one attempt (deleting a missing one
+ * succeeds); 0 when they are gone. */
+static int delete_attempt(st_tier_part_t *p, int64_t base, const char *id) {
+    static const char *kinds[] = {"log", "index", "timeindex", "epochs"};
+    st_rseg_t r;
+    memset(&r, 0, sizeof r);
+    r.base_offset = base;
+    snprintf(r.id, sizeof r.id, "%s", id);
+    char *keys[4];
+    for (int k = 0; k < 4; k++) keys[k] = st_tier__object_key(p->prefix, &r, kinds[k]);
+    st_os_request_t rq = {.op = ST_OS_DELETE_BATCH, .keys = (const char *const *)keys, .nkeys = 4};
+    st_os_result_t *res = st_os_run(p->tier->os, &rq);
+    int rc = res->status == ST_OK ? 0 : -1;
+    if (rc)
+        ST_LOG_RATELIMITED(ST_LOG_WARN, "tiering", 10000, "%s-%d: deleting the objects of a failed "
+                           "upload of segment %lld (%s.*): %s", p->topic, (int)p->partition,
+                           (long long)base, keys[0], res->message);
+    st_os_result_free(res);
+    for (int k = 0; k < 4; k++) free(keys[k]);
+    return rc;
+}
+
+static void upload_failed(st_tier_part_t *p, const st_tier_segment_t *seg, const char *id,
+                          int in_manifest, const char *why) {
+    st_tier_t *t = p->tier;
+    /* What the attempt wrote goes now, unless the manifest may name it. */
+    int leftover = id[0] && (in_manifest || delete_attempt(p, seg->base_offset, id) != 0);
+    pthread_mutex_lock(&p->lock);
+    if (p->fail.base != seg->base_offset) {
+        p->fail.failures = 0;
+        p->fail.since_wall_ms = st_now_ms();
+    }
+    p->fail.base = seg->base_offset;
+    p->fail.last = seg->last_offset;
+    p->fail.failures++;
+    p->fail.wait_ms = retry_wait_ms(t, p->fail.failures);
+    p->fail.next_ms = st_mono_ms() + p->fail.wait_ms;
+    p->fail.next_wall_ms = st_now_ms() + p->fail.wait_ms;
+    free(p->fail.cause);
+    p->fail.cause = st_strdup(why);
+    if (leftover) {
+        snprintf(p->fail.leftover_id, sizeof p->fail.leftover_id, "%s", id);
+        p->fail.leftover_in_manifest = in_manifest;
+    }
+    int failures = p->fail.failures;
+    int64_t wait = p->fail.wait_ms;
+    free(p->last_error);
+    p->last_error = st_strdup(why);
+    pthread_mutex_unlock(&p->lock);
+    ST_WARN("tiering", "%s-%d: upload of segment %lld-%lld failed (%d time%s in a row): %s; "
+            "backing off, next attempt in %lld ms", p->topic, (int)p->partition,
+            (long long)seg->base_offset, (long long)seg->last_offset, failures,
+            failures == 1 ? "" : "s", why, (long long)wait);
+    status_write(p);
+}
+
+/* May uploads from the remote end (end) go on now?  The failing segment is
+ * the next one unless the remote part already passed it (a leftover that
+ * did commit); the first segment of an empty remote part may start above
+ * end. */
+static int attempt_due(st_tier_part_t *p, int64_t end) {
+    return p->fail.base < 0 || p->fail.base < end || st_mono_ms() >= p->fail.next_ms;
+}
+
+/* Before a new attempt: the last failed attempt's objects, if they were
+ * not deleted, go first; if that attempt failed storing the manifest, the
+ * bucket's manifest is read: naming them, that attempt did commit (it is
+ * installed).  0: go on; -1: not now (tried again after the back-off). */
+static int leftovers_settled(st_tier_part_t *p) {
+    if (!p->fail.leftover_id[0]) return 0;
+    if (p->fail.leftover_in_manifest) {
+        st_manifest_t m;
+        st_tier__manifest_init(&m);
+        char *why = NULL;
+        st_err_t e = manifest_fetch(p, &m, &why);
+        free(why);
+        if (e != ST_OK && e != ST_E_NOT_FOUND) return -1;
+        int named = 0;
+        for (int i = 0; i < m.nsegs; i++)
+            if (!strcmp(m.segs[i].id, p->fail.leftover_id)) named = 1;
+        if (named) {
+            ST_INFO("tiering", "%s-%d: the manifest write that seemed to fail did commit "
+                    "segment %lld", p->topic, (int)p->partition, (long long)p->fail.base);
+            manifest_install(p, &m);
+            fail_reset(p);
+            return 0;
+        }
+        st_tier__manifest_fini(&m);
+    }
+    if (delete_attempt(p, p->fail.base, p->fail.leftover_id)) return -1;
+    pthread_mutex_lock(&p->lock);
+    p->fail.leftover_id[0] = 0;
+    pthread_mutex_unlock(&p->lock);
+    return 0;
 }
 
 static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) {
     st_tier_t *t = p->tier;
-    char why[400] = "";
-    int64_t started = st_mono_us();
+    char *why = NULL, *key = NULL;
+    int in_manifest = 0;
+    if (copy_quota_take(p, seg->size_bytes + file_size(seg->index_path) +
+                               file_size(seg->timeindex_path)))
+        return ST_E_RETRYABLE; /* stopping: the segment waits for the next start */
     st_rseg_t r;
     memset(&r, 0, sizeof r);
     st_uuid_t id;
@@ -215,21 +506,23 @@ static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) 
     r.epochs = st_malloc(sizeof *r.epochs * (size_t)(seg->nepochs + 1));
     memcpy(r.epochs, seg->epochs, sizeof *r.epochs * (size_t)seg->nepochs);
     st_err_t e = file_crc(seg->log_path, seg->size_bytes, &r.crc32c);
-    if (e) snprintf(why, sizeof why, "reading %s: %s", seg->log_path, st_err_msg(e));
+    if (e) why = st_strprintf("reading %s: %s", seg->log_path, st_err_msg(e));
 
     /* The objects first, under a fresh id: a retry never overwrites. */
-    char key[700];
     if (!e) {
-        st_tier__object_key(p->prefix, &r, "log", key, sizeof key);
-        e = put_file(t, key, seg->log_path, 1, r.crc32c, SEGMENT_MAX_PARTS, why, sizeof why);
+        key = st_tier__object_key(p->prefix, &r, "log");
+        e = put_file(t, key, seg->log_path, 1, r.crc32c, SEGMENT_MAX_PARTS, &why);
+        free(key);
     }
     if (!e) {
-        st_tier__object_key(p->prefix, &r, "index", key, sizeof key);
-        e = put_file(t, key, seg->index_path, 0, 0, 0, why, sizeof why);
+        key = st_tier__object_key(p->prefix, &r, "index");
+        e = put_file(t, key, seg->index_path, 0, 0, 0, &why);
+        free(key);
     }
     if (!e) {
-        st_tier__object_key(p->prefix, &r, "timeindex", key, sizeof key);
-        e = put_file(t, key, seg->timeindex_path, 0, 0, 0, why, sizeof why);
+        key = st_tier__object_key(p->prefix, &r, "timeindex");
+        e = put_file(t, key, seg->timeindex_path, 0, 0, 0, &why);
+        free(key);
     }
     if (!e) {
         st_buf_t b;
@@ -237,8 +530,9 @@ static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) 
         st_buf_printf(&b, "0\n%d\n", seg->nepochs);
         for (int i = 0; i < seg->nepochs; i++)
             st_buf_printf(&b, "%d %lld\n", seg->epochs[i].epoch, (long long)seg->epochs[i].start_offset);
-        st_tier__object_key(p->prefix, &r, "epochs", key, sizeof key);
-        e = put_mem(t, key, b.data, b.len, why, sizeof why);
+        key = st_tier__object_key(p->prefix, &r, "epochs");
+        e = put_mem(t, key, b.data, b.len, &why);
+        free(key);
         st_buf_fini(&b);
     }
     /* Then the manifest that names them: the commit point. */
@@ -252,26 +546,36 @@ static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) 
         next.segs = st_realloc(next.segs, sizeof *next.segs * (size_t)(next.nsegs + 1));
         next.segs[next.nsegs++] = r;
         memset(&r, 0, sizeof r);
-        e = manifest_store(p, &next, why, sizeof why);
+        snprintf(r.id, sizeof r.id, "%s", next.segs[next.nsegs - 1].id); /* for the failure path */
+        in_manifest = 1;
+        e = manifest_store(p, &next, &why);
     }
     if (e) {
         free(r.epochs);
         st_tier__manifest_fini(&next);
         ST_TIER_STAT_ADD(t, upload_failures, 1);
-        set_error(p, "%s", why);
+        upload_failed(p, seg, r.id, in_manifest, why ? why : st_err_msg(e));
+        free(why);
         return e;
     }
     manifest_install(p, &next);
     pthread_mutex_lock(&p->lock);
     p->last_upload_ms = st_now_ms();
-    p->last_error[0] = 0;
     pthread_mutex_unlock(&p->lock);
+    clear_error(p);
     ST_TIER_STAT_ADD(t, bytes_uploaded, seg->size_bytes);
     ST_TIER_STAT_ADD(t, segments_uploaded, 1);
-    ST_INFO("tiering", "%s-%d: segment %lld-%lld (%lld bytes) is in the bucket", p->topic,
-            (int)p->partition, (long long)seg->base_offset, (long long)seg->last_offset,
-            (long long)seg->size_bytes);
-    copy_quota(t, seg->size_bytes, started);
+    int failures = p->fail.base == seg->base_offset ? p->fail.failures : 0;
+    if (failures)
+        ST_INFO("tiering", "%s-%d: segment %lld-%lld (%lld bytes) is in the bucket, after %d "
+                "failed attempt%s", p->topic, (int)p->partition, (long long)seg->base_offset,
+                (long long)seg->last_offset, (long long)seg->size_bytes, failures,
+                failures == 1 ? "" : "s");
+    else
+        ST_INFO("tiering", "%s-%d: segment %lld-%lld (%lld bytes) is in the bucket", p->topic,
+                (int)p->partition, (long long)seg->base_offset, (long long)seg->last_offset,
+                (long long)seg->size_bytes);
+    fail_reset(p);
     return ST_OK;
 }
 
@@ -288,15 +592,11 @@ static void delete_objects(st_tier_t *t, const char *const *keys, size_t n) {
 
 static void delete_segment_objects(st_tier_part_t *p, const st_rseg_t *segs, int n) {
     static const char *kinds[] = {"log", "index", "timeindex", "epochs"};
-    char (*keys)[700] = st_malloc(sizeof *keys * (size_t)(4 * n + 1));
-    const char **ptrs = st_malloc(sizeof *ptrs * (size_t)(4 * n + 1));
+    char **keys = st_malloc(sizeof *keys * (size_t)(4 * n + 1));
     for (int i = 0; i < n; i++)
-        for (int k = 0; k < 4; k++) {
-            st_tier__object_key(p->prefix, &segs[i], kinds[k], keys[4 * i + k], sizeof keys[0]);
-            ptrs[4 * i + k] = keys[4 * i + k];
-        }
-    delete_objects(p->tier, ptrs, (size_t)(4 * n));
-    free(ptrs);
+        for (int k = 0; k < 4; k++) keys[4 * i + k] = st_tier__object_key(p->prefix, &segs[i], kinds[k]);
+    delete_objects(p->tier, (const char *const *)keys, (size_t)(4 * n));
+    for (int i = 0; i < 4 * n; i++) free(keys[i]);
     free(keys);
 }
 
@@ -335,20 +635,22 @@ static void apply_retention(st_tier_part_t *p) {
         next.segs[i] = cur.segs[n + i];
         cur.segs[n + i].epochs = NULL; /* moved */
     }
-    char why[400];
-    if (manifest_store(p, &next, why, sizeof why)) {
+    char *why = NULL;
+    if (manifest_store(p, &next, &why)) {
         set_error(p, "%s", why);
+        free(why);
         st_tier__manifest_fini(&next);
         st_tier__manifest_fini(&cur);
         return;
     }
+    int64_t stored_start = st_tier__manifest_start(&next);
     manifest_install(p, &next);
     if (n > 0) {
         delete_segment_objects(p, cur.segs, n);
         ST_TIER_STAT_ADD(p->tier, segments_deleted, n);
-        ST_INFO("tiering", "%s-%d: %d remote segment(s) past retention deleted; remote log now "
-                "starts at %lld", p->topic, (int)p->partition, n,
-                (long long)st_tier__manifest_start(&p->man));
+        ST_INFO("tiering", "%s-%d: %d remote segment(s) past retention deleted; the bucket's "
+                "remote log now starts at %lld", p->topic, (int)p->partition, n,
+                (long long)stored_start);
     }
     st_tier__manifest_fini(&cur);
 }
@@ -358,8 +660,7 @@ static void apply_retention(st_tier_part_t *p) {
  * is being written while this looks. */
 static void sweep_orphans(st_tier_part_t *p) {
     st_tier_t *t = p->tier;
-    char prefix[600];
-    snprintf(prefix, sizeof prefix, "%s/", p->prefix);
+    char *prefix = st_strprintf("%s/", p->prefix);
     char **orphans = NULL;
     size_t n = 0, cap = 0;
     char *token = NULL;
@@ -403,16 +704,17 @@ static void sweep_orphans(st_tier_part_t *p) {
     }
     for (size_t i = 0; i < n; i++) free(orphans[i]);
     free(orphans);
+    free(prefix);
 }
 
 static void delete_everything(st_tier_part_t *p) {
     pthread_mutex_lock(&p->lock);
     st_tier__manifest_fini(&p->man);
     pthread_mutex_unlock(&p->lock);
-    char key[600];
-    manifest_key(p, key, sizeof key);
+    char *key = manifest_key(p->prefix);
     const char *k = key;
     delete_objects(p->tier, &k, 1);
+    free(key);
     sweep_orphans(p); /* with an empty manifest: every segment object */
 }
 
@@ -429,15 +731,17 @@ static void part_job(void *arg) {
         goto out;
     }
     if (!p->loaded) {
-        char why[300];
+        char *why = NULL;
         st_manifest_t m;
         st_tier__manifest_init(&m);
-        st_err_t e = manifest_fetch(p, &m, why, sizeof why);
+        st_err_t e = manifest_fetch(p, &m, &why);
         if (e == ST_OK || e == ST_E_NOT_FOUND) {
             if (e == ST_OK) manifest_install(p, &m);
             p->loaded = 1;
+            free(why);
         } else {
             set_error(p, "reading the manifest: %s", why);
+            free(why);
             goto out;
         }
     }
@@ -453,6 +757,11 @@ static void part_job(void *arg) {
         if (stop) break;
         pthread_mutex_lock(&p->lock);
         int64_t end = st_tier__manifest_end(&p->man);
+        pthread_mutex_unlock(&p->lock);
+        /* a segment backed off is not even looked for until its wait ends */
+        if (!attempt_due(p, end) || leftovers_settled(p)) break;
+        pthread_mutex_lock(&p->lock);
+        end = st_tier__manifest_end(&p->man); /* a leftover may have committed */
         pthread_mutex_unlock(&p->lock);
         int n = p->ops.closed_segments(p->ops.arg, end, segs, 4);
         int done = 0, failed = 0;
@@ -475,21 +784,30 @@ static void part_job(void *arg) {
     free(segs);
     apply_retention(p);
 out:
+    /* A kick that came while this job ran (DeleteRecords, a segment
+     * closed, a retention change) was not lost: run again. */
+    pthread_mutex_lock(&t->lock);
     pthread_mutex_lock(&p->lock);
     p->job_running = 0;
+    if (p->rerun) {
+        p->rerun = 0;
+        p->kicked = 1;
+    }
     pthread_mutex_unlock(&p->lock);
-    pthread_mutex_lock(&t->lock);
     t->pending_jobs--;
     pthread_cond_broadcast(&t->cond);
     pthread_mutex_unlock(&t->lock);
     part_release(p);
 }
 
-/* Start the partition's job unless one runs.  t->lock held. */
+/* Start the partition's job, or have it run again when the one running
+ * ends (what it was asked for may have come after it looked).  t->lock
+ * held. */
 static void schedule_locked(st_tier_t *t, st_tier_part_t *p) {
     pthread_mutex_lock(&p->lock);
     int run = !p->job_running;
     if (run) p->job_running = 1;
+    else p->rerun = 1;
     pthread_mutex_unlock(&p->lock);
     if (!run) return;
     t->pending_jobs++;
@@ -504,7 +822,10 @@ static void *task_main(void *arg) {
     while (!t->stopping) {
         int64_t now = st_mono_ms();
         if (now >= next_round) {
-            for (int i = 0; i < t->nparts; i++) schedule_locked(t, t->parts[i]);
+            for (int i = 0; i < t->nparts; i++) {
+                t->parts[i]->kicked = 0;
+                schedule_locked(t, t->parts[i]);
+            }
             next_round = now + t->cfg.task_interval_ms;
         } else {
             for (int i = 0; i < t->nparts; i++)
@@ -553,7 +874,7 @@ st_err_t st_tier_new(const st_tier_config_t *cfg, st_os_t *os, st_tier_t **out, 
     if (t->cfg.chunk_bytes < 65536) t->cfg.chunk_bytes = 65536;
     st_err_t e = st_mkdirs(t->cache_dir);
     if (e) {
-        snprintf(err, errlen, "remote.log.cache.dir: cannot create %s: %s", t->cache_dir,
+        st_snprintf_marked(err, errlen, "remote.log.cache.dir: cannot create %s: %s", t->cache_dir,
                  st_err_msg(e));
         free(t->cache_dir);
         free(t);
@@ -563,6 +884,7 @@ st_err_t st_tier_new(const st_tier_config_t *cfg, st_os_t *os, st_tier_t **out, 
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->cond, NULL);
     t->pool = st_pool_new(cfg->copy_threads, "tier-copy");
+    st_tier__quota_init(&t->copy_quota, cfg->copy_max_bytes_per_s);
     t->cache = st_tier__cache_new(t, t->cache_dir, cfg->cache_bytes, cfg->index_cache_bytes,
                                   cfg->fetch_max_bytes_per_s);
     *out = t;
@@ -613,6 +935,41 @@ void st_tier_get_stats(st_tier_t *t, st_tier_stats_t *out) {
 
 /* ---- partitions ------------------------------------------------------------- */
 
+/* ST_OK when the object exists, ST_E_NOT_FOUND, or an error (*why). */
+static st_err_t head(st_tier_t *t, const char *key, char **why) {
+    st_os_request_t rq = {.op = ST_OS_HEAD, .key = key};
+    st_os_result_t *res = st_os_run(t->os, &rq);
+    st_err_t e = res->status;
+    if (e && e != ST_E_NOT_FOUND) *why = st_strdup(res->message);
+    st_os_result_free(res);
+    return e;
+}
+
+/* A topic too long for <topic>-<topicId> as one key piece was tiered under
+ * that layout before the long-name layout existed (S3 takes such keys; the
+ * file backend and MinIO do not).  Its partitions stay where their
+ * manifest is: the long-name layout unless only the old one has one. */
+static st_err_t choose_layout(st_tier_part_t *p, char **why) {
+    if (!long_layout(p->topic, p->topic_id)) return ST_OK;
+    char *key = manifest_key(p->prefix);
+    st_err_t e = head(p->tier, key, why);
+    free(key);
+    if (e != ST_E_NOT_FOUND) return e;
+    char *old = st_strprintf("%s-%s/%d", p->topic, p->topic_id, (int)p->partition);
+    key = manifest_key(old);
+    e = head(p->tier, key, why);
+    free(key);
+    if (e == ST_OK) {
+        ST_INFO("tiering", "%s-%d: the bucket holds it under %s/ (written before the layout for "
+                "long topic names): it stays there", p->topic, (int)p->partition, old);
+        free(p->prefix);
+        p->prefix = old;
+        return ST_OK;
+    }
+    free(old);
+    return e == ST_E_NOT_FOUND ? ST_OK : e;
+}
+
 st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id,
                            int32_t partition, const char *cache_manifest_path,
                            const st_tier_part_ops_t *ops, const st_tier_retention_t *ret,
@@ -624,33 +981,50 @@ st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id
     p->topic = st_strdup(topic);
     p->topic_id = st_strdup(topic_id);
     p->partition = partition;
-    st_tier_part_prefix(topic, topic_id, partition, p->prefix, sizeof p->prefix);
+    p->prefix = st_tier_part_prefix(topic, topic_id, partition);
     p->cache_path = cache_manifest_path ? st_strdup(cache_manifest_path) : NULL;
+    p->fail.base = p->fail.last = -1;
+    if (p->cache_path) {
+        const char *slash = strrchr(p->cache_path, '/');
+        size_t dl = slash ? (size_t)(slash - p->cache_path + 1) : 0;
+        p->status_path = st_strprintf("%.*s" ST_TIER_UPLOAD_STATUS_FILE, (int)dl, p->cache_path);
+        unlink(p->status_path); /* a back-off is in memory: a restart tries at once */
+    }
     p->ops = *ops;
     p->ret = *ret;
     st_tier__manifest_init(&p->man);
-    char why[300];
+    char dwhy[200], *why = NULL;
     char *text = NULL;
     size_t len = 0;
     st_manifest_t m;
     st_tier__manifest_init(&m);
+    st_err_t le = choose_layout(p, &why);
+    if (le) {
+        st_snprintf_marked(err, errlen, "finding the remote manifest: %s", why);
+        free(why);
+        part_release(p);
+        return le;
+    }
     if (p->cache_path && st_read_file(p->cache_path, &text, &len) == ST_OK &&
-        st_tier__manifest_decode(text, len, &m, why, sizeof why) == ST_OK) {
+        st_tier__manifest_decode(text, len, &m, dwhy, sizeof dwhy) == ST_OK) {
         /* The local copy is never ahead of the bucket's; the bucket's is
          * read again by the first job. */
         p->man = m;
         p->durable_log_start = m.log_start;
     } else {
-        st_err_t e = manifest_fetch(p, &m, why, sizeof why);
+        st_err_t e = manifest_fetch(p, &m, &why);
         if (e == ST_OK) {
             p->man = m;
             p->durable_log_start = m.log_start;
         } else if (e != ST_E_NOT_FOUND) {
-            snprintf(err, errlen, "%s-%d: reading the remote manifest: %s", topic, (int)partition, why);
+            /* the caller names the partition */
+            st_snprintf_marked(err, errlen, "reading the remote manifest: %s", why);
+            free(why);
             free(text);
             part_release(p);
             return e;
         }
+        free(why);
         p->loaded = 1;
     }
     free(text);
@@ -719,7 +1093,9 @@ void st_tier_part_status(st_tier_part_t *p, st_tier_status_t *out) {
     out->last_upload_ms = p->last_upload_ms;
     out->loaded = p->loaded;
     out->durable_log_start = p->durable_log_start;
-    snprintf(out->last_error, sizeof out->last_error, "%s", p->last_error);
+    out->failing_base_offset = p->fail.base;
+    out->failures = p->fail.failures;
+    out->retry_in_ms = p->fail.base >= 0 ? ST_MAX(p->fail.next_ms - st_mono_ms(), 0) : 0;
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -742,17 +1118,41 @@ st_err_t st_tier_delete_records(st_tier_part_t *p, int64_t offset) {
     return ST_OK;
 }
 
+int st_tier__part_wait_idle(st_tier_part_t *p, int64_t timeout_ms) {
+    st_tier_t *t = p->tier;
+    int64_t deadline = st_mono_ms() + timeout_ms;
+    int rc = 0;
+    pthread_mutex_lock(&t->lock);
+    for (;;) {
+        if (!p->kicked && !p->job_running && !p->rerun) break;
+        int64_t left = deadline - st_mono_ms();
+        if (left <= 0) {
+            rc = -1;
+            break;
+        }
+        st_cond_wait_ms(&t->cond, &t->lock, left);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
 /* ---- reads ------------------------------------------------------------------ */
 
 /* A copy of what a read needs of one segment, taken under the lock. */
 typedef struct seg_view {
-    char index_key[700], log_key[700];
+    char *index_key, *log_key; /* NULL: no such segment */
     int64_t base, last, size;
 } seg_view_t;
 
+static void view_fini(seg_view_t *v) {
+    free(v->index_key);
+    free(v->log_key);
+    memset(v, 0, sizeof *v);
+}
+
 static void view_of(st_tier_part_t *p, const st_rseg_t *s, seg_view_t *v) {
-    st_tier__object_key(p->prefix, s, "index", v->index_key, sizeof v->index_key);
-    st_tier__object_key(p->prefix, s, "log", v->log_key, sizeof v->log_key);
+    v->index_key = st_tier__object_key(p->prefix, s, "index");
+    v->log_key = st_tier__object_key(p->prefix, s, "log");
     v->base = s->base_offset;
     v->last = s->last_offset;
     v->size = s->size_bytes;
@@ -886,7 +1286,7 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
     st_tier_t *t = p->tier;
     int min_one = flags & ST_TIER_READ_MIN_ONE;
     memset(out, 0, sizeof *out);
-    seg_view_t v, next;
+    seg_view_t v = {0}, next = {0};
     pthread_mutex_lock(&p->lock);
     out->remote_start = st_tier__manifest_start(&p->man);
     out->remote_end = st_tier__manifest_end(&p->man);
@@ -896,7 +1296,7 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
 
     st_cache_ref_t idx;
     st_err_t e = st_tier__cache_get(t->cache, v.index_key, 0, ST_OS_TO_END, 1, &idx, wake, wake_arg);
-    if (e) return e;
+    if (e) goto out;
     chunk_map_t m = {idx.mem, idx.len / 8, v.size, t->cfg.chunk_bytes};
     int64_t pos = index_lookup(idx.mem, idx.len, offset - v.base);
 
@@ -933,29 +1333,32 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
     st_tier__cache_release(t->cache, &idx);
     if (e) {
         if (ref.file) st_tier__cache_release(t->cache, &ref);
-        return e;
+        goto out;
     }
     if (b.size > max_bytes && !min_one) { /* nothing fits: an empty read */
         st_tier__cache_release(t->cache, &ref);
-        return ST_OK;
+        goto out;
     }
     /* Straight from the cached chunk, up to its end (a batch boundary). */
     int64_t want = ST_MAX((int64_t)b.size, (int64_t)max_bytes);
     out->file = ref.file; /* the reference moves to the caller */
     out->pos = pos - cstart;
     out->len = (int32_t)ST_MIN(want, cend - pos);
-    return ST_OK;
+out:
+    view_fini(&v);
+    view_fini(&next);
+    return e;
 }
 
 st_err_t st_tier_time_search_start(st_tier_part_t *p, int64_t ts, int64_t *from,
                                    st_tier_wake_cb wake, void *wake_arg) {
     st_tier_t *t = p->tier;
-    char key[700];
+    char *key = NULL;
     int64_t base = -1, start = 0;
     pthread_mutex_lock(&p->lock);
     for (int i = 0; i < p->man.nsegs; i++)
         if (p->man.segs[i].max_timestamp >= ts && p->man.segs[i].last_offset >= p->man.log_start) {
-            st_tier__object_key(p->prefix, &p->man.segs[i], "timeindex", key, sizeof key);
+            key = st_tier__object_key(p->prefix, &p->man.segs[i], "timeindex");
             base = p->man.segs[i].base_offset;
             start = ST_MAX(base, p->man.log_start);
             break;
@@ -964,6 +1367,7 @@ st_err_t st_tier_time_search_start(st_tier_part_t *p, int64_t ts, int64_t *from,
     if (base < 0) return ST_E_NOT_FOUND;
     st_cache_ref_t tidx;
     st_err_t e = st_tier__cache_get(t->cache, key, 0, ST_OS_TO_END, 1, &tidx, wake, wake_arg);
+    free(key);
     if (e) return e;
     /* Entries of 12 bytes: the newest timestamp so far and the relative
      * offset of its record, so every record up to there is no newer. */

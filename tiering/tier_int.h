@@ -36,10 +36,9 @@ char *st_tier__manifest_encode(const st_manifest_t *m, const char *topic, const 
                                int32_t partition);
 st_err_t st_tier__manifest_decode(const char *text, size_t len, st_manifest_t *out, char *why,
                                   size_t whylen);
-/* Object key of a segment file: kind is "log", "index", "timeindex",
- * "epochs". */
-void st_tier__object_key(const char *prefix, const st_rseg_t *s, const char *kind, char *out,
-                         size_t n);
+/* Object key of a segment file (heap; the caller frees it): kind is
+ * "log", "index", "timeindex", "epochs". */
+char *st_tier__object_key(const char *prefix, const st_rseg_t *s, const char *kind);
 
 /* ---- record batch framing (enough to find an offset in a segment) ------- */
 
@@ -63,6 +62,22 @@ static inline int st_tier__batch_header(const uint8_t *h, st_batch_hdr_t *b) {
     return 0;
 }
 
+/* ---- byte-rate quotas (quota.c) ------------------------------------------ */
+
+typedef struct st_tier_quota {
+    int64_t rate; /* bytes a second; 0: unlimited */
+    double tokens, burst;
+    int64_t refill_us;
+} st_tier_quota_t;
+
+void st_tier__quota_init(st_tier_quota_t *q, int64_t rate);
+/* May work start now (the balance is positive)? */
+int st_tier__quota_ready(st_tier_quota_t *q);
+/* Take bytes from the balance (into debt if need be); negative: refund. */
+void st_tier__quota_charge(st_tier_quota_t *q, double bytes);
+/* How long until work may start (0: now). */
+int64_t st_tier__quota_wait_ms(st_tier_quota_t *q);
+
 /* ---- the cache of downloaded bytes ---------------------------------------
  *
  * Entries are chunks of segment objects (files in the cache directory) and
@@ -80,8 +95,10 @@ typedef struct st_cache_ref {
     void *entry;     /* ...kept alive by this reference */
 } st_cache_ref_t;
 
-/* fetch_bytes_per_s > 0 queues downloads and lets st_tier__cache_pump
- * (the task thread) submit them as the byte-rate quota allows. */
+/* fetch_bytes_per_s > 0 puts downloads behind a byte-rate quota: one
+ * starts at once while the quota allows it, the rest queue in FIFO order
+ * and st_tier__cache_pump (the task thread, every 20 ms) and each
+ * download's end release them as it allows. */
 st_tier_cache_t *st_tier__cache_new(st_tier_t *t, const char *dir, int64_t file_bytes,
                                     int64_t mem_bytes, int64_t fetch_bytes_per_s);
 void st_tier__cache_pump(st_tier_cache_t *c);
@@ -109,7 +126,7 @@ struct st_tier {
     st_os_t *os;
     st_pool_t *pool;
     st_tier_cache_t *cache;
-    pthread_mutex_t lock; /* parts, stopping, the fetch quota */
+    pthread_mutex_t lock; /* parts, stopping, kicks, the copy quota */
     pthread_cond_t cond;
     st_tier_part_t **parts;
     int nparts, capparts;
@@ -118,7 +135,14 @@ struct st_tier {
     int started;
     st_tier_stats_atomic_t stats;
     int pending_jobs; /* pool jobs not finished (guarded by lock) */
+    st_tier_quota_t copy_quota; /* shared by every copier thread (lock) */
 };
+
+/* For tests: wait until the partition has no job running or due (a kick
+ * not yet taken, a rerun asked for while its job ran).  Waits on the
+ * manager's condition, which every kick and every job's end signal; 0, or
+ * -1 after timeout_ms. */
+int st_tier__part_wait_idle(st_tier_part_t *p, int64_t timeout_ms);
 
 #define ST_TIER_STAT_ADD(t, field, n) __atomic_add_fetch(&(t)->stats.field, (uint64_t)(n), __ATOMIC_RELAXED)
 

@@ -215,9 +215,9 @@ typedef struct st_log_segment_info {
     int64_t last_offset;
     int64_t max_timestamp;
     int64_t size_bytes;
-    char log_path[512];
-    char index_path[512];
-    char timeindex_path[512];
+    char log_path[4096]; /* the log's own path bound: a path always fits */
+    char index_path[4096];
+    char timeindex_path[4096];
     struct {
         int32_t epoch;
         int64_t start_offset;

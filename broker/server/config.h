@@ -58,6 +58,9 @@ typedef struct st_broker_config {
     int32_t remote_log_manager_copier_threads;
     int64_t remote_log_manager_copy_max_bytes_per_second;
     int64_t remote_log_manager_fetch_max_bytes_per_second;
+    int64_t remote_log_manager_task_retry_backoff_ms;
+    int64_t remote_log_manager_task_retry_backoff_max_ms;
+    double remote_log_manager_task_retry_jitter;
     int64_t remote_log_fetch_chunk_bytes;
     char *remote_log_cache_dir;
     int64_t remote_log_cache_size_bytes;

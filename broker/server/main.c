@@ -284,6 +284,9 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
                                         ? 0 : srv.cfg.remote_log_manager_copy_max_bytes_per_second,
             .fetch_max_bytes_per_s = srv.cfg.remote_log_manager_fetch_max_bytes_per_second == INT64_MAX
                                          ? 0 : srv.cfg.remote_log_manager_fetch_max_bytes_per_second,
+            .retry_backoff_ms = srv.cfg.remote_log_manager_task_retry_backoff_ms,
+            .retry_backoff_max_ms = srv.cfg.remote_log_manager_task_retry_backoff_max_ms,
+            .retry_jitter = srv.cfg.remote_log_manager_task_retry_jitter,
             .chunk_bytes = srv.cfg.remote_log_fetch_chunk_bytes,
             .cache_dir = cache_dir,
             .cache_bytes = srv.cfg.remote_log_cache_size_bytes,

@@ -428,7 +428,15 @@ class Bucket:
     def partition_prefix(self, topic, partition):
         """<topic>-<topicId>/<partition>/ as the bucket holds it (None when
         nothing of the topic is there); the topic id comes from the
-        listing, so no other topic may be named <topic>-<22 chars>."""
+        listing, so no other topic may be named <topic>-<22 chars>.  A
+        topic too long for that as one key piece (over 227 characters) is
+        under <topic>/<topicId>/<partition>/ (or, tiered before that
+        layout, under the first)."""
+        if len(topic) + 23 > 250:
+            for key in self.ls(topic + "/"):
+                tid, _, rest = key[len(topic) + 1:].partition("/")
+                if len(tid) == 22 and rest.split("/", 1)[0] == str(partition):
+                    return "%s/%s/%d/" % (topic, tid, partition)
         for key in self.ls(topic + "-"):
             head = key[len(topic) + 1:]
             tid, _, rest = head.partition("/")

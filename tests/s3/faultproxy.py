@@ -23,10 +23,25 @@ must find out that its upload did complete.  --deny-marker STR answers 403
 AccessDenied to part 2 of any multipart upload whose key contains STR (the
 upload must then be aborted, which is counted as "aborts").
 
+--complete-answer MODE rewrites the answer to CompleteMultipartUpload
+(MODE may also be read, per request, from --control-file, so a test can
+switch it while the proxy runs; an empty file means faithful):
+
+  moto   the server completes the upload; its 200 answer reaches the client
+         with moto's root element, <CompleteMultipartUploadResponse>, and a
+         repeated completion of that upload gets the same answer without
+         reaching the server (a server whose completion is idempotent)
+  empty  the server completes the upload; the client gets a 200 with an
+         empty body, and the same for a repeat
+  error  the request never reaches the server; the client gets a 200 whose
+         body is an <Error> (InternalError, which may pass), so the upload
+         is never completed
+
 Every connection carries one request (the proxy answers with
 "Connection: close"), which keeps the bookkeeping simple.  It listens on a
 free loopback port, writes that port to --port-file, and writes a count of
-what it did to --stats-file when it gets SIGTERM.  Standard library only.
+what it did to --stats-file when it gets SIGTERM (and SIGUSR1, to look while
+it runs).  Standard library only.
 """
 import argparse
 import json
@@ -40,6 +55,7 @@ import threading
 import time
 
 FAULTS = ["drop", "cut-upload", "error500", "error503", "delay", "stall", "truncate", "lose"]
+COMPLETE_MODES = ("moto", "empty", "error")
 
 
 class Stats:
@@ -110,6 +126,50 @@ def recv_exact(sock, n, pending):
         yield chunk
 
 
+def read_body(sock, headers, pending):
+    """The whole body of an answer whose head is parsed: by Content-Length,
+    chunked, or up to the close."""
+    length = header(headers, "content-length")
+    if (header(headers, "transfer-encoding") or "").lower() == "chunked":
+        data, out = pending, b""
+        while True:
+            while b"\r\n" not in data:
+                more = sock.recv(65536)
+                if not more:
+                    return out
+                data += more
+            line, _, data = data.partition(b"\r\n")
+            n = int(line.split(b";")[0], 16)
+            while len(data) < n + 2:
+                more = sock.recv(65536)
+                if not more:
+                    return out + data[:n]
+                data += more
+            if n == 0:
+                return out
+            out += data[:n]
+            data = data[n + 2:]
+    data = pending
+    if length is not None:
+        while len(data) < int(length):
+            more = sock.recv(262144)
+            if not more:
+                break
+            data += more
+        return data[:int(length)]
+    while True:
+        more = sock.recv(262144)
+        if not more:
+            return data
+        data += more
+
+
+def answer_200(body):
+    head = ("HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n"
+            "Connection: close\r\n\r\n" % len(body)).encode()
+    return head + body
+
+
 def error_response(status, reason, code):
     body = ('<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code>'
             "<Message>injected by faultproxy</Message></Error>" % code).encode()
@@ -134,6 +194,12 @@ class Handler(socketserver.BaseRequestHandler):
             self.server.stats.bump("requests")
             path = first.split(" ")[1] if " " in first else ""
             fault = self.server.pick()
+            mode = self.server.complete_mode()
+            if method == "POST" and "uploadId=" in path and mode:
+                self.rewrite_complete(client, first, headers, rest, length, expect, path, mode)
+                return
+            if method == "POST" and "?uploads" in path:
+                self.server.stats.bump("initiates")
             if method == "POST" and "uploadId=" in path and cfg.lose_first_complete:
                 upload = path.split("uploadId=", 1)[1].split("&", 1)[0]
                 with self.server.rng_lock:
@@ -191,6 +257,59 @@ class Handler(socketserver.BaseRequestHandler):
                 client.close()
             except OSError:
                 pass
+
+    def rewrite_complete(self, client, first, headers, rest, length, expect, path, mode):
+        """CompleteMultipartUpload under --complete-answer (see the top)."""
+        upload = path.split("uploadId=", 1)[1].split("&", 1)[0]
+        self.server.stats.bump("complete-" + mode)
+        with self.server.rng_lock:
+            repeat = self.server.rewritten.get(upload)
+        if mode == "error" or repeat is not None:
+            if expect and length:
+                client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+            if length:
+                for _ in recv_exact(client, length, rest):
+                    pass
+            if mode == "error":
+                client.sendall(answer_200(b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError'
+                                          b'</Code><Message>injected by faultproxy: 200 with an error'
+                                          b'</Message></Error>'))
+            else:
+                self.server.stats.bump("complete-repeat")
+                client.sendall(answer_200(repeat))
+            return
+        up = socket.create_connection(self.server.upstream, timeout=60)
+        try:
+            up.sendall(build_head(first, headers))
+            if expect and length:
+                client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+            if length:
+                for chunk in recv_exact(client, length, rest):
+                    up.sendall(chunk)
+            pending = b""
+            while True:
+                resp, pending = read_head(up, pending)
+                if resp is None:
+                    return
+                if not resp.split(b" ", 2)[1].startswith(b"1"):
+                    break
+            rfirst, rheaders = parse_headers(resp)
+            body = read_body(up, rheaders, pending)
+            if int(rfirst.split(" ", 2)[1]) != 200 or b"CompleteMultipartUploadResult" not in body:
+                client.sendall(build_head(rfirst, [(n, v) for n, v in rheaders
+                                                   if n.lower() not in ("content-length", "transfer-encoding")]
+                                          + [("Content-Length", str(len(body)))]) + body)
+                return
+            body = body.strip()
+            if mode == "moto":
+                body = body.replace(b"CompleteMultipartUploadResult", b"CompleteMultipartUploadResponse")
+            else:
+                body = b""
+            with self.server.rng_lock:
+                self.server.rewritten[upload] = body
+            client.sendall(answer_200(body))
+        finally:
+            up.close()
 
     def forward(self, client, first, headers, rest, method, length, expect, fault):
         up = socket.create_connection(self.server.upstream, timeout=30)
@@ -261,6 +380,7 @@ class Server(socketserver.ThreadingTCPServer):
         self.rng = random.Random(cfg.seed)
         self.rng_lock = threading.Lock()
         self.completed = set()
+        self.rewritten = {}  # upload id -> the body its completion got
         self.weights = [(f, getattr(cfg, f.replace("-", "_"))) for f in FAULTS]
         super().__init__(("127.0.0.1", 0), Handler)
 
@@ -272,6 +392,16 @@ class Server(socketserver.ThreadingTCPServer):
                 return name
             x -= p
         return None
+
+    def complete_mode(self):
+        mode = self.cfg.complete_answer
+        if self.cfg.control_file:
+            try:
+                with open(self.cfg.control_file) as f:
+                    mode = f.read().strip()
+            except OSError:
+                pass
+        return mode if mode in COMPLETE_MODES else ""
 
     def rng_uniform(self, a, b):
         with self.rng_lock:
@@ -290,19 +420,28 @@ def main():
     ap.add_argument("--stall-ms", type=float, default=3000)
     ap.add_argument("--lose-first-complete", action="store_true")
     ap.add_argument("--deny-marker", default="")
+    ap.add_argument("--complete-answer", default="", choices=("",) + COMPLETE_MODES)
+    ap.add_argument("--control-file", default="", help="holds the --complete-answer mode (or nothing)")
     cfg = ap.parse_args()
     if sum(getattr(cfg, f.replace("-", "_")) for f in FAULTS) > 1:
         sys.exit("faultproxy: the fractions add up to more than 1")
     server = Server(cfg)
 
-    def stop(signum, frame):
+    def dump():
         if cfg.stats_file:
-            with open(cfg.stats_file, "w") as f:
-                json.dump(server.stats.counts, f, sort_keys=True)
+            with server.stats.lock:
+                counts = dict(server.stats.counts)
+            with open(cfg.stats_file + ".tmp", "w") as f:
+                json.dump(counts, f, sort_keys=True)
+            os.rename(cfg.stats_file + ".tmp", cfg.stats_file)
+
+    def stop(signum, frame):
+        dump()
         sys.exit(0)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGUSR1, lambda signum, frame: dump())
     with open(cfg.port_file + ".tmp", "w") as f:
         f.write(str(server.server_address[1]))
     os.rename(cfg.port_file + ".tmp", cfg.port_file)

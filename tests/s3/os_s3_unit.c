@@ -107,25 +107,99 @@ static void test_list(void **state) {
 
 static void test_multipart_answers(void **state) {
     (void)state;
-    char id[64], why[256];
+    char why[256];
     const char *init = XMLDECL "<InitiateMultipartUploadResult><Bucket>b</Bucket><Key>k</Key>"
                                "<UploadId>2~abc</UploadId></InitiateMultipartUploadResult>";
-    assert_int_equal(st_os__s3_parse_upload_id(init, strlen(init), id, sizeof id, why, sizeof why), 0);
+    char *id = st_os__s3_parse_upload_id(init, strlen(init), why, sizeof why);
+    assert_non_null(id);
     assert_string_equal(id, "2~abc");
+    free(id);
     const char *noid = XMLDECL "<InitiateMultipartUploadResult/>";
-    assert_int_equal(st_os__s3_parse_upload_id(noid, strlen(noid), id, sizeof id, why, sizeof why), -1);
+    assert_null(st_os__s3_parse_upload_id(noid, strlen(noid), why, sizeof why));
+    /* An id longer than any buffer of ours comes back whole (a cut one
+     * would name another upload). */
+    st_buf_t b;
+    st_buf_init(&b);
+    st_buf_printf(&b, XMLDECL "<InitiateMultipartUploadResult><UploadId>");
+    for (int i = 0; i < 3000; i++) st_buf_put(&b, i % 2 ? "a" : "Z", 1);
+    st_buf_printf(&b, "</UploadId></InitiateMultipartUploadResult>");
+    id = st_os__s3_parse_upload_id((const char *)b.data, b.len, why, sizeof why);
+    assert_non_null(id);
+    assert_int_equal(strlen(id), 3000);
+    free(id);
+    st_buf_fini(&b);
 
     /* Whitespace sent while the server works, then the answer. */
     st_os_s3_error_t e;
     const char *ok = "\n   \n" XMLDECL "<CompleteMultipartUploadResult><ETag>\"x-2\"</ETag>"
                      "</CompleteMultipartUploadResult>";
-    assert_int_equal(st_os__s3_parse_complete(ok, strlen(ok), &e, why, sizeof why), 0);
+    assert_int_equal(st_os__s3_parse_complete(ok, strlen(ok), &e, why, sizeof why), ST_OS_S3_COMPLETE_OK);
     /* 200 with an error inside. */
     const char *err = "  " XMLDECL "<Error><Code>InternalError</Code><Message>try again</Message></Error>";
-    assert_int_equal(st_os__s3_parse_complete(err, strlen(err), &e, why, sizeof why), 1);
+    assert_int_equal(st_os__s3_parse_complete(err, strlen(err), &e, why, sizeof why), ST_OS_S3_COMPLETE_ERROR);
     assert_string_equal(e.code, "InternalError");
     assert_true(st_os__s3_code_retryable(e.code));
-    assert_int_equal(st_os__s3_parse_complete("   ", 3, &e, why, sizeof why), -1);
+}
+
+/*
+ * A 200 to CompleteMultipartUpload that is neither the result nor an
+ * <Error> leaves the outcome unknown: the object may well be there.  moto
+ * answers with a CompleteMultipartUploadResponse root; proxies and servers
+ * cut short send an empty body or broken XML.  These must come out as
+ * UNKNOWN (the backend then checks with HEAD) and never as a failure to
+ * retry: a retried completion of a completed upload leaves the object
+ * behind as an orphan, one per attempt (35 in 100 s with moto).
+ */
+static void test_complete_answers(void **state) {
+    (void)state;
+    static const struct {
+        const char *what, *xml;
+        int want;
+    } cases[] = {
+        {"the result", XMLDECL "<CompleteMultipartUploadResult><Location>http://h/b/k</Location>"
+                       "<Bucket>b</Bucket><Key>k</Key><ETag>\"3858f6-2\"</ETag>"
+                       "</CompleteMultipartUploadResult>", ST_OS_S3_COMPLETE_OK},
+        {"the result in S3's namespace, prefixed",
+         XMLDECL "<s3:CompleteMultipartUploadResult xmlns:s3=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+                 "<s3:ETag>\"x-2\"</s3:ETag></s3:CompleteMultipartUploadResult>", ST_OS_S3_COMPLETE_OK},
+        {"moto's root element",
+         XMLDECL "<CompleteMultipartUploadResponse xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+                 "<Location>http://h/b/k</Location><Bucket>b</Bucket><Key>k</Key>"
+                 "<ETag>\"3858f6-2\"</ETag></CompleteMultipartUploadResponse>", ST_OS_S3_COMPLETE_UNKNOWN},
+        {"an empty body", "", ST_OS_S3_COMPLETE_UNKNOWN},
+        {"only whitespace", " \n \n ", ST_OS_S3_COMPLETE_UNKNOWN},
+        {"XML cut short", XMLDECL "<CompleteMultipartUploadResult><ETag>\"x-2", ST_OS_S3_COMPLETE_UNKNOWN},
+        {"not XML", "OK", ST_OS_S3_COMPLETE_UNKNOWN},
+        {"an <Error> that may pass", XMLDECL "<Error><Code>SlowDown</Code><Message>m</Message></Error>",
+         ST_OS_S3_COMPLETE_ERROR},
+        {"an <Error> that will not", XMLDECL "<Error><Code>InvalidPart</Code><Message>m</Message></Error>",
+         ST_OS_S3_COMPLETE_ERROR},
+    };
+    for (size_t i = 0; i < ST_ARRAY_SIZE(cases); i++) {
+        st_os_s3_error_t e;
+        char why[256] = "";
+        int rc = st_os__s3_parse_complete(cases[i].xml, strlen(cases[i].xml), &e, why, sizeof why);
+        if (rc != cases[i].want)
+            fail_msg("%s: parse_complete answered %d, want %d (%s)", cases[i].what, rc, cases[i].want, why);
+        if (rc == ST_OS_S3_COMPLETE_UNKNOWN) assert_true(why[0] != 0); /* it says what it saw */
+        if (rc == ST_OS_S3_COMPLETE_ERROR) assert_true(e.code[0] != 0);
+    }
+    /* moto's answer is named in the reason, so an operator sees which it was */
+    st_os_s3_error_t e;
+    char why[256];
+    assert_int_equal(st_os__s3_parse_complete(cases[2].xml, strlen(cases[2].xml), &e, why, sizeof why),
+                     ST_OS_S3_COMPLETE_UNKNOWN);
+    assert_non_null(strstr(why, "CompleteMultipartUploadResponse"));
+    /* a server's long message is kept within bounds, and says it was cut */
+    st_buf_t b;
+    st_buf_init(&b);
+    st_buf_printf(&b, XMLDECL "<Error><Code>InternalError</Code><Message>");
+    for (int i = 0; i < 1000; i++) st_buf_put(&b, "m", 1);
+    st_buf_printf(&b, "</Message></Error>");
+    assert_int_equal(st_os__s3_parse_complete((const char *)b.data, b.len, &e, why, sizeof why),
+                     ST_OS_S3_COMPLETE_ERROR);
+    assert_string_equal(e.message + strlen(e.message) - 8, "...[cut]");
+    st_buf_fini(&b);
 }
 
 static void test_delete_result(void **state) {
@@ -263,6 +337,7 @@ int main(void) {
         cmocka_unit_test(test_error_plain_and_prefixed),
         cmocka_unit_test(test_list),
         cmocka_unit_test(test_multipart_answers),
+        cmocka_unit_test(test_complete_answers),
         cmocka_unit_test(test_delete_result),
         cmocka_unit_test(test_hostile_xml),
         cmocka_unit_test(test_escaping),

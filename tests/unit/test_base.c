@@ -808,6 +808,66 @@ static void test_errors(void **state) {
 
 static void count_job(void *arg) { __atomic_add_fetch((int *)arg, 1, __ATOMIC_RELAXED); }
 
+/* Log lines keep their cause: a message with a long key is written whole
+ * (it was cut at about 2 KB, and callers' buffers cut sooner); one past
+ * 64 KiB is cut with a marker that says so.  Heap-formatted and marked
+ * strings never cut silently. */
+static void test_log_long_lines(void **state) {
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    st_log_set_file(f);
+    char *key = st_malloc(5001);
+    for (int i = 0; i < 5000; i++) key[i] = (char)('a' + i % 26);
+    key[5000] = 0;
+    st_log_write(ST_LOG_WARN, "test", "download of %s failed: get %s: no such key", key, key);
+    char *huge = st_malloc(100001);
+    memset(huge, 'x', 100000);
+    huge[100000] = 0;
+    st_log_write(ST_LOG_WARN, "test", "%s: the end", huge);
+    st_log_set_file(NULL);
+    fflush(f);
+    rewind(f);
+    char *text = st_malloc(1 << 20);
+    size_t n = fread(text, 1, (1 << 20) - 1, f);
+    text[n] = 0;
+    fclose(f);
+    char *nl = strchr(text, '\n');
+    assert_non_null(nl);
+    *nl = 0;
+    const char *first = text, *second = nl + 1;
+    assert_non_null(strstr(first, key));
+    assert_non_null(strstr(strstr(first, key) + 5000, key));
+    size_t fl = strlen(first);
+    assert_true(fl > 10000);
+    assert_string_equal(first + fl - strlen("no such key"), "no such key");
+    nl = strchr(second, '\n');
+    assert_non_null(nl);
+    *nl = 0;
+    assert_true(strlen(second) <= 64 * 1024);
+    assert_true(strlen(second) > 60 * 1024);
+    const char *cut = strstr(second, "...[line cut: ");
+    assert_non_null(cut);
+    unsigned long more = strtoul(cut + strlen("...[line cut: "), NULL, 10);
+    /* what is there and what is said to be missing add up to the message */
+    size_t xs = strspn(strchr(second, 'x'), "x");
+    assert_int_equal(xs + more, 100000 + strlen(": the end"));
+    free(text);
+    free(huge);
+
+    char *s = st_strprintf("upload of %s: %s", key, "HTTP 500");
+    assert_int_equal(strlen(s), strlen("upload of : HTTP 500") + 5000);
+    free(s);
+    char small[32];
+    int m = st_snprintf_marked(small, sizeof small, "key %s", key);
+    assert_int_equal(m, 5004);
+    assert_int_equal(strlen(small), sizeof small - 1);
+    assert_string_equal(small + sizeof small - 9, "...[cut]");
+    assert_int_equal(st_snprintf_marked(small, sizeof small, "fits"), 4);
+    assert_string_equal(small, "fits");
+    free(key);
+}
+
 static void test_pool(void **state) {
     (void)state;
     int n = 0;
@@ -837,6 +897,7 @@ int main(void) {
         cmocka_unit_test(test_chain),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_pool),
+        cmocka_unit_test(test_log_long_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

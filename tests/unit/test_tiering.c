@@ -2,7 +2,8 @@
  * test_tiering.c - the remote log manager against the file object store:
  * manifests, uploads in offset order, remote reads through the chunk cache
  * (batches inside a chunk, across chunks, across segments), read-ahead,
- * eviction, remote retention, DeleteRecords, orphan sweeps and restarts
+ * eviction, remote retention, DeleteRecords (also in the same pass as
+ * retention), orphan sweeps and restarts
  * from the cached and the bucket's manifest.
  *
  * Segments are real files of record batches built with the log library's
@@ -46,7 +47,25 @@ typedef struct env {
     int64_t remote_start, remote_end;
     int changes;
     int wakes;
+    /* events from the manager's threads (remote_changed, wake) */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    /* DeleteRecords at delete_at, sent from inside a job: from
+     * remote_changed once the remote start reaches delete_when_start
+     * (after a retention pass installed its manifest), or from
+     * local_bytes_above (while the pass decides what goes) */
+    int delete_hook; /* 0, HOOK_CHANGED, HOOK_LOCAL_BYTES */
+    int64_t delete_at, delete_when_start;
+    st_err_t hook_rc; /* what the hook's DeleteRecords answered (job thread) */
+    int offered;      /* closed segments the "broker" offers (0: all) */
+    int64_t asked_us[64]; /* when the manager asked for closed segments */
+    int nasked;
+    const char *topic; /* NULL: "orders" */
 } env_t;
+
+enum { HOOK_CHANGED = 1, HOOK_LOCAL_BYTES = 2 };
+
+#define EVENT_WAIT_MS 60000 /* a bound, so that a bug fails rather than hangs */
 
 static int64_t record_value(int64_t offset, int k) { return offset * 131 + k; }
 
@@ -111,8 +130,13 @@ static void build_segments(env_t *e) {
 
 static int closed_cb(void *arg, int64_t from, st_tier_segment_t *out, int max) {
     env_t *e = arg;
+    pthread_mutex_lock(&e->lock);
+    if (e->nasked < (int)ST_ARRAY_SIZE(e->asked_us)) e->asked_us[e->nasked++] = st_mono_us();
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
     int n = 0;
-    for (int s = 0; s < NSEGS && n < max; s++)
+    int offered = e->offered ? e->offered : NSEGS;
+    for (int s = 0; s < offered && n < max; s++)
         if (e->segs[s].info.base_offset >= from) out[n++] = e->segs[s].info;
     return n;
 }
@@ -122,17 +146,52 @@ static void changed_cb(void *arg, int64_t start, int64_t end) {
     __atomic_store_n(&e->remote_start, start, __ATOMIC_RELEASE);
     __atomic_store_n(&e->remote_end, end, __ATOMIC_RELEASE);
     __atomic_add_fetch(&e->changes, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&e->lock);
+    int hook = e->delete_hook == HOOK_CHANGED && start == e->delete_when_start;
+    if (hook) e->delete_hook = 0;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+    if (hook) e->hook_rc = st_tier_delete_records(e->part, e->delete_at);
 }
 
 static int64_t local_bytes_cb(void *arg, int64_t offset) {
-    (void)arg;
+    env_t *e = arg;
     (void)offset;
+    pthread_mutex_lock(&e->lock);
+    int hook = e->delete_hook == HOOK_LOCAL_BYTES;
+    if (hook) e->delete_hook = 0;
+    pthread_mutex_unlock(&e->lock);
+    if (hook) e->hook_rc = st_tier_delete_records(e->part, e->delete_at);
     return 0;
 }
 
 static void release_cb(void *arg) { ((env_t *)arg)->released++; }
 
-static void wake_cb(void *arg) { __atomic_add_fetch(&((env_t *)arg)->wakes, 1, __ATOMIC_RELAXED); }
+static void wake_cb(void *arg) {
+    env_t *e = arg;
+    pthread_mutex_lock(&e->lock);
+    e->wakes++;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+}
+
+static int wakes_now(env_t *e) {
+    pthread_mutex_lock(&e->lock);
+    int n = e->wakes;
+    pthread_mutex_unlock(&e->lock);
+    return n;
+}
+
+/* Wait for a wake after the count seen was `seen`. */
+static void wait_wake(env_t *e, int seen) {
+    int64_t deadline = st_mono_ms() + EVENT_WAIT_MS;
+    pthread_mutex_lock(&e->lock);
+    while (e->wakes == seen && st_mono_ms() < deadline)
+        st_cond_wait_ms(&e->cond, &e->lock, deadline - st_mono_ms());
+    int woke = e->wakes != seen;
+    pthread_mutex_unlock(&e->lock);
+    if (!woke) fail_msg("no wake within %d ms", EVENT_WAIT_MS);
+}
 
 static void open_store(env_t *e) {
     st_os_config_t oc;
@@ -147,37 +206,48 @@ static void open_store(env_t *e) {
     st_os_config_fini(&oc);
 }
 
-static void open_tier(env_t *e, int64_t cache_bytes) {
+static void open_tier_quota(env_t *e, int64_t cache_bytes, int64_t fetch_per_s, int64_t copy_per_s) {
     char cache[300], err[256];
     snprintf(cache, sizeof cache, "%s/cache", e->root);
-    st_tier_config_t tc = {.task_interval_ms = 3600 * 1000, .copy_threads = 1,
+    st_tier_config_t tc = {.task_interval_ms = 3600 * 1000, .copy_threads = copy_per_s ? 2 : 1,
                            .chunk_bytes = 65536, .cache_dir = cache, .cache_bytes = cache_bytes,
-                           .readahead_chunks = 2, .index_cache_bytes = 1 << 20};
+                           .readahead_chunks = 2, .index_cache_bytes = 1 << 20,
+                           .fetch_max_bytes_per_s = fetch_per_s, .copy_max_bytes_per_s = copy_per_s};
     assert_int_equal(st_tier_new(&tc, e->os, &e->tier, err, sizeof err), ST_OK);
     st_tier_start(e->tier);
 }
+
+static void open_tier(env_t *e, int64_t cache_bytes) { open_tier_quota(e, cache_bytes, 0, 0); }
 
 static void open_part(env_t *e, const st_tier_retention_t *ret) {
     st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, release_cb, e};
     char cache[300], err[256];
     snprintf(cache, sizeof cache, "%s/remote-manifest.json", e->root);
-    assert_int_equal(st_tier_part_open(e->tier, "orders", "AAAAAAAAAAAAAAAAAAAAAA", 3, cache, &ops,
-                                       ret, &e->part, err, sizeof err),
+    assert_int_equal(st_tier_part_open(e->tier, e->topic ? e->topic : "orders",
+                                       "AAAAAAAAAAAAAAAAAAAAAA", 3, cache, &ops, ret, &e->part, err,
+                                       sizeof err),
                      ST_OK);
 }
 
+/* Kick the partition and wait for its job (and any job it asked for) to
+ * end: the event, not a poll. */
+static void run_job(env_t *e) {
+    st_tier_part_kick(e->part);
+    if (st_tier__part_wait_idle(e->part, EVENT_WAIT_MS))
+        fail_msg("the partition's job did not end within %d ms", EVENT_WAIT_MS);
+}
+
 static void wait_remote_end(env_t *e, int64_t end) {
-    for (int i = 0; i < 1000; i++) {
-        st_tier_status_t s;
-        st_tier_part_status(e->part, &s);
-        if (s.remote_end == end) return;
-        usleep(10000);
-    }
-    fail_msg("remote end never reached %lld", (long long)end);
+    run_job(e);
+    st_tier_status_t s;
+    st_tier_part_status(e->part, &s);
+    assert_int_equal(s.remote_end, end);
 }
 
 static void env_setup(env_t *e) {
     memset(e, 0, sizeof *e);
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->cond, NULL);
     snprintf(e->root, sizeof e->root, "/tmp/st-tier-XXXXXX");
     assert_non_null(mkdtemp(e->root));
     build_segments(e);
@@ -197,17 +267,21 @@ static void env_teardown(env_t *e) {
     st_os_destroy(e->os);
     for (int s = 0; s < NSEGS; s++) free(e->segs[s].bytes);
     st_rmtree(e->root);
+    pthread_mutex_destroy(&e->lock);
+    pthread_cond_destroy(&e->cond);
 }
 
 /* ---- reading back ---------------------------------------------------------- */
 
-/* Read at offset until the data arrives (bounded), and return it. */
+/* Read at offset, waiting on the wake callback while a download runs,
+ * and return the data. */
 static int read_remote(env_t *e, int64_t offset, int32_t max, uint8_t **data, int32_t *len) {
-    for (int i = 0; i < 500; i++) {
+    for (int i = 0; i < 100; i++) {
         st_tier_read_t r;
+        int seen = wakes_now(e);
         st_err_t rc = st_tier_read(e->part, offset, max, ST_TIER_READ_MIN_ONE, &r, wake_cb, e);
         if (rc == ST_E_AGAIN) {
-            usleep(5000);
+            wait_wake(e, seen);
             continue;
         }
         if (rc) return rc;
@@ -314,7 +388,6 @@ static void test_upload_and_read(void **state) {
     env_setup(&e);
     st_tier_retention_t ret = {-1, -1};
     open_part(&e, &ret);
-    st_tier_part_kick(e.part);
     int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
     wait_remote_end(&e, end);
     assert_int_equal(__atomic_load_n(&e.remote_end, __ATOMIC_ACQUIRE), end);
@@ -380,7 +453,6 @@ static void test_restart_and_orphans(void **state) {
     env_setup(&e);
     st_tier_retention_t ret = {-1, -1};
     open_part(&e, &ret);
-    st_tier_part_kick(e.part);
     int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
     wait_remote_end(&e, end);
     env_close(&e);
@@ -405,14 +477,11 @@ static void test_restart_and_orphans(void **state) {
     st_tier_status_t s;
     st_tier_part_status(e.part, &s);
     assert_int_equal(s.remote_end, end); /* known at open: before any append */
-    st_tier_part_kick(e.part);
-    /* the sweep deletes the orphan */
-    for (int i = 0; i < 500; i++) {
-        st_tier_stats_t st;
-        st_tier_get_stats(e.tier, &st);
-        if (st.orphans_deleted) break;
-        usleep(10000);
-    }
+    /* the first job's sweep deletes the orphan */
+    run_job(&e);
+    st_tier_stats_t st;
+    st_tier_get_stats(e.tier, &st);
+    assert_int_equal(st.orphans_deleted, 1);
     st_os_request_t head = {.op = ST_OS_HEAD, .key = key};
     res = st_os_run(e.os, &head);
     assert_int_equal(res->status, ST_E_NOT_FOUND);
@@ -425,13 +494,61 @@ static void test_restart_and_orphans(void **state) {
     env_teardown(&e);
 }
 
+/* The bucket's manifest of the test partition, summarized. */
+static void bucket_manifest(env_t *e, st_tier_manifest_summary_t *out, int64_t *log_start) {
+    st_os_request_t rq = {.op = ST_OS_GET, .key = "orders-AAAAAAAAAAAAAAAAAAAAAA/3/manifest.json",
+                          .offset = 0, .length = ST_OS_TO_END};
+    rq.sink.kind = ST_OS_SINK_ALLOC;
+    st_os_result_t *res = st_os_run(e->os, &rq);
+    assert_int_equal(res->status, ST_OK);
+    char why[128];
+    assert_int_equal(st_tier_manifest_summarize(res->data, (size_t)res->length, out, why, sizeof why),
+                     ST_OK);
+    st_manifest_t m;
+    assert_int_equal(st_tier__manifest_decode(res->data, (size_t)res->length, &m, why, sizeof why),
+                     ST_OK);
+    *log_start = m.log_start;
+    st_tier__manifest_fini(&m);
+    st_os_result_free(res);
+}
+
+static int64_t bucket_objects(env_t *e) {
+    st_os_request_t lq = {.op = ST_OS_LIST, .prefix = "orders-AAAAAAAAAAAAAAAAAAAAAA/3/"};
+    st_os_result_t *res = st_os_run(e->os, &lq);
+    assert_int_equal(res->status, ST_OK);
+    int64_t n = (int64_t)res->nentries;
+    st_os_result_free(res);
+    return n;
+}
+
+/* After DeleteRecords at cut: the bucket's manifest, the status and reads
+ * all start at cut. */
+static void check_cut(env_t *e, int64_t cut) {
+    st_tier_status_t s;
+    st_tier_part_status(e->part, &s);
+    assert_int_equal(s.durable_log_start, cut);
+    assert_int_equal(s.remote_start, cut);
+    st_tier_manifest_summary_t ms;
+    int64_t log_start;
+    bucket_manifest(e, &ms, &log_start);
+    assert_int_equal(log_start, cut);
+    assert_int_equal(ms.start, cut);
+    st_tier_read_t r;
+    assert_int_equal(st_tier_read(e->part, cut - 1, 1000, ST_TIER_READ_MIN_ONE, &r, wake_cb, e),
+                     ST_E_OFFSET_OUT_OF_RANGE);
+    uint8_t *data;
+    int32_t len;
+    assert_int_equal(read_remote(e, cut, 4096, &data, &len), ST_OK);
+    check_batches(data, len, cut);
+    free(data);
+}
+
 static void test_retention_and_delete_records(void **state) {
     (void)state;
     env_t e;
     env_setup(&e);
     st_tier_retention_t ret = {-1, -1};
     open_part(&e, &ret);
-    st_tier_part_kick(e.part);
     int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
     wait_remote_end(&e, end);
 
@@ -439,38 +556,64 @@ static void test_retention_and_delete_records(void **state) {
      * only while what remains still reaches the bound, so three stay */
     ret.retention_bytes = e.segs[0].info.size_bytes * 2 + 10;
     st_tier_part_set_retention(e.part, &ret);
-    st_tier_part_kick(e.part);
+    run_job(&e);
     int64_t want_start = e.segs[NSEGS - 3].info.base_offset;
-    for (int i = 0; i < 500 && __atomic_load_n(&e.remote_start, __ATOMIC_ACQUIRE) != want_start; i++)
-        usleep(10000);
     assert_int_equal(__atomic_load_n(&e.remote_start, __ATOMIC_ACQUIRE), want_start);
     st_tier_read_t r;
     assert_int_equal(st_tier_read(e.part, 0, 1000, ST_TIER_READ_MIN_ONE, &r, wake_cb, &e), ST_E_OFFSET_OUT_OF_RANGE);
-    st_os_request_t lq = {.op = ST_OS_LIST, .prefix = "orders-AAAAAAAAAAAAAAAAAAAAAA/3/"};
-    st_os_result_t *res = st_os_run(e.os, &lq);
-    assert_int_equal(res->nentries, 4 * 3 + 1); /* objects go after the manifest */
-    st_os_result_free(res);
+    assert_int_equal(bucket_objects(&e), 4 * 3 + 1); /* objects go after the manifest */
 
-    /* DeleteRecords inside the remote part */
+    /* DeleteRecords inside the remote part: it kicks the job itself */
     int64_t cut = want_start + 15;
     assert_int_equal(st_tier_delete_records(e.part, cut), ST_OK);
-    for (int i = 0; i < 500; i++) {
-        st_tier_status_t s;
-        st_tier_part_status(e.part, &s);
-        if (s.durable_log_start == cut) break;
-        usleep(10000);
-    }
-    st_tier_status_t s;
-    st_tier_part_status(e.part, &s);
-    assert_int_equal(s.durable_log_start, cut);
-    assert_int_equal(s.remote_start, cut);
-    assert_int_equal(st_tier_read(e.part, cut - 1, 1000, ST_TIER_READ_MIN_ONE, &r, wake_cb, &e), ST_E_OFFSET_OUT_OF_RANGE);
-    uint8_t *data;
-    int32_t len;
-    assert_int_equal(read_remote(&e, cut, 4096, &data, &len), ST_OK);
-    check_batches(data, len, cut);
-    free(data);
+    if (st_tier__part_wait_idle(e.part, EVENT_WAIT_MS)) fail_msg("the job did not end");
+    check_cut(&e, cut);
     env_teardown(&e);
+}
+
+/*
+ * Retention and DeleteRecords in the same pass (a fresh clone under load
+ * saw the bucket keep 800 where DeleteRecords had asked for 815).  The
+ * DeleteRecords comes from inside the retention job, so the interleaving is
+ * certain rather than left to the scheduler:
+ *   - HOOK_LOCAL_BYTES: while the pass decides what goes, after it copied
+ *     the manifest (the pass must not install a log start below it);
+ *   - HOOK_CHANGED: after the pass installed its manifest, before its job
+ *     ended (the kick must not be lost because a job runs).
+ */
+static void same_pass(int hook) {
+    env_t e;
+    env_setup(&e);
+    st_tier_retention_t ret = {-1, -1};
+    open_part(&e, &ret);
+    int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
+    wait_remote_end(&e, end);
+
+    int64_t want_start = e.segs[NSEGS - 3].info.base_offset, cut = want_start + 15;
+    pthread_mutex_lock(&e.lock);
+    e.delete_hook = hook;
+    e.delete_at = cut;
+    e.delete_when_start = want_start;
+    e.hook_rc = -1;
+    pthread_mutex_unlock(&e.lock);
+    ret.retention_bytes = e.segs[0].info.size_bytes * 2 + 10;
+    st_tier_part_set_retention(e.part, &ret);
+    run_job(&e);
+    assert_int_equal(e.delete_hook, 0); /* the hook ran */
+    assert_int_equal(e.hook_rc, ST_OK);
+    check_cut(&e, cut);
+    assert_int_equal(bucket_objects(&e), 4 * 3 + 1);
+    env_teardown(&e);
+}
+
+static void test_delete_records_while_retention_decides(void **state) {
+    (void)state;
+    same_pass(HOOK_LOCAL_BYTES);
+}
+
+static void test_delete_records_after_retention_installed(void **state) {
+    (void)state;
+    same_pass(HOOK_CHANGED);
 }
 
 static void test_small_cache_evicts(void **state) {
@@ -481,7 +624,6 @@ static void test_small_cache_evicts(void **state) {
     open_tier(&e, 3 * 65536); /* three chunks */
     st_tier_retention_t ret = {-1, -1};
     open_part(&e, &ret);
-    st_tier_part_kick(e.part);
     int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
     wait_remote_end(&e, end);
     for (int round = 0; round < 2; round++)
@@ -499,13 +641,383 @@ static void test_small_cache_evicts(void **state) {
     env_teardown(&e);
 }
 
+/* Read every batch of the remote log once, in order, as a consumer
+ * replaying from offset 0 does; returns the bytes read. */
+static int64_t replay_all(env_t *e, int64_t end) {
+    int64_t off = 0, bytes = 0;
+    while (off < end) {
+        uint8_t *data;
+        int32_t len;
+        assert_int_equal(read_remote(e, off, 1 << 20, &data, &len), ST_OK);
+        check_batches(data, len, off);
+        int32_t pos = 0;
+        while (pos + 61 <= len) { /* on past the whole batches */
+            st_batch_info_t b;
+            assert_int_equal(st_batch_header(data + pos, (size_t)(len - pos), &b), ST_OK);
+            if (pos + b.size > len) break;
+            off = st_batch_last_offset(&b) + 1;
+            pos += b.size;
+        }
+        bytes += pos;
+        free(data);
+    }
+    return bytes;
+}
+
+/*
+ * remote.log.manager.fetch.max.bytes.per.second throttles, it does not
+ * stop: a replay through a quota gets every byte, at close to the quota.
+ * (An offset index is fetched whole, of a length not known before; it
+ * once took UINT64_MAX from the token bucket, and no download was ever
+ * released again.)
+ */
+static void fetch_quota(int64_t rate, int measure) {
+    env_t e;
+    env_setup(&e);
+    st_tier_destroy(e.tier);
+    open_tier_quota(&e, 64 << 20, rate, 0);
+    st_tier_retention_t ret = {-1, -1};
+    open_part(&e, &ret);
+    int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
+    wait_remote_end(&e, end);
+    int64_t t0 = st_mono_us();
+    int64_t bytes = replay_all(&e, end);
+    double secs = (double)(st_mono_us() - t0) / 1e6;
+    st_tier_stats_t st;
+    st_tier_get_stats(e.tier, &st);
+    int64_t total = 0;
+    for (int i = 0; i < NSEGS; i++) total += e.segs[i].info.size_bytes;
+    assert_int_equal(bytes, total);
+    double got = (double)st.bytes_fetched / secs;
+    print_message("fetch quota %lld B/s: %lld bytes downloaded in %.2f s, %.0f B/s (%.2f of the "
+                  "quota)\n", (long long)rate, (long long)st.bytes_fetched, secs, got,
+                  got / (double)rate);
+    if (measure) {
+        /* a burst of a tenth of a second is allowed on top */
+        double want = (double)st.bytes_fetched / (secs + 0.1);
+        assert_true(want <= (double)rate * 1.10);
+        assert_true(got >= (double)rate * 0.75);
+    }
+    env_teardown(&e);
+}
+
+static void test_fetch_quota_throttles(void **state) {
+    (void)state;
+    fetch_quota(1 << 20, 1); /* about 1.9 MB at 1 MiB/s */
+}
+
+static void test_fetch_quota_huge(void **state) {
+    (void)state;
+    fetch_quota(1000000000000LL, 0);
+}
+
+/*
+ * remote.log.manager.copy.max.bytes.per.second is the broker's, not each
+ * copier thread's: two partitions uploading on two threads share it.
+ * (It was a sleep per job after each segment, so two copiers went at
+ * twice the quota.)  The first segment of each starts at once; from then
+ * on the bytes keep to the quota.
+ */
+static void test_copy_quota_shared(void **state) {
+    (void)state;
+    env_t e;
+    env_setup(&e);
+    st_tier_destroy(e.tier);
+    int64_t rate = 2 << 20;
+    open_tier_quota(&e, 64 << 20, 0, rate);
+    st_tier_retention_t ret = {-1, -1};
+    st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, release_cb, &e};
+    char cache[300], err[256];
+    snprintf(cache, sizeof cache, "%s/remote-manifest-4.json", e.root);
+    st_tier_part_t *second;
+    int64_t t0 = st_mono_us();
+    open_part(&e, &ret);
+    assert_int_equal(st_tier_part_open(e.tier, "orders", "AAAAAAAAAAAAAAAAAAAAAA", 4, cache, &ops,
+                                       &ret, &second, err, sizeof err),
+                     ST_OK);
+    st_tier_part_kick(e.part);
+    st_tier_part_kick(second);
+    assert_int_equal(st_tier__part_wait_idle(e.part, EVENT_WAIT_MS), 0);
+    assert_int_equal(st_tier__part_wait_idle(second, EVENT_WAIT_MS), 0);
+    double secs = (double)(st_mono_us() - t0) / 1e6;
+    st_tier_stats_t st;
+    st_tier_get_stats(e.tier, &st);
+    assert_int_equal(st.segments_uploaded, 2 * NSEGS);
+    /* what had to wait: all but the last segment of each (index files
+     * are charged too, they are small) and the burst */
+    double paced = (double)st.bytes_uploaded - 2.0 * (double)e.segs[0].info.size_bytes -
+                   (double)rate / 10;
+    print_message("copy quota %lld B/s, 2 copiers: %llu bytes in %.2f s, %.0f B/s paced "
+                  "(%.2f of the quota)\n", (long long)rate,
+                  (unsigned long long)st.bytes_uploaded, secs, paced / secs,
+                  paced / secs / (double)rate);
+    assert_true(paced / secs <= (double)rate * 1.10);
+    assert_true(paced / secs >= (double)rate * 0.70);
+    st_tier_part_close(second, 0);
+    env_teardown(&e);
+}
+
+/* Stopping does not wait for the copy quota: a copier waiting for it
+ * gives up at once (it waited out a sleep of up to 10 s). */
+static void test_copy_quota_stop(void **state) {
+    (void)state;
+    env_t e;
+    env_setup(&e);
+    st_tier_destroy(e.tier);
+    open_tier_quota(&e, 64 << 20, 0, 64 << 10); /* a segment is 5.6 s of it */
+    st_tier_retention_t ret = {-1, -1};
+    open_part(&e, &ret);
+    st_tier_part_kick(e.part);
+    /* the first segment goes at once; the second waits */
+    int64_t deadline = st_mono_ms() + EVENT_WAIT_MS;
+    pthread_mutex_lock(&e.lock);
+    while (e.changes == 0 && st_mono_ms() < deadline)
+        st_cond_wait_ms(&e.cond, &e.lock, deadline - st_mono_ms());
+    pthread_mutex_unlock(&e.lock);
+    assert_int_equal(__atomic_load_n(&e.remote_end, __ATOMIC_ACQUIRE), e.segs[0].info.last_offset + 1);
+    int64_t t0 = st_mono_us();
+    env_close(&e);
+    double secs = (double)(st_mono_us() - t0) / 1e6;
+    print_message("stopped in %.3f s while a copier waited for the quota\n", secs);
+    assert_true(secs < 1.0);
+    st_os_destroy(e.os);
+    for (int s = 0; s < NSEGS; s++) free(e.segs[s].bytes);
+    st_rmtree(e.root);
+    pthread_mutex_destroy(&e.lock);
+    pthread_cond_destroy(&e.cond);
+}
+
+/* Every key under prefix ({key, size}), at most 64. */
+static size_t list_keys(env_t *e, const char *prefix, char **keys) {
+    st_os_request_t lq = {.op = ST_OS_LIST, .prefix = prefix};
+    st_os_result_t *res = st_os_run(e->os, &lq);
+    assert_int_equal(res->status, ST_OK);
+    size_t n = res->nentries;
+    assert_true(n <= 64);
+    for (size_t i = 0; i < n; i++) keys[i] = st_strdup(res->entries[i].key);
+    st_os_result_free(res);
+    return n;
+}
+
+static void read_everything(env_t *e, int64_t end) {
+    for (int64_t off = 0; off < end; off += 37) {
+        uint8_t *data;
+        int32_t len;
+        assert_int_equal(read_remote(e, off, 8192, &data, &len), ST_OK);
+        check_batches(data, len, off);
+        free(data);
+    }
+}
+
+/*
+ * Long topic names.  Kafka allows 249 characters; <topic>-<topicId> is
+ * then 272 bytes, more than a file name (the file backend and MinIO keep
+ * each key piece as one), so a name over 227 characters is laid out as
+ * <topic>/<topicId>/<partition>.  A 230-character name still fits the old
+ * layout on the file backend: one tiered under it (moved there by hand
+ * here, as a bucket written before the new layout would hold it) stays
+ * where its manifest is, for reads and for new uploads.
+ */
+static void test_long_topic_names(void **state) {
+    (void)state;
+    const char *id = "AAAAAAAAAAAAAAAAAAAAAA";
+    for (int len = 249; len >= 230; len -= 19) {
+        char topic[250];
+        for (int i = 0; i < len; i++) topic[i] = "abcdefghijklmnopqrstuvwxyz0123456789._-"[i % 39];
+        topic[len] = 0;
+        env_t e;
+        env_setup(&e);
+        e.topic = topic;
+        e.offered = 3;
+        st_tier_retention_t ret = {-1, -1};
+        open_part(&e, &ret);
+        int64_t end3 = e.segs[2].info.last_offset + 1, end = e.segs[NSEGS - 1].info.last_offset + 1;
+        wait_remote_end(&e, end3);
+        char *prefix = st_tier_part_prefix(topic, id, 3);
+        char *want = st_strprintf("%s/%s/3", topic, id);
+        assert_string_equal(prefix, want);
+        free(want);
+        char *lp = st_strprintf("%s/", prefix), *keys[64];
+        size_t n = list_keys(&e, lp, keys);
+        assert_int_equal(n, 4 * 3 + 1);
+        for (size_t i = 0; i < n; i++) { /* no piece over 250 bytes */
+            for (char *p = keys[i], *q; *p; p = q + (*q != 0)) {
+                q = strchr(p, '/');
+                if (!q) q = p + strlen(p);
+                assert_true(q - p <= 250);
+            }
+        }
+        read_everything(&e, end3);
+        if (len == 249) {
+            for (size_t i = 0; i < n; i++) free(keys[i]);
+            free(lp);
+            free(prefix);
+            env_teardown(&e);
+            continue;
+        }
+        /* move the partition to the old layout, as an older broker left it */
+        env_close(&e);
+        char *old = st_strprintf("%s-%s/3/", topic, id);
+        for (size_t i = 0; i < n; i++) {
+            st_os_request_t g = {.op = ST_OS_GET, .key = keys[i], .offset = 0, .length = ST_OS_TO_END};
+            g.sink.kind = ST_OS_SINK_ALLOC;
+            st_os_result_t *r = st_os_run(e.os, &g);
+            assert_int_equal(r->status, ST_OK);
+            char *nk = st_strprintf("%s%s", old, keys[i] + strlen(lp));
+            st_os_request_t pq = {.op = ST_OS_PUT, .key = nk};
+            pq.src.kind = ST_OS_SRC_MEM;
+            pq.src.data = r->data;
+            pq.src.length = r->length;
+            st_os_result_t *w = st_os_run(e.os, &pq);
+            assert_int_equal(w->status, ST_OK);
+            st_os_result_free(w);
+            st_os_result_free(r);
+            st_os_request_t dq = {.op = ST_OS_DELETE, .key = keys[i]};
+            w = st_os_run(e.os, &dq);
+            assert_int_equal(w->status, ST_OK);
+            st_os_result_free(w);
+            free(nk);
+            free(keys[i]);
+        }
+        char cache[300];
+        snprintf(cache, sizeof cache, "%s/remote-manifest.json", e.root);
+        unlink(cache);
+        open_tier(&e, 64 << 20);
+        e.offered = NSEGS;
+        open_part(&e, &ret);
+        st_tier_status_t s;
+        st_tier_part_status(e.part, &s);
+        assert_int_equal(s.remote_end, end3); /* found under the old layout */
+        wait_remote_end(&e, end);           /* and new uploads go there too */
+        assert_int_equal(list_keys(&e, lp, keys), 0);
+        n = list_keys(&e, old, keys);
+        assert_int_equal(n, 4 * NSEGS + 1);
+        for (size_t i = 0; i < n; i++) free(keys[i]);
+        read_everything(&e, end);
+        free(old);
+        free(lp);
+        free(prefix);
+        env_teardown(&e);
+    }
+}
+
+/* Wait (on the change callback) until the remote end is end. */
+static void wait_end_event(env_t *e, int64_t end) {
+    int64_t deadline = st_mono_ms() + EVENT_WAIT_MS;
+    pthread_mutex_lock(&e->lock);
+    while (__atomic_load_n(&e->remote_end, __ATOMIC_ACQUIRE) != end && st_mono_ms() < deadline)
+        st_cond_wait_ms(&e->cond, &e->lock, deadline - st_mono_ms());
+    pthread_mutex_unlock(&e->lock);
+    assert_int_equal(__atomic_load_n(&e->remote_end, __ATOMIC_ACQUIRE), end);
+}
+
+/*
+ * A segment whose upload keeps failing is backed off exponentially
+ * (remote.log.manager.task.retry.backoff.ms 100, .max.ms 400, no jitter,
+ * under a task interval of 20 ms), the status and the status file say so,
+ * and each failed attempt's objects go at once, so the bucket never holds
+ * more than one attempt's.  It was tried again every task interval, each
+ * attempt leaving its objects behind.  Here the segment's .log goes up and
+ * its .index cannot be read; once it can, the segment goes up after its
+ * wait and the state is gone.
+ */
+static void test_upload_backoff(void **state) {
+    (void)state;
+    env_t e;
+    env_setup(&e);
+    st_tier_destroy(e.tier);
+    char cache[300], err[256];
+    snprintf(cache, sizeof cache, "%s/cache", e.root);
+    st_tier_config_t tc = {.task_interval_ms = 20, .copy_threads = 1, .chunk_bytes = 65536,
+                           .cache_dir = cache, .cache_bytes = 64 << 20, .readahead_chunks = 2,
+                           .index_cache_bytes = 1 << 20, .retry_backoff_ms = 100,
+                           .retry_backoff_max_ms = 400, .retry_jitter = 0};
+    assert_int_equal(st_tier_new(&tc, e.os, &e.tier, err, sizeof err), ST_OK);
+    st_tier_start(e.tier);
+    char hidden[4200];
+    snprintf(hidden, sizeof hidden, "%s.hidden", e.segs[0].info.index_path);
+    assert_int_equal(rename(e.segs[0].info.index_path, hidden), 0);
+    st_tier_retention_t ret = {-1, -1};
+    open_part(&e, &ret);
+
+    /* the manager asks for closed segments once per attempt: wait for 7 */
+    int64_t deadline = st_mono_ms() + EVENT_WAIT_MS;
+    pthread_mutex_lock(&e.lock);
+    while (e.nasked < 7 && st_mono_ms() < deadline) st_cond_wait_ms(&e.cond, &e.lock, 1000);
+    int64_t asked[7];
+    memcpy(asked, e.asked_us, sizeof asked);
+    pthread_mutex_unlock(&e.lock);
+    static const int64_t want_ms[] = {100, 200, 400, 400, 400, 400};
+    int64_t gaps[6];
+    for (int i = 0; i < 6; i++) {
+        gaps[i] = (asked[i + 1] - asked[i]) / 1000;
+        print_message("attempt %d after %lld ms (back-off %lld ms)\n", i + 2, (long long)gaps[i],
+                      (long long)want_ms[i]);
+    }
+    char *keys[64];
+    size_t n = list_keys(&e, "orders-AAAAAAAAAAAAAAAAAAAAAA/3/", keys);
+    print_message("%zu object(s) in the bucket after 7 attempts\n", n);
+    for (int i = 0; i < 6; i++) {
+        assert_true(gaps[i] >= want_ms[i] * 9 / 10);
+        assert_true(gaps[i] <= want_ms[i] + 200);
+    }
+    /* at most one attempt's objects (the one running, if any) */
+    assert_true(n <= 4);
+    for (size_t i = 0; i < n; i++) free(keys[i]);
+    st_tier_status_t s;
+    st_tier_part_status(e.part, &s);
+    assert_int_equal(s.failing_base_offset, 0);
+    assert_true(s.failures >= 6);
+    assert_true(s.retry_in_ms <= 400);
+    assert_int_equal(s.remote_end, 0);
+    /* the status file names the segment, the count and the cause */
+    char path[400], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/remote-upload-status.json", e.root);
+    assert_int_equal(st_read_file(path, &text, &len), ST_OK);
+    assert_non_null(strstr(text, "\"segment_base_offset\":0"));
+    assert_non_null(strstr(text, "\"failures\":"));
+    assert_non_null(strstr(text, e.segs[0].info.index_path));
+    free(text);
+    char *line = st_tier_upload_status_describe(e.root, st_now_ms());
+    assert_non_null(line);
+    print_message("strata tiering status would say: %s\n", line);
+    assert_non_null(strstr(line, "upload of segment 0-399 failed"));
+    assert_non_null(strstr(line, "backing off: next attempt"));
+    assert_non_null(strstr(line, e.segs[0].info.index_path));
+    free(line);
+
+    /* the index is back: the segment goes up after its wait, then the rest */
+    assert_int_equal(rename(hidden, e.segs[0].info.index_path), 0);
+    int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
+    wait_end_event(&e, end);
+    st_tier_part_status(e.part, &s);
+    assert_int_equal(s.failing_base_offset, -1);
+    assert_int_equal(s.failures, 0);
+    assert_int_equal(access(path, F_OK), -1); /* the status file is gone */
+    assert_null(st_tier_upload_status_describe(e.root, st_now_ms()));
+    if (st_tier__part_wait_idle(e.part, EVENT_WAIT_MS)) fail_msg("the job did not end");
+    n = list_keys(&e, "orders-AAAAAAAAAAAAAAAAAAAAAA/3/", keys);
+    assert_int_equal(n, 4 * NSEGS + 1); /* no orphan */
+    for (size_t i = 0; i < n; i++) free(keys[i]);
+    env_teardown(&e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_manifest_round_trip),
         cmocka_unit_test(test_upload_and_read),
         cmocka_unit_test(test_restart_and_orphans),
         cmocka_unit_test(test_retention_and_delete_records),
+        cmocka_unit_test(test_delete_records_while_retention_decides),
+        cmocka_unit_test(test_delete_records_after_retention_installed),
         cmocka_unit_test(test_small_cache_evicts),
+        cmocka_unit_test(test_fetch_quota_throttles),
+        cmocka_unit_test(test_fetch_quota_huge),
+        cmocka_unit_test(test_copy_quota_shared),
+        cmocka_unit_test(test_copy_quota_stop),
+        cmocka_unit_test(test_long_topic_names),
+        cmocka_unit_test(test_upload_backoff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
