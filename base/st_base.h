@@ -172,16 +172,23 @@ void st_log_write(st_log_level_t level, const char *subsys, const char *fmt, ...
 /* At most one line per interval_ms per call site; the skipped count is shown. */
 #define ST_LOG_RATELIMITED(level, subsys, interval_ms, fmt, ...)                        \
     do {                                                                               \
+        /* Call sites run on several threads: the state is atomic, and the    \
+         * thread that wins the compare-and-swap writes the line. */            \
         static int64_t st__rl_last_;                                                   \
         static int st__rl_skipped_;                                                    \
         int64_t st__rl_now_ = st_mono_ms();                                            \
-        if (st__rl_now_ - st__rl_last_ >= (interval_ms)) {                             \
-            ST_LOG(level, subsys, fmt " (%d similar lines suppressed)", ##__VA_ARGS__, \
-                   st__rl_skipped_);                                                   \
-            st__rl_last_ = st__rl_now_;                                                \
-            st__rl_skipped_ = 0;                                                       \
+        int64_t st__rl_prev_ = __atomic_load_n(&st__rl_last_, __ATOMIC_RELAXED);       \
+        if ((st__rl_prev_ == 0 || st__rl_now_ - st__rl_prev_ >= (interval_ms)) &&      \
+            __atomic_compare_exchange_n(&st__rl_last_, &st__rl_prev_, st__rl_now_, 0,  \
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {         \
+            int st__rl_n_ = __atomic_exchange_n(&st__rl_skipped_, 0, __ATOMIC_RELAXED); \
+            if (st__rl_n_)                                                             \
+                ST_LOG(level, subsys, fmt " (%d similar lines suppressed)",            \
+                       ##__VA_ARGS__, st__rl_n_);                                      \
+            else                                                                       \
+                ST_LOG(level, subsys, fmt, ##__VA_ARGS__);                             \
         } else {                                                                       \
-            st__rl_skipped_++;                                                         \
+            __atomic_add_fetch(&st__rl_skipped_, 1, __ATOMIC_RELAXED);                 \
         }                                                                              \
     } while (0)
 

@@ -877,6 +877,48 @@ static void test_pool(void **state) {
     assert_int_equal(n, 1000);
 }
 
+/* ST_LOG_RATELIMITED: the first line at once and without a count, the
+ * lines in between counted (from several threads: the state is atomic) and
+ * the count said on the next line written. */
+static void *rl_thread(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 1000; i++) ST_LOG_RATELIMITED(ST_LOG_WARN, "test", 3600000, "rl line");
+    return NULL;
+}
+
+static void rl_once(int64_t interval_ms) {
+    ST_LOG_RATELIMITED(ST_LOG_WARN, "test", interval_ms, "rl2 line %d", 7);
+}
+
+static void test_log_ratelimited(void **state) {
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    st_log_set_file(f);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, rl_thread, NULL);
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    rl_once(3600000); /* the first: written */
+    rl_once(3600000); /* suppressed */
+    rl_once(3600000); /* suppressed */
+    rl_once(0);       /* due: says two were suppressed */
+    st_log_set_file(NULL);
+    fflush(f);
+    rewind(f);
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    fclose(f);
+    /* 4000 calls from four threads: one line, without a count */
+    const char *a = strstr(text, "rl line");
+    assert_non_null(a);
+    assert_null(strstr(a + 1, "rl line"));
+    assert_true(a[strlen("rl line")] == '\n');
+    const char *b = strstr(text, "rl2 line 7\n");
+    assert_non_null(b);
+    assert_non_null(strstr(b, "rl2 line 7 (2 similar lines suppressed)\n"));
+}
+
 int main(void) {
     unit_seed("base");
     const struct CMUnitTest tests[] = {
@@ -898,6 +940,7 @@ int main(void) {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_pool),
         cmocka_unit_test(test_log_long_lines),
+        cmocka_unit_test(test_log_ratelimited),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
