@@ -196,7 +196,8 @@ int st_partition_is_remote(st_partition_t *p, int64_t offset) {
 
 static int tier_closed_segments(void *arg, int64_t from, st_tier_segment_t *out, int max) {
     st_partition_t *p = arg;
-    st_log_segment_info_t info[8];
+    /* on the heap: eight of them with their paths are ~100 KB */
+    st_log_segment_info_t *info = st_malloc(sizeof *info * 8);
     int n = st_log_closed_segments(p->log, from, info, ST_MIN(max, 8));
     for (int i = 0; i < n; i++) {
         st_tier_segment_t *o = &out[i];
@@ -214,6 +215,7 @@ static int tier_closed_segments(void *arg, int64_t from, st_tier_segment_t *out,
             o->epochs[k].start_offset = info[i].epochs[k].start_offset;
         }
     }
+    free(info);
     return n;
 }
 
