@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install what Strata needs from Debian 12's packages, skipping what is
 # already there.  `deps.sh run` installs what building and running need;
-# `deps.sh test` (the default) adds the test tools: kcat, cmocka, Ceph RGW
-# (a real S3 server), Node.js and npm (kafkajs).
+# `deps.sh test` (the default) adds the test tools: kcat, cmocka, clang
+# (libFuzzer, tests/fuzz), Ceph RGW (a real S3 server), Node.js and npm
+# (kafkajs).
 set -euo pipefail
 
 what=${1:-test}
@@ -10,7 +11,7 @@ what=${1:-test}
 run_pkgs=(build-essential cmake pkg-config
           libcurl4-openssl-dev libssl-dev libexpat1-dev libjansson-dev
           zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev librdkafka-dev)
-test_pkgs=(kcat libcmocka-dev python3 curl
+test_pkgs=(kcat libcmocka-dev python3 curl clang
            ceph-mon ceph-osd radosgw ceph-common)
 
 pkgs=("${run_pkgs[@]}")

@@ -4,11 +4,12 @@
  *   start:  config -> listeners bound -> log dirs locked -> metadata log
  *           replayed (partitions opened, recovered) -> this broker
  *           registered -> flusher, janitor, controller, group coordinator,
- *           log cleaner threads -> I/O loops (cleaning passes a crash cut
- *           short are finished or undone before any log opens)
+ *           log cleaner, request worker threads -> I/O loops (cleaning
+ *           passes a crash cut short are finished or undone before any log
+ *           opens)
  *   stop (SIGTERM / SIGINT):  parked group joins answered -> stop accepting
- *           and reading -> finish or expire every request in flight -> group
- *           coordinator -> log cleaner -> controller -> partitions -> flush,
+ *           and reading -> finish or expire every request in flight ->
+ *           request workers -> group coordinator -> log cleaner -> controller -> partitions -> flush,
  *           checkpoints, segments closed, clean-shutdown marker -> exit 0
  */
 #include "group.h"
