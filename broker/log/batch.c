@@ -125,7 +125,7 @@ static int srd_byte(srd_t *r, uint8_t *out) {
 
 /* A zigzag varint of up to 64 bits: 1, 0 at the end of the stream (or an
  * error), -1 when it is longer than 10 bytes. */
-static int srd_varint(srd_t *r, int64_t *v) {
+static int srd_varint_slow(srd_t *r, int64_t *v) {
     uint64_t u = 0;
     for (int shift = 0; shift <= 63; shift += 7) {
         uint8_t c;
@@ -139,7 +139,27 @@ static int srd_varint(srd_t *r, int64_t *v) {
     return -1;
 }
 
-static int srd_skip(srd_t *r, int64_t n) {
+static inline int srd_varint(srd_t *r, int64_t *v) {
+    if (r->tee || r->n - r->pos < 10) return srd_varint_slow(r, v);
+    /* the common case: the whole varint is in this piece */
+    const uint8_t *p = r->p + r->pos;
+    uint64_t u = 0;
+    for (int i = 0; i < 10; i++) {
+        u |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+        if (!(p[i] & 0x80)) {
+            r->pos += (size_t)i + 1;
+            *v = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+            return 1;
+        }
+    }
+    return -1;
+}
+
+static inline int srd_skip(srd_t *r, int64_t n) {
+    if (!r->tee && (int64_t)(r->n - r->pos) >= n) {
+        r->pos += (size_t)n;
+        return 1;
+    }
     while (n > 0) {
         if (!srd_fill(r)) return 0;
         size_t take = (size_t)ST_MIN((int64_t)(r->n - r->pos), n);
@@ -235,10 +255,76 @@ static st_err_t field_bytes(walk_t *w, int32_t i, int64_t end, const char *name,
     return ST_OK;
 }
 
+static inline int fvarint(const uint8_t **pp, const uint8_t *end, int64_t *v) {
+    const uint8_t *p = *pp;
+    if (p < end && *p < 0x80) { /* most fields of most records: one byte */
+        *v = (int64_t)(*p >> 1) ^ -(int64_t)(*p & 1);
+        *pp = p + 1;
+        return 1;
+    }
+    uint64_t u = 0;
+    for (int i = 0; i < 10 && p < end; i++) {
+        uint8_t c = *p++;
+        u |= (uint64_t)(c & 0x7f) << (7 * i);
+        if (!(c & 0x80)) {
+            *pp = p;
+            *v = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The hot path of uncompressed batches: the record lies in the one piece,
+ * parsed with local pointers.  0 when it is not plainly valid; the careful
+ * walk below, starting again from the same byte, then says why. */
+static int fast_record(walk_t *w, int32_t i, st_record_t *rec) {
+    srd_t *r = &w->r;
+    const st_batch_info_t *b = w->b;
+    const uint8_t *p = r->p + r->pos, *all = r->p + r->n;
+    int64_t rlen, tsd, offd, kl, vl, hc;
+    if (!fvarint(&p, all, &rlen) || rlen <= 0 || rlen > all - p) return 0;
+    const uint8_t *body = p, *end = p + rlen;
+    p++; /* attributes */
+    if (!fvarint(&p, end, &tsd) || !fvarint(&p, end, &offd) || !fvarint(&p, end, &kl) || kl < -1 ||
+        kl > end - p)
+        return 0;
+    const uint8_t *key = kl > 0 ? p : NULL;
+    p += kl > 0 ? kl : 0;
+    if (!fvarint(&p, end, &vl) || vl < -1 || vl > end - p) return 0;
+    const uint8_t *value = vl > 0 ? p : NULL;
+    p += vl > 0 ? vl : 0;
+    if (!fvarint(&p, end, &hc) || hc < 0 || hc > end - p) return 0;
+    const uint8_t *hdr = p;
+    for (int64_t h = 0; h < hc; h++) {
+        int64_t hk, hv;
+        if (!fvarint(&p, end, &hk) || hk < 0 || hk > end - p) return 0;
+        p += hk;
+        if (!fvarint(&p, end, &hv) || hv < -1 || hv > end - p) return 0;
+        p += hv > 0 ? hv : 0;
+    }
+    if (p != end || (w->strict && offd != i) || offd < 0 || offd > INT32_MAX ||
+        __builtin_add_overflow(b->base_offset, offd, &rec->offset))
+        return 0;
+    if (b->attributes & ST_ATTR_LOG_APPEND_TIME) rec->timestamp = b->max_timestamp;
+    else if (__builtin_add_overflow(b->base_timestamp, tsd, &rec->timestamp)) return 0;
+    rec->key = key;
+    rec->key_len = (int32_t)kl;
+    rec->value = value;
+    rec->value_len = (int32_t)vl;
+    rec->header_count = (int32_t)hc;
+    rec->headers = hdr;
+    rec->headers_len = (size_t)(end - hdr);
+    (void)body;
+    r->pos = (size_t)(end - r->p);
+    return 1;
+}
+
 static st_err_t read_record(walk_t *w, int32_t i, st_record_t *rec, char *why, size_t whylen) {
     srd_t *r = &w->r;
     const st_batch_info_t *b = w->b;
     st_err_t e;
+    if (w->ptrs == PTR_DIRECT && srd_fill(r) && fast_record(w, i, rec)) return ST_OK;
     int64_t rlen;
     int rc = srd_varint(r, &rlen);
     if (rc == 0)
