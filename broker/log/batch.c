@@ -460,8 +460,9 @@ st_err_t st_batches_scan(const uint8_t *p, size_t len, const st_batch_limits_t *
             return verdict(v, ST_E_CORRUPT_MESSAGE, "batch %d at byte %zu claims %d bytes, %zu remain", bi, pos, b.size,
                            len - pos);
         if (lim->max_message_bytes > 0 && b.size > lim->max_message_bytes)
-            return verdict(v, ST_E_MESSAGE_TOO_LARGE, "batch %d at byte %zu: %d bytes exceed max.message.bytes %d",
-                           bi, pos, b.size, lim->max_message_bytes);
+            return verdict(v, ST_E_MESSAGE_TOO_LARGE,
+                           "batch of %d bytes exceeds max.message.bytes %d (batch %d at byte %zu)",
+                           b.size, lim->max_message_bytes, bi, pos);
         if (!st_batch_crc_ok(p + pos, b.size))
             return verdict(v, ST_E_CORRUPT_MESSAGE, "batch %d at byte %zu: CRC32C mismatch", bi, pos);
         int codec = b.attributes & ST_ATTR_CODEC_MASK;
