@@ -212,7 +212,9 @@ st_err_t st_log__inflate_next(st_log__inflate_t *f, const uint8_t **out, size_t 
         f->started = 1;
         *out = f->win;
     }
-    if (e == ST_OK && (int64_t)*n > f->limit - f->total) e = ST_E_MESSAGE_TOO_LARGE;
+    /* uncompressed records are as large as their batch, no larger */
+    if (e == ST_OK && f->codec != ST_CODEC_NONE && (int64_t)*n > f->limit - f->total)
+        e = ST_E_MESSAGE_TOO_LARGE;
     if (e == ST_E_MESSAGE_TOO_LARGE) {
         snprintf(f->why, sizeof f->why, "the records inflate to more than %lld bytes",
                  (long long)f->limit);

