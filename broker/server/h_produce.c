@@ -429,8 +429,11 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
                     .ts_after_max_ms = lc.ts_after_max_ms,
                     .log_append_time = lc.log_append_time,
                     .compact = lc.compact,
-                    .max_inflated_bytes = (int64_t)ST_MAX(lc.max_message_bytes, 1) *
-                                          srv->cfg.message_decompression_max_ratio,
+                    /* 0 (no max.message.bytes): the stored batches' bound */
+                    .max_inflated_bytes = lc.max_message_bytes > 0
+                                              ? (int64_t)lc.max_message_bytes *
+                                                    srv->cfg.message_decompression_max_ratio
+                                              : 0,
                     .target = (st_batch_target_t)lc.compression,
                     .no_zstd = req->hdr.api_version < 7,
                 };
