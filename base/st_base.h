@@ -77,6 +77,9 @@
     X(DUPLICATE_SEQUENCE_NUMBER, 46, 0, 46, "duplicate sequence number")               \
     X(INVALID_PRODUCER_EPOCH, 47, 0, 47, "invalid producer epoch")                     \
     X(INVALID_TXN_STATE, 48, 0, 48, "invalid transaction state")                       \
+    X(INVALID_PRODUCER_ID_MAPPING, 49, 0, 49,                                          \
+      "the producer id is not assigned to its transactional id")                       \
+    X(TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 53, 0, 53, "transactional id authorization failed") \
     X(KAFKA_STORAGE_ERROR, 56, 1, 56, "storage error: log directory offline")          \
     X(LOG_DIR_NOT_FOUND, 57, 0, 57, "log directory not found")                         \
     X(UNKNOWN_PRODUCER_ID, 59, 0, 59, "unknown producer id")                           \

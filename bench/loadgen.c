@@ -38,6 +38,7 @@ typedef struct opts {
     int timeout_s;
     int quiet;
     const char *debug;
+    const char *compression;
 } opts_t;
 
 typedef struct dr_stats {
@@ -63,6 +64,7 @@ static void usage(FILE *out) {
             "  -s, --size BYTES           record value size, produce only (100)\n"
             "  -a, --acks 0|1|all         producer acks (1)\n"
             "  -l, --linger-ms MS         producer linger.ms (5)\n"
+            "  -z, --compression CODEC    producer compression.type (none)\n"
             "  -T, --timeout S            give up after S seconds (300)\n"
             "  -q, --quiet                no progress on stderr\n"
             "  -d, --debug CONTEXTS       librdkafka debug contexts (e.g. protocol,msg)\n"
@@ -130,7 +132,7 @@ static int run_produce(const opts_t *o) {
     set(conf, "bootstrap.servers", o->bootstrap);
     if (o->debug) set(conf, "debug", o->debug);
     set(conf, "acks", o->acks);
-    set(conf, "compression.type", "none");
+    set(conf, "compression.type", o->compression);
     snprintf(buf, sizeof buf, "%d", o->linger_ms);
     set(conf, "linger.ms", buf);
     /* Batches of up to ~1 MB, capped by count only far above what 1 MB of
@@ -332,17 +334,19 @@ int main(int argc, char **argv) {
                 .size = 100,
                 .acks = "1",
                 .linger_ms = 5,
-                .timeout_s = 300};
+                .timeout_s = 300,
+                .compression = "none"};
     static const struct option longopts[] = {
         {"bootstrap", required_argument, NULL, 'b'}, {"topic", required_argument, NULL, 't'},
         {"count", required_argument, NULL, 'n'},     {"size", required_argument, NULL, 's'},
         {"acks", required_argument, NULL, 'a'},      {"linger-ms", required_argument, NULL, 'l'},
         {"timeout", required_argument, NULL, 'T'},   {"quiet", no_argument, NULL, 'q'},
         {"debug", required_argument, NULL, 'd'},     {"help", no_argument, NULL, 'h'},
+        {"compression", required_argument, NULL, 'z'},
         {NULL, 0, NULL, 0}};
     int ch;
     char *end;
-    while ((ch = getopt_long(argc, argv, "b:t:n:s:a:l:T:qd:h", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "b:t:n:s:a:l:T:qd:hz:", longopts, NULL)) != -1) {
         errno = 0;
         switch (ch) {
         case 'b': o.bootstrap = optarg; break;
@@ -354,6 +358,7 @@ int main(int argc, char **argv) {
         case 'T': o.timeout_s = (int)strtol(optarg, &end, 10); break;
         case 'q': o.quiet = 1; break;
         case 'd': o.debug = optarg; break;
+        case 'z': o.compression = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -10,8 +10,8 @@
 # same number of bytes.  Medians are printed, and the ratio stratad / sink.
 #
 # Settings (environment): REPEATS (3), PARTITIONS (1), N_100 (5000000),
-# N_1K (2000000), SETTLE_S (4), BUILD_DIR (build-bench), SKIP_BUILD=1 to
-# reuse a build.
+# N_1K (2000000), SETTLE_S (4), BUILD_DIR (build-bench), COMPRESSION (the
+# producer's compression.type, none), SKIP_BUILD=1 to reuse a build.
 # Needs what scripts/deps.sh installs (cmake, a compiler, librdkafka-dev).
 set -euo pipefail
 
@@ -25,6 +25,7 @@ N_100=${N_100:-5000000}
 N_1K=${N_1K:-2000000}
 SETTLE_S=${SETTLE_S:-4}
 BUILD_DIR=${BUILD_DIR:-build-bench}
+COMPRESSION=${COMPRESSION:-none}
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -135,7 +136,7 @@ measure_stratad() {
     --override listeners=PLAINTEXT://127.0.0.1:0 --override "log.dirs=$dir" \
     --override "num.partitions=$PARTITIONS"
   settle
-  loadgen produce -b "$bootstrap" -t bench -n "$n" -s "$size" -a "$acks"
+  loadgen produce -b "$bootstrap" -t bench -n "$n" -s "$size" -a "$acks" -z "$COMPRESSION"
   echo "    stratad produce: $result" >&2
   s_rps+=("$(field records_per_s "$result")"); s_mbs+=("$(field mb_per_s "$result")")
   if [ "$consume" = 1 ]; then
@@ -151,7 +152,7 @@ measure_stratad() {
 measure_sink() {
   local n=$1 size=$2 acks=$3
   start_server sink "$bin/strata-sink" --listen 127.0.0.1:0 --partitions "$PARTITIONS"
-  loadgen produce -b "$bootstrap" -t bench -n "$n" -s "$size" -a "$acks"
+  loadgen produce -b "$bootstrap" -t bench -n "$n" -s "$size" -a "$acks" -z "$COMPRESSION"
   echo "    sink    produce: $result" >&2
   k_rps+=("$(field records_per_s "$result")"); k_mbs+=("$(field mb_per_s "$result")")
   stop_server

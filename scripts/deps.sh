@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Install what Strata needs from Debian 12's packages, skipping what is
 # already there.  `deps.sh run` installs what building and running need;
-# `deps.sh test` (the default) adds the test tools: kcat, cmocka, Ceph RGW
-# (a real S3 server), Node.js and npm (kafkajs), kafka-python with its
-# codecs, and Go with Sarama (built offline in GOPATH mode).
+# `deps.sh test` (the default) adds the test tools: kcat, cmocka, clang
+# (libFuzzer, tests/fuzz), Ceph RGW (a real S3 server), Node.js and npm
+# (kafkajs), kafka-python with its codecs, and Go with Sarama (built
+# offline in GOPATH mode).
 set -euo pipefail
 
 what=${1:-test}
@@ -11,7 +12,7 @@ what=${1:-test}
 run_pkgs=(build-essential cmake pkg-config
           libcurl4-openssl-dev libssl-dev libexpat1-dev libjansson-dev
           zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev librdkafka-dev)
-test_pkgs=(kcat libcmocka-dev python3 curl
+test_pkgs=(kcat libcmocka-dev python3 curl clang
            ceph-mon ceph-osd radosgw ceph-common
            python3-kafka python3-snappy python3-lz4 python3-zstandard
            golang-go golang-github-shopify-sarama-dev)

@@ -43,6 +43,7 @@ typedef struct st_log_config {
     int64_t ts_after_max_ms;
     int delete_policy; /* cleanup.policy contains delete */
     int compact;       /* cleanup.policy contains compact: every record needs a key */
+    int compression;   /* compression.type (st_batch_target_t); the log itself ignores it */
     /* Tiered storage: local segments go only once the bucket has them
      * (below remote_end), by the local bounds; total retention is the
      * remote log manager's. */

@@ -32,10 +32,9 @@ static int v_cleanup_policy(const char *v, char *why, size_t n) {
 }
 
 static int v_compression_type(const char *v, char *why, size_t n) {
-    /* Batches are stored exactly as the producer sent them. */
-    if (!strcmp(v, "producer")) return 0;
-    snprintf(why, n, "is not supported: batches are stored as the producer compressed them "
-                     "(only 'producer')");
+    st_batch_target_t t;
+    if (st_batch_target_parse(v, &t) == 0) return 0;
+    snprintf(why, n, "must be producer, uncompressed, gzip, snappy, lz4 or zstd");
     return 1;
 }
 
@@ -91,6 +90,9 @@ static const st_cfg_desc_t broker_rows[] = {
          "Comma-separated directories holding partition logs (one broker per directory)."),
     BROW("num.network.threads", ST_CFG_INT, num_network_threads, "2", 1, 64, NULL, 0,
          "I/O threads, each with its own event loop and connections."),
+    BROW("num.io.threads", ST_CFG_INT, num_io_threads, "8", 1, 256, NULL, 0,
+         "Request worker threads: they validate compressed record batches and recompress them "
+         "(compression.type), so no I/O thread ever inflates a payload."),
     BROW("socket.request.max.bytes", ST_CFG_INT, socket_request_max_bytes, "104857600", 64,
          I32MAX, NULL, 0, "The largest request accepted; a larger frame closes the connection."),
     BROW("connections.max.idle.ms", ST_CFG_LONG, connections_max_idle_ms, "600000", -1, I64MAX,
@@ -143,6 +145,16 @@ static const st_cfg_desc_t broker_rows[] = {
          NULL, 0, "Default for topics: a segment rolls when its offset index reaches this size."),
     BROW("message.max.bytes", ST_CFG_INT, message_max_bytes, "1048588", 0, I32MAX, NULL, 0,
          "Default for topics: the largest record batch accepted."),
+    BROW("message.decompression.max.ratio", ST_CFG_INT, message_decompression_max_ratio, "64", 1,
+         65536, NULL, 0,
+         "A compressed batch's records may inflate to at most this many times its topic's "
+         "max.message.bytes (64 MiB for the default); beyond, the batch is refused with "
+         "MESSAGE_TOO_LARGE while it is being inflated, so a decompression bomb costs bounded "
+         "time, and a Java producer splits the batch and retries."),
+    BROW("compression.type", ST_CFG_STRING, compression_type, "producer", 0, 0,
+         v_compression_type, 0,
+         "Default for topics: producer keeps each batch as the producer compressed it; "
+         "uncompressed, gzip, snappy, lz4 or zstd recompress batches in another codec."),
     BROW("log.message.timestamp.type", ST_CFG_STRING, log_message_timestamp_type, "CreateTime",
          0, 0, v_timestamp_type, 0,
          "Default for topics: CreateTime keeps the producer's timestamps, LogAppendTime stamps "
@@ -327,7 +339,9 @@ static const st_cfg_desc_t topic_rows[] = {
     TROW("min.cleanable.dirty.ratio", ST_CFG_DOUBLE, min_cleanable_dirty_ratio, 0, 1, NULL,
          "Dirty ratio that makes a compacted log eligible for cleaning."),
     TROW("compression.type", ST_CFG_STRING, compression_type, 0, 0, v_compression_type,
-         "producer: batches are kept as the producer compressed them."),
+         "producer keeps each batch as the producer compressed it; uncompressed, gzip, snappy, "
+         "lz4 or zstd: the broker rebuilds batches in another codec, on its request workers, as "
+         "Kafka does."),
     TROW("file.delete.delay.ms", ST_CFG_LONG, file_delete_delay_ms, 0, I64MAX, NULL,
          "Accepted for compatibility."),
     TROW("unclean.leader.election.enable", ST_CFG_BOOL, unclean_leader_election_enable, 0, 0,
@@ -368,7 +382,7 @@ static const char *topic_synonyms[] = {
     "log.cleaner.delete.retention.ms",
     "log.cleaner.min.compaction.lag.ms",
     "log.cleaner.min.cleanable.ratio",
-    NULL, /* compression.type */
+    "compression.type",
     "file.delete.delay.ms",
     "unclean.leader.election.enable",
     "log.remote.storage.enable",
@@ -388,7 +402,6 @@ const char *st_topic_config_synonym(size_t i) {
 
 static const char *topic_fixed_default(const char *name) {
     if (!strcmp(name, "message.timestamp.difference.max.ms")) return "9223372036854775807";
-    if (!strcmp(name, "compression.type")) return "producer";
     return NULL;
 }
 
@@ -545,6 +558,9 @@ void st_topic_config_to_log(const st_topic_config_t *t, st_log_config_t *out) {
     out->delete_policy = strstr(t->cleanup_policy, "delete") != NULL;
     out->compact = strstr(t->cleanup_policy, "compact") != NULL;
     out->remote = t->remote_storage_enable;
+    st_batch_target_t target = ST_TARGET_PRODUCER;
+    st_batch_target_parse(t->compression_type, &target); /* validated when set */
+    out->compression = (int)target;
     /* -2: the same as the total bound */
     out->local_retention_ms = t->local_retention_ms == -2 ? t->retention_ms : t->local_retention_ms;
     out->local_retention_bytes =

@@ -15,6 +15,9 @@ typedef struct st_broker_config {
     char *advertised_listeners;
     char *log_dirs;
     int32_t num_network_threads;
+    int32_t num_io_threads;                  /* request workers (validation, recompression) */
+    int32_t message_decompression_max_ratio; /* x max.message.bytes: inflated records bound */
+    char *compression_type;                  /* default compression.type of topics */
     int32_t socket_request_max_bytes;
     int64_t connections_max_idle_ms;
     int32_t max_connections;

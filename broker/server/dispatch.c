@@ -51,9 +51,14 @@ void st_server_on_request(st_request_t *req, void *arg) {
         st_request_no_response(req);
         return;
     }
+    if (st_produce_gate_hold(req)) return; /* behind a produce still on a worker */
+    st_server_handle(srv, req);
+}
+
+void st_server_handle(st_server_t *srv, st_request_t *req) {
     ST_DEBUG("net", "%s v%d correlation %d from %s", req->api->name, (int)req->hdr.api_version,
              (int)req->hdr.correlation_id, st_request_peer(req));
-    fn(srv, req);
+    st_handler_for(req->api->key)(srv, req);
 }
 
 void st_server_on_wake(st_loop_t *loop, void *arg) {

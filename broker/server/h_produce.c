@@ -1,6 +1,6 @@
 /*
- * h_produce.c - Produce: validate every batch, append as leader, answer by
- * acks.
+ * h_produce.c - Produce: check every batch and record, append as leader,
+ * answer by acks.
  *
  *   acks=0   no response; an error closes the connection (the client's
  *            only way to learn of it, as in Kafka)
@@ -8,10 +8,45 @@
  *   acks=-1  with log.flush.on.ack, answer once a group-commit fsync has
  *            covered every appended batch (parked; REQUEST_TIMED_OUT after
  *            timeout_ms); min.insync.replicas is checked before appending
+ *
+ * A request's life:
+ *
+ *   I/O thread                         worker (num.io.threads)
+ *   ----------                         ------
+ *   st_handle_produce
+ *     transactional batches (KafkaApis), per partition: lookup, acks,
+ *     ISR, sizes, st_batches_scan (headers only)
+ *     |-- every batch uncompressed, no recompression, at most
+ *     |   PRODUCE_INLINE_BYTES: st_batches_validate inline (a record
+ *     |   walk), produce_finish
+ *     '-- else gate_open, st_pool_submit ----> produce_work:
+ *                                               st_batches_validate of
+ *                                               each partition (inflate,
+ *                                               walk, recompress)
+ *   produce_done <---------- st_loop_post ------'
+ *     produce_finish (append, answer or park), gate_release
+ *
+ * Order: Kafka handles a connection's requests one after another, and
+ * clients rely on a connection's produces being appended in order.  While
+ * a produce is on a worker, the connection's later requests (of any API)
+ * wait behind it in its gate (st_produce_gate_hold, called for every
+ * request) and are handled, in order, when it completes.  Appends always
+ * happen on the I/O thread, as for inline produces.
+ *
+ * Threads: everything here runs on the request's I/O thread except
+ * produce_work, which reads only the op (the I/O thread leaves it alone
+ * until produce_done) and writes into the request's frame, which nothing
+ * else reads meanwhile.
  */
 #include "server.h"
 
 #include <stdlib.h>
+
+/* Walking uncompressed records costs 20-150 ns a record (measured: 0.1 ms
+ * for 1 MB of 1 KB records, about 1.5 ms for 1 MB of 10-byte ones), cheap
+ * enough for the I/O thread per batch; a request carrying more than this
+ * goes to a worker anyway, so no request holds an I/O thread for long. */
+#define PRODUCE_INLINE_BYTES (4 << 20)
 
 typedef struct produce_wait {
     st_partition_t *part;
@@ -19,12 +54,27 @@ typedef struct produce_wait {
     st_produce_resp_part_t *out;
 } produce_wait_t;
 
+typedef struct produce_part {
+    st_partition_t *p; /* kept; NULL once answered with an error */
+    st_produce_req_part_t *q;
+    st_produce_resp_part_t *out;
+    const char *topic; /* for log lines (the request's arena) */
+    st_batch_limits_t lim;
+    st_batch_verdict_t v;
+    st_err_t e;
+} produce_part_t;
+
 typedef struct produce_op {
     st_delayed_t base;
+    st_server_t *srv;
     st_request_t *req;
     st_produce_resp_t resp;
+    produce_part_t *parts;
+    int nparts;
     produce_wait_t *waits;
     int nwaits;
+    int64_t now_ms;
+    int any_error;
 } produce_op_t;
 
 static int produce_try(st_delayed_t *d) {
@@ -68,6 +118,11 @@ static void produce_expire(st_delayed_t *d) {
 static void produce_destroy(st_delayed_t *d) {
     produce_op_t *op = (produce_op_t *)d;
     for (int i = 0; i < op->nwaits; i++) st_partition_release(op->waits[i].part);
+    for (int i = 0; i < op->nparts; i++) {
+        st_partition_release(op->parts[i].p);
+        st_batch_verdict_fini(&op->parts[i].v);
+    }
+    free(op->parts);
     free(op->waits);
     free(op);
 }
@@ -80,93 +135,180 @@ static void set_error(st_request_t *req, st_produce_resp_part_t *out, st_err_t e
     else out->error_message = st_str(st_err_msg(e));
 }
 
-void st_handle_produce(st_server_t *srv, st_request_t *req) {
-    st_produce_req_t *q = req->body;
-    produce_op_t *op = st_calloc(1, sizeof *op);
-    op->req = req;
-    st_schema_defaults(&st_produce_resp_schema, &op->resp);
-    int acks = q->acks;
-    int bad_acks = acks != 0 && acks != 1 && acks != -1;
-    int any_error = 0, total_parts = 0;
-    for (int i = 0; i < q->topics.n; i++) total_parts += q->topics.v[i].partitions.n;
-    op->waits = st_calloc((size_t)total_parts + 1, sizeof *op->waits);
-
-    ST_ARRAY_ALLOC(op->resp.responses, &req->arena, q->topics.n);
-    for (int i = 0; i < q->topics.n; i++) {
-        st_produce_req_topic_t *qt = &q->topics.v[i];
-        st_produce_resp_topic_t *rt = &op->resp.responses.v[i];
-        rt->name = qt->name;
-        ST_ARRAY_ALLOC(rt->partitions, &req->arena, qt->partitions.n);
-        for (int j = 0; j < qt->partitions.n; j++) {
-            st_produce_req_part_t *qp = &qt->partitions.v[j];
-            st_produce_resp_part_t *out = &rt->partitions.v[j];
-            st_schema_defaults(&st_produce_resp_part_schema, out);
-            out->index = qp->index;
-            if (bad_acks) {
-                set_error(req, out, ST_E_INVALID_REQUIRED_ACKS, NULL);
-                any_error = 1;
-                continue;
-            }
-            int known = 0;
-            st_partition_t *p = st_replicas_lookup(srv->rm, qt->name.p, (size_t)ST_MAX(qt->name.len, 0),
-                                                   qp->index, &known);
-            if (!p) {
-                set_error(req, out, ST_E_UNKNOWN_TOPIC_OR_PARTITION, NULL);
-                any_error = 1;
-                continue;
-            }
-            st_err_t e = ST_OK;
-            char why[256] = "";
-            if (qp->records.len <= 0) {
-                e = ST_E_INVALID_RECORD;
-                snprintf(why, sizeof why, "no records");
-            }
-            if (!e && acks == -1 && p->isr_size < p->min_insync_replicas) {
-                e = ST_E_NOT_ENOUGH_REPLICAS;
-                snprintf(why, sizeof why, "%d in-sync replica(s), min.insync.replicas is %d",
-                         p->isr_size, p->min_insync_replicas);
-            }
-            st_log_config_t lc;
-            st_log_get_config(p->log, &lc);
-            if (!e && qp->records.len > lc.segment_bytes) {
-                e = ST_E_RECORD_LIST_TOO_LARGE;
-                snprintf(why, sizeof why, "%d bytes of records exceed segment.bytes %lld",
-                         qp->records.len, (long long)lc.segment_bytes);
-            }
-            if (!e) {
-                st_batch_limits_t lim = {lc.max_message_bytes, lc.ts_before_max_ms,
-                                         lc.ts_after_max_ms, lc.log_append_time};
-                int nbatches;
-                e = st_batches_validate(qp->records.p, (size_t)qp->records.len, &lim, st_now_ms(),
-                                        &nbatches, why, sizeof why);
-            }
-            if (!e && lc.compact)
-                e = st_batches_check_keys(qp->records.p, (size_t)qp->records.len, why, sizeof why);
-            st_append_info_t info;
-            /* The batches are stamped in place: the receive buffer is ours. */
-            if (!e) e = st_partition_append(p, (uint8_t *)qp->records.p, (size_t)qp->records.len, &info);
-            if (e) {
-                ST_LOG_RATELIMITED(ST_LOG_WARN, "produce", 2000, "%.*s-%d from %s: %s%s%s",
-                                   ST_STR_FMT(qt->name), (int)qp->index, st_request_peer(req),
-                                   st_err_name(e), *why ? ": " : "", why);
-                set_error(req, out, e, why);
-                st_partition_release(p);
-                any_error = 1;
-                continue;
-            }
-            out->base_offset = info.base_offset;
-            out->log_append_time_ms = info.log_append_time;
-            out->log_start_offset = info.log_start_offset;
-            if (acks == -1 && srv->cfg.log_flush_on_ack) {
-                st_logmgr_request_flush(srv->logs, p->log);
-                op->waits[op->nwaits++] = (produce_wait_t){p, info.last_offset + 1, out};
-            } else {
-                st_partition_release(p);
-            }
+/* A partition refused: its answer, a log line, its partition let go. */
+static void part_fail(produce_op_t *op, produce_part_t *pp, st_err_t e, const char *why) {
+    st_request_t *req = op->req;
+    ST_LOG_RATELIMITED(ST_LOG_WARN, "produce", 2000, "%s-%d from %s: %s%s%s", pp->topic,
+                       (int)pp->q->index, st_request_peer(req), st_err_name(e), *why ? ": " : "",
+                       why);
+    set_error(req, pp->out, e, why);
+    const st_batch_verdict_t *v = &pp->v;
+    if (v->nrecord_errors > 0) {
+        /* KIP-467: which records made the batch fail (Produce v8+) */
+        ST_ARRAY_ALLOC(pp->out->record_errors, &req->arena, v->nrecord_errors);
+        for (int k = 0; k < v->nrecord_errors; k++) {
+            st_produce_record_error_t *re = &pp->out->record_errors.v[k];
+            const char *m = v->record_errors[k].message;
+            re->batch_index = v->record_errors[k].index;
+            re->message = st_str(st_arena_strndup(&req->arena, m, strlen(m)));
         }
     }
+    st_partition_release(pp->p);
+    pp->p = NULL;
+    op->any_error = 1;
+}
 
-    if (acks == 0) {
+/* The first batch's attributes, when the records hold a whole header
+ * (Kafka's RequestUtils.flags looks at the first batch only). */
+static int first_batch_transactional(const st_records_t *r) {
+    return r->len >= ST_BATCH_HEADER_SIZE && r->p[ST_BATCH_MAGIC_OFFSET] == 2 &&
+           (st_be16_get(r->p + ST_BATCH_ATTR_OFFSET) & ST_ATTR_TRANSACTIONAL);
+}
+
+/* ---- per-connection order ------------------------------------------------------ */
+
+typedef struct held {
+    struct held *next;
+    st_request_t *req;
+} held_t;
+
+typedef struct gate {
+    struct gate *next;
+    const st_conn_t *conn; /* identity only: the connection outlives its requests */
+    int busy;              /* one of its produces is on a worker */
+    held_t *head, *tail;   /* its later requests, in arrival order */
+} gate_t;
+
+#define GATE_BUCKETS 64
+
+struct st_produce_gates {
+    gate_t *buckets[GATE_BUCKETS];
+    int count;
+};
+
+static gate_t **gate_slot(struct st_produce_gates *g, const st_conn_t *conn) {
+    uintptr_t h = (uintptr_t)conn;
+    h ^= h >> 17;
+    h *= 0x9e3779b97f4a7c15u;
+    gate_t **pp = &g->buckets[(h >> 32) % GATE_BUCKETS];
+    while (*pp && (*pp)->conn != conn) pp = &(*pp)->next;
+    return pp;
+}
+
+int st_produce_gate_hold(st_request_t *req) {
+    st_loop_state_t *ls = st_loop_user(req->loop);
+    if (!ls || !ls->gates || ls->gates->count == 0) return 0;
+    gate_t *g = *gate_slot(ls->gates, req->conn);
+    if (!g) return 0;
+    held_t *h = st_malloc(sizeof *h);
+    h->next = NULL;
+    h->req = req;
+    if (g->tail) g->tail->next = h;
+    else g->head = h;
+    g->tail = h;
+    return 1;
+}
+
+static void gate_open(st_request_t *req) {
+    st_loop_state_t *ls = st_loop_user(req->loop);
+    if (!ls->gates) ls->gates = st_calloc(1, sizeof *ls->gates);
+    gate_t **pp = gate_slot(ls->gates, req->conn);
+    if (!*pp) {
+        *pp = st_calloc(1, sizeof **pp);
+        (*pp)->conn = req->conn;
+        ls->gates->count++;
+    }
+    (*pp)->busy = 1;
+}
+
+/* The produce on the worker is done: handle what waited, in order, until
+ * one of them goes to a worker again. */
+static void gate_release(st_server_t *srv, st_loop_t *loop, const st_conn_t *conn) {
+    st_loop_state_t *ls = st_loop_user(loop);
+    gate_t **pp = gate_slot(ls->gates, conn);
+    gate_t *g = *pp;
+    if (!g) return;
+    g->busy = 0;
+    while (!g->busy && g->head) {
+        held_t *h = g->head;
+        g->head = h->next;
+        if (!g->head) g->tail = NULL;
+        st_request_t *req = h->req;
+        free(h);
+        if (st_request_conn_open(req)) st_server_handle(srv, req);
+        else st_request_no_response(req); /* closed meanwhile (an acks=0 failure) */
+    }
+    if (!g->busy) {
+        pp = gate_slot(ls->gates, conn); /* handlers may have opened other gates */
+        *pp = g->next;
+        free(g);
+        ls->gates->count--;
+    }
+}
+
+void st_produce_gates_free(st_loop_state_t *ls) {
+    if (!ls->gates) return;
+    for (int i = 0; i < GATE_BUCKETS; i++) {
+        for (gate_t *g = ls->gates->buckets[i], *gn; g; g = gn) {
+            gn = g->next;
+            for (held_t *h = g->head, *hn; h; h = hn) {
+                hn = h->next;
+                free(h);
+            }
+            free(g);
+        }
+    }
+    free(ls->gates);
+    ls->gates = NULL;
+}
+
+/* ---- the request ---------------------------------------------------------------- */
+
+static void validate_parts(produce_op_t *op) {
+    for (int i = 0; i < op->nparts; i++) {
+        produce_part_t *pp = &op->parts[i];
+        if (!pp->p) continue;
+        pp->e = st_batches_validate((uint8_t *)pp->q->records.p, (size_t)pp->q->records.len,
+                                    &pp->lim, op->now_ms, &pp->v);
+    }
+}
+
+/* Append what passed, fill in the answer, respond or park (I/O thread). */
+static void produce_finish(produce_op_t *op) {
+    st_server_t *srv = op->srv;
+    st_request_t *req = op->req;
+    st_produce_req_t *q = req->body;
+    for (int i = 0; i < op->nparts; i++) {
+        produce_part_t *pp = &op->parts[i];
+        if (!pp->p) continue;
+        if (pp->e) {
+            part_fail(op, pp, pp->e, pp->v.why);
+            continue;
+        }
+        st_append_info_t info;
+        /* The batches are stamped in place: the receive buffer (or the
+         * rebuilt records) is ours. */
+        uint8_t *rec = pp->v.rebuilt.len ? pp->v.rebuilt.data : (uint8_t *)pp->q->records.p;
+        size_t len = pp->v.rebuilt.len ? pp->v.rebuilt.len : (size_t)pp->q->records.len;
+        st_err_t e = st_partition_append(pp->p, rec, len, &info);
+        if (e) {
+            part_fail(op, pp, e, "");
+            continue;
+        }
+        pp->out->base_offset = info.base_offset;
+        pp->out->log_append_time_ms = info.log_append_time;
+        pp->out->log_start_offset = info.log_start_offset;
+        if (q->acks == -1 && srv->cfg.log_flush_on_ack) {
+            st_logmgr_request_flush(srv->logs, pp->p->log);
+            op->waits[op->nwaits++] = (produce_wait_t){pp->p, info.last_offset + 1, pp->out};
+        } else {
+            st_partition_release(pp->p);
+        }
+        pp->p = NULL; /* the wait holds it now, or it was released */
+    }
+
+    if (q->acks == 0) {
+        int any_error = op->any_error;
         produce_destroy(&op->base);
         if (any_error) st_request_close_conn(req, "acks=0 produce failed");
         st_request_no_response(req);
@@ -182,4 +324,137 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
     op->base.expire = produce_expire;
     op->base.destroy = produce_destroy;
     st_purgatory_add(st_req_purgatory(req), &op->base);
+}
+
+static void produce_done(void *arg) {
+    produce_op_t *op = arg;
+    st_server_t *srv = op->srv;
+    st_loop_t *loop = op->req->loop;
+    const st_conn_t *conn = op->req->conn;
+    produce_finish(op); /* may free op and the request */
+    gate_release(srv, loop, conn);
+}
+
+static void produce_work(void *arg) {
+    produce_op_t *op = arg;
+    validate_parts(op);
+    st_loop_post(op->req->loop, produce_done, op);
+}
+
+void st_handle_produce(st_server_t *srv, st_request_t *req) {
+    st_produce_req_t *q = req->body;
+    produce_op_t *op = st_calloc(1, sizeof *op);
+    op->srv = srv;
+    op->req = req;
+    op->now_ms = st_now_ms();
+    st_schema_defaults(&st_produce_resp_schema, &op->resp);
+    int acks = q->acks;
+    int bad_acks = acks != 0 && acks != 1 && acks != -1;
+    int total_parts = 0, deferred = 0, transactional = 0;
+    int64_t inline_bytes = 0;
+    for (int i = 0; i < q->topics.n; i++) {
+        total_parts += q->topics.v[i].partitions.n;
+        for (int j = 0; j < q->topics.v[i].partitions.n; j++)
+            transactional |= first_batch_transactional(&q->topics.v[i].partitions.v[j].records);
+    }
+    op->parts = st_calloc((size_t)total_parts + 1, sizeof *op->parts);
+    op->waits = st_calloc((size_t)total_parts + 1, sizeof *op->waits);
+    /* KafkaApis.handleProduceRequest: transactional records need a
+     * transactional id the client may write to, else the whole request is
+     * TRANSACTIONAL_ID_AUTHORIZATION_FAILED. */
+    st_err_t whole = transactional && q->transactional_id.len < 0
+                         ? ST_E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                         : ST_OK;
+
+    ST_ARRAY_ALLOC(op->resp.responses, &req->arena, q->topics.n);
+    for (int i = 0; i < q->topics.n; i++) {
+        st_produce_req_topic_t *qt = &q->topics.v[i];
+        st_produce_resp_topic_t *rt = &op->resp.responses.v[i];
+        rt->name = qt->name;
+        ST_ARRAY_ALLOC(rt->partitions, &req->arena, qt->partitions.n);
+        for (int j = 0; j < qt->partitions.n; j++) {
+            st_produce_req_part_t *qp = &qt->partitions.v[j];
+            st_produce_resp_part_t *out = &rt->partitions.v[j];
+            st_schema_defaults(&st_produce_resp_part_schema, out);
+            out->index = qp->index;
+            produce_part_t *pp = &op->parts[op->nparts++];
+            pp->q = qp;
+            pp->out = out;
+            pp->topic = st_req_strdup(req, qt->name);
+            st_batch_verdict_init(&pp->v);
+            if (whole || bad_acks) {
+                set_error(req, out, whole ? whole : ST_E_INVALID_REQUIRED_ACKS, NULL);
+                op->any_error = 1;
+                continue;
+            }
+            int known = 0;
+            pp->p = st_replicas_lookup(srv->rm, qt->name.p, (size_t)ST_MAX(qt->name.len, 0),
+                                       qp->index, &known);
+            if (!pp->p) {
+                set_error(req, out, ST_E_UNKNOWN_TOPIC_OR_PARTITION, NULL);
+                op->any_error = 1;
+                continue;
+            }
+            st_partition_t *p = pp->p;
+            char why[256] = "";
+            st_err_t e = ST_OK;
+            st_log_config_t lc;
+            st_log_get_config(p->log, &lc);
+            if (qp->records.len <= 0) {
+                e = ST_E_INVALID_RECORD;
+                snprintf(why, sizeof why, "no records");
+            } else if (acks == -1 && p->isr_size < p->min_insync_replicas) {
+                e = ST_E_NOT_ENOUGH_REPLICAS;
+                snprintf(why, sizeof why, "%d in-sync replica(s), min.insync.replicas is %d",
+                         p->isr_size, p->min_insync_replicas);
+            } else if (qp->records.len > lc.segment_bytes) {
+                e = ST_E_RECORD_LIST_TOO_LARGE;
+                snprintf(why, sizeof why, "%d bytes of records exceed segment.bytes %lld",
+                         qp->records.len, (long long)lc.segment_bytes);
+            } else if (first_batch_transactional(&qp->records)) {
+                /* ReplicaManager verifies a transactional batch with the
+                 * transaction coordinator, which answers an unknown
+                 * transactional id with INVALID_PRODUCER_ID_MAPPING: with no
+                 * coordinator here, every id is unknown. */
+                e = ST_E_INVALID_PRODUCER_ID_MAPPING;
+                snprintf(why, sizeof why,
+                         "transactional id %.*s has no producer id: this broker has no "
+                         "transaction coordinator",
+                         (int)ST_MIN(q->transactional_id.len, 100), q->transactional_id.p);
+            }
+            if (!e) {
+                pp->lim = (st_batch_limits_t){
+                    .max_message_bytes = lc.max_message_bytes,
+                    .ts_before_max_ms = lc.ts_before_max_ms,
+                    .ts_after_max_ms = lc.ts_after_max_ms,
+                    .log_append_time = lc.log_append_time,
+                    .compact = lc.compact,
+                    /* 0 (no max.message.bytes): the stored batches' bound */
+                    .max_inflated_bytes = lc.max_message_bytes > 0
+                                              ? (int64_t)lc.max_message_bytes *
+                                                    srv->cfg.message_decompression_max_ratio
+                                              : 0,
+                    .target = (st_batch_target_t)lc.compression,
+                    .no_zstd = req->hdr.api_version < 7,
+                };
+                if ((e = st_batches_scan(qp->records.p, (size_t)qp->records.len, &pp->lim, &pp->v)))
+                    snprintf(why, sizeof why, "%s", pp->v.why);
+            }
+            if (e) {
+                part_fail(op, pp, e, why);
+                continue;
+            }
+            deferred |= pp->v.needs_worker;
+            inline_bytes += qp->records.len;
+        }
+    }
+    if (deferred || inline_bytes > PRODUCE_INLINE_BYTES) {
+        /* Inflating or recompressing costs in proportion to what a batch
+         * inflates to: a worker's job, never the I/O thread's. */
+        gate_open(req);
+        st_pool_submit(srv->workers, produce_work, op);
+        return;
+    }
+    validate_parts(op);
+    produce_finish(op);
 }

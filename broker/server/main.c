@@ -4,13 +4,14 @@
  *   start:  config -> soft fd limit raised to the hard one -> listeners
  *           bound -> log dirs locked -> metadata log replayed (partitions
  *           opened, recovered) -> this broker registered -> flusher,
- *           janitor, controller, group coordinator, log cleaner threads ->
- *           the connection limit, from the fds left -> I/O loops (cleaning
+ *           janitor, controller, group coordinator, log cleaner, request
+ *           worker threads -> the connection limit, from the fds left ->
+ *           I/O loops (cleaning
  *           passes a crash cut short are finished or undone before any log
  *           opens)
  *   stop (SIGTERM / SIGINT):  parked group joins answered -> stop accepting
- *           and reading -> finish or expire every request in flight -> group
- *           coordinator -> log cleaner -> controller -> partitions -> flush,
+ *           and reading -> finish or expire every request in flight ->
+ *           request workers -> group coordinator -> log cleaner -> controller -> partitions -> flush,
  *           checkpoints, segments closed, clean-shutdown marker -> exit 0
  */
 #include "group.h"
@@ -311,6 +312,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     }
     srv.groups = st_server_groups_new(&srv);
     st_log_cleaner_t *cleaner = st_server_cleaner_new(&srv);
+    srv.workers = st_pool_new(srv.cfg.num_io_threads, "io-worker");
     st_logmgr_start(srv.logs);
     if (tier) st_tier_start(tier);
     st_controller_start(srv.ctl);
@@ -338,12 +340,14 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
 
     st_group_coord_close_requests(srv.groups); /* parked joins and syncs are answered */
     st_net_stop(srv.net);
+    st_pool_destroy(srv.workers); /* after the loops: nothing submits any more */
     st_group_coord_destroy(srv.groups);
     st_log_cleaner_destroy(cleaner); /* a pass in progress is undone */
     st_controller_close(srv.ctl);
     st_replicas_destroy(srv.rm);
     st_tier_destroy(tier); /* after the partitions let go of it */
     st_os_destroy(os);
+    for (int i = 0; i < st_net_nloops(srv.net); i++) st_produce_gates_free(&loop_states[i]);
     st_net_destroy(srv.net);
     free(loop_states);
     st_logmgr_close(srv.logs);

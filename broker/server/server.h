@@ -29,11 +29,15 @@ typedef struct st_server {
     const st_cfg_bind_t *extra_config; /* the object store's table, etc. */
     size_t nextra_config;
     struct st_group_coord *groups; /* the group coordinator (broker/group) */
+    /* num.io.threads request workers: produce validation of compressed
+     * batches and recompression (h_produce.c), never on an I/O thread */
+    st_pool_t *workers;
 } st_server_t;
 
 typedef struct st_loop_state {
     st_server_t *srv;
     st_purgatory_t purgatory;
+    struct st_produce_gates *gates; /* h_produce.c: connections waiting on a worker */
 } st_loop_state_t;
 
 typedef void (*st_handler_fn)(st_server_t *srv, st_request_t *req);
@@ -58,6 +62,17 @@ typedef void (*st_ctl_work_fn)(st_server_t *srv, st_controller_t *ctl, void *ctx
 typedef void (*st_ctl_done_fn)(st_server_t *srv, st_request_t *req, void *ctx);
 void st_server_via_controller(st_server_t *srv, st_request_t *req, st_ctl_work_fn work,
                               st_ctl_done_fn done, void *ctx);
+
+/* Run the request's handler (st_server_on_request, once the request's
+ * turn on its connection has come). */
+void st_server_handle(st_server_t *srv, st_request_t *req);
+
+/* Per-connection order of produce appends (h_produce.c): while a produce
+ * of a connection is being validated on a worker, that connection's later
+ * requests wait; 1 when req was held (it is handled in its turn). */
+int st_produce_gate_hold(st_request_t *req);
+/* Free a loop's gates (after the loops stopped). */
+void st_produce_gates_free(st_loop_state_t *ls);
 
 /* Handlers */
 void st_handle_api_versions(st_server_t *srv, st_request_t *req);

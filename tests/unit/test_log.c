@@ -267,12 +267,13 @@ static void test_batch_records_every_codec(void **state) {
         assert_int_equal(b.len, size);
         st_batch_stamp(b.data, 500, 3, -1);
 
-        int count = 0;
-        char why[256] = "";
-        st_batch_limits_t lim = {1 << 20, INT64_MAX, INT64_MAX, 0};
-        assert_int_equal(st_batches_validate(b.data, b.len, &lim, st_now_ms(), &count, why, sizeof why),
-                         ST_OK);
-        assert_int_equal(count, 1);
+        st_batch_limits_t lim = {.max_message_bytes = 1 << 20, .ts_before_max_ms = INT64_MAX,
+                                 .ts_after_max_ms = INT64_MAX};
+        st_batch_verdict_t v;
+        st_batch_verdict_init(&v);
+        if (st_batches_validate(b.data, b.len, &lim, st_now_ms(), &v)) fail_msg("codec %d: %s", codec, v.why);
+        assert_int_equal(v.nbatches, 1);
+        st_batch_verdict_fini(&v);
 
         seen_t *s = st_calloc(1, sizeof *s);
         s->headers_ok = 1;
@@ -363,17 +364,23 @@ static void test_batch_large_compressed(void **state) {
  * Produce-side validation
  * ==================================================================== */
 
-static st_err_t validate(const uint8_t *p, size_t len, const st_batch_limits_t *lim, int64_t now,
+static st_err_t validate(uint8_t *p, size_t len, const st_batch_limits_t *lim, int64_t now,
                          int *count, char *why) {
     *count = -1;
-    why[0] = 0;
-    return st_batches_validate(p, len, lim, now, count, why, 256);
+    st_batch_verdict_t v;
+    st_batch_verdict_init(&v);
+    st_err_t e = st_batches_validate(p, len, lim, now, &v);
+    if (!e) *count = v.nbatches;
+    snprintf(why, 256, "%s", v.why);
+    st_batch_verdict_fini(&v);
+    return e;
 }
 
 static void test_batch_validate(void **state) {
     (void)state;
     const int64_t now = 1700000000000;
-    st_batch_limits_t lim = {1 << 20, INT64_MAX, INT64_MAX, 0};
+    st_batch_limits_t lim = {.max_message_bytes = 1 << 20, .ts_before_max_ms = INT64_MAX,
+                             .ts_after_max_ms = INT64_MAX};
     char why[256];
     int count;
     tbatch_t *tb = st_malloc(sizeof *tb);
@@ -504,7 +511,8 @@ static void test_batch_validate(void **state) {
 #undef RESET
 
     /* Timestamps: CreateTime must lie within the allowed window. */
-    st_batch_limits_t win = {1 << 20, 60000, 3600000, 0};
+    st_batch_limits_t win = {.max_message_bytes = 1 << 20, .ts_before_max_ms = 60000,
+                             .ts_after_max_ms = 3600000};
     st_buf_t t;
     st_buf_init(&t);
     build_simple(&t, tb, 3, TC_NONE, now - 59000, 1, 10, 0);
@@ -521,12 +529,17 @@ static void test_batch_validate(void **state) {
     /* A topic with LogAppendTime stamps its own time: no check. */
     win.log_append_time = 1;
     assert_int_equal(validate(t.data, t.len, &win, now, &count, why), ST_OK);
-    /* Nor for a batch that already says LogAppendTime. */
+    /* A batch that says LogAppendTime: its records carry its maxTimestamp,
+     * checked like any CreateTime (LogValidator.validateTimestamp), and on
+     * a LogAppendTime topic the producer may not set it at all. */
     win.log_append_time = 0;
     st_be16_put(t.data + ST_BATCH_ATTR_OFFSET,
                 (uint16_t)(st_be16_get(t.data + ST_BATCH_ATTR_OFFSET) | ST_ATTR_LOG_APPEND_TIME));
     batch_fix_crc(t.data);
-    assert_int_equal(validate(t.data, t.len, &win, now, &count, why), ST_OK);
+    assert_int_equal(validate(t.data, t.len, &win, now, &count, why), ST_E_INVALID_TIMESTAMP);
+    win.log_append_time = 1;
+    assert_int_equal(validate(t.data, t.len, &win, now, &count, why), ST_E_INVALID_TIMESTAMP);
+    assert_non_null(strstr(why, "LogAppendTime"));
 
     st_buf_fini(&t);
     st_buf_fini(&b);
@@ -570,10 +583,15 @@ static void test_batch_header_and_stamp(void **state) {
     assert_true(info.base_timestamp == 1000);
     assert_true(st_be32_get(b.data + ST_BATCH_CRC_OFFSET) != crc);
     assert_true(st_batch_crc_ok(b.data, (int32_t)size));
+    /* Still a valid batch (checked on a copy: validation corrects headers). */
     int count;
     char why[256];
-    st_batch_limits_t lim = {1 << 20, 1, 1, 0};
-    assert_int_equal(st_batches_validate(b.data, b.len, &lim, 0, &count, why, sizeof why), ST_OK);
+    st_batch_limits_t lim = {.max_message_bytes = 1 << 20, .ts_before_max_ms = INT64_MAX,
+                             .ts_after_max_ms = INT64_MAX};
+    uint8_t *copy = st_malloc(b.len);
+    memcpy(copy, b.data, b.len);
+    assert_int_equal(validate(copy, b.len, &lim, 0, &count, why), ST_OK);
+    free(copy);
     /* ... and every record reads the append time. */
     seen_t *s = st_calloc(1, sizeof *s);
     s->headers_ok = 1;
