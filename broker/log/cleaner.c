@@ -194,9 +194,13 @@ static st_err_t walk_records(const uint8_t *batch, const st_batch_info_t *b, st_
         st_rd_i8(&rr);
         int64_t ts_delta = st_rd_varint(&rr);
         int64_t off_delta = st_rd_varint(&rr);
-        rec.offset = b->base_offset + off_delta;
-        rec.timestamp = (b->attributes & ST_ATTR_LOG_APPEND_TIME) ? b->max_timestamp
-                                                                  : b->base_timestamp + ts_delta;
+        /* stored bytes are checked like any others: no signed overflow */
+        if (off_delta < 0 || off_delta > INT32_MAX ||
+            __builtin_add_overflow(b->base_offset, off_delta, &rec.offset))
+            return ST_CORRUPT_BKPT;
+        if (b->attributes & ST_ATTR_LOG_APPEND_TIME) rec.timestamp = b->max_timestamp;
+        else if (__builtin_add_overflow(b->base_timestamp, ts_delta, &rec.timestamp))
+            return ST_CORRUPT_BKPT;
         int64_t kl = st_rd_varint(&rr);
         rec.key_len = kl < 0 ? -1 : (int32_t)kl;
         rec.key = kl > 0 ? st_rd_bytes(&rr, (size_t)kl) : NULL;

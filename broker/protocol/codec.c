@@ -109,8 +109,12 @@ void st_schema_defaults(const st_schema_t *s, void *out) {
 static int32_t rd_len(st_rd_t *r, int flexible, int small) {
     if (flexible) {
         uint64_t n = st_rd_uvarint(r);
-        if (n > (uint64_t)INT32_MAX + 1) st_rd_fail(r, ST_E_CORRUPT);
-        return (int32_t)((int64_t)n - 1);
+        if (n > (uint64_t)INT32_MAX + 1) {
+            /* no arithmetic on a length this large (2^63 and up overflowed) */
+            st_rd_fail(r, ST_E_CORRUPT);
+            return 0;
+        }
+        return (int32_t)((int64_t)n - 1); /* n <= 2^31: fits */
     }
     return small ? st_rd_i16(r) : st_rd_i32(r);
 }
