@@ -52,18 +52,15 @@
  * without the lock.
  */
 #include "log_int.h"
+#include "compress_int.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <lz4frame.h>
-#include <snappy-c.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
-#include <zstd.h>
 
 #define WHAT_FMT "%s-%d"
 #define WHAT_ARGS(log) (log)->topic, (int)(log)->partition
@@ -215,79 +212,17 @@ static st_err_t walk_records(const uint8_t *batch, const st_batch_info_t *b, st_
 
 /* ---- compression (the same codec the batch came with) ---------------------- */
 
-static const uint8_t xerial_magic[8] = {0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0};
-
-static st_err_t compress_records(int codec, int xerial, const uint8_t *p, size_t n,
-                                 st_buf_t *out) {
-    switch (codec) {
-    case ST_CODEC_NONE: st_buf_put(out, p, n); return ST_OK;
-    case ST_CODEC_GZIP: {
-        z_stream z;
-        memset(&z, 0, sizeof z);
-        if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-            return ST_E_NOMEM;
-        uLong bound = deflateBound(&z, (uLong)n) + 32;
-        uint8_t *dst = st_buf_extend(out, bound);
-        z.next_in = (Bytef *)p;
-        z.avail_in = (uInt)n;
-        z.next_out = dst;
-        z.avail_out = (uInt)bound;
-        int rc = deflate(&z, Z_FINISH);
-        out->len -= z.avail_out;
-        deflateEnd(&z);
-        return rc == Z_STREAM_END ? ST_OK : ST_E_NOMEM;
-    }
-    case ST_CODEC_SNAPPY: {
-        if (!xerial) {
-            size_t bound = snappy_max_compressed_length(n);
-            uint8_t *dst = st_buf_extend(out, bound);
-            if (snappy_compress((const char *)p, n, (char *)dst, &bound) != SNAPPY_OK) return ST_E_NOMEM;
-            out->len -= snappy_max_compressed_length(n) - bound;
-            return ST_OK;
-        }
-        /* xerial framing, as the Java client writes it: magic, version 1,
-         * compatible version 1, then [int32 length][snappy block] of at
-         * most 32 KiB of input each */
-        st_buf_put(out, xerial_magic, sizeof xerial_magic);
-        st_buf_put_i32(out, 1);
-        st_buf_put_i32(out, 1);
-        for (size_t pos = 0; pos < n;) {
-            size_t chunk = ST_MIN(n - pos, (size_t)32768);
-            size_t bound = snappy_max_compressed_length(chunk);
-            size_t at = out->len;
-            st_buf_extend(out, 4 + bound);
-            if (snappy_compress((const char *)p + pos, chunk, (char *)out->data + at + 4, &bound) !=
-                SNAPPY_OK)
-                return ST_E_NOMEM;
-            st_be32_put(out->data + at, (uint32_t)bound);
-            out->len = at + 4 + bound;
-            pos += chunk;
-        }
-        return ST_OK;
-    }
-    case ST_CODEC_LZ4: {
-        /* independent 64 KiB blocks, as Kafka's Lz4BlockOutputStream */
-        LZ4F_preferences_t prefs;
-        memset(&prefs, 0, sizeof prefs);
-        prefs.frameInfo.blockMode = LZ4F_blockIndependent;
-        prefs.frameInfo.blockSizeID = LZ4F_max64KB;
-        size_t bound = LZ4F_compressFrameBound(n, &prefs);
-        uint8_t *dst = st_buf_extend(out, bound);
-        size_t rc = LZ4F_compressFrame(dst, bound, p, n, &prefs);
-        if (LZ4F_isError(rc)) return ST_E_NOMEM;
-        out->len -= bound - rc;
-        return ST_OK;
-    }
-    case ST_CODEC_ZSTD: {
-        size_t bound = ZSTD_compressBound(n);
-        uint8_t *dst = st_buf_extend(out, bound);
-        size_t rc = ZSTD_compress(dst, bound, p, n, 3);
-        if (ZSTD_isError(rc)) return ST_E_NOMEM;
-        out->len -= bound - rc;
-        return ST_OK;
-    }
-    default: return ST_CORRUPT_BKPT;
-    }
+/* The kept records, compressed again with the batch's codec by the one
+ * writer produce's recompression uses too (compress.c: Kafka's framing of
+ * each codec; a snappy batch comes back in the Java client's xerial
+ * framing, which every client reads). */
+static st_err_t compress_records(int codec, const uint8_t *p, size_t n, st_buf_t *out) {
+    st_log__deflate_t d;
+    st_err_t e = st_log__deflate_init(&d, codec, out, SIZE_MAX);
+    if (!e) e = st_log__deflate_write(&d, p, n);
+    if (!e) e = st_log__deflate_finish(&d);
+    st_log__deflate_fini(&d);
+    return e;
 }
 
 /* ---- a pass ------------------------------------------------------------------ */
@@ -467,10 +402,8 @@ static st_err_t filter_batch(pass_t *p, const st_batch_info_t *b) {
     }
     /* Rebuild: the original header, the kept records (compressed again). */
     int codec = b->attributes & ST_ATTR_CODEC_MASK;
-    int xerial = codec == ST_CODEC_SNAPPY && b->size >= ST_BATCH_HEADER_SIZE + 16 &&
-                 !memcmp(p->buf + ST_BATCH_HEADER_SIZE, xerial_magic, sizeof xerial_magic);
     p->packed.len = 0;
-    e = compress_records(codec, xerial, p->kept.data, p->kept.len, &p->packed);
+    e = compress_records(codec, p->kept.data, p->kept.len, &p->packed);
     if (e) return e;
     st_buf_put(&p->outbatch, p->buf, ST_BATCH_HEADER_SIZE);
     st_buf_put(&p->outbatch, p->packed.data, p->packed.len);
