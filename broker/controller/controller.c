@@ -434,12 +434,26 @@ static int exceeds_broker_limit(st_controller_t *c, const st_meta_image_t *img,
                 for (int b = 0; b < nb; b++)
                     if (brokers[b] == mp->replicas[r]) have[b]++;
         }
-    for (int32_t i = 0; i < count; i++)
-        for (int k = 0; k < (assignments ? assignment_sizes[i] : rf); k++) {
-            int32_t id = assignments ? assignments[i][k] : brokers[(first + i + k) % nb];
-            for (int b = 0; b < nb; b++)
-                if (brokers[b] == id) have[b]++;
+    if (assignments) {
+        /* as many as the request spelled out */
+        for (int32_t i = 0; i < count; i++)
+            for (int k = 0; k < assignment_sizes[i]; k++)
+                for (int b = 0; b < nb; b++)
+                    if (brokers[b] == assignments[i][k]) have[b]++;
+    } else {
+        /* Round robin, counted rather than walked: a count can be 2^31 - 1
+         * (a walk held the controller thread for seconds).  Replica k of
+         * partition first + i goes to (first + i + k) % nb: for each k,
+         * every broker gets count / nb, and the count % nb brokers from
+         * (first + k) % nb on one more. */
+        for (int k = 0; k < rf; k++) {
+            int64_t start = ((int64_t)first + k) % nb;
+            for (int b = 0; b < nb; b++) {
+                int64_t from_start = ((int64_t)b - start + nb) % nb;
+                have[b] += count / nb + (from_start < count % nb ? 1 : 0);
+            }
         }
+    }
     int over = 0;
     for (int b = 0; b < nb && !over; b++) {
         if (have[b] <= limit) continue;

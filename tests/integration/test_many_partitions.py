@@ -14,8 +14,8 @@ Many partitions on one broker whose process may open 256 descriptors.
      error: CreatePartitions to 100,000 (with the 10 partitions of a second
      topic, beyond max.broker.partitions, 100,000 by default)
      and CreateTopics with 10,001 partitions (Kafka's per-request bound)
-     answer POLICY_VIOLATION with a message naming the bound, and the broker
-     keeps serving.
+     answer POLICY_VIOLATION with a message naming the bound (CreatePartitions
+     to 2^31 - 1 as fast as any), and the broker keeps serving.
 """
 import os
 import resource
@@ -160,6 +160,15 @@ try:
     print("CreatePartitions to 100000: error %d: %s" % (err, msg), flush=True)
     check(err == POLICY_VIOLATION and msg and "max.broker.partitions" in msg,
           "CreatePartitions to 100000 answered %d %r" % (err, msg))
+    # the most a count can say: refused as fast (counting each replica one
+    # by one held the controller thread for 8 s)
+    t0 = time.time()
+    err, msg = create_partitions(c, TOPIC, 2**31 - 1)
+    took = time.time() - t0
+    print("CreatePartitions to 2147483647: error %d in %.2f s: %s" % (err, took, msg), flush=True)
+    check(err == POLICY_VIOLATION and msg and "max.broker.partitions" in msg,
+          "CreatePartitions to 2147483647 answered %d %r" % (err, msg))
+    check(took < 2, "CreatePartitions to 2147483647 took %.2f s on the controller thread" % took)
     err, msg = create_topic(c, "huge", 10001)
     print("CreateTopics with 10001 partitions: error %d: %s" % (err, msg), flush=True)
     check(err == POLICY_VIOLATION and msg == "Excessively large number of partitions per request.",
