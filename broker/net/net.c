@@ -327,8 +327,9 @@ static void conn_uncount(st_net_t *n, const uint8_t ip[16], int ip_counted) {
 /* ---- request memory --------------------------------------------------------- */
 
 static size_t page_round(size_t n) {
-    static size_t page;
-    if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
+    /* asked each time (glibc answers from memory): a static filled in on
+     * first use was written by every loop at once, a data race */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
     return (n + page - 1) / page * page;
 }
 
