@@ -771,7 +771,7 @@ static void test_copy_quota_stop(void **state) {
     /* the first segment goes at once; the second waits */
     int64_t deadline = st_mono_ms() + EVENT_WAIT_MS;
     pthread_mutex_lock(&e.lock);
-    while (e.changes == 0 && st_mono_ms() < deadline)
+    while (__atomic_load_n(&e.changes, __ATOMIC_RELAXED) == 0 && st_mono_ms() < deadline)
         st_cond_wait_ms(&e.cond, &e.lock, deadline - st_mono_ms());
     pthread_mutex_unlock(&e.lock);
     assert_int_equal(__atomic_load_n(&e.remote_end, __ATOMIC_ACQUIRE), e.segs[0].info.last_offset + 1);
