@@ -358,15 +358,6 @@ void st_log_offsets(st_log_t *log, st_log_offsets_t *out) {
 
 /* ---- append ------------------------------------------------------------- */
 
-static void unlink_segment_files(const char *dir, int64_t base) {
-    static const char *const exts[] = {".log", ".index", ".timeindex"};
-    char path[4096];
-    for (size_t i = 0; i < ST_ARRAY_SIZE(exts); i++) {
-        st_log__seg_path(dir, base, exts[i], path, sizeof path);
-        unlink(path);
-    }
-}
-
 /* Close the active segment and start the next.  Lock held.  ST_E_NOFILE
  * when a file could not be opened: nothing changed (the caller keeps the
  * log online); any other error means a write or fsync failed. */
@@ -377,7 +368,7 @@ static st_err_t roll_locked(st_log_t *log) {
     if (e) return e;
     e = st_log__seg_open(st_log__mgr_fcache(log->mgr), log->dir, log->leo, 1, &s);
     if (e) {
-        unlink_segment_files(log->dir, log->leo);
+        st_log__seg_unlink_files(log->dir, log->leo);
         goto out;
     }
     st_log__seg_trim(old, 0);
@@ -387,7 +378,7 @@ static st_err_t roll_locked(st_log_t *log) {
     if (!e && fdatasync(f->fd) != 0) e = st_err_from_errno(errno);
     if (e) {
         st_log__seg_close(s);
-        unlink_segment_files(log->dir, log->leo);
+        st_log__seg_unlink_files(log->dir, log->leo);
         goto out;
     }
     segs_push(log, s);

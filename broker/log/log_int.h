@@ -157,6 +157,8 @@ st_err_t st_log__seg_write_index_fds(st_segment_t *s, int index_fd, int timeinde
 st_err_t st_log__seg_trim(st_segment_t *s, int force);
 void st_log__seg_close(st_segment_t *s);
 void st_log__seg_unlink(st_segment_t *s, const char *dir);
+/* The same files by base offset (a segment that was never opened whole). */
+void st_log__seg_unlink_files(const char *dir, int64_t base);
 /* Position of the batch holding offset (or the first batch after it), read
  * through f (the segment's kept .log); returns the size when offset is past
  * the end. */

@@ -181,12 +181,16 @@ void st_log__seg_close(st_segment_t *s) {
     free(s);
 }
 
-void st_log__seg_unlink(st_segment_t *s, const char *dir) {
+void st_log__seg_unlink_files(const char *dir, int64_t base) {
     char path[4096];
     for (size_t i = 0; i < ST_ARRAY_SIZE(seg_exts); i++) {
-        st_log__seg_path(dir, s->base_offset, seg_exts[i], path, sizeof path);
+        st_log__seg_path(dir, base, seg_exts[i], path, sizeof path);
         unlink(path);
     }
+}
+
+void st_log__seg_unlink(st_segment_t *s, const char *dir) {
+    st_log__seg_unlink_files(dir, s->base_offset);
 }
 
 int64_t st_log__seg_first_timestamp(const st_segment_t *s) {
