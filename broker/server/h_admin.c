@@ -249,6 +249,30 @@ static void create_done(st_server_t *srv, st_request_t *req, void *arg) {
     st_request_respond(req, &r);
 }
 
+typedef struct name_at {
+    st_str_t name;
+    int index;
+} name_at_t;
+
+static int cmp_name_at(const void *x, const void *y) {
+    const name_at_t *a = x, *b = y;
+    if (a->name.len != b->name.len) return a->name.len < b->name.len ? -1 : 1;
+    return a->name.len > 0 ? memcmp(a->name.p, b->name.p, (size_t)a->name.len) : 0;
+}
+
+/* dup[i] = 1 for every topic whose name (bytes and length) another topic
+ * of the request has too.  Sorted, not compared pair by pair: a 1.4 MB
+ * request of 60,000 topics held an I/O thread for 17 s. */
+static void mark_duplicate_names(st_request_t *req, const st_create_topics_req_t *q, int *dup) {
+    int n = q->topics.n;
+    if (n < 2) return;
+    name_at_t *v = st_arena_alloc(&req->arena, sizeof *v * (size_t)n);
+    for (int i = 0; i < n; i++) v[i] = (name_at_t){q->topics.v[i].name, i};
+    qsort(v, (size_t)n, sizeof *v, cmp_name_at);
+    for (int i = 1; i < n; i++)
+        if (!cmp_name_at(&v[i - 1], &v[i])) dup[v[i - 1].index] = dup[v[i].index] = 1;
+}
+
 void st_handle_create_topics(st_server_t *srv, st_request_t *req) {
     st_create_topics_req_t *q = req->body;
     create_ctx_t *c = st_arena_alloc(&req->arena, sizeof *c);
@@ -257,12 +281,9 @@ void st_handle_create_topics(st_server_t *srv, st_request_t *req) {
     c->topics = st_arena_alloc(&req->arena, sizeof *c->topics * (size_t)(c->n + 1));
     c->results = st_arena_alloc(&req->arena, sizeof *c->results * (size_t)(c->n + 1));
     c->dup = st_arena_alloc(&req->arena, sizeof *c->dup * (size_t)(c->n + 1));
+    mark_duplicate_names(req, q, c->dup);
     for (int i = 0; i < c->n; i++) {
         st_create_topics_topic_t *qt = &q->topics.v[i];
-        for (int k = 0; k < c->n; k++)
-            if (k != i && qt->name.len == q->topics.v[k].name.len &&
-                !memcmp(qt->name.p, q->topics.v[k].name.p, (size_t)ST_MAX(qt->name.len, 0)))
-                c->dup[i] = 1;
         st_new_topic_t *t = &c->topics[i];
         t->name = qt->name.len > 0 ? qt->name.p : "";
         t->name_len = (size_t)ST_MAX(qt->name.len, 0);

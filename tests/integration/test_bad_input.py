@@ -247,6 +247,33 @@ try:
     body += struct.pack(">iq", 0, 5) + kstr("")
     r = roundtrip(b, request(8, 2, 23, body))
     check(r is not None, "OffsetCommit for 'r\\0AAA': no answer")
+    # CreateTopics with 60,000 topics (1.4 MB): duplicate names are found
+    # without comparing every pair (17 s of an I/O thread), the whole
+    # request is over the partitions one request may create
+    n_big = 60000
+    body = struct.pack(">i", n_big + 2)
+    for name in ["dup-big"] + ["big-%07d" % i for i in range(n_big)] + ["dup-big"]:
+        body += kstr(name) + struct.pack(">ihii", 1, 1, 0, 0)
+    body += struct.pack(">ib", 60000, 1)
+    with socket.create_connection(("127.0.0.1", b.port), timeout=120) as s:
+        t0 = time.time()
+        s.sendall(request(19, 1, 28, body))
+        r = read_frame(s)
+        took = time.time() - t0
+    check(r is not None, "CreateTopics with %d topics: no answer" % (n_big + 2))
+    pos = 4
+    (nt,) = struct.unpack_from(">i", r, pos); pos += 4
+    errs = {}
+    for _ in range(nt):
+        (ln,) = struct.unpack_from(">h", r, pos); pos += 2
+        name = r[pos:pos + ln]; pos += ln
+        err, ml = struct.unpack_from(">hh", r, pos); pos += 4 + max(ml, 0)
+        errs.setdefault(name, set()).add(err)
+    print("CreateTopics with %d topics answered in %.2f s" % (n_big + 2, took), flush=True)
+    check(nt == n_big + 2 and errs[b"dup-big"] == {42} and errs[b"big-0000007"] == {44},
+          "CreateTopics with %d topics: %d answers, dup-big %r, big-0000007 %r" %
+          (n_big + 2, nt, errs.get(b"dup-big"), errs.get(b"big-0000007")))
+    check(took < 5, "CreateTopics with %d topics took %.2f s on an I/O thread" % (n_big + 2, took))
     # 15. internal topics: neither created, repartitioned nor deleted by a client
     check(kc.create_topic("__consumer_offsets", 1) == 42,
           "CreateTopics __consumer_offsets: want INVALID_REQUEST (42)")
