@@ -573,11 +573,13 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
                              t->nassignments > 0 ? t->assignments : NULL, t->assignment_sizes,
                              &over_id, &over_n)) {
         res->error = ST_E_POLICY_VIOLATION;
-        snprintf(res->message, sizeof res->message,
-                 "Creating topic '%.*s' with %d partitions would place %lld partition replicas on "
-                 "broker %d, more than max.broker.partitions (%d).",
-                 (int)t->name_len, t->name, (int)nparts, (long long)over_n, (int)over_id,
-                 (int)b->max_broker_partitions);
+        /* the cause before the name: a 249-character name does not fit
+         * beside it, and a cut is marked */
+        st_snprintf_marked(res->message, sizeof res->message,
+                           "More than max.broker.partitions (%d): %lld partition replicas on "
+                           "broker %d with the %d partitions of topic '%.*s'.",
+                           (int)b->max_broker_partitions, (long long)over_n, (int)over_id,
+                           (int)nparts, (int)t->name_len, t->name);
         return;
     }
     st_topic_config_t tc;
@@ -687,11 +689,11 @@ void st_controller_create_partitions(st_controller_t *c, const char *name, size_
     if (exceeds_broker_limit(c, c->image, brokers, nb, t->nparts, count - t->nparts, rf, NULL, NULL,
                              &over_id, &over_n)) {
         res->error = ST_E_POLICY_VIOLATION;
-        snprintf(res->message, sizeof res->message,
-                 "Adding %d partitions to '%.*s' would place %lld partition replicas on broker %d, "
-                 "more than max.broker.partitions (%d).",
-                 (int)(count - t->nparts), (int)len, name, (long long)over_n, (int)over_id,
-                 (int)c->cfg.broker->max_broker_partitions);
+        st_snprintf_marked(res->message, sizeof res->message,
+                           "More than max.broker.partitions (%d): %lld partition replicas on "
+                           "broker %d with %d more partitions of topic '%.*s'.",
+                           (int)c->cfg.broker->max_broker_partitions, (long long)over_n,
+                           (int)over_id, (int)(count - t->nparts), (int)len, name);
         return;
     }
     if (validate_only) return;

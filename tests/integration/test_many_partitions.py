@@ -169,6 +169,14 @@ try:
     check(err == POLICY_VIOLATION and msg and "max.broker.partitions" in msg,
           "CreatePartitions to 2147483647 answered %d %r" % (err, msg))
     check(took < 2, "CreatePartitions to 2147483647 took %.2f s on the controller thread" % took)
+    # a 249-character topic (Kafka's longest) still hears which limit
+    longname = "L" * 249
+    err, msg = create_topic(c, longname, 1)
+    check(err == 0, "CreateTopics %s...: error %d %s" % (longname[:10], err, msg))
+    err, msg = create_partitions(c, longname, 100000)
+    print("CreatePartitions of a 249-character topic to 100000: error %d: %s" % (err, msg), flush=True)
+    check(err == POLICY_VIOLATION and msg and "max.broker.partitions" in msg,
+          "CreatePartitions of a 249-character topic answered %d %r" % (err, msg))
     err, msg = create_topic(c, "huge", 10001)
     print("CreateTopics with 10001 partitions: error %d: %s" % (err, msg), flush=True)
     check(err == POLICY_VIOLATION and msg == "Excessively large number of partitions per request.",
