@@ -602,17 +602,17 @@ out:
 
 /* ---- timestamps --------------------------------------------------------- */
 
-st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int64_t *found_ts,
-                                int32_t *epoch) {
-    st_err_t e = ST_E_NOT_FOUND;
-    uint8_t *buf = NULL;
-    pthread_mutex_lock(&log->lock);
-    for (int i = 0; !log->offline && !log->closed && i < log->nsegs && e == ST_E_NOT_FOUND; i++) {
+/* The next batch at or after offset after whose max timestamp is >= ts,
+ * read into *buf (lock held).  1 when one was read, 0 when none is left;
+ * an error through *e. */
+static int next_time_candidate(st_log_t *log, int64_t ts, int64_t after, uint8_t **buf,
+                               st_batch_info_t *bi, int64_t *log_start, st_err_t *e) {
+    for (int i = 0; !log->offline && !log->closed && i < log->nsegs; i++) {
         st_segment_t *s = log->segs[i];
-        if (s->max_timestamp < ts) continue;
+        if (s->max_timestamp < ts || s->next_offset <= after) continue;
         /* Skip what the time index proves is older than ts: entry (t, rel)
          * means every record up to base+rel has a timestamp <= t. */
-        int64_t from = ST_MAX(s->base_offset, log->log_start_offset);
+        int64_t from = ST_MAX(ST_MAX(s->base_offset, log->log_start_offset), after);
         for (int k = 0; k < s->ntidx && s->tidx[k].ts < ts; k++)
             from = ST_MAX(from, s->base_offset + s->tidx[k].rel + 1);
         int64_t pos;
@@ -620,8 +620,8 @@ st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int6
         st_file_t *f;
         st_err_t ke = st_log__seg_keep(s, ST_SEG_LOG, &f);
         if (ke) {
-            e = failed(log, ke, "open for a time lookup");
-            break;
+            *e = failed(log, ke, "open for a time lookup");
+            return 0;
         }
         if (st_log__seg_find(s, f, from, &pos, &b)) {
             st_file_release(f);
@@ -629,15 +629,17 @@ st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int6
         }
         while (pos < s->size && st_batch_last_offset(&b) < log->high_watermark) {
             if (b.max_timestamp >= ts) {
-                buf = st_realloc(buf, (size_t)b.size);
+                *buf = st_realloc(*buf, (size_t)b.size);
                 size_t got = 0;
-                st_pread_all(f->fd, buf, (size_t)b.size, pos, &got);
-                if (got == (size_t)b.size &&
-                    st_batch_first_at_time(buf, b.size, log->log_start_offset, ts, offset, found_ts)) {
-                    *epoch = b.leader_epoch;
-                    e = ST_OK;
-                    break;
+                st_pread_all(f->fd, *buf, (size_t)b.size, pos, &got);
+                st_file_release(f);
+                if (got != (size_t)b.size) {
+                    *e = ST_E_KAFKA_STORAGE_ERROR;
+                    return 0;
                 }
+                *bi = b;
+                *log_start = log->log_start_offset;
+                return 1;
             }
             pos += b.size;
             uint8_t hdr[ST_BATCH_HEADER_SIZE];
@@ -648,7 +650,36 @@ st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int6
         }
         st_file_release(f);
     }
-    pthread_mutex_unlock(&log->lock);
+    return 0;
+}
+
+/* Candidate batches are found under the log's lock, but their records
+ * (which may have to be inflated) are read outside it, so a lookup never
+ * holds up appends to the partition for longer than a pread. */
+st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int64_t *found_ts,
+                                int32_t *epoch) {
+    st_err_t e = ST_E_NOT_FOUND;
+    uint8_t *buf = NULL;
+    int64_t after = INT64_MIN;
+    for (;;) {
+        st_batch_info_t b;
+        int64_t start = 0;
+        st_err_t ce = ST_OK;
+        pthread_mutex_lock(&log->lock);
+        int have = next_time_candidate(log, ts, after, &buf, &b, &start, &ce);
+        pthread_mutex_unlock(&log->lock);
+        if (ce) {
+            e = ce;
+            break;
+        }
+        if (!have) break;
+        if (st_batch_first_at_time(buf, b.size, start, ts, offset, found_ts)) {
+            *epoch = b.leader_epoch;
+            e = ST_OK;
+            break;
+        }
+        after = st_batch_last_offset(&b) + 1;
+    }
     free(buf);
     return e;
 }
