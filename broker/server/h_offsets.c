@@ -1,6 +1,28 @@
 /*
  * h_offsets.c - ListOffsets (earliest, latest, max timestamp, by
  * timestamp through the time index, local or remote) and DeleteRecords.
+ *
+ * A search by timestamp reads (and may inflate) record batches, so it
+ * never runs on an I/O thread (issue 9: nothing inflates there): the
+ * request's cheap lookups are answered inline, the searches go to a
+ * request worker (num.io.threads), and the request is parked meanwhile.
+ *
+ *   st_handle_list_offsets (I/O thread): every slot that is not a search
+ *     is answered now; no search -> respond
+ *     '-- else park (purgatory), offsets_try: state IDLE -> submit
+ *   offsets_work (worker): search every slot not yet done; a search that
+ *     waits on the bucket stays undone (its download wakes the loop)
+ *   offsets_ran (I/O thread, posted): every slot done -> DONE (answered
+ *     at the next try); else a wake came during the run -> IDLE (run
+ *     again), else WAITING until the next wake -> IDLE
+ *   deadline (remote.list.offsets.request.timeout.ms): the slots not done
+ *     when the last run began answer REQUEST_TIMED_OUT; a run still going
+ *     is orphaned: its job frees itself when it comes back.
+ *
+ * Threads: the slots are the job's; the worker writes only slots not done
+ * when it was submitted, and the I/O thread reads them only between runs
+ * (the post back orders the two), or, for an orphaning deadline, only the
+ * slots known done before the run (known[]).
  */
 #include "server.h"
 
@@ -11,16 +33,6 @@
 #define TS_MAX_TIMESTAMP -3
 #define TS_EARLIEST_LOCAL -4 /* KIP-405 */
 #define TS_LATEST_TIERED -5  /* KIP-1005 */
-
-/* A ListOffsets waits (parked per loop, like a fetch) only while a search
- * by timestamp reads the bucket: the remote time index, then the chunks
- * from where it points.  Each try reads what is cached and starts the
- * downloads it lacks, which wake the loop when they end. */
-typedef struct offsets_op {
-    st_delayed_t base;
-    st_server_t *srv;
-    st_request_t *req;
-} offsets_op_t;
 
 static void wake_loop(void *arg) { st_loop_wake(arg); }
 
@@ -131,88 +143,188 @@ static st_err_t list_one(st_partition_t *p, int64_t timestamp, st_loop_t *loop, 
     return ST_OK;
 }
 
-/* One pass over the request.  With r == NULL only count the partitions
- * still waiting on the bucket (searches by timestamp of tiered partitions
- * alone can wait); otherwise fill r, answering REQUEST_TIMED_OUT for any
- * still waiting (the deadline passed). */
-static int offsets_pass(offsets_op_t *op, st_list_offsets_resp_t *r) {
-    st_list_offsets_req_t *q = op->req->body;
-    st_request_t *req = op->req;
-    int waiting = 0;
-    if (r) ST_ARRAY_ALLOC(r->topics, &req->arena, q->topics.n);
-    for (int i = 0; i < q->topics.n; i++) {
-        st_list_offsets_req_topic_t *qt = &q->topics.v[i];
-        st_list_offsets_resp_topic_t *rt = r ? &r->topics.v[i] : NULL;
-        if (rt) {
-            rt->name = qt->name;
-            ST_ARRAY_ALLOC(rt->partitions, &req->arena, qt->partitions.n);
-        }
-        for (int j = 0; j < qt->partitions.n; j++) {
-            st_list_offsets_req_part_t *qp = &qt->partitions.v[j];
-            if (!rt && qp->timestamp < 0 && qp->timestamp != TS_MAX_TIMESTAMP) continue;
-            st_partition_t *p = st_replicas_lookup(op->srv->rm, qt->name.p,
-                                                   (size_t)ST_MAX(qt->name.len, 0),
-                                                   qp->partition_index, NULL);
-            if (!rt) {
-                if (p && p->tier && !st_check_leader_epoch(qp->current_leader_epoch, p->leader_epoch)) {
-                    int64_t off, ts;
-                    int32_t epoch;
-                    if (list_one(p, qp->timestamp, req->loop, &off, &ts, &epoch) == ST_E_AGAIN)
-                        waiting++;
-                }
-                st_partition_release(p);
-                continue;
-            }
-            st_list_offsets_resp_part_t *out = &rt->partitions.v[j];
-            st_schema_defaults(&st_list_offsets_resp_part_schema, out);
-            out->partition_index = qp->partition_index;
-            ST_ARRAY_ALLOC(out->old_style_offsets, &req->arena, 0);
-            if (!p) {
-                out->error_code = st_err_wire(ST_E_UNKNOWN_TOPIC_OR_PARTITION);
-                continue;
-            }
-            int64_t offset = -1, ts = -1;
-            int32_t epoch = -1;
-            st_err_t e = st_check_leader_epoch(qp->current_leader_epoch, p->leader_epoch);
-            if (!e) e = list_one(p, qp->timestamp, req->loop, &offset, &ts, &epoch);
-            if (e == ST_E_AGAIN) e = ST_E_REQUEST_TIMED_OUT;
-            if (e) offset = ts = epoch = -1;
-            out->error_code = st_err_wire(e);
-            out->offset = offset;
-            out->timestamp = ts;
-            out->leader_epoch = epoch;
-            if (!e && offset >= 0) {
-                ST_ARRAY_ALLOC(out->old_style_offsets, &req->arena, 1);
-                out->old_style_offsets.v[0] = offset;
-            }
-            st_partition_release(p);
-        }
-    }
-    return waiting;
+/* ---- ListOffsets: slots, a job on a worker, the parked request -------- */
+
+typedef struct offsets_slot {
+    char *topic; /* owned by the job */
+    size_t topic_len;
+    int32_t partition;
+    int32_t leader_epoch; /* current_leader_epoch asked */
+    int64_t timestamp;
+    int done;
+    st_err_t err;
+    int64_t offset, ts;
+    int32_t epoch;
+} offsets_slot_t;
+
+typedef struct offsets_job {
+    st_server_t *srv;
+    st_loop_t *loop;
+    offsets_slot_t *slots;
+    int nslots;
+    struct offsets_op *op; /* NULL once orphaned (I/O thread only) */
+} offsets_job_t;
+
+enum { OFFSETS_IDLE, OFFSETS_RUNNING, OFFSETS_WAITING, OFFSETS_DONE };
+
+typedef struct offsets_op {
+    st_delayed_t base;
+    st_request_t *req;
+    offsets_job_t *job;
+    int state;
+    int woken;     /* a wake came while RUNNING: run again */
+    uint8_t *known; /* per slot: done before the current run */
+} offsets_op_t;
+
+static int is_search(int64_t timestamp) { return timestamp >= 0 || timestamp == TS_MAX_TIMESTAMP; }
+
+/* Answer one slot, unless it waits on the bucket. */
+static void slot_compute(offsets_job_t *job, offsets_slot_t *sl) {
+    st_partition_t *p = st_replicas_lookup(job->srv->rm, sl->topic, sl->topic_len, sl->partition,
+                                           NULL);
+    int64_t offset = -1, ts = -1;
+    int32_t epoch = -1;
+    st_err_t e = p ? st_check_leader_epoch(sl->leader_epoch, p->leader_epoch)
+                   : ST_E_UNKNOWN_TOPIC_OR_PARTITION;
+    if (!e) e = list_one(p, sl->timestamp, job->loop, &offset, &ts, &epoch);
+    st_partition_release(p);
+    if (e == ST_E_AGAIN) return;
+    if (e) offset = ts = epoch = -1;
+    sl->err = e;
+    sl->offset = offset;
+    sl->ts = ts;
+    sl->epoch = epoch;
+    sl->done = 1;
 }
 
-static void offsets_respond(offsets_op_t *op) {
+static void job_free(offsets_job_t *job) {
+    for (int i = 0; i < job->nslots; i++) free(job->slots[i].topic);
+    free(job->slots);
+    free(job);
+}
+
+static void offsets_ran(void *arg) {
+    offsets_job_t *job = arg;
+    offsets_op_t *op = job->op;
+    if (!op) { /* answered at its deadline while this run went on */
+        job_free(job);
+        return;
+    }
+    int all = 1;
+    for (int i = 0; i < job->nslots; i++) all &= job->slots[i].done;
+    op->state = all ? OFFSETS_DONE : op->woken ? OFFSETS_IDLE : OFFSETS_WAITING;
+    op->woken = 0;
+    st_loop_wake(job->loop); /* the parked request is tried again */
+}
+
+static void offsets_work(void *arg) {
+    offsets_job_t *job = arg;
+    for (int i = 0; i < job->nslots; i++)
+        if (!job->slots[i].done) slot_compute(job, &job->slots[i]);
+    st_loop_post(job->loop, offsets_ran, job);
+}
+
+/* The response from the slots; known (when not NULL) says which slots may
+ * be read, the others answer REQUEST_TIMED_OUT. */
+static void offsets_respond(st_request_t *req, offsets_job_t *job, const uint8_t *known) {
+    st_list_offsets_req_t *q = req->body;
     st_list_offsets_resp_t r;
     st_schema_defaults(&st_list_offsets_resp_schema, &r);
-    offsets_pass(op, &r);
-    st_request_respond(op->req, &r);
+    ST_ARRAY_ALLOC(r.topics, &req->arena, q->topics.n);
+    int k = 0;
+    for (int i = 0; i < q->topics.n; i++) {
+        st_list_offsets_req_topic_t *qt = &q->topics.v[i];
+        st_list_offsets_resp_topic_t *rt = &r.topics.v[i];
+        rt->name = qt->name;
+        ST_ARRAY_ALLOC(rt->partitions, &req->arena, qt->partitions.n);
+        for (int j = 0; j < qt->partitions.n; j++, k++) {
+            const offsets_slot_t *sl = &job->slots[k];
+            st_list_offsets_resp_part_t *out = &rt->partitions.v[j];
+            st_schema_defaults(&st_list_offsets_resp_part_schema, out);
+            out->partition_index = qt->partitions.v[j].partition_index;
+            ST_ARRAY_ALLOC(out->old_style_offsets, &req->arena, 0);
+            int ready = known ? known[k] : sl->done;
+            st_err_t e = ready ? sl->err : ST_E_REQUEST_TIMED_OUT;
+            out->error_code = st_err_wire(e);
+            out->offset = e ? -1 : sl->offset;
+            out->timestamp = e ? -1 : sl->ts;
+            out->leader_epoch = e ? -1 : sl->epoch;
+            if (!e && sl->offset >= 0) {
+                ST_ARRAY_ALLOC(out->old_style_offsets, &req->arena, 1);
+                out->old_style_offsets.v[0] = sl->offset;
+            }
+        }
+    }
+    st_request_respond(req, &r);
 }
 
 static int offsets_try(st_delayed_t *d) {
     offsets_op_t *op = (offsets_op_t *)d;
-    if (offsets_pass(op, NULL)) return 0;
-    offsets_respond(op);
+    offsets_job_t *job = op->job;
+    switch (op->state) {
+    case OFFSETS_RUNNING: op->woken = 1; return 0;
+    case OFFSETS_DONE: break;
+    default: /* IDLE, or WAITING and woken (a download ended) */
+        for (int i = 0; i < job->nslots; i++) op->known[i] = (uint8_t)job->slots[i].done;
+        op->state = OFFSETS_RUNNING;
+        st_pool_submit(job->srv->workers, offsets_work, job);
+        return 0;
+    }
+    offsets_respond(op->req, job, NULL);
     return 1;
 }
 
-static void offsets_expire(st_delayed_t *d) { offsets_respond((offsets_op_t *)d); }
+static void offsets_expire(st_delayed_t *d) {
+    offsets_op_t *op = (offsets_op_t *)d;
+    if (op->state == OFFSETS_RUNNING) {
+        offsets_respond(op->req, op->job, op->known);
+        op->job->op = NULL; /* the run frees its job when it comes back */
+        op->job = NULL;
+    } else {
+        offsets_respond(op->req, op->job, NULL);
+    }
+}
 
-static void offsets_destroy(st_delayed_t *d) { free(d); }
+static void offsets_destroy(st_delayed_t *d) {
+    offsets_op_t *op = (offsets_op_t *)d;
+    if (op->job) job_free(op->job);
+    free(op->known);
+    free(op);
+}
 
 void st_handle_list_offsets(st_server_t *srv, st_request_t *req) {
+    st_list_offsets_req_t *q = req->body;
+    offsets_job_t *job = st_calloc(1, sizeof *job);
+    job->srv = srv;
+    job->loop = req->loop;
+    for (int i = 0; i < q->topics.n; i++) job->nslots += q->topics.v[i].partitions.n;
+    job->slots = st_calloc((size_t)job->nslots + 1, sizeof *job->slots);
+    int searches = 0, k = 0;
+    for (int i = 0; i < q->topics.n; i++) {
+        st_list_offsets_req_topic_t *qt = &q->topics.v[i];
+        for (int j = 0; j < qt->partitions.n; j++, k++) {
+            offsets_slot_t *sl = &job->slots[k];
+            size_t len = (size_t)ST_MAX(qt->name.len, 0);
+            sl->topic = st_strndup(len ? qt->name.p : "", len);
+            sl->topic_len = len;
+            sl->partition = qt->partitions.v[j].partition_index;
+            sl->leader_epoch = qt->partitions.v[j].current_leader_epoch;
+            sl->timestamp = qt->partitions.v[j].timestamp;
+            if (is_search(sl->timestamp)) searches++;
+            else slot_compute(job, sl); /* earliest, latest, ...: a few locked reads */
+        }
+    }
+    if (!searches) {
+        offsets_respond(req, job, NULL);
+        job_free(job);
+        return;
+    }
     offsets_op_t *op = st_calloc(1, sizeof *op);
-    op->srv = srv;
     op->req = req;
+    op->job = job;
+    job->op = op;
+    op->state = OFFSETS_IDLE;
+    op->known = st_calloc((size_t)job->nslots + 1, 1);
     op->base.deadline_ms = st_mono_ms() + srv->cfg.remote_list_offsets_request_timeout_ms;
     op->base.try_complete = offsets_try;
     op->base.expire = offsets_expire;

@@ -355,6 +355,54 @@ def case_bombs(b, conn):
     expect(not stored_batches(b, "bombs-plain"), "no bomb was stored")
 
 
+def case_time_lookup(b, conn):
+    """Item 12 for reads: a ListOffsets by timestamp inflates stored
+    batches on a request worker, never on the I/O thread."""
+    t0 = int(time.time() * 1000) - 60000
+    conn.create_topic("ts-big", 1)
+    recs = [record(b"k%d" % i, bytes(1000000), ts_delta=i, off_delta=i) for i in range(60)]
+    payload = compress(GZIP, b"".join(recs))
+    r = produce(conn, "ts-big", batch([], count=60, codec=GZIP, base_ts=t0, max_ts=t0 + 59,
+                                      payload=payload))
+    expect(r["error"] == 0, "a 60 MB gzip batch (%d bytes sent): error %d" % (len(payload), r["error"]))
+    lat, stop = [], threading.Event()
+
+    def prober():
+        while not stop.is_set():
+            t = api_versions_latency(b.port)
+            lat.append(t if t is not None else 99.0)
+            time.sleep(0.01)
+
+    th = threading.Thread(target=prober, daemon=True)
+    th.start()
+    time.sleep(0.2)
+    s = socket.create_connection(("127.0.0.1", b.port), timeout=120)
+    body = struct.pack(">i", -1) + struct.pack(">i", 1) + kstr("ts-big") + struct.pack(">i", 1)
+    body += struct.pack(">iq", 0, t0 + 59)
+    n = 10
+    for corr in range(1, n + 1):
+        s.sendall(request(2, 1, 1000 + corr, body))
+    from kwire import Cursor
+    answers = []
+    for _ in range(n):
+        c = Cursor(read_frame(s))
+        c.take(">i")
+        c.take(">i")
+        c.string()
+        c.take(">i")
+        _p, err, ts, off = c.take(">ihqq")
+        answers.append((err, off, ts - t0))
+    s.close()
+    time.sleep(0.2)
+    stop.set()
+    th.join(30)
+    expect(all(a == (0, 59, 59) for a in answers),
+           "ListOffsets for the last record's time: %r, want (0, 59, 59)" % sorted(set(answers)))
+    worst = max(lat) if lat else 99.0
+    expect(worst < 0.25, "ApiVersions beside %d pipelined time lookups in a 60 MB gzip batch: %d probes, "
+           "slowest %.0f ms (want < 250 ms)" % (n, len(lat), worst * 1000))
+
+
 def case_transactions(b, conn):
     """Item 13: control and transactional batches from clients."""
     conn.create_topic("txn", 1)
@@ -468,6 +516,7 @@ def main():
         case_max_timestamp(b, conn)
         case_transactions(b, conn)
         case_bombs(b, conn)
+        case_time_lookup(b, conn)
         conn.close()
         conn = Conn(b.port, timeout=60)
         case_recompression(b, conn)
