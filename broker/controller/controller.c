@@ -280,7 +280,7 @@ static st_err_t register_self(st_controller_t *c) {
     r.endpoints.v = eps;
     r.endpoints.n = c->cfg.nadvertised;
     r.features.n = 0;
-    r.rack = ST_STR_NULL;
+    r.rack = *b->broker_rack ? st_str(b->broker_rack) : ST_STR_NULL;
     r.fenced = 0;
     pending_t p;
     pending_init(&p);

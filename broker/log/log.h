@@ -79,6 +79,9 @@ typedef struct st_logmgr_config {
      * more than half the process's RLIMIT_NOFILE.  Files in use by readers
      * and writers are kept beyond it. */
     int max_open_files;
+    /* cluster.id: NULL or "": what meta.properties holds, else a new
+     * random id; otherwise the dirs must hold this id or none. */
+    const char *cluster_id;
 } st_logmgr_config_t;
 
 /* Lock every directory (a second broker on the same dirs is refused),

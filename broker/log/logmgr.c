@@ -263,6 +263,16 @@ st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *
                 e = ST_E_CONFIG;
                 goto fail;
             }
+            if (cfg->cluster_id && cfg->cluster_id[0] && strcmp(cfg->cluster_id, cid)) {
+                /* Kafka's INCONSISTENT_CLUSTER_ID, caught before joining */
+                snprintf(err, errlen,
+                         "log.dirs: %s belongs to cluster %s, but cluster.id is %s (a node "
+                         "keeps the cluster it was first started in; give it an empty log dir "
+                         "to join another)",
+                         d->path, cid, cfg->cluster_id);
+                e = ST_E_CONFIG;
+                goto fail;
+            }
             if (m->cluster_id[0] && strcmp(m->cluster_id, cid)) {
                 snprintf(err, errlen, "log.dirs: %s belongs to cluster %s, others to %s", d->path,
                          cid, m->cluster_id);
@@ -286,6 +296,8 @@ st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *
         ckpt_read(d->path, "recovery-point-offset-checkpoint", &d->recovery);
         ckpt_read(d->path, "log-start-offset-checkpoint", &d->start);
     }
+    if (!m->cluster_id[0] && cfg->cluster_id && cfg->cluster_id[0])
+        snprintf(m->cluster_id, sizeof m->cluster_id, "%s", cfg->cluster_id);
     if (!m->cluster_id[0]) {
         st_uuid_t u;
         st_uuid_random(&u);

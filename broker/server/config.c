@@ -81,6 +81,33 @@ static int v_nonempty(const char *v, char *why, size_t n) {
 static const st_cfg_desc_t broker_rows[] = {
     BROW("node.id", ST_CFG_INT, node_id, "1", 0, I32MAX, NULL, 0,
          "The id of this broker in the cluster."),
+    BROW("process.roles", ST_CFG_STRING, process_roles, "broker,controller", 0, 0, NULL, 0,
+         "What this node is: broker, controller, or both (combined mode, comma-separated)."),
+    BROW("controller.quorum.voters", ST_CFG_STRING, controller_quorum_voters, "", 0, 0, NULL, 0,
+         "The controller quorum: comma-separated id@host:port of every voter (the host and port "
+         "of its controller listener). Empty: this node alone is the quorum."),
+    BROW("controller.quorum.bootstrap.servers", ST_CFG_STRING,
+         controller_quorum_bootstrap_servers, "", 0, 0, NULL, 0,
+         "Comma-separated host:port of controllers a broker-only node may ask for the quorum "
+         "(instead of controller.quorum.voters)."),
+    BROW("controller.listener.names", ST_CFG_STRING, controller_listener_names, "", 0, 0, NULL,
+         0,
+         "Comma-separated names of the listeners that carry controller traffic (Raft, broker "
+         "registration and heartbeats); they are never given to clients. A controller binds the "
+         "first one; a broker reaches the controllers with it."),
+    BROW("listener.security.protocol.map", ST_CFG_STRING, listener_security_protocol_map,
+         "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", 0, 0, NULL,
+         0,
+         "Comma-separated NAME:PROTOCOL: the security protocol of each listener name. Only "
+         "PLAINTEXT is served so far."),
+    BROW("broker.rack", ST_CFG_STRING, broker_rack, "", 0, 0, NULL, 0,
+         "The rack (or zone) of this broker, given to clients in Metadata and DescribeCluster. "
+         "Empty: none."),
+    BROW("cluster.id", ST_CFG_STRING, cluster_id, "", 0, 0, NULL, 0,
+         "The cluster's id, written to meta.properties in every log dir at first start (what "
+         "Kafka's storage format --cluster-id does); a node whose log dirs hold another id "
+         "refuses to start. Empty: the id already in meta.properties, else a new random one. "
+         "Every node of a multi-node quorum must be given the same id."),
     BROW("listeners", ST_CFG_STRING, listeners, "PLAINTEXT://localhost:9092", 0, 0, v_listeners, 0,
          "Where to accept connections: comma-separated NAME://host:port. An empty host binds every "
          "interface; port 0 picks a free port."),
@@ -436,7 +463,18 @@ st_err_t st_parse_listeners(const char *text, st_listener_spec_t **out, int *n, 
             break;
         }
         *sep = 0;
-        snprintf(v[i].name, sizeof v[i].name, "%s", s);
+        /* Kafka's listener names are identifiers compared in upper case */
+        size_t nl = strlen(s);
+        int bad = nl == 0 || nl >= sizeof v[i].name;
+        for (size_t j = 0; j < nl && !bad; j++)
+            bad = !(isalnum((unsigned char)s[j]) || s[j] == '_' || s[j] == '-');
+        if (bad) {
+            snprintf(err, errlen, "'%s' is not a listener name (1-%d letters, digits, _ or -)", s,
+                     (int)sizeof v[i].name - 1);
+            e = ST_E_CONFIG;
+            break;
+        }
+        for (size_t j = 0; j <= nl; j++) v[i].name[j] = (char)toupper((unsigned char)s[j]);
         char *hostport = sep + 3, *colon = strrchr(hostport, ':');
         if (!colon) {
             snprintf(err, errlen, "'%s' has no port", hostport);
@@ -459,11 +497,13 @@ st_err_t st_parse_listeners(const char *text, st_listener_spec_t **out, int *n, 
             break;
         }
         v[i].port = (int)port;
-        if (strcmp(v[i].name, "PLAINTEXT")) {
-            snprintf(err, errlen, "listener %s: only PLAINTEXT is supported", v[i].name);
-            e = ST_E_CONFIG;
-            break;
-        }
+        for (int j = 0; j < i; j++)
+            if (!strcmp(v[j].name, v[i].name)) {
+                snprintf(err, errlen, "listener name %s appears twice", v[i].name);
+                e = ST_E_CONFIG;
+                break;
+            }
+        if (e) break;
     }
     st_free_strv(items, cnt);
     if (e) {

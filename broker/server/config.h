@@ -11,6 +11,13 @@
 
 typedef struct st_broker_config {
     int32_t node_id;
+    char *process_roles;
+    char *controller_quorum_voters;
+    char *controller_quorum_bootstrap_servers;
+    char *controller_listener_names;
+    char *listener_security_protocol_map;
+    char *broker_rack;
+    char *cluster_id;
     char *listeners;
     char *advertised_listeners;
     char *log_dirs;
@@ -139,6 +146,42 @@ void st_broker_config_fini(st_broker_config_t *cfg);
 /* listeners / advertised.listeners: "NAME://host:port,..." */
 st_err_t st_parse_listeners(const char *text, st_listener_spec_t **out, int *n, char *err,
                             size_t errlen);
+
+/* ---- the cluster: roles, the controller quorum, listener names ----------
+ *
+ * Kafka's KRaft settings, checked together as KafkaConfig checks them
+ * (cluster.c).  A node with none of them set is a combined broker and
+ * controller that is the whole quorum, as easy to start as ever.
+ */
+enum { ST_ROLE_BROKER = 1, ST_ROLE_CONTROLLER = 2 };
+
+typedef struct st_voter {
+    int32_t id;
+    char host[256];
+    int port;
+} st_voter_t;
+
+typedef struct st_cluster_config {
+    int roles;            /* ST_ROLE_* */
+    st_voter_t *voters;   /* controller.quorum.voters, in the order given */
+    int nvoters;          /* 0: a quorum of one, this node */
+    st_voter_t *bootstrap; /* controller.quorum.bootstrap.servers (id -1) */
+    int nbootstrap;
+    char **controller_listeners; /* controller.listener.names */
+    int ncontroller_listeners;
+} st_cluster_config_t;
+
+/* Parses and checks process.roles, controller.quorum.voters,
+ * controller.quorum.bootstrap.servers, controller.listener.names,
+ * listener.security.protocol.map and cluster.id against node.id and the
+ * listeners; err names the key and what is wrong with it. */
+st_err_t st_cluster_config_parse(const st_broker_config_t *cfg, st_cluster_config_t *out,
+                                 char *err, size_t errlen);
+void st_cluster_config_fini(st_cluster_config_t *cc);
+/* 1 when a listener of that name carries controller traffic. */
+int st_cluster_is_controller_listener(const st_cluster_config_t *cc, const char *name);
+/* "id@host:port,..." ; on error err says which entry and why. */
+st_err_t st_parse_voters(const char *text, st_voter_t **out, int *n, char *err, size_t errlen);
 
 /* log.dirs as an array (caller frees with st_free_strv). */
 char **st_split_csv(const char *text, int *n);

@@ -199,6 +199,25 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
         return 1;
     }
 
+    if (st_cluster_config_parse(&srv.cfg, &srv.cluster, err, sizeof err)) {
+        fprintf(stderr, "stratad: configuration error: %s\n", err);
+        return 1;
+    }
+    /* The shapes of a cluster this build runs: a combined node that is the
+     * whole quorum.  Say so rather than start a node that cannot work. */
+    if (srv.cluster.roles != (ST_ROLE_BROKER | ST_ROLE_CONTROLLER) || srv.cluster.nvoters > 1 ||
+        srv.cluster.nbootstrap > 0) {
+        fprintf(stderr,
+                "stratad: configuration error: %s: this build runs a node that is both broker "
+                "and controller and the whole controller quorum (process.roles=broker,"
+                "controller and at most this node in controller.quorum.voters); a quorum of "
+                "several nodes is not served yet\n",
+                srv.cluster.roles != (ST_ROLE_BROKER | ST_ROLE_CONTROLLER)
+                    ? "process.roles"
+                    : "controller.quorum.voters");
+        return 1;
+    }
+
     if (st_parse_listeners(srv.cfg.listeners, &srv.listeners, &srv.nlisteners, err, sizeof err) ||
         srv.nlisteners == 0) {
         fprintf(stderr, "stratad: configuration error: listeners: %s\n",
@@ -237,9 +256,24 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     /* An advertised address takes the port actually bound when it was 0,
      * and a host when none was given. */
     for (int i = 0; i < srv.nadvertised; i++) {
-        if (srv.advertised[i].port == 0 && i < srv.nlisteners)
-            srv.advertised[i].port = st_net_bound_port(srv.net, i);
+        int li = -1;
+        for (int j = 0; j < srv.nlisteners && li < 0; j++)
+            if (!strcmp(srv.listeners[j].name, srv.advertised[i].name)) li = j;
+        if (li < 0 && i < srv.nlisteners) li = i;
+        if (srv.advertised[i].port == 0 && li >= 0)
+            srv.advertised[i].port = st_net_bound_port(srv.net, li);
         if (!srv.advertised[i].host[0]) snprintf(srv.advertised[i].host, sizeof srv.advertised[i].host, "localhost");
+    }
+    /* Controller listeners are never given to clients (Kafka's rule). */
+    int nclient = 0;
+    for (int i = 0; i < srv.nadvertised; i++)
+        if (!st_cluster_is_controller_listener(&srv.cluster, srv.advertised[i].name))
+            srv.advertised[nclient++] = srv.advertised[i];
+    srv.nadvertised = nclient;
+    if (nclient == 0) {
+        fprintf(stderr, "stratad: configuration error: advertised.listeners: no listener for "
+                        "clients (every one is in controller.listener.names)\n");
+        return 1;
     }
 
     int ndirs = 0;
@@ -248,6 +282,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
         .dirs = dirs,
         .ndirs = ndirs,
         .node_id = srv.cfg.node_id,
+        .cluster_id = srv.cfg.cluster_id,
         .retention_check_interval_ms = srv.cfg.log_retention_check_interval_ms,
         .checkpoint_interval_ms = srv.cfg.log_flush_offset_checkpoint_interval_ms,
         .max_open_files = srv.cfg.log_max_open_files,
@@ -353,6 +388,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     st_logmgr_close(srv.logs);
     st_free_strv(dirs, ndirs);
     free(srv.listeners);
+    st_cluster_config_fini(&srv.cluster);
     free(srv.advertised);
     st_broker_config_fini(&srv.cfg);
     st_os_config_fini(&oscfg);

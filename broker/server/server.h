@@ -18,6 +18,7 @@
 
 typedef struct st_server {
     st_broker_config_t cfg;
+    st_cluster_config_t cluster; /* roles, quorum, controller listeners */
     st_logmgr_t *logs;
     st_controller_t *ctl;
     st_replicas_t *rm;

@@ -275,3 +275,23 @@ def delete_topic(conn, topic, timeout_ms=30000):
     c.take(">i")
     c.string()
     return c.take(">h")
+
+
+def describe_cluster(conn):
+    """DescribeCluster v0: (error, cluster id, controller id,
+    [(broker id, host, port, rack)])."""
+    c = flex_call(conn, 60, 0, b"\x00\x00")
+    c.take(">i")  # throttle
+    err = c.take(">h")
+    c.compact_string()  # error message
+    cluster_id = c.compact_string()
+    controller = c.take(">i")
+    brokers = []
+    for _ in range(c.uvarint() - 1):
+        bid = c.take(">i")
+        host = c.compact_string()
+        port = c.take(">i")
+        rack = c.compact_string()
+        c.skip_tags()
+        brokers.append((bid, host, port, rack))
+    return err, cluster_id, controller, brokers

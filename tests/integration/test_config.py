@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 
-from strata_harness import Broker, CONFIG, ROOT, binary, check, fail, run
+from strata_harness import Broker, CONFIG, ROOT, binary, check, fail, free_port, run
 
 stratad = binary("stratad")
 
@@ -81,6 +81,62 @@ try:
               "a log dir without write permission: exit %d, %r" % (p.returncode, err.strip()))
 finally:
     ro.cleanup()
+
+# The cluster settings (broker/server/cluster.c; every shape is in
+# unit_cluster_config): a few refusals as a user meets them at start-up.
+start_fails(["--config", CONFIG, "--override", "process.roles=brokr"],
+            "process.roles: 'brokr' is not broker or controller")
+start_fails(["--config", CONFIG, "--override", "controller.quorum.voters=1@localhost"],
+            "controller.quorum.voters: voter 1: 'localhost' is not host:port")
+start_fails(["--config", CONFIG, "--override", "listeners=SSL://127.0.0.1:0"],
+            "listener SSL uses SSL, which this build does not serve yet")
+# A quorum of several nodes is refused until it is served, by name.
+start_fails(["--config", CONFIG, "--override",
+             "controller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.1:19095,3@127.0.0.1:19097",
+             "--override", "controller.listener.names=CONTROLLER", "--override",
+             "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19093", "--override",
+             "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+             "--override", "cluster.id=strata-test"],
+            "a quorum of several nodes is not served yet")
+
+# cluster.id is fixed at first start (meta.properties); broker.rack and
+# the controller listener reach clients as Kafka gives them: the rack in
+# DescribeCluster, the controller listener never.
+import kwire  # noqa: E402
+
+cport = free_port()
+b = Broker({"cluster.id": "MkU3OEVBNTcwNTJENDM2Qk", "broker.rack": "rack-a",
+            "controller.quorum.voters": "1@127.0.0.1:%d" % cport,
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"})
+b.overrides["listeners"] = "PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d" % (b.port, cport)
+try:
+    b.start()
+    conn = kwire.Conn(b.port)
+    err, cid, controller, brokers = kwire.describe_cluster(conn)
+    conn.close()
+    check(err == 0 and cid == "MkU3OEVBNTcwNTJENDM2Qk",
+          "DescribeCluster: error %d, cluster id %r" % (err, cid))
+    check(controller == 1, "DescribeCluster: controller %d" % controller)
+    check(brokers == [(1, "127.0.0.1", b.port, "rack-a")],
+          "DescribeCluster names %r (the controller listener must not be given)" % (brokers,))
+    meta = open(os.path.join(b.logdir, "meta.properties")).read()
+    check("cluster.id=MkU3OEVBNTcwNTJENDM2Qk" in meta, "meta.properties: %r" % meta)
+    b.stop()
+    b.overrides["cluster.id"] = "another-cluster"
+    p = subprocess.run(b.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    err = p.stderr.decode()
+    check(p.returncode != 0 and "belongs to cluster MkU3OEVBNTcwNTJENDM2Qk, but cluster.id is "
+          "another-cluster" in err, "another cluster.id: exit %d, %r" % (p.returncode, err.strip()))
+    # with no cluster.id it keeps the one it has
+    del b.overrides["cluster.id"]
+    b.start()
+    conn = kwire.Conn(b.port)
+    check(kwire.describe_cluster(conn)[1] == "MkU3OEVBNTcwNTJENDM2Qk", "cluster id changed")
+    conn.close()
+finally:
+    b.stop()
+    b.cleanup()
 
 _, doc, _ = run([stratad, "--print-config-doc"])
 readme = open(os.path.join(ROOT, "README.md")).read()

@@ -681,7 +681,7 @@ static st_log_config_t default_cfg(void) {
 
 static st_err_t mgr_open(const char *dir, st_logmgr_t **out, char *err, size_t errlen) {
     char *dirs[1] = {(char *)dir};
-    st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, 0};
+    st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, 0, NULL};
     return st_logmgr_open(&mc, out, err, errlen);
 }
 
@@ -1783,7 +1783,7 @@ static void test_logmgr_lock(void **state) {
     assert_true(probe >= 0);
     int zero_open = fcntl(0, F_GETFD) != -1;
     char *dirs[2] = {other, e.dir};
-    st_logmgr_config_t mc = {dirs, 2, 1, 3600000, 3600000, 0};
+    st_logmgr_config_t mc = {dirs, 2, 1, 3600000, 3600000, 0, NULL};
     assert_int_equal(st_logmgr_open(&mc, &m2, err, sizeof err), ST_E_LOCKED);
     dirs[0] = e.dir;
     dirs[1] = other;
@@ -1799,7 +1799,7 @@ static void test_logmgr_lock(void **state) {
     snprintf(keep_cid, sizeof keep_cid, "%s", cid);
     env_close(&e);
     char *one[1] = {e.dir};
-    st_logmgr_config_t mc2 = {one, 1, 2, 3600000, 3600000, 0};
+    st_logmgr_config_t mc2 = {one, 1, 2, 3600000, 3600000, 0, NULL};
     assert_int_equal(st_logmgr_open(&mc2, &m2, err, sizeof err), ST_E_CONFIG);
     assert_non_null(strstr(err, "node.id"));
     /* After the first closes, the dirs are free again, the cluster id kept. */
