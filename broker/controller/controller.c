@@ -13,6 +13,7 @@
  * operation built) keeps the live path and a replay identical.
  */
 #include "controller.h"
+#include "placement.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -407,23 +408,34 @@ static const st_meta_topic_t *colliding_topic(const st_meta_image_t *img, const 
     return NULL;
 }
 
-static int live_brokers(const st_meta_image_t *img, int32_t *ids, int max) {
-    int n = 0;
-    for (int i = 0; i < img->nbrokers && n < max; i++)
-        if (!img->brokers[i].fenced) ids[n++] = img->brokers[i].id;
+/* The unfenced brokers, where new replicas may go (caller frees). */
+static st_place_broker_t *live_brokers(const st_meta_image_t *img, int *n) {
+    st_place_broker_t *v = st_calloc((size_t)img->nbrokers + 1, sizeof *v);
+    int k = 0;
+    for (int i = 0; i < img->nbrokers; i++)
+        if (!img->brokers[i].fenced)
+            v[k++] = (st_place_broker_t){img->brokers[i].id, img->brokers[i].rack};
+    *n = k;
+    return v;
+}
+
+static int64_t total_partitions(const st_meta_image_t *img) {
+    int64_t n = 0;
+    for (int t = 0; t < img->ntopics; t++) n += img->topics[t]->nparts;
     return n;
 }
 
 /*
- * max.broker.partitions (KIP-578): would placing count new partitions (index
- * first on: brokers[(i + k) % nb] for replica k, or the explicit
- * assignments) put more partition replicas on one broker than it may hold?
- * Returns 1 and names the broker and its would-be count when it would.
+ * max.broker.partitions (KIP-578): would the count new partitions whose
+ * replicas are reps[p * rf + k] put more partition replicas on one broker
+ * than it may hold?  Returns 1 and names the broker and its would-be count
+ * when it would.  Walks every replica: a request holds at most
+ * ST_CONTROLLER_MAX_PARTITIONS_PER_REQUEST partitions and num.partitions is
+ * bounded, so this is milliseconds at worst.
  */
 static int exceeds_broker_limit(st_controller_t *c, const st_meta_image_t *img,
-                                const int32_t *brokers, int nb, int32_t first, int32_t count,
-                                int rf, const int32_t *const *assignments,
-                                const int *assignment_sizes, int32_t *broker_out,
+                                const st_place_broker_t *brokers, int nb, const int32_t *reps,
+                                int32_t count, int rf, int32_t *broker_out,
                                 int64_t *total_out) {
     int64_t limit = c->cfg.broker->max_broker_partitions;
     int64_t *have = st_calloc((size_t)nb + 1, sizeof *have);
@@ -432,37 +444,54 @@ static int exceeds_broker_limit(st_controller_t *c, const st_meta_image_t *img,
             const st_meta_partition_t *mp = &img->topics[t]->parts[i];
             for (int r = 0; r < mp->nreplicas; r++)
                 for (int b = 0; b < nb; b++)
-                    if (brokers[b] == mp->replicas[r]) have[b]++;
+                    if (brokers[b].id == mp->replicas[r]) have[b]++;
         }
-    if (assignments) {
-        /* as many as the request spelled out */
-        for (int32_t i = 0; i < count; i++)
-            for (int k = 0; k < assignment_sizes[i]; k++)
-                for (int b = 0; b < nb; b++)
-                    if (brokers[b] == assignments[i][k]) have[b]++;
-    } else {
-        /* Round robin, counted rather than walked: a count can be 2^31 - 1
-         * (a walk held the controller thread for seconds).  Replica k of
-         * partition first + i goes to (first + i + k) % nb: for each k,
-         * every broker gets count / nb, and the count % nb brokers from
-         * (first + k) % nb on one more. */
-        for (int k = 0; k < rf; k++) {
-            int64_t start = ((int64_t)first + k) % nb;
-            for (int b = 0; b < nb; b++) {
-                int64_t from_start = ((int64_t)b - start + nb) % nb;
-                have[b] += count / nb + (from_start < count % nb ? 1 : 0);
-            }
-        }
-    }
+    for (int64_t i = 0; i < (int64_t)count * rf; i++)
+        for (int b = 0; b < nb; b++)
+            if (brokers[b].id == reps[i]) have[b]++;
     int over = 0;
     for (int b = 0; b < nb && !over; b++) {
         if (have[b] <= limit) continue;
         over = 1;
-        *broker_out = brokers[b];
+        *broker_out = brokers[b].id;
         *total_out = have[b];
     }
     free(have);
     return over;
+}
+
+/* Replicas placed one by one at most: more cannot be a request the
+ * controller takes (Kafka's bound is 10,000 partitions per request, and
+ * num.partitions is at most 100,000), and a count of 2^31 - 1 must be
+ * refused at once, not walked. */
+#define PLACE_MAX_REPLICAS 1000000
+
+/*
+ * A count too large to place: answer without placing.  The busiest broker
+ * would hold at least the average, so when that is over
+ * max.broker.partitions, that is the answer; otherwise the batch is
+ * refused for its size, as Kafka's controller refuses it.
+ */
+static void refuse_unplaceable(st_controller_t *c, const st_meta_image_t *img, int nb,
+                               int64_t count, int rf, int more, const char *name, size_t len,
+                               st_op_result_t *res) {
+    int64_t have = 0;
+    for (int t = 0; t < img->ntopics; t++)
+        for (int i = 0; i < img->topics[t]->nparts; i++)
+            have += img->topics[t]->parts[i].nreplicas;
+    int64_t least = (have + count * rf + nb - 1) / nb;
+    res->error = ST_E_POLICY_VIOLATION;
+    if (least > c->cfg.broker->max_broker_partitions)
+        st_snprintf_marked(res->message, sizeof res->message,
+                           "More than max.broker.partitions (%d): at least %lld partition "
+                           "replicas on one of the %d brokers with %s%lld %spartitions of topic "
+                           "'%.*s'.",
+                           (int)c->cfg.broker->max_broker_partitions, (long long)least, nb,
+                           more ? "" : "the ", (long long)count, more ? "more " : "", (int)len,
+                           name);
+    else
+        snprintf(res->message, sizeof res->message,
+                 "Unable to perform excessively large batch operation.");
 }
 
 static void add_partition_record(pending_t *p, const st_uuid_t *tid, int32_t index,
@@ -510,8 +539,9 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
                  col->name);
         return;
     }
-    int32_t brokers[256];
-    int nb = live_brokers(img, brokers, 256);
+    int nb = 0;
+    st_place_broker_t *brokers = live_brokers(img, &nb);
+    int32_t *reps = NULL;
     int32_t nparts = t->num_partitions;
     int rf = t->replication_factor;
     if (t->nassignments > 0) {
@@ -529,18 +559,27 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
                 res->error = ST_E_INVALID_REPLICA_ASSIGNMENT;
                 snprintf(res->message, sizeof res->message,
                          "All partitions must have the same, nonzero number of replicas.");
-                return;
+                goto out;
             }
             for (int k = 0; k < rf; k++) {
                 int found = 0;
-                for (int j = 0; j < nb; j++) found |= brokers[j] == t->assignments[i][k];
+                for (int j = 0; j < nb; j++) found |= brokers[j].id == t->assignments[i][k];
                 if (!found) {
                     res->error = ST_E_INVALID_REPLICA_ASSIGNMENT;
                     snprintf(res->message, sizeof res->message,
                              "Replica assignment names broker %d, which is not registered.",
                              (int)t->assignments[i][k]);
-                    return;
+                    goto out;
                 }
+                for (int j = 0; j < k; j++)
+                    if (t->assignments[i][j] == t->assignments[i][k]) {
+                        res->error = ST_E_INVALID_REPLICA_ASSIGNMENT;
+                        snprintf(res->message, sizeof res->message,
+                                 "Replica assignment of partition %d names broker %d more than "
+                                 "once.",
+                                 i, (int)t->assignments[i][k]);
+                        goto out;
+                    }
             }
         }
     } else {
@@ -551,13 +590,13 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
         res->error = ST_E_INVALID_PARTITIONS;
         snprintf(res->message, sizeof res->message, "Number of partitions was set to an invalid "
                  "non-positive value.");
-        return;
+        goto out;
     }
     if (rf <= 0) {
         res->error = ST_E_INVALID_REPLICATION_FACTOR;
         snprintf(res->message, sizeof res->message,
                  "Replication factor must be larger than 0, or -1 to use the default value.");
-        return;
+        goto out;
     }
     if (rf > nb) {
         res->error = ST_E_INVALID_REPLICATION_FACTOR;
@@ -565,13 +604,22 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
                  "Unable to replicate the partition %d time(s): The target replication factor of "
                  "%d cannot be reached because only %d broker(s) are registered.",
                  rf, rf, nb);
-        return;
+        goto out;
+    }
+    if ((int64_t)nparts * rf > PLACE_MAX_REPLICAS) {
+        refuse_unplaceable(c, img, nb, nparts, rf, 0, t->name, t->name_len, res);
+        goto out;
+    }
+    reps = st_malloc(sizeof *reps * (size_t)nparts * (size_t)rf);
+    if (t->nassignments > 0) {
+        for (int32_t i = 0; i < nparts; i++)
+            memcpy(reps + (size_t)i * (size_t)rf, t->assignments[i], sizeof *reps * (size_t)rf);
+    } else {
+        st_place_replicas(brokers, nb, 0, nparts, rf, total_partitions(img), reps);
     }
     int32_t over_id;
     int64_t over_n;
-    if (exceeds_broker_limit(c, img, brokers, nb, 0, nparts, rf,
-                             t->nassignments > 0 ? t->assignments : NULL, t->assignment_sizes,
-                             &over_id, &over_n)) {
+    if (exceeds_broker_limit(c, img, brokers, nb, reps, nparts, rf, &over_id, &over_n)) {
         res->error = ST_E_POLICY_VIOLATION;
         /* the cause before the name: a 249-character name does not fit
          * beside it, and a cut is marked */
@@ -580,34 +628,27 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
                            "broker %d with the %d partitions of topic '%.*s'.",
                            (int)b->max_broker_partitions, (long long)over_n, (int)over_id,
                            (int)nparts, (int)t->name_len, t->name);
-        return;
+        goto out;
     }
     st_topic_config_t tc;
     char why[256];
     if (st_topic_config_build(b, t->configs, t->nconfigs, &tc, why, sizeof why)) {
         res->error = ST_E_INVALID_CONFIG;
         snprintf(res->message, sizeof res->message, "%s", why);
-        return;
+        goto out;
     }
     st_topic_config_fini(&tc);
     res->num_partitions = nparts;
     res->replication_factor = (int16_t)rf;
-    if (validate_only) return;
+    if (validate_only) goto out;
 
     st_uuid_random(&res->topic_id);
     pending_t p;
     pending_init(&p);
     st_mrec_topic_t tr = {{t->name, (int32_t)t->name_len}, res->topic_id};
     pending_add(&p, ST_MREC_TOPIC, 0, &tr);
-    int32_t reps[256];
-    for (int32_t i = 0; i < nparts; i++) {
-        if (t->nassignments > 0) {
-            add_partition_record(&p, &res->topic_id, i, t->assignments[i], rf);
-        } else {
-            for (int k = 0; k < rf; k++) reps[k] = brokers[(i + k) % nb];
-            add_partition_record(&p, &res->topic_id, i, reps, rf);
-        }
-    }
+    for (int32_t i = 0; i < nparts; i++)
+        add_partition_record(&p, &res->topic_id, i, reps + (size_t)i * (size_t)rf, rf);
     for (int i = 0; i < t->nconfigs; i++) {
         if (!t->configs[i].value) continue;
         st_mrec_config_t cr = {ST_RESOURCE_TOPIC, {t->name, (int32_t)t->name_len},
@@ -619,10 +660,13 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
     if (e) {
         res->error = ST_E_KAFKA_STORAGE_ERROR;
         snprintf(res->message, sizeof res->message, "metadata log write failed: %s", st_err_msg(e));
-        return;
+        goto out;
     }
     ST_INFO("controller", "created topic %.*s with %d partitions (replication factor %d)",
             (int)t->name_len, t->name, (int)nparts, rf);
+out:
+    free(reps);
+    free(brokers);
 }
 
 void st_controller_delete_topic(st_controller_t *c, const char *name, size_t len,
@@ -675,42 +719,50 @@ void st_controller_create_partitions(st_controller_t *c, const char *name, size_
                  t->nparts, (int)count);
         return;
     }
-    int32_t brokers[256];
-    int nb = live_brokers(c->image, brokers, 256);
+    int nb = 0;
+    st_place_broker_t *brokers = live_brokers(c->image, &nb);
+    int32_t *reps = NULL;
     int rf = t->nparts ? t->parts[0].nreplicas : 1;
     if (rf > nb) {
         res->error = ST_E_INVALID_REPLICATION_FACTOR;
         snprintf(res->message, sizeof res->message, "Not enough brokers for replication factor %d.",
                  rf);
-        return;
+        goto out;
     }
+    int32_t added = count - t->nparts;
+    if ((int64_t)added * rf > PLACE_MAX_REPLICAS) {
+        refuse_unplaceable(c, c->image, nb, added, rf, 1, name, len, res);
+        goto out;
+    }
+    reps = st_malloc(sizeof *reps * (size_t)added * (size_t)rf);
+    st_place_replicas(brokers, nb, t->nparts, added, rf, total_partitions(c->image) - t->nparts,
+                      reps);
     int32_t over_id;
     int64_t over_n;
-    if (exceeds_broker_limit(c, c->image, brokers, nb, t->nparts, count - t->nparts, rf, NULL, NULL,
-                             &over_id, &over_n)) {
+    if (exceeds_broker_limit(c, c->image, brokers, nb, reps, added, rf, &over_id, &over_n)) {
         res->error = ST_E_POLICY_VIOLATION;
         st_snprintf_marked(res->message, sizeof res->message,
                            "More than max.broker.partitions (%d): %lld partition replicas on "
                            "broker %d with %d more partitions of topic '%.*s'.",
                            (int)c->cfg.broker->max_broker_partitions, (long long)over_n,
                            (int)over_id, (int)(count - t->nparts), (int)len, name);
-        return;
+        goto out;
     }
-    if (validate_only) return;
+    if (validate_only) goto out;
     st_uuid_t tid = t->id;
     pending_t p;
     pending_init(&p);
-    int32_t reps[256];
-    for (int32_t i = t->nparts; i < count; i++) {
-        for (int k = 0; k < rf; k++) reps[k] = brokers[(i + k) % nb];
-        add_partition_record(&p, &tid, i, reps, rf);
-    }
+    for (int32_t i = 0; i < added; i++)
+        add_partition_record(&p, &tid, t->nparts + i, reps + (size_t)i * (size_t)rf, rf);
     st_err_t e = commit(c, &p);
     pending_fini(&p);
     if (e) {
         res->error = ST_E_KAFKA_STORAGE_ERROR;
         snprintf(res->message, sizeof res->message, "metadata log write failed");
     }
+out:
+    free(reps);
+    free(brokers);
 }
 
 /* list helpers for APPEND / SUBTRACT on comma-separated values */

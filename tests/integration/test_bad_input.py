@@ -296,6 +296,21 @@ try:
     (ln,) = struct.unpack_from(">h", r, 12)
     (err,) = struct.unpack_from(">h", r, 14 + ln)
     check(err == 42, "DeleteTopics __consumer_offsets: error %d, want INVALID_REQUEST (42)" % err)
+    # A manual assignment that names one broker twice, or one that is not
+    # registered: INVALID_REPLICA_ASSIGNMENT (39) with a message.
+    for corr, brokers, needle in ((27, [1, 1], "names broker 1 more than once"),
+                                  (28, [7], "names broker 7, which is not registered")):
+        body = struct.pack(">i", 1) + kstr("assigned") + struct.pack(">ih", -1, -1)
+        body += struct.pack(">i", 1) + struct.pack(">ii", 0, len(brokers))
+        body += b"".join(struct.pack(">i", x) for x in brokers)
+        body += struct.pack(">i", 0) + struct.pack(">ib", 30000, 0)
+        r = roundtrip(b, request(19, 1, corr, body))
+        (ln,) = struct.unpack_from(">h", r, 8)
+        (err,) = struct.unpack_from(">h", r, 10 + ln)
+        (ml,) = struct.unpack_from(">h", r, 12 + ln)
+        msg = r[14 + ln:14 + ln + ml].decode()
+        check(err == 39 and needle in msg,
+              "CreateTopics assigning %r: error %d %r, want 39 naming the problem" % (brokers, err, msg))
     kc.close()
 
     time.sleep(0.3)
