@@ -96,6 +96,20 @@ struct st_raft {
     int64_t next_fetch_at; /* follower / observer: not before (backoff) */
     int32_t next_request_id;
     int32_t observer_target; /* unattached observer: the voter asked */
+    /* Prospective: the leader of this epoch we stopped hearing from, and
+     * one a voter named in its answer.  A prospective that fails to gather
+     * pre-votes goes back to following it (Kafka's ProspectiveState);
+     * going back at once, on the first answer that names it, would keep
+     * every node that still hears of it from ever starting an election. */
+    int32_t abandoned_leader;
+    int32_t heard_leader;
+    /* Prospective at an epoch we raised ourselves (voted for ourselves in
+     * it) and answered by voters still at an older epoch: they cannot learn
+     * of ours from a pre-vote, and we cannot go back to theirs, so we ask
+     * again with a real Vote at our epoch (a candidate's retry in the
+     * Raft paper), which moves them up. */
+    int8_t saw_older_epoch;
+    int32_t persisted_leader; /* leader_id in the quorum state as last written */
 
     peer_t peers[ST_RAFT_MAX_VOTERS];
 
@@ -220,7 +234,10 @@ static int persist(st_raft_t *r) {
     qs.nvoters = r->nvoters;
     memcpy(qs.voters, r->voters, sizeof(int32_t) * (size_t)r->nvoters);
     st_err_t e = r->ops.persist(r->ops.arg, &qs);
-    if (e) fail(r, e, "persisting the quorum state");
+    if (e)
+        fail(r, e, "persisting the quorum state");
+    else
+        r->persisted_leader = r->leader_id;
     return e == ST_OK;
 }
 
@@ -470,6 +487,38 @@ static int count_votes(const st_raft_t *r, int want) {
     return n;
 }
 
+static void tally(st_raft_t *r);
+
+/* A pre-vote round (or an election) that cannot win: follow the epoch's
+ * leader again if one is known, else back off and try again. */
+static void round_lost(st_raft_t *r) {
+    int32_t l = r->heard_leader >= 0 ? r->heard_leader : r->abandoned_leader;
+    if (r->role == ST_RAFT_PROSPECTIVE && l >= 0) {
+        to_follower(r, r->epoch, l);
+        return;
+    }
+    if (r->role == ST_RAFT_PROSPECTIVE && r->saw_older_epoch && r->voted_id == r->cfg.node_id &&
+        r->persisted_leader == -1) {
+        r->saw_older_epoch = 0;
+        r->role = ST_RAFT_CANDIDATE;
+        forget_requests(r);
+        r->peers[r->self_index].vote = 1;
+        r->round_at = -1;
+        r->election_at = now_ms(r) + election_timeout(r);
+        notify_leader(r);
+        tally(r);
+        return;
+    }
+    if (r->role == ST_RAFT_CANDIDATE) {
+        r->role = ST_RAFT_PROSPECTIVE;
+        r->abandoned_leader = r->heard_leader = -1;
+        notify_leader(r);
+    }
+    forget_requests(r);
+    r->election_at = -1;
+    r->round_at = now_ms(r) + election_backoff(r);
+}
+
 /* Granted by a majority: move on; refused by one: back off. */
 static void tally(st_raft_t *r) {
     if (r->failed) return;
@@ -480,16 +529,7 @@ static void tally(st_raft_t *r) {
             to_leader(r);
         return;
     }
-    if (count_votes(r, -1) >= r->nvoters - majority(r) + 1) {
-        /* No majority can be had this round. */
-        if (r->role == ST_RAFT_CANDIDATE) {
-            r->role = ST_RAFT_PROSPECTIVE;
-            notify_leader(r);
-        }
-        forget_requests(r);
-        r->election_at = -1;
-        r->round_at = now_ms(r) + election_backoff(r);
-    }
+    if (count_votes(r, -1) >= r->nvoters - majority(r) + 1) round_lost(r);
 }
 
 /* A pre-vote round: asks every voter whether it would vote for us at
@@ -503,6 +543,9 @@ static void start_round(st_raft_t *r) {
 }
 
 static void to_prospective(st_raft_t *r, int64_t delay_ms) {
+    r->abandoned_leader = r->leader_id == r->cfg.node_id ? -1 : r->leader_id;
+    r->heard_leader = -1;
+    r->saw_older_epoch = 0;
     leave_leadership(r);
     r->role = ST_RAFT_PROSPECTIVE;
     r->leader_id = -1; /* the persisted state keeps the epoch's leader */
@@ -627,6 +670,10 @@ static int maybe_follow(st_raft_t *r, int32_t leader_id, int32_t epoch) {
     if (epoch == r->epoch && leader_id >= 0 && leader_id != r->cfg.node_id &&
         voter_index(r, leader_id) >= 0 && r->leader_id == -1 && r->role != ST_RAFT_LEADER &&
         r->role != ST_RAFT_RESIGNED) {
+        if (r->role == ST_RAFT_PROSPECTIVE) {
+            r->heard_leader = leader_id; /* followed if this round fails */
+            return 0;
+        }
         to_follower(r, epoch, leader_id);
         return 1;
     }
@@ -806,8 +853,16 @@ static void handle_vote_response(st_raft_t *r, int32_t from, const st_raft_msg_t
     const st_raft_vote_response_t *v = &m->u.vote_resp;
     if (maybe_follow(r, v->leader_id, v->leader_epoch)) return;
     if (r->role != ST_RAFT_PROSPECTIVE && r->role != ST_RAFT_CANDIDATE) return;
-    if (p->pre_vote != (r->role == ST_RAFT_PROSPECTIVE) || v->leader_epoch != r->epoch) {
+    if (p->pre_vote != (r->role == ST_RAFT_PROSPECTIVE)) {
         backoff_peer(r, p);
+        return;
+    }
+    if (v->leader_epoch < r->epoch) {
+        /* It answered from an older epoch: a refusal, and a sign that our
+         * epoch has not reached it. */
+        r->saw_older_epoch = 1;
+        p->vote = -1;
+        tally(r);
         return;
     }
     if (v->error_code == ST_RAFT_ERR_INCONSISTENT_VOTER_SET ||
@@ -1303,11 +1358,7 @@ int64_t st_raft_tick(st_raft_t *r) {
         if (due(r, r->round_at)) {
             start_round(r);
         } else if (due(r, r->election_at)) {
-            /* No majority in time: back off, then ask again (pre-vote first). */
-            r->role = ST_RAFT_PROSPECTIVE;
-            forget_requests(r);
-            r->election_at = -1;
-            r->round_at = now_ms(r) + election_backoff(r);
+            round_lost(r); /* no majority in time */
         }
         break;
     case ST_RAFT_FOLLOWER:
@@ -1493,8 +1544,10 @@ st_err_t st_raft_new(const st_raft_config_t *cfg, const st_raft_ops_t *ops,
     r->epoch = initial ? initial->leader_epoch : 0;
     r->leader_id = initial ? initial->leader_id : -1;
     r->voted_id = initial ? initial->voted_id : -1;
+    r->persisted_leader = r->leader_id;
     r->election_at = r->round_at = r->fetch_timeout_at = r->check_quorum_at = -1;
     r->next_fetch_at = -1;
+    r->abandoned_leader = r->heard_leader = -1;
     forget_requests(r);
 
     /* The state machine starts from the latest snapshot (KRaft loads it at

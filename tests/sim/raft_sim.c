@@ -42,7 +42,7 @@
 #include <time.h>
 
 #define MAXN 5
-#define FAULT_PHASE_MS 4000
+#define FAULT_PHASE_MS 8000
 #define CALM_BOUND_MS 20000
 #define MAX_STEPS 200000
 
@@ -104,6 +104,7 @@ static struct {
     int nheap, capheap;
     int blocked[MAXN][MAXN];
     int calm;
+    int crash_after_step; /* node index + 1 */
     int64_t next_fault, next_propose;
     uint64_t proposal_no;
 
@@ -115,6 +116,7 @@ static struct {
     int64_t committed;  /* offsets below are committed */
     int64_t capref;
     int32_t *leaders;   /* per epoch, -1 */
+    int *leader_inc;    /* per epoch: the incarnation of the node that led it */
     int32_t capleaders;
 
     /* Liveness probe of the calm phase. */
@@ -277,6 +279,9 @@ static void hook_send(void *ctx, rm_node_t *m, int32_t dest, const st_raft_msg_t
         S.t.dropped++;
         return;
     }
+    /* Crash at any step: sometimes the sender dies right after this send
+     * (the step finishes first: raft is not re-entered). */
+    if (!S.calm && chance(3)) S.crash_after_step = from + 1;
     int copies = !S.calm && chance(10) ? 2 : 1;
     for (int c = 0; c < copies; c++) {
         ev_t e = {0};
@@ -410,16 +415,22 @@ static void check(void) {
                 int32_t cap = S.capleaders ? S.capleaders : 64;
                 while (cap <= ep) cap *= 2;
                 S.leaders = st_realloc(S.leaders, sizeof *S.leaders * (size_t)cap);
+                S.leader_inc = st_realloc(S.leader_inc, sizeof *S.leader_inc * (size_t)cap);
                 for (int32_t k = S.capleaders; k < cap; k++) S.leaders[k] = -1;
                 S.capleaders = cap;
             }
             if (S.leaders[ep] == -1) {
                 S.leaders[ep] = S.ids[i];
+                S.leader_inc[ep] = sn->incarnation;
                 S.t.elections++;
                 vlog("node %" PRId32 " leads epoch %" PRId32, S.ids[i], ep);
             } else if (S.leaders[ep] != S.ids[i]) {
                 violate("election safety: nodes %" PRId32 " and %" PRId32
                         " both led epoch %" PRId32, S.leaders[ep], S.ids[i], ep);
+                return;
+            } else if (S.leader_inc[ep] != sn->incarnation) {
+                violate("election safety: node %" PRId32 " led epoch %" PRId32
+                        " again after a restart", S.ids[i], ep);
                 return;
             }
             /* Durability (the Raft paper's leader completeness): a leader of
@@ -479,6 +490,7 @@ static void reset_seed(uint64_t seed) {
     free(S.ref_cum);
     free(S.ref_epoch);
     free(S.leaders);
+    free(S.leader_inc);
     ev_t *heap = S.heap;
     int capheap = S.capheap;
     int verbose = S.verbose;
@@ -598,6 +610,15 @@ static int run_seed(uint64_t seed, uint64_t *steps_out) {
             start_node(who);
             break;
         }
+        if (S.crash_after_step) {
+            int c = S.crash_after_step - 1;
+            S.crash_after_step = 0;
+            if (S.nodes[c].up) {
+                vlog("crash node %" PRId32 " right after it sent", S.ids[c]);
+                crash_node(c);
+                S.nodes[c].restart_at = S.now + rnd_range(0, 300);
+            }
+        }
         check();
         if (S.calm && S.probe_offset >= 0 && S.committed > S.probe_offset) {
             if (S.ref[S.probe_offset] != S.probe_hash) {
@@ -623,6 +644,21 @@ static int run_seed(uint64_t seed, uint64_t *steps_out) {
                     "(probe offset %" PRId64 ", committed %" PRId64 ")",
                     CALM_BOUND_MS, S.probe_offset, S.committed);
     }
+    if (S.violation[0])
+        for (int i = 0; i < S.n; i++) {
+            sim_node_t *sn = &S.nodes[i];
+            if (!sn->up) {
+                printf("  node %" PRId32 ": down\n", S.ids[i]);
+                continue;
+            }
+            printf("  node %" PRId32 ": %s epoch %" PRId32 " leader %" PRId32 " voted %" PRId32
+                   " log [%" PRId64 ", %" PRId64 ") durable %" PRId64 " hw %" PRId64
+                   " applied %" PRId64 "\n",
+                   S.ids[i], st_raft_role_name(st_raft_role(sn->m.r)), st_raft_epoch(sn->m.r),
+                   st_raft_leader_id(sn->m.r), st_raft_voted_id(sn->m.r), sn->m.log_start,
+                   rm_node_log_end(&sn->m), sn->m.durable_end, st_raft_high_watermark(sn->m.r),
+                   sn->applied_next);
+        }
     for (int i = 0; i < S.n; i++) {
         S.t.snapshots_fetched += (uint64_t)S.nodes[i].m.snapshots_installed;
         S.t.snapshots_made += (uint64_t)S.nodes[i].m.snapshots_made;
@@ -694,6 +730,7 @@ int main(int argc, char **argv) {
     free(S.ref_cum);
     free(S.ref_epoch);
     free(S.leaders);
+    free(S.leader_inc);
     if (expect) {
         printf(rc ? "the checker caught the planted bug\n"
                   : "the checker did NOT catch the planted bug\n");
