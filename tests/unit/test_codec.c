@@ -439,7 +439,7 @@ static void test_roundtrip_every_api_version(void **state) {
     int napis = 0;
     for (size_t i = 0; st_api_at(i); i++, napis++) {
         const st_api_t *api = st_api_at(i);
-        for (int v = api->min_ver; v <= api->max_ver; v++) {
+        for (int v = api->desc_min_ver; v <= api->desc_max_ver; v++) {
             int flex = st_api_flexible(api, v);
             char what[96];
             snprintf(what, sizeof what, "%sRequest", api->name);
@@ -448,7 +448,7 @@ static void test_roundtrip_every_api_version(void **state) {
             roundtrip_all_modes(what, api->resp, v, flex, &st);
         }
     }
-    assert_true(napis >= 13);
+    assert_true(napis >= 35);
     print_message("%d APIs: %d round trips (%zu bytes), %d truncated decodes refused\n", napis,
                   st.cases, st.bytes, st.prefixes);
 }
@@ -567,11 +567,35 @@ static void test_api_table(void **state) {
         assert_true(api->min_ver <= need[i].lo);
         assert_true(api->max_ver >= need[i].hi);
     }
+    /* Described for the outbound client: every version Kafka 3.7-4.0
+     * defines, with its first flexible version; not served. */
+    static const struct {
+        int16_t key;
+        int lo, hi, flex, served;
+    } described[] = {{0, 0, 12, 9, 1},  {1, 0, 17, 12, 1}, {23, 0, 4, 4, 0}, {43, 0, 2, 2, 0},
+                     {52, 0, 2, 0, 0},  {53, 0, 1, 1, 0},  {54, 0, 1, 1, 0}, {55, 0, 2, 0, 0},
+                     {56, 0, 3, 0, 0},  {59, 0, 1, 0, 0},  {62, 0, 4, 0, 0}, {63, 0, 1, 0, 0}};
+    for (size_t i = 0; i < ST_ARRAY_SIZE(described); i++) {
+        const st_api_t *api = st_api_lookup(described[i].key);
+        if (!api) fail_msg("API key %d not described", described[i].key);
+        assert_int_equal(api->desc_min_ver, described[i].lo);
+        assert_int_equal(api->desc_max_ver, described[i].hi);
+        assert_int_equal(api->flex_from, described[i].flex);
+        assert_int_equal(st_api_served(api), described[i].served);
+    }
     size_t n = 0;
     for (; st_api_at(n); n++) {
         const st_api_t *api = st_api_at(n);
         assert_ptr_equal(st_api_lookup(api->key), api);
-        assert_true(api->min_ver >= 0 && api->min_ver <= api->max_ver);
+        /* The description covers what is served. */
+        assert_true(api->desc_min_ver >= 0 && api->desc_min_ver <= api->desc_max_ver);
+        assert_true(api->desc_max_ver <= ST_VMAX);
+        if (st_api_served(api)) {
+            assert_true(api->min_ver >= api->desc_min_ver);
+            assert_true(api->max_ver <= api->desc_max_ver);
+        } else {
+            assert_true(api->min_ver == 0 && api->max_ver == -1);
+        }
         assert_non_null(api->req);
         assert_non_null(api->resp);
         for (size_t k = 0; k < n; k++) assert_true(st_api_at(k)->key != api->key);
@@ -579,7 +603,7 @@ static void test_api_table(void **state) {
         check_schema_rows(api, api->resp, 0);
         /* Header versions follow flexibility; ApiVersions always answers
          * with header v0 so any client can read the error. */
-        for (int v = api->min_ver; v <= api->max_ver; v++) {
+        for (int v = api->desc_min_ver; v <= api->desc_max_ver; v++) {
             int flex = st_api_flexible(api, v);
             assert_int_equal(st_api_req_header_version(api, v), flex ? 2 : 1);
             assert_int_equal(st_api_resp_header_version(api, v),
@@ -595,7 +619,7 @@ static void test_api_table(void **state) {
     assert_int_equal(st_api_lookup(ST_API_PRODUCE)->flex_from, 9);
     assert_int_equal(st_api_lookup(ST_API_FETCH)->flex_from, 12);
     assert_int_equal(st_api_lookup(ST_API_DESCRIBE_CLUSTER)->flex_from, 0);
-    check_schema_rows(&(st_api_t){-1, "test", 0, 0, 3, 2, &t_outer_schema, &t_outer_schema},
+    check_schema_rows(&(st_api_t){-1, "test", 0, 0, 3, 2, &t_outer_schema, &t_outer_schema, 0, 3},
                       &t_outer_schema, 0);
 
     /* ST_ALL_SCHEMAS names only schemas some API uses. */
@@ -861,6 +885,7 @@ static void test_unsupported_version_and_unknown_key(void **state) {
     (void)state;
     for (size_t i = 0; st_api_at(i); i++) {
         const st_api_t *api = st_api_at(i);
+        if (!st_api_served(api)) continue; /* below: as unknown keys */
         int bad[] = {api->max_ver + 1, api->min_ver - 1, 127, -1};
         for (size_t k = 0; k < ST_ARRAY_SIZE(bad); k++) {
             if (bad[k] >= api->min_ver && bad[k] <= api->max_ver) continue;
@@ -918,12 +943,40 @@ static void test_unsupported_version_and_unknown_key(void **state) {
     for (size_t k = 0; k < ST_ARRAY_SIZE(unknown); k++) {
         uint8_t frame[] = {(uint8_t)(unknown[k] >> 8), (uint8_t)unknown[k], 0, 0, 0, 0, 0, 9, 0xff,
                            0xff};
-        static const st_api_t sentinel = {0, "sentinel", 0, 0, 0, 0, NULL, NULL};
+        static const st_api_t sentinel = {0, "sentinel", 0, 0, 0, 0, NULL, NULL, 0, 0};
         got_api = &sentinel; /* must be overwritten with NULL */
         assert_int_equal(st_request_decode(frame, sizeof frame, &a, &h, &got_api, &body),
                          ST_E_INVALID_REQUEST);
         assert_null(got_api);
     }
+    /* APIs described for the outbound client but not served: a well-formed
+     * request at a described version is refused as if the key were
+     * unknown, as before they were described (the server's behaviour does
+     * not change until a handler exists). */
+    int unserved = 0;
+    for (size_t i = 0; st_api_at(i); i++) {
+        const st_api_t *api = st_api_at(i);
+        if (st_api_served(api)) continue;
+        for (int v = api->desc_min_ver; v <= api->desc_max_ver; v++) {
+            st_arena_t c;
+            st_arena_init(&c, 0);
+            void *in = st_arena_alloc(&c, api->req->size);
+            st_schema_defaults(api->req, in);
+            fill_struct(api->req, v, st_api_flexible(api, v), &c, in, FILL_FULL);
+            st_buf_t frame;
+            st_buf_init(&frame);
+            build_request(api, v, 77, st_str("c"), 0, in, &frame);
+            static const st_api_t sentinel = {0, "sentinel", 0, 0, 0, 0, NULL, NULL, 0, 0};
+            got_api = &sentinel;
+            assert_int_equal(st_request_decode(frame.data, frame.len, &c, &h, &got_api, &body),
+                             ST_E_INVALID_REQUEST);
+            assert_null(got_api);
+            st_buf_fini(&frame);
+            st_arena_fini(&c);
+            unserved++;
+        }
+    }
+    assert_true(unserved >= 23);
     /* Frames too short for a header. */
     static const uint8_t tiny[8] = {0, 3, 0, 4, 0, 0, 0, 1};
     for (size_t len = 0; len <= sizeof tiny; len++)
