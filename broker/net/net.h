@@ -251,6 +251,9 @@ st_loop_t *st_netclient_loop(const st_netclient_t *c);
 /* Connections established so far (reconnects included). */
 int st_netclient_connects(const st_netclient_t *c);
 int st_netclient_connected(const st_netclient_t *c);
+/* Requests written (or being written) and not yet answered; waiting ones. */
+int st_netclient_inflight(const st_netclient_t *c);
+int st_netclient_waiting(const st_netclient_t *c);
 
 /* ---- requests (loop thread only) ---------------------------------------- */
 /* Encode body as this request's response and send when its turn comes. */

@@ -366,6 +366,8 @@ static void client_flush(st_netclient_t *c, int64_t now);
 st_loop_t *st_netclient_loop(const st_netclient_t *c) { return c->loop; }
 int st_netclient_connects(const st_netclient_t *c) { return c->connects; }
 int st_netclient_connected(const st_netclient_t *c) { return c->state == NC_CONNECTED; }
+int st_netclient_inflight(const st_netclient_t *c) { return c->wire.ninflight; }
+int st_netclient_waiting(const st_netclient_t *c) { return c->wire.nwaiting; }
 
 static void client_events(st_netclient_t *c) {
     if (c->fd < 0) return;
@@ -486,8 +488,14 @@ static void client_read(st_netclient_t *c, int64_t now) {
         }
         if (k < 0 && errno == EINTR) continue;
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-        char *why = k == 0 ? st_strprintf("the peer closed the connection")
-                           : st_strprintf("recv: %s", strerror(errno));
+        const st_net__wire_t *w = &c->wire;
+        const char *how = k == 0 ? "the peer closed the connection" : strerror(errno);
+        char *why = w->rxlen ? st_strprintf("%s %zu bytes into a %zu-byte response (a truncated "
+                                            "frame)",
+                                            how, w->rxgot, w->rxlen)
+                    : w->sizegot ? st_strprintf("%s inside a response's size (a truncated frame)", how)
+                    : k == 0     ? st_strprintf("%s", how)
+                                 : st_strprintf("recv: %s", how);
         client_drop(c, ST_E_CONNECTION_LOST, why, now);
         free(why);
         return;
