@@ -360,7 +360,8 @@ struct st_netclient {
     int refs; /* mailbox jobs in the loop's queue (lock) */
 };
 
-static void client_drop(st_netclient_t *c, st_err_t err, const char *why, int64_t now);
+static void client_drop(st_netclient_t *c, st_err_t err, const char *why, int64_t now,
+                        int bad_bytes);
 static void client_flush(st_netclient_t *c, int64_t now);
 
 st_loop_t *st_netclient_loop(const st_netclient_t *c) { return c->loop; }
@@ -398,7 +399,8 @@ static void client_close_fd(st_netclient_t *c) {
 /* The connection failed or ended: in-flight requests fail; when the
  * connection never came up, the waiting ones too (their peer is not
  * there; the caller decides whether to retry). */
-static void client_drop(st_netclient_t *c, st_err_t err, const char *why, int64_t now) {
+static void client_drop(st_netclient_t *c, st_err_t err, const char *why, int64_t now,
+                        int bad_bytes) {
     int was_connected = c->state == NC_CONNECTED;
     client_close_fd(c);
     c->failures++;
@@ -406,6 +408,8 @@ static void client_drop(st_netclient_t *c, st_err_t err, const char *why, int64_
     c->retry_at_ms = now + backoff_for(c);
     if (err == ST_E_CONNECTION_REFUSED)
         ST_LOG_RATELIMITED(ST_LOG_INFO, "net", 5000, "connection to %s failed: %s", c->peer, why);
+    else if (!bad_bytes && !c->wire.ninflight && err == ST_E_CONNECTION_LOST && was_connected)
+        ST_INFO("net", "connection to %s closed: %s (nothing in flight)", c->peer, why);
     else
         ST_WARN("net", "connection to %s closed: %s (%d in flight fail)", c->peer, why,
                 c->wire.ninflight);
@@ -428,7 +432,7 @@ static void client_connect(st_netclient_t *c, int64_t now) {
     if (fd < 0) {
         char *why = st_strprintf("socket: %s", strerror(errno));
         c->state = NC_CONNECTING;
-        client_drop(c, ST_E_CONNECTION_REFUSED, why, now);
+        client_drop(c, ST_E_CONNECTION_REFUSED, why, now, 0);
         free(why);
         return;
     }
@@ -437,15 +441,16 @@ static void client_connect(st_netclient_t *c, int64_t now) {
     if (st_loop_io_add(c->loop, &c->io, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP)) {
         close(fd);
         c->fd = -1;
-        client_drop(c, ST_E_CONNECTION_REFUSED, "cannot watch the socket", now);
+        client_drop(c, ST_E_CONNECTION_REFUSED, "cannot watch the socket", now, 0);
         return;
     }
     if (connect(fd, (struct sockaddr *)&c->addr, c->addrlen) == 0) {
         client_connected(c, now);
     } else if (errno != EINPROGRESS) {
-        char *why = st_strprintf("connect: %s", strerror(errno));
-        client_drop(c, errno == ECONNREFUSED ? ST_E_CONNECTION_REFUSED : ST_E_CONNECTION_LOST,
-                    why, now);
+        int en = errno;
+        char *why = st_strprintf("connect: %s", strerror(en));
+        client_drop(c, en == ECONNREFUSED ? ST_E_CONNECTION_REFUSED : ST_E_CONNECTION_LOST, why,
+                    now, 0);
         free(why);
     }
 }
@@ -465,7 +470,7 @@ static void client_flush(st_netclient_t *c, int64_t now) {
         if (k < 0 && errno == EINTR) continue;
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
         char *why = st_strprintf("send: %s", strerror(errno));
-        client_drop(c, ST_E_CONNECTION_LOST, why, now);
+        client_drop(c, ST_E_CONNECTION_LOST, why, now, 0);
         free(why);
         return;
     }
@@ -479,7 +484,7 @@ static void client_read(st_netclient_t *c, int64_t now) {
         if (k > 0) {
             char *why = NULL;
             if (st_net__wire_input(&c->wire, buf, (size_t)k, &why)) {
-                client_drop(c, ST_E_CONNECTION_LOST, why, now);
+                client_drop(c, ST_E_CONNECTION_LOST, why, now, 1);
                 free(why);
                 return;
             }
@@ -496,7 +501,7 @@ static void client_read(st_netclient_t *c, int64_t now) {
                     : w->sizegot ? st_strprintf("%s inside a response's size (a truncated frame)", how)
                     : k == 0     ? st_strprintf("%s", how)
                                  : st_strprintf("recv: %s", how);
-        client_drop(c, ST_E_CONNECTION_LOST, why, now);
+        client_drop(c, ST_E_CONNECTION_LOST, why, now, 0);
         free(why);
         return;
     }
@@ -512,7 +517,7 @@ static void client_io(st_loop_io_t *io, uint32_t events) {
         if (soerr) {
             char *why = st_strprintf("connect: %s", strerror(soerr));
             client_drop(c, soerr == ECONNREFUSED ? ST_E_CONNECTION_REFUSED : ST_E_CONNECTION_LOST,
-                        why, now);
+                        why, now, 0);
             free(why);
             return;
         }
@@ -520,7 +525,7 @@ static void client_io(st_loop_io_t *io, uint32_t events) {
         socklen_t sl = sizeof ss;
         if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) != 0) {
             if (events & (EPOLLERR | EPOLLHUP))
-                client_drop(c, ST_E_CONNECTION_REFUSED, "connect: no peer", now);
+                client_drop(c, ST_E_CONNECTION_REFUSED, "connect: no peer", now, 0);
             return; /* still in progress (a stale event) */
         }
         client_connected(c, now);
@@ -550,7 +555,7 @@ static int64_t client_tick(st_loop_ticker_t *t, int64_t now) {
         return ST_LOOP_TICKER_DONE;
     }
     if (st_net__wire_expire(&c->wire, now) && c->state == NC_CONNECTED)
-        client_drop(c, ST_E_CONNECTION_LOST, "a request timed out in flight", now);
+        client_drop(c, ST_E_CONNECTION_LOST, "a request timed out in flight", now, 0);
     int pending = c->wire.wait_head != NULL;
     if (pending && (c->state == NC_IDLE || (c->state == NC_BACKOFF && now >= c->retry_at_ms)))
         client_connect(c, now);
