@@ -222,7 +222,7 @@ void st_req_header_encode(const st_req_header_t *h, int hversion, st_buf_t *out)
  * Two ranges, because the codec speaks both directions: stratad decodes
  * requests and encodes responses only for the versions it serves (and
  * advertises those only where a handler exists); the outbound client
- * (net.h, st_client_*) encodes requests and decodes responses for any
+ * (net.h, st_netclient_*) encodes requests and decodes responses for any
  * described version, so a broker can speak Raft and Fetch v17 to another
  * broker before it serves them itself.  An API that is described but not
  * served has min_ver > max_ver, and the server treats its key as unknown.
