@@ -122,7 +122,10 @@
     X(CANCELLED, 1015, 0, -1, "cancelled")                                             \
     X(NOFILE, 1016, 1, 56, "too many open files")                                      \
     X(PERM, 1017, 0, 56, "permission denied")                                          \
-    X(READ_ONLY_FS, 1018, 0, 56, "read-only file system")
+    X(READ_ONLY_FS, 1018, 0, 56, "read-only file system")                              \
+    /* outbound connections (st_netclient): a disconnection, retriable */             \
+    X(CONNECTION_LOST, 1019, 1, 13, "connection lost")                                 \
+    X(CONNECTION_REFUSED, 1020, 1, 13, "connection refused")
 
 typedef enum st_err {
 #define ST_ERR_ENUM(name, val, retriable, wire, msg) ST_E_##name = (val),

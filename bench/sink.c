@@ -62,13 +62,16 @@ static void handle_api_versions(sink_t *s, st_request_t *req) {
         req->hdr.api_version = 0;
     }
     size_t n = 0;
-    while (st_api_at(n)) n++;
+    for (size_t i = 0; st_api_at(i); i++) n += st_api_served(st_api_at(i));
     ST_ARRAY_ALLOC(r.api_keys, &req->arena, n);
-    for (size_t i = 0; i < n; i++) {
+    size_t k = 0;
+    for (size_t i = 0; st_api_at(i); i++) {
         const st_api_t *api = st_api_at(i);
-        r.api_keys.v[i].api_key = api->key;
-        r.api_keys.v[i].min_version = api->min_ver;
-        r.api_keys.v[i].max_version = api->max_ver;
+        if (!st_api_served(api)) continue; /* described for outbound clients only */
+        r.api_keys.v[k].api_key = api->key;
+        r.api_keys.v[k].min_version = api->min_ver;
+        r.api_keys.v[k].max_version = api->max_ver;
+        k++;
     }
     st_request_respond(req, &r);
 }

@@ -111,6 +111,7 @@ struct st_loop {
     st_conn_t *wait_head, *wait_tail; /* waiting for request memory, FIFO */
     int nwait;    /* their number (mem.lock) */
     int mem_kick; /* atomic: memory was released, retry the waiters */
+    st_loop_ticker_t *tickers; /* outbound clients and other users (loop thread) */
 };
 
 /* A request and the frame it was decoded from. */
@@ -189,9 +190,14 @@ struct st_net {
     int accept_backoff_ms;
 };
 
-/* epoll data: listeners are tagged with the low bit set */
+/* epoll data: listeners are tagged with the low bit set, st_loop_io_t
+ * handles (outbound clients) with bit 2; connections are untagged. */
 #define TAG_LISTENER 1u
 #define TAG_EVENTFD 2u
+#define TAG_IO 4u
+
+/* The loop whose thread this is (NULL on other threads). */
+static __thread st_loop_t *current_loop;
 
 static void conn_close(st_conn_t *c, const char *why);
 static void conn_flush(st_conn_t *c);
@@ -204,6 +210,64 @@ static void mem_retry(st_loop_t *loop);
 /* ---- loops and mailboxes -------------------------------------------------- */
 
 int st_loop_index(const st_loop_t *loop) { return loop->index; }
+st_loop_t *st_loop_current(void) { return current_loop; }
+
+/* ---- file descriptors and tickers of other users (outbound clients) ------ */
+
+st_err_t st_loop_io_add(st_loop_t *loop, st_loop_io_t *io, int fd, uint32_t events) {
+    struct epoll_event ev = {0};
+    ev.events = events;
+    ev.data.ptr = (void *)((uintptr_t)io | TAG_IO);
+    io->fd = fd;
+    io->events = events;
+    if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) return st_err_from_errno(errno);
+    return ST_OK;
+}
+
+void st_loop_io_mod(st_loop_t *loop, st_loop_io_t *io, uint32_t events) {
+    if (io->events == events) return;
+    struct epoll_event ev = {0};
+    ev.events = events;
+    ev.data.ptr = (void *)((uintptr_t)io | TAG_IO);
+    io->events = events;
+    epoll_ctl(loop->epfd, EPOLL_CTL_MOD, io->fd, &ev);
+}
+
+void st_loop_io_del(st_loop_t *loop, st_loop_io_t *io) {
+    epoll_ctl(loop->epfd, EPOLL_CTL_DEL, io->fd, NULL);
+    io->fd = -1;
+}
+
+void st_loop_ticker_add(st_loop_t *loop, st_loop_ticker_t *t) {
+    t->next = loop->tickers;
+    loop->tickers = t;
+}
+
+/* Every ticker once; returns the earliest wait asked (-1: none).  A ticker
+ * returning ST_LOOP_TICKER_DONE is unlinked without being touched again (it
+ * may have freed itself). */
+static int64_t loop_run_tickers(st_loop_t *loop, int64_t now) {
+    int64_t wait = -1;
+    for (st_loop_ticker_t **pp = &loop->tickers; *pp;) {
+        st_loop_ticker_t *t = *pp, *next = t->next;
+        int64_t w = t->tick(t, now);
+        if (w == ST_LOOP_TICKER_DONE) {
+            *pp = next;
+            continue;
+        }
+        if (w >= 0 && (wait < 0 || w < wait)) wait = w;
+        pp = &t->next;
+    }
+    return wait;
+}
+
+void st_loop_ticker_del(st_loop_t *loop, st_loop_ticker_t *t) {
+    for (st_loop_ticker_t **pp = &loop->tickers; *pp; pp = &(*pp)->next)
+        if (*pp == t) {
+            *pp = t->next;
+            return;
+        }
+}
 void *st_loop_user(st_loop_t *loop) { return loop->user; }
 void st_loop_set_user(st_loop_t *loop, void *user) { loop->user = user; }
 int st_net_nloops(st_net_t *n) { return n->nloops; }
@@ -920,11 +984,14 @@ static void *loop_main(void *arg) {
     char name[16];
     snprintf(name, sizeof name, "net-%d", loop->index);
     st_thread_set_name(name);
+    current_loop = loop;
     struct epoll_event evs[64];
     int64_t drain_deadline = 0;
     for (;;) {
         int64_t now = st_mono_ms();
         int64_t wait = n->hooks.on_tick ? n->hooks.on_tick(loop, now, n->hooks.arg) : -1;
+        int64_t tw = loop_run_tickers(loop, now);
+        if (tw >= 0 && (wait < 0 || tw < wait)) wait = tw;
         if (wait < 0 || wait > 1000) wait = 1000;
         if (loop->index == 0) {
             int64_t aw = accept_check(n, now);
@@ -952,6 +1019,9 @@ static void *loop_main(void *arg) {
             uintptr_t tag = (uintptr_t)evs[i].data.ptr;
             if (tag == TAG_EVENTFD) {
                 loop_drain_mail(loop);
+            } else if (tag & TAG_IO) {
+                st_loop_io_t *io = (st_loop_io_t *)(tag & ~(uintptr_t)TAG_IO);
+                if (io->fd >= 0) io->cb(io, evs[i].events);
             } else if (tag & TAG_LISTENER) {
                 accept_all(n, (listener_t *)(tag & ~(uintptr_t)TAG_LISTENER));
             } else {
@@ -975,6 +1045,10 @@ static void *loop_main(void *arg) {
         }
     }
     while (loop->conns) conn_close(loop->conns, NULL);
+    /* Outbound clients fail what is still in flight (CANCELLED), once. */
+    for (st_loop_ticker_t *t = loop->tickers; t; t = t->next)
+        if (t->stop) t->stop(t);
+    current_loop = NULL;
     return NULL;
 }
 

@@ -138,6 +138,122 @@ void st_loop_set_user(st_loop_t *loop, void *user);
 void st_loop_post(st_loop_t *loop, st_job_cb fn, void *arg);
 /* From any thread: have the loop call hooks.on_wake soon (coalesced). */
 void st_loop_wake(st_loop_t *loop);
+/* The loop whose thread calls this, or NULL on any other thread. */
+st_loop_t *st_loop_current(void);
+
+/* Other users of a loop (the outbound client below): a file descriptor in
+ * the loop's epoll, whose cb runs on the loop's thread, and a ticker called
+ * once per loop iteration.  All on the loop's thread (or before
+ * st_net_start).  An st_loop_io_t must stay allocated until its ticker is
+ * done: an event collected before st_loop_io_del may still be delivered in
+ * the same iteration (then fd is -1 and cb is not called). */
+typedef struct st_loop_io st_loop_io_t;
+struct st_loop_io {
+    int fd;
+    uint32_t events; /* EPOLL* */
+    void (*cb)(st_loop_io_t *io, uint32_t events);
+};
+st_err_t st_loop_io_add(st_loop_t *loop, st_loop_io_t *io, int fd, uint32_t events);
+void st_loop_io_mod(st_loop_t *loop, st_loop_io_t *io, uint32_t events);
+void st_loop_io_del(st_loop_t *loop, st_loop_io_t *io);
+
+#define ST_LOOP_TICKER_DONE (-2)
+typedef struct st_loop_ticker st_loop_ticker_t;
+struct st_loop_ticker {
+    /* Before each epoll wait: ms until it must run again (-1: no deadline),
+     * or ST_LOOP_TICKER_DONE to be unlinked and never touched again. */
+    int64_t (*tick)(st_loop_ticker_t *t, int64_t now_ms);
+    /* The loop is exiting (st_net_stop): complete what is pending. */
+    void (*stop)(st_loop_ticker_t *t);
+    st_loop_ticker_t *next;
+};
+void st_loop_ticker_add(st_loop_t *loop, st_loop_ticker_t *t);
+void st_loop_ticker_del(st_loop_t *loop, st_loop_ticker_t *t);
+
+/* ---- the outbound client (broker to broker) ----------------------------- *
+ *
+ * One connection to one peer (another broker, a controller), on one loop,
+ * speaking Kafka's protocol with the codec's tables: Raft, forwarding to
+ * the controller and replica fetchers share it (DESIGN.md, "Shape for the
+ * cluster").  netclient.c's top comment has the state machine.
+ *
+ *   - st_netclient_send encodes at once (the body is borrowed for the call)
+ *     with a correlation id the client assigns and the request header
+ *     version the API's flexible versions call for; requests go out in
+ *     order, many in flight, at most max_inflight_bytes of them (one always
+ *     may), and each answer is matched to the oldest request in flight by
+ *     correlation id (a Kafka broker answers a connection in order).
+ *   - The callback runs exactly once, on the loop's thread, never inside
+ *     st_netclient_send: with the response (header decoded, body bytes) or
+ *     an error: REQUEST_TIMED_OUT (request.timeout.ms), CONNECTION_LOST,
+ *     CONNECTION_REFUSED, CANCELLED (client destroyed, loop stopped).  It may
+ *     send more requests; it must not destroy the client.
+ *   - Connects when there is something to send; after a failed or lost
+ *     connection waits reconnect.backoff.ms, doubling up to
+ *     reconnect.backoff.max.ms (Kafka's defaults: 50 ms and 1 s, +-20%
+ *     jitter), reset once connected.  A request timing out in flight closes
+ *     the connection, as Kafka's NetworkClient does: answers behind it
+ *     would otherwise wait on it.
+ *   - Bytes from the peer are hostile: a size above max_response_bytes or
+ *     too small for a header, a correlation id that is not the oldest in
+ *     flight, a truncated header close the connection with a logged reason,
+ *     and everything in flight fails with CONNECTION_LOST.
+ *
+ * Threads: created, destroyed and driven on its loop's thread (or before
+ * st_net_start / after st_net_stop).  st_netclient_send may also be called
+ * from any other thread (Raft and forwarding run on the controller
+ * thread): the request is encoded there and handed to the loop through
+ * the client's mailbox (a mutex and the loop's eventfd).  No thread may
+ * send once st_netclient_destroy has been called. */
+typedef struct st_netclient st_netclient_t;
+
+typedef struct st_netclient_config {
+    const char *host; /* resolved once, by st_netclient_new */
+    int port;
+    const char *client_id;            /* copied; NULL: "strata" */
+    int64_t request_timeout_ms;       /* default per request; 0: 30000 (request.timeout.ms) */
+    int64_t reconnect_backoff_ms;     /* 0: 50 (reconnect.backoff.ms) */
+    int64_t reconnect_backoff_max_ms; /* 0: 1000 (reconnect.backoff.max.ms) */
+    int64_t max_inflight_bytes;       /* 0: 64 MiB of encoded requests awaiting answers */
+    int64_t max_response_bytes;       /* 0: 100 MiB (a larger size closes the connection) */
+} st_netclient_config_t;
+
+typedef struct st_netclient_resp {
+    st_err_t err;    /* ST_OK: frame and body are set */
+    const char *why; /* with an error: what happened (may be NULL) */
+    const st_api_t *api;
+    int16_t version;
+    int32_t correlation_id;
+    const uint8_t *frame; /* the response after its size: header and body */
+    size_t len;
+    const uint8_t *body; /* after the response header */
+    size_t body_len;
+    int64_t sent_us; /* st_mono_us when it was queued */
+} st_netclient_resp_t;
+
+/* The bytes are valid only during the call: decode (st_netclient_decode)
+ * or copy what must outlive it. */
+typedef void (*st_netclient_cb)(st_netclient_t *c, const st_netclient_resp_t *resp, void *arg);
+
+st_err_t st_netclient_new(st_loop_t *loop, const st_netclient_config_t *cfg,
+                          st_netclient_t **out, char *err, size_t errlen);
+/* Fails every pending request with CANCELLED (their callbacks run now, on
+ * this thread) and closes the connection; the memory goes at the loop's
+ * next iteration. */
+void st_netclient_destroy(st_netclient_t *c);
+/* timeout_ms <= 0: the client's request_timeout_ms.  Errors (the version is
+ * not described) are returned and the callback is not called. */
+st_err_t st_netclient_send(st_netclient_t *c, int16_t api_key, int version, const void *body,
+                           int64_t timeout_ms, st_netclient_cb cb, void *arg);
+/* Decode a successful response's body (st_response_decode). */
+st_err_t st_netclient_decode(const st_netclient_resp_t *resp, st_arena_t *a, void **body);
+st_loop_t *st_netclient_loop(const st_netclient_t *c);
+/* Connections established so far (reconnects included). */
+int st_netclient_connects(const st_netclient_t *c);
+int st_netclient_connected(const st_netclient_t *c);
+/* Requests written (or being written) and not yet answered; waiting ones. */
+int st_netclient_inflight(const st_netclient_t *c);
+int st_netclient_waiting(const st_netclient_t *c);
 
 /* ---- requests (loop thread only) ---------------------------------------- */
 /* Encode body as this request's response and send when its turn comes. */

@@ -479,6 +479,7 @@ st_err_t st_request_decode(const uint8_t *frame, size_t len, st_arena_t *a, st_r
     int16_t key = (int16_t)st_be16_get(frame);
     int16_t ver = (int16_t)st_be16_get(frame + 2);
     const st_api_t *api = st_api_lookup(key);
+    if (api && !st_api_served(api)) api = NULL; /* described for the client only */
     *apip = api;
     int hv = api && ver >= api->min_ver && ver <= api->max_ver ? st_api_req_header_version(api, ver) : 1;
     if (st_req_header_decode(&r, hv, h)) return ST_E_INVALID_REQUEST;
@@ -500,4 +501,59 @@ void st_response_encode(const st_api_t *api, int v, int32_t correlation_id, cons
     st_encode(api->resp, v, st_api_flexible(api, v), body, out);
     int64_t total = st_chain_seal(out);
     st_be32_put(out->mem.data + start, (uint32_t)(total - 4 - (int64_t)start));
+}
+
+/* ---- the client's direction ---------------------------------------------- */
+
+st_err_t st_request_encode(const st_api_t *api, int v, int32_t correlation_id, st_str_t client_id,
+                           const void *body, st_chain_t *out) {
+    if (!st_api_described(api, v)) return ST_E_UNSUPPORTED_VERSION;
+    size_t start = out->mem.len;
+    st_buf_put_i32(&out->mem, 0);
+    st_req_header_t h = {api->key, (int16_t)v, correlation_id, client_id};
+    st_req_header_encode(&h, st_api_req_header_version(api, v), &out->mem);
+    st_encode(api->req, v, st_api_flexible(api, v), body, out);
+    int64_t total = st_chain_seal(out);
+    st_be32_put(out->mem.data + start, (uint32_t)(total - 4 - (int64_t)start));
+    return ST_OK;
+}
+
+st_err_t st_response_peek_correlation(const uint8_t *frame, size_t len, int32_t *correlation_id) {
+    if (len < 4) return ST_E_TRUNCATED;
+    *correlation_id = (int32_t)st_be32_get(frame);
+    return ST_OK;
+}
+
+/* Response header v0 is the correlation id; v1 adds a tagged-field
+ * section, none of whose tags we know. */
+static void resp_header_decode(st_rd_t *r, int hversion, int32_t *correlation_id) {
+    *correlation_id = st_rd_i32(r);
+    if (hversion < 1) return;
+    uint64_t ntags = st_rd_uvarint(r);
+    for (uint64_t i = 0; i < ntags && !r->err; i++) {
+        st_rd_uvarint(r);
+        st_rd_bytes(r, (size_t)st_rd_uvarint(r));
+    }
+}
+
+st_err_t st_response_decode(const st_api_t *api, int v, const uint8_t *frame, size_t len,
+                            st_arena_t *a, int32_t *correlation_id, void **body) {
+    if (!st_api_described(api, v)) return ST_E_UNSUPPORTED_VERSION;
+    st_rd_t r;
+    st_rd_init(&r, frame, len);
+    int32_t corr;
+    resp_header_decode(&r, st_api_resp_header_version(api, v), &corr);
+    if (r.err) return ST_E_TRUNCATED;
+    /* A broker that does not know our ApiVersions version answers in v0
+     * with UNSUPPORTED_VERSION (error_code comes first in every version). */
+    if (api->key == ST_API_API_VERSIONS && st_rd_left(&r) >= 2 &&
+        (int16_t)st_be16_get(r.p + r.pos) == st_err_wire(ST_E_UNSUPPORTED_VERSION))
+        v = 0;
+    void *b = st_arena_alloc(a, api->resp->size);
+    st_err_t e = st_decode(api->resp, v, st_api_flexible(api, v), &r, a, b);
+    if (e) return e == ST_E_TRUNCATED ? e : ST_E_CORRUPT;
+    if (st_rd_left(&r)) return ST_E_CORRUPT;
+    *correlation_id = corr;
+    *body = b;
+    return ST_OK;
 }

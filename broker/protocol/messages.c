@@ -131,6 +131,64 @@ ST_SCHEMA_DEFINE(st_offset_delete_req, ST_OFFSET_DELETE_REQ)
 ST_SCHEMA_DEFINE(st_offset_delete_resp_part, ST_OFFSET_DELETE_RESP_PART)
 ST_SCHEMA_DEFINE(st_offset_delete_resp_topic, ST_OFFSET_DELETE_RESP_TOPIC)
 ST_SCHEMA_DEFINE(st_offset_delete_resp, ST_OFFSET_DELETE_RESP)
+ST_SCHEMA_DEFINE(st_offset_for_leader_epoch_req_part, ST_OFFSET_FOR_LEADER_EPOCH_REQ_PART)
+ST_SCHEMA_DEFINE(st_offset_for_leader_epoch_req_topic, ST_OFFSET_FOR_LEADER_EPOCH_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_offset_for_leader_epoch_req, ST_OFFSET_FOR_LEADER_EPOCH_REQ)
+ST_SCHEMA_DEFINE(st_offset_for_leader_epoch_resp_part, ST_OFFSET_FOR_LEADER_EPOCH_RESP_PART)
+ST_SCHEMA_DEFINE(st_offset_for_leader_epoch_resp_topic, ST_OFFSET_FOR_LEADER_EPOCH_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_offset_for_leader_epoch_resp, ST_OFFSET_FOR_LEADER_EPOCH_RESP)
+ST_SCHEMA_DEFINE(st_elect_leaders_req_topic, ST_ELECT_LEADERS_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_elect_leaders_req, ST_ELECT_LEADERS_REQ)
+ST_SCHEMA_DEFINE(st_elect_leaders_resp_part, ST_ELECT_LEADERS_RESP_PART)
+ST_SCHEMA_DEFINE(st_elect_leaders_resp_topic, ST_ELECT_LEADERS_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_elect_leaders_resp, ST_ELECT_LEADERS_RESP)
+ST_SCHEMA_DEFINE(st_raft_node_endpoint, ST_RAFT_NODE_ENDPOINT)
+ST_SCHEMA_DEFINE(st_raft_listener, ST_RAFT_LISTENER)
+ST_SCHEMA_DEFINE(st_vote_req_part, ST_VOTE_REQ_PART)
+ST_SCHEMA_DEFINE(st_vote_req_topic, ST_VOTE_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_vote_req, ST_VOTE_REQ)
+ST_SCHEMA_DEFINE(st_vote_resp_part, ST_VOTE_RESP_PART)
+ST_SCHEMA_DEFINE(st_vote_resp_topic, ST_VOTE_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_vote_resp, ST_VOTE_RESP)
+ST_SCHEMA_DEFINE(st_quorum_resp_part, ST_QUORUM_RESP_PART)
+ST_SCHEMA_DEFINE(st_quorum_resp_topic, ST_QUORUM_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_begin_quorum_epoch_req_part, ST_BEGIN_QUORUM_EPOCH_REQ_PART)
+ST_SCHEMA_DEFINE(st_begin_quorum_epoch_req_topic, ST_BEGIN_QUORUM_EPOCH_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_begin_quorum_epoch_req, ST_BEGIN_QUORUM_EPOCH_REQ)
+ST_SCHEMA_DEFINE(st_begin_quorum_epoch_resp, ST_BEGIN_QUORUM_EPOCH_RESP)
+ST_SCHEMA_DEFINE(st_end_quorum_epoch_candidate, ST_END_QUORUM_EPOCH_CANDIDATE)
+ST_SCHEMA_DEFINE(st_end_quorum_epoch_req_part, ST_END_QUORUM_EPOCH_REQ_PART)
+ST_SCHEMA_DEFINE(st_end_quorum_epoch_req_topic, ST_END_QUORUM_EPOCH_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_end_quorum_epoch_req, ST_END_QUORUM_EPOCH_REQ)
+ST_SCHEMA_DEFINE(st_end_quorum_epoch_resp, ST_END_QUORUM_EPOCH_RESP)
+ST_SCHEMA_DEFINE(st_describe_quorum_req_part, ST_DESCRIBE_QUORUM_REQ_PART)
+ST_SCHEMA_DEFINE(st_describe_quorum_req_topic, ST_DESCRIBE_QUORUM_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_describe_quorum_req, ST_DESCRIBE_QUORUM_REQ)
+ST_SCHEMA_DEFINE(st_quorum_replica_state, ST_QUORUM_REPLICA_STATE)
+ST_SCHEMA_DEFINE(st_describe_quorum_resp_part, ST_DESCRIBE_QUORUM_RESP_PART)
+ST_SCHEMA_DEFINE(st_describe_quorum_resp_topic, ST_DESCRIBE_QUORUM_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_describe_quorum_node, ST_DESCRIBE_QUORUM_NODE)
+ST_SCHEMA_DEFINE(st_describe_quorum_resp, ST_DESCRIBE_QUORUM_RESP)
+ST_SCHEMA_DEFINE(st_fetch_snapshot_req_part, ST_FETCH_SNAPSHOT_REQ_PART)
+ST_SCHEMA_DEFINE(st_fetch_snapshot_req_topic, ST_FETCH_SNAPSHOT_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_fetch_snapshot_req, ST_FETCH_SNAPSHOT_REQ)
+ST_SCHEMA_DEFINE(st_fetch_snapshot_leader, ST_FETCH_SNAPSHOT_LEADER)
+ST_SCHEMA_DEFINE(st_fetch_snapshot_resp_part, ST_FETCH_SNAPSHOT_RESP_PART)
+ST_SCHEMA_DEFINE(st_fetch_snapshot_resp_topic, ST_FETCH_SNAPSHOT_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_fetch_snapshot_resp, ST_FETCH_SNAPSHOT_RESP)
+ST_SCHEMA_DEFINE(st_alter_partition_broker_state, ST_ALTER_PARTITION_BROKER_STATE)
+ST_SCHEMA_DEFINE(st_alter_partition_req_part, ST_ALTER_PARTITION_REQ_PART)
+ST_SCHEMA_DEFINE(st_alter_partition_req_topic, ST_ALTER_PARTITION_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_alter_partition_req, ST_ALTER_PARTITION_REQ)
+ST_SCHEMA_DEFINE(st_alter_partition_resp_part, ST_ALTER_PARTITION_RESP_PART)
+ST_SCHEMA_DEFINE(st_alter_partition_resp_topic, ST_ALTER_PARTITION_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_alter_partition_resp, ST_ALTER_PARTITION_RESP)
+ST_SCHEMA_DEFINE(st_broker_reg_listener, ST_BROKER_REG_LISTENER)
+ST_SCHEMA_DEFINE(st_broker_reg_feature, ST_BROKER_REG_FEATURE)
+ST_SCHEMA_DEFINE(st_broker_registration_req, ST_BROKER_REGISTRATION_REQ)
+ST_SCHEMA_DEFINE(st_broker_registration_resp, ST_BROKER_REGISTRATION_RESP)
+ST_SCHEMA_DEFINE(st_broker_heartbeat_req, ST_BROKER_HEARTBEAT_REQ)
+ST_SCHEMA_DEFINE(st_broker_heartbeat_resp, ST_BROKER_HEARTBEAT_RESP)
 
 
 /* key, name, advertised min, min, max, first flexible, request, response.
@@ -141,59 +199,88 @@ ST_SCHEMA_DEFINE(st_offset_delete_resp, ST_OFFSET_DELETE_RESP)
  * range includes v0, and Kafka 4.0 advertises it for that reason
  * (KAFKA-18659). */
 static const st_api_t api_table[] = {
-    {ST_API_PRODUCE, "Produce", 0, 3, 9, 9, &st_produce_req_schema, &st_produce_resp_schema},
-    {ST_API_FETCH, "Fetch", 4, 4, 12, 12, &st_fetch_req_schema, &st_fetch_resp_schema},
+    /* Produce and Fetch are described for every version Kafka 3.7-4.0
+     * defines (Produce 0-12, Fetch 0-17: replica state v15, KIP-951's
+     * leader hints v16, directory ids v17), so brokers can fetch from each
+     * other at versions stratad does not serve yet. */
+    {ST_API_PRODUCE, "Produce", 0, 3, 9, 9, &st_produce_req_schema, &st_produce_resp_schema, 0,
+     12},
+    {ST_API_FETCH, "Fetch", 4, 4, 12, 12, &st_fetch_req_schema, &st_fetch_resp_schema, 0, 17},
     {ST_API_LIST_OFFSETS, "ListOffsets", 1, 1, 9, 6, &st_list_offsets_req_schema,
-     &st_list_offsets_resp_schema},
+     &st_list_offsets_resp_schema, 1, 9},
     /* Metadata from v0: kafka-python's version probe and Sarama's admin
      * calls (DescribeCluster, ListTopics) send v0, which is why Kafka 4.0
      * kept versions 0-3 (KAFKA-18648). */
-    {ST_API_METADATA, "Metadata", 0, 0, 12, 9, &st_metadata_req_schema, &st_metadata_resp_schema},
+    {ST_API_METADATA, "Metadata", 0, 0, 12, 9, &st_metadata_req_schema, &st_metadata_resp_schema, 0,
+     12},
     {ST_API_API_VERSIONS, "ApiVersions", 0, 0, 3, 3, &st_api_versions_req_schema,
-     &st_api_versions_resp_schema},
+     &st_api_versions_resp_schema, 0, 3},
     {ST_API_CREATE_TOPICS, "CreateTopics", 0, 0, 7, 5, &st_create_topics_req_schema,
-     &st_create_topics_resp_schema},
+     &st_create_topics_resp_schema, 0, 7},
     {ST_API_DELETE_TOPICS, "DeleteTopics", 0, 0, 6, 4, &st_delete_topics_req_schema,
-     &st_delete_topics_resp_schema},
+     &st_delete_topics_resp_schema, 0, 6},
     {ST_API_DELETE_RECORDS, "DeleteRecords", 0, 0, 2, 2, &st_delete_records_req_schema,
-     &st_delete_records_resp_schema},
+     &st_delete_records_resp_schema, 0, 2},
     {ST_API_DESCRIBE_CONFIGS, "DescribeConfigs", 0, 0, 4, 4, &st_describe_configs_req_schema,
-     &st_describe_configs_resp_schema},
+     &st_describe_configs_resp_schema, 0, 4},
     {ST_API_ALTER_CONFIGS, "AlterConfigs", 0, 0, 2, 2, &st_alter_configs_req_schema,
-     &st_alter_configs_resp_schema},
+     &st_alter_configs_resp_schema, 0, 2},
     {ST_API_CREATE_PARTITIONS, "CreatePartitions", 0, 0, 3, 2, &st_create_partitions_req_schema,
-     &st_create_partitions_resp_schema},
+     &st_create_partitions_resp_schema, 0, 3},
     {ST_API_INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 0, 1, 1,
-     &st_incr_alter_configs_req_schema, &st_alter_configs_resp_schema},
+     &st_incr_alter_configs_req_schema, &st_alter_configs_resp_schema, 0, 1},
     {ST_API_DESCRIBE_CLUSTER, "DescribeCluster", 0, 0, 1, 0, &st_describe_cluster_req_schema,
-     &st_describe_cluster_resp_schema},
+     &st_describe_cluster_resp_schema, 0, 1},
     {ST_API_DESCRIBE_LOG_DIRS, "DescribeLogDirs", 0, 0, 4, 2, &st_describe_log_dirs_req_schema,
-     &st_describe_log_dirs_resp_schema},
+     &st_describe_log_dirs_resp_schema, 0, 4},
     /* Consumer groups.  Minimums stay at 0 as Kafka 3.x advertises them:
      * librdkafka 2.0.2 needs OffsetCommit to overlap 1-2 and OffsetFetch to
      * include 1, and enables lz4 only when FindCoordinator v0 is listed. */
     {ST_API_OFFSET_COMMIT, "OffsetCommit", 0, 0, 8, 8, &st_offset_commit_req_schema,
-     &st_offset_commit_resp_schema},
+     &st_offset_commit_resp_schema, 0, 8},
     {ST_API_OFFSET_FETCH, "OffsetFetch", 0, 0, 8, 6, &st_offset_fetch_req_schema,
-     &st_offset_fetch_resp_schema},
+     &st_offset_fetch_resp_schema, 0, 8},
     {ST_API_FIND_COORDINATOR, "FindCoordinator", 0, 0, 4, 3, &st_find_coordinator_req_schema,
-     &st_find_coordinator_resp_schema},
+     &st_find_coordinator_resp_schema, 0, 4},
     {ST_API_JOIN_GROUP, "JoinGroup", 0, 0, 9, 6, &st_join_group_req_schema,
-     &st_join_group_resp_schema},
+     &st_join_group_resp_schema, 0, 9},
     {ST_API_HEARTBEAT, "Heartbeat", 0, 0, 4, 4, &st_heartbeat_req_schema,
-     &st_heartbeat_resp_schema},
+     &st_heartbeat_resp_schema, 0, 4},
     {ST_API_LEAVE_GROUP, "LeaveGroup", 0, 0, 5, 4, &st_leave_group_req_schema,
-     &st_leave_group_resp_schema},
+     &st_leave_group_resp_schema, 0, 5},
     {ST_API_SYNC_GROUP, "SyncGroup", 0, 0, 5, 4, &st_sync_group_req_schema,
-     &st_sync_group_resp_schema},
+     &st_sync_group_resp_schema, 0, 5},
     {ST_API_DESCRIBE_GROUPS, "DescribeGroups", 0, 0, 5, 5, &st_describe_groups_req_schema,
-     &st_describe_groups_resp_schema},
+     &st_describe_groups_resp_schema, 0, 5},
     {ST_API_LIST_GROUPS, "ListGroups", 0, 0, 5, 3, &st_list_groups_req_schema,
-     &st_list_groups_resp_schema},
+     &st_list_groups_resp_schema, 0, 5},
     {ST_API_DELETE_GROUPS, "DeleteGroups", 0, 0, 2, 2, &st_delete_groups_req_schema,
-     &st_delete_groups_resp_schema},
+     &st_delete_groups_resp_schema, 0, 2},
     {ST_API_OFFSET_DELETE, "OffsetDelete", 0, 0, 0, ST_VMAX + 1, &st_offset_delete_req_schema,
-     &st_offset_delete_resp_schema},
+     &st_offset_delete_resp_schema, 0, 0},
+    /* Described, not served (0, -1): the cluster's broker-to-broker and
+     * controller APIs, for the outbound client, every version Kafka 3.7-4.0
+     * defines.  Until a handler exists stratad treats these keys as
+     * unknown and advertises none of them. */
+    {ST_API_OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 0, 0, -1, 4,
+     &st_offset_for_leader_epoch_req_schema, &st_offset_for_leader_epoch_resp_schema, 0, 4},
+    {ST_API_ELECT_LEADERS, "ElectLeaders", 0, 0, -1, 2, &st_elect_leaders_req_schema,
+     &st_elect_leaders_resp_schema, 0, 2},
+    {ST_API_VOTE, "Vote", 0, 0, -1, 0, &st_vote_req_schema, &st_vote_resp_schema, 0, 2},
+    {ST_API_BEGIN_QUORUM_EPOCH, "BeginQuorumEpoch", 0, 0, -1, 1, &st_begin_quorum_epoch_req_schema,
+     &st_begin_quorum_epoch_resp_schema, 0, 1},
+    {ST_API_END_QUORUM_EPOCH, "EndQuorumEpoch", 0, 0, -1, 1, &st_end_quorum_epoch_req_schema,
+     &st_end_quorum_epoch_resp_schema, 0, 1},
+    {ST_API_DESCRIBE_QUORUM, "DescribeQuorum", 0, 0, -1, 0, &st_describe_quorum_req_schema,
+     &st_describe_quorum_resp_schema, 0, 2},
+    {ST_API_ALTER_PARTITION, "AlterPartition", 0, 0, -1, 0, &st_alter_partition_req_schema,
+     &st_alter_partition_resp_schema, 0, 3},
+    {ST_API_FETCH_SNAPSHOT, "FetchSnapshot", 0, 0, -1, 0, &st_fetch_snapshot_req_schema,
+     &st_fetch_snapshot_resp_schema, 0, 1},
+    {ST_API_BROKER_REGISTRATION, "BrokerRegistration", 0, 0, -1, 0,
+     &st_broker_registration_req_schema, &st_broker_registration_resp_schema, 0, 4},
+    {ST_API_BROKER_HEARTBEAT, "BrokerHeartbeat", 0, 0, -1, 0, &st_broker_heartbeat_req_schema,
+     &st_broker_heartbeat_resp_schema, 0, 1},
 };
 
 const st_api_t *st_api_lookup(int16_t key) {

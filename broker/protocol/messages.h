@@ -27,14 +27,24 @@ enum st_api_key {
     ST_API_CREATE_TOPICS = 19,
     ST_API_DELETE_TOPICS = 20,
     ST_API_DELETE_RECORDS = 21,
+    ST_API_OFFSET_FOR_LEADER_EPOCH = 23,
     ST_API_DESCRIBE_CONFIGS = 32,
     ST_API_ALTER_CONFIGS = 33,
     ST_API_DESCRIBE_LOG_DIRS = 35,
     ST_API_CREATE_PARTITIONS = 37,
     ST_API_DELETE_GROUPS = 42,
+    ST_API_ELECT_LEADERS = 43,
     ST_API_INCREMENTAL_ALTER_CONFIGS = 44,
     ST_API_OFFSET_DELETE = 47,
-    ST_API_DESCRIBE_CLUSTER = 60
+    ST_API_VOTE = 52,
+    ST_API_BEGIN_QUORUM_EPOCH = 53,
+    ST_API_END_QUORUM_EPOCH = 54,
+    ST_API_DESCRIBE_QUORUM = 55,
+    ST_API_ALTER_PARTITION = 56,
+    ST_API_FETCH_SNAPSHOT = 59,
+    ST_API_DESCRIBE_CLUSTER = 60,
+    ST_API_BROKER_REGISTRATION = 62,
+    ST_API_BROKER_HEARTBEAT = 63
 };
 
 /* ---- ApiVersions (18) ------------------------------------------------- */
@@ -882,6 +892,409 @@ ST_SCHEMA_DECLARE(st_offset_delete_resp_topic, ST_OFFSET_DELETE_RESP_TOPIC)
     X(S, ARRAY, topics, V(0), NN, NT, 0, st_offset_delete_resp_topic)
 ST_SCHEMA_DECLARE(st_offset_delete_resp, ST_OFFSET_DELETE_RESP)
 
+/* ---- OffsetForLeaderEpoch (23) ---------------------------------------- */
+#define ST_OFFSET_FOR_LEADER_EPOCH_REQ_PART(X, S)                                       \
+    X(S, INT32, partition, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, current_leader_epoch, V(2), NN, NT, -1, _)                             \
+    X(S, INT32, leader_epoch, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_offset_for_leader_epoch_req_part, ST_OFFSET_FOR_LEADER_EPOCH_REQ_PART)
+
+#define ST_OFFSET_FOR_LEADER_EPOCH_REQ_TOPIC(X, S)                                      \
+    X(S, STRING, topic, V(0), NN, NT, 0, _)                                            \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_offset_for_leader_epoch_req_part)
+ST_SCHEMA_DECLARE(st_offset_for_leader_epoch_req_topic, ST_OFFSET_FOR_LEADER_EPOCH_REQ_TOPIC)
+
+/* replica_id: -2 is the "debug" consumer (sees past the high watermark),
+ * -1 an ordinary consumer, a broker id a follower. */
+#define ST_OFFSET_FOR_LEADER_EPOCH_REQ(X, S)                                            \
+    X(S, INT32, replica_id, V(3), NN, NT, -2, _)                                       \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_offset_for_leader_epoch_req_topic)
+ST_SCHEMA_DECLARE(st_offset_for_leader_epoch_req, ST_OFFSET_FOR_LEADER_EPOCH_REQ)
+
+#define ST_OFFSET_FOR_LEADER_EPOCH_RESP_PART(X, S)                                      \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, INT32, partition, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, leader_epoch, V(1), NN, NT, -1, _)                                     \
+    X(S, INT64, end_offset, V(0), NN, NT, -1, _)
+ST_SCHEMA_DECLARE(st_offset_for_leader_epoch_resp_part, ST_OFFSET_FOR_LEADER_EPOCH_RESP_PART)
+
+#define ST_OFFSET_FOR_LEADER_EPOCH_RESP_TOPIC(X, S)                                     \
+    X(S, STRING, topic, V(0), NN, NT, 0, _)                                            \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_offset_for_leader_epoch_resp_part)
+ST_SCHEMA_DECLARE(st_offset_for_leader_epoch_resp_topic, ST_OFFSET_FOR_LEADER_EPOCH_RESP_TOPIC)
+
+#define ST_OFFSET_FOR_LEADER_EPOCH_RESP(X, S)                                           \
+    X(S, INT32, throttle_time_ms, V(2), NN, NT, 0, _)                                  \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_offset_for_leader_epoch_resp_topic)
+ST_SCHEMA_DECLARE(st_offset_for_leader_epoch_resp, ST_OFFSET_FOR_LEADER_EPOCH_RESP)
+
+/* ---- ElectLeaders (43) ------------------------------------------------ */
+#define ST_ELECT_LEADERS_REQ_TOPIC(X, S)                                                \
+    X(S, STRING, topic, V(0), NN, NT, 0, _)                                            \
+    X(S, ARRAY_INT32, partitions, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_elect_leaders_req_topic, ST_ELECT_LEADERS_REQ_TOPIC)
+
+/* election_type (v1+, KIP-460): 0 preferred, 1 unclean.  A null
+ * topic_partitions asks for every partition. */
+#define ST_ELECT_LEADERS_REQ(X, S)                                                      \
+    X(S, INT8, election_type, V(1), NN, NT, 0, _)                                      \
+    X(S, ARRAY, topic_partitions, V(0), NUL(0), NT, 0, st_elect_leaders_req_topic)     \
+    X(S, INT32, timeout_ms, V(0), NN, NT, 60000, _)
+ST_SCHEMA_DECLARE(st_elect_leaders_req, ST_ELECT_LEADERS_REQ)
+
+#define ST_ELECT_LEADERS_RESP_PART(X, S)                                                \
+    X(S, INT32, partition_id, V(0), NN, NT, 0, _)                                      \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, 0, _)
+ST_SCHEMA_DECLARE(st_elect_leaders_resp_part, ST_ELECT_LEADERS_RESP_PART)
+
+#define ST_ELECT_LEADERS_RESP_TOPIC(X, S)                                               \
+    X(S, STRING, topic, V(0), NN, NT, 0, _)                                            \
+    X(S, ARRAY, partition_result, V(0), NN, NT, 0, st_elect_leaders_resp_part)
+ST_SCHEMA_DECLARE(st_elect_leaders_resp_topic, ST_ELECT_LEADERS_RESP_TOPIC)
+
+#define ST_ELECT_LEADERS_RESP(X, S)                                                     \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(1), NN, NT, 0, _)                                        \
+    X(S, ARRAY, replica_election_results, V(0), NN, NT, 0, st_elect_leaders_resp_topic)
+ST_SCHEMA_DECLARE(st_elect_leaders_resp, ST_ELECT_LEADERS_RESP)
+
+/* ---- KRaft (KIP-595, KIP-853, KIP-996): Vote (52), BeginQuorumEpoch (53),
+ * EndQuorumEpoch (54), DescribeQuorum (55), FetchSnapshot (59).  The
+ * endpoints in these carry a uint16 port, unlike Produce's and Fetch's
+ * st_node_endpoint (int32 port and a rack). */
+#define ST_RAFT_NODE_ENDPOINT(X, S)                                                     \
+    X(S, INT32, node_id, V(0), NN, NT, 0, _)                                           \
+    X(S, STRING, host, V(0), NN, NT, 0, _)                                             \
+    X(S, UINT16, port, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_raft_node_endpoint, ST_RAFT_NODE_ENDPOINT)
+
+#define ST_RAFT_LISTENER(X, S)                                                          \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, STRING, host, V(0), NN, NT, 0, _)                                             \
+    X(S, UINT16, port, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_raft_listener, ST_RAFT_LISTENER)
+
+/* Vote v1 adds the voter's key and the candidate's directory id
+ * (KIP-853), v2 pre_vote (KIP-996). */
+#define ST_VOTE_REQ_PART(X, S)                                                          \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT32, candidate_epoch, V(0), NN, NT, 0, _)                                   \
+    X(S, INT32, candidate_id, V(0), NN, NT, 0, _)                                      \
+    X(S, UUID, candidate_directory_id, V(1), NN, NT, 0, _)                             \
+    X(S, UUID, voter_directory_id, V(1), NN, NT, 0, _)                                 \
+    X(S, INT32, last_offset_epoch, V(0), NN, NT, 0, _)                                 \
+    X(S, INT64, last_offset, V(0), NN, NT, 0, _)                                       \
+    X(S, BOOL, pre_vote, V(2), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_vote_req_part, ST_VOTE_REQ_PART)
+
+#define ST_VOTE_REQ_TOPIC(X, S)                                                         \
+    X(S, STRING, topic_name, V(0), NN, NT, 0, _)                                       \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_vote_req_part)
+ST_SCHEMA_DECLARE(st_vote_req_topic, ST_VOTE_REQ_TOPIC)
+
+#define ST_VOTE_REQ(X, S)                                                               \
+    X(S, STRING, cluster_id, V(0), NUL(0), NT, ST_DEF_NULL, _)                         \
+    X(S, INT32, voter_id, V(1), NN, NT, -1, _)                                         \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_vote_req_topic)
+ST_SCHEMA_DECLARE(st_vote_req, ST_VOTE_REQ)
+
+#define ST_VOTE_RESP_PART(X, S)                                                         \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, INT32, leader_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, leader_epoch, V(0), NN, NT, 0, _)                                      \
+    X(S, BOOL, vote_granted, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_vote_resp_part, ST_VOTE_RESP_PART)
+
+#define ST_VOTE_RESP_TOPIC(X, S)                                                        \
+    X(S, STRING, topic_name, V(0), NN, NT, 0, _)                                       \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_vote_resp_part)
+ST_SCHEMA_DECLARE(st_vote_resp_topic, ST_VOTE_RESP_TOPIC)
+
+#define ST_VOTE_RESP(X, S)                                                              \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_vote_resp_topic)                           \
+    X(S, ARRAY, node_endpoints, V(1), NN, 0, 0, st_raft_node_endpoint)
+ST_SCHEMA_DECLARE(st_vote_resp, ST_VOTE_RESP)
+
+/* The partition answer shared by BeginQuorumEpoch and EndQuorumEpoch. */
+#define ST_QUORUM_RESP_PART(X, S)                                                       \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, INT32, leader_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, leader_epoch, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_quorum_resp_part, ST_QUORUM_RESP_PART)
+
+#define ST_QUORUM_RESP_TOPIC(X, S)                                                      \
+    X(S, STRING, topic_name, V(0), NN, NT, 0, _)                                       \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_quorum_resp_part)
+ST_SCHEMA_DECLARE(st_quorum_resp_topic, ST_QUORUM_RESP_TOPIC)
+
+/* BeginQuorumEpoch and EndQuorumEpoch: v0 is not flexible, v1 is (and
+ * adds voter keys and the leader's endpoints, KIP-853). */
+#define ST_BEGIN_QUORUM_EPOCH_REQ_PART(X, S)                                            \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, UUID, voter_directory_id, V(1), NN, NT, 0, _)                                 \
+    X(S, INT32, leader_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, leader_epoch, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_begin_quorum_epoch_req_part, ST_BEGIN_QUORUM_EPOCH_REQ_PART)
+
+#define ST_BEGIN_QUORUM_EPOCH_REQ_TOPIC(X, S)                                           \
+    X(S, STRING, topic_name, V(0), NN, NT, 0, _)                                       \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_begin_quorum_epoch_req_part)
+ST_SCHEMA_DECLARE(st_begin_quorum_epoch_req_topic, ST_BEGIN_QUORUM_EPOCH_REQ_TOPIC)
+
+#define ST_BEGIN_QUORUM_EPOCH_REQ(X, S)                                                 \
+    X(S, STRING, cluster_id, V(0), NUL(0), NT, ST_DEF_NULL, _)                         \
+    X(S, INT32, voter_id, V(1), NN, NT, -1, _)                                         \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_begin_quorum_epoch_req_topic)              \
+    X(S, ARRAY, leader_endpoints, V(1), NN, NT, 0, st_raft_listener)
+ST_SCHEMA_DECLARE(st_begin_quorum_epoch_req, ST_BEGIN_QUORUM_EPOCH_REQ)
+
+#define ST_BEGIN_QUORUM_EPOCH_RESP(X, S)                                                \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_quorum_resp_topic)                         \
+    X(S, ARRAY, node_endpoints, V(1), NN, 0, 0, st_raft_node_endpoint)
+ST_SCHEMA_DECLARE(st_begin_quorum_epoch_resp, ST_BEGIN_QUORUM_EPOCH_RESP)
+
+#define ST_END_QUORUM_EPOCH_CANDIDATE(X, S)                                             \
+    X(S, INT32, candidate_id, V(0), NN, NT, 0, _)                                      \
+    X(S, UUID, candidate_directory_id, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_end_quorum_epoch_candidate, ST_END_QUORUM_EPOCH_CANDIDATE)
+
+/* v1 replaces preferred_successors (ids) with preferred_candidates (id and
+ * directory id). */
+#define ST_END_QUORUM_EPOCH_REQ_PART(X, S)                                              \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT32, leader_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, leader_epoch, V(0), NN, NT, 0, _)                                      \
+    X(S, ARRAY_INT32, preferred_successors, VR(0, 0), NN, NT, 0, _)                    \
+    X(S, ARRAY, preferred_candidates, V(1), NN, NT, 0, st_end_quorum_epoch_candidate)
+ST_SCHEMA_DECLARE(st_end_quorum_epoch_req_part, ST_END_QUORUM_EPOCH_REQ_PART)
+
+#define ST_END_QUORUM_EPOCH_REQ_TOPIC(X, S)                                             \
+    X(S, STRING, topic_name, V(0), NN, NT, 0, _)                                       \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_end_quorum_epoch_req_part)
+ST_SCHEMA_DECLARE(st_end_quorum_epoch_req_topic, ST_END_QUORUM_EPOCH_REQ_TOPIC)
+
+#define ST_END_QUORUM_EPOCH_REQ(X, S)                                                   \
+    X(S, STRING, cluster_id, V(0), NUL(0), NT, ST_DEF_NULL, _)                         \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_end_quorum_epoch_req_topic)                \
+    X(S, ARRAY, leader_endpoints, V(1), NN, NT, 0, st_raft_listener)
+ST_SCHEMA_DECLARE(st_end_quorum_epoch_req, ST_END_QUORUM_EPOCH_REQ)
+
+#define ST_END_QUORUM_EPOCH_RESP(X, S)                                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_quorum_resp_topic)                         \
+    X(S, ARRAY, node_endpoints, V(1), NN, 0, 0, st_raft_node_endpoint)
+ST_SCHEMA_DECLARE(st_end_quorum_epoch_resp, ST_END_QUORUM_EPOCH_RESP)
+
+/* DescribeQuorum: v1 adds the replicas' fetch and caught-up times
+ * (KIP-836), v2 error messages, directory ids and the nodes' listeners
+ * (KIP-853). */
+#define ST_DESCRIBE_QUORUM_REQ_PART(X, S)                                               \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_describe_quorum_req_part, ST_DESCRIBE_QUORUM_REQ_PART)
+
+#define ST_DESCRIBE_QUORUM_REQ_TOPIC(X, S)                                              \
+    X(S, STRING, topic_name, V(0), NN, NT, 0, _)                                       \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_describe_quorum_req_part)
+ST_SCHEMA_DECLARE(st_describe_quorum_req_topic, ST_DESCRIBE_QUORUM_REQ_TOPIC)
+
+#define ST_DESCRIBE_QUORUM_REQ(X, S)                                                    \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_describe_quorum_req_topic)
+ST_SCHEMA_DECLARE(st_describe_quorum_req, ST_DESCRIBE_QUORUM_REQ)
+
+#define ST_QUORUM_REPLICA_STATE(X, S)                                                   \
+    X(S, INT32, replica_id, V(0), NN, NT, 0, _)                                        \
+    X(S, UUID, replica_directory_id, V(2), NN, NT, 0, _)                               \
+    X(S, INT64, log_end_offset, V(0), NN, NT, 0, _)                                    \
+    X(S, INT64, last_fetch_timestamp, V(1), NN, NT, -1, _)                             \
+    X(S, INT64, last_caught_up_timestamp, V(1), NN, NT, -1, _)
+ST_SCHEMA_DECLARE(st_quorum_replica_state, ST_QUORUM_REPLICA_STATE)
+
+#define ST_DESCRIBE_QUORUM_RESP_PART(X, S)                                              \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(2), NUL(2), NT, ST_DEF_NULL, _)                      \
+    X(S, INT32, leader_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, leader_epoch, V(0), NN, NT, 0, _)                                      \
+    X(S, INT64, high_watermark, V(0), NN, NT, 0, _)                                    \
+    X(S, ARRAY, current_voters, V(0), NN, NT, 0, st_quorum_replica_state)              \
+    X(S, ARRAY, observers, V(0), NN, NT, 0, st_quorum_replica_state)
+ST_SCHEMA_DECLARE(st_describe_quorum_resp_part, ST_DESCRIBE_QUORUM_RESP_PART)
+
+#define ST_DESCRIBE_QUORUM_RESP_TOPIC(X, S)                                             \
+    X(S, STRING, topic_name, V(0), NN, NT, 0, _)                                       \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_describe_quorum_resp_part)
+ST_SCHEMA_DECLARE(st_describe_quorum_resp_topic, ST_DESCRIBE_QUORUM_RESP_TOPIC)
+
+#define ST_DESCRIBE_QUORUM_NODE(X, S)                                                   \
+    X(S, INT32, node_id, V(0), NN, NT, 0, _)                                           \
+    X(S, ARRAY, listeners, V(0), NN, NT, 0, st_raft_listener)
+ST_SCHEMA_DECLARE(st_describe_quorum_node, ST_DESCRIBE_QUORUM_NODE)
+
+#define ST_DESCRIBE_QUORUM_RESP(X, S)                                                   \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(2), NUL(2), NT, ST_DEF_NULL, _)                      \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_describe_quorum_resp_topic)                \
+    X(S, ARRAY, nodes, V(2), NN, NT, 0, st_describe_quorum_node)
+ST_SCHEMA_DECLARE(st_describe_quorum_resp, ST_DESCRIBE_QUORUM_RESP)
+
+/* FetchSnapshot: v1 adds the replica's directory id and the leaders'
+ * endpoints (KIP-853).  Kafka's LeaderIdAndEpoch here states no defaults,
+ * so (0, 0) is what an absent tag means, unlike Fetch's (-1, -1). */
+#define ST_FETCH_SNAPSHOT_REQ_PART(X, S)                                                \
+    X(S, INT32, partition, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, current_leader_epoch, V(0), NN, NT, 0, _)                              \
+    X(S, STRUCT, snapshot_id, V(0), NN, NT, 0, st_snapshot_id)                         \
+    X(S, INT64, position, V(0), NN, NT, 0, _)                                          \
+    X(S, UUID, replica_directory_id, V(1), NN, 0, 0, _)
+ST_SCHEMA_DECLARE(st_fetch_snapshot_req_part, ST_FETCH_SNAPSHOT_REQ_PART)
+
+#define ST_FETCH_SNAPSHOT_REQ_TOPIC(X, S)                                               \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_fetch_snapshot_req_part)
+ST_SCHEMA_DECLARE(st_fetch_snapshot_req_topic, ST_FETCH_SNAPSHOT_REQ_TOPIC)
+
+#define ST_FETCH_SNAPSHOT_REQ(X, S)                                                     \
+    X(S, STRING, cluster_id, V(0), NUL(0), 0, ST_DEF_NULL, _)                          \
+    X(S, INT32, replica_id, V(0), NN, NT, -1, _)                                       \
+    X(S, INT32, max_bytes, V(0), NN, NT, INT32_MAX, _)                                 \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_fetch_snapshot_req_topic)
+ST_SCHEMA_DECLARE(st_fetch_snapshot_req, ST_FETCH_SNAPSHOT_REQ)
+
+#define ST_FETCH_SNAPSHOT_LEADER(X, S)                                                  \
+    X(S, INT32, leader_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, leader_epoch, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_fetch_snapshot_leader, ST_FETCH_SNAPSHOT_LEADER)
+
+#define ST_FETCH_SNAPSHOT_RESP_PART(X, S)                                               \
+    X(S, INT32, index, V(0), NN, NT, 0, _)                                             \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRUCT, snapshot_id, V(0), NN, NT, 0, st_snapshot_id)                         \
+    X(S, STRUCT, current_leader, V(0), NN, 0, 0, st_fetch_snapshot_leader)             \
+    X(S, INT64, size, V(0), NN, NT, 0, _)                                              \
+    X(S, INT64, position, V(0), NN, NT, 0, _)                                          \
+    X(S, RECORDS, unaligned_records, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_fetch_snapshot_resp_part, ST_FETCH_SNAPSHOT_RESP_PART)
+
+#define ST_FETCH_SNAPSHOT_RESP_TOPIC(X, S)                                              \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_fetch_snapshot_resp_part)
+ST_SCHEMA_DECLARE(st_fetch_snapshot_resp_topic, ST_FETCH_SNAPSHOT_RESP_TOPIC)
+
+#define ST_FETCH_SNAPSHOT_RESP(X, S)                                                    \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_fetch_snapshot_resp_topic)                 \
+    X(S, ARRAY, node_endpoints, V(1), NN, 0, 0, st_raft_node_endpoint)
+ST_SCHEMA_DECLARE(st_fetch_snapshot_resp, ST_FETCH_SNAPSHOT_RESP)
+
+/* ---- AlterPartition (56): v1 adds the leader recovery state (KIP-704),
+ * v2 topic ids (KIP-841), v3 the ISR with broker epochs (KIP-903). ------ */
+#define ST_ALTER_PARTITION_BROKER_STATE(X, S)                                           \
+    X(S, INT32, broker_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT64, broker_epoch, V(0), NN, NT, -1, _)
+ST_SCHEMA_DECLARE(st_alter_partition_broker_state, ST_ALTER_PARTITION_BROKER_STATE)
+
+#define ST_ALTER_PARTITION_REQ_PART(X, S)                                               \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT32, leader_epoch, V(0), NN, NT, 0, _)                                      \
+    X(S, ARRAY_INT32, new_isr, VR(0, 2), NN, NT, 0, _)                                 \
+    X(S, ARRAY, new_isr_with_epochs, V(3), NN, NT, 0, st_alter_partition_broker_state) \
+    X(S, INT8, leader_recovery_state, V(1), NN, NT, 0, _)                              \
+    X(S, INT32, partition_epoch, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_alter_partition_req_part, ST_ALTER_PARTITION_REQ_PART)
+
+#define ST_ALTER_PARTITION_REQ_TOPIC(X, S)                                              \
+    X(S, STRING, topic_name, VR(0, 1), NN, NT, 0, _)                                   \
+    X(S, UUID, topic_id, V(2), NN, NT, 0, _)                                           \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_alter_partition_req_part)
+ST_SCHEMA_DECLARE(st_alter_partition_req_topic, ST_ALTER_PARTITION_REQ_TOPIC)
+
+#define ST_ALTER_PARTITION_REQ(X, S)                                                    \
+    X(S, INT32, broker_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT64, broker_epoch, V(0), NN, NT, -1, _)                                     \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_alter_partition_req_topic)
+ST_SCHEMA_DECLARE(st_alter_partition_req, ST_ALTER_PARTITION_REQ)
+
+#define ST_ALTER_PARTITION_RESP_PART(X, S)                                              \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, INT32, leader_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, leader_epoch, V(0), NN, NT, 0, _)                                      \
+    X(S, ARRAY_INT32, isr, V(0), NN, NT, 0, _)                                         \
+    X(S, INT8, leader_recovery_state, V(1), NN, NT, 0, _)                              \
+    X(S, INT32, partition_epoch, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_alter_partition_resp_part, ST_ALTER_PARTITION_RESP_PART)
+
+#define ST_ALTER_PARTITION_RESP_TOPIC(X, S)                                             \
+    X(S, STRING, topic_name, VR(0, 1), NN, NT, 0, _)                                   \
+    X(S, UUID, topic_id, V(2), NN, NT, 0, _)                                           \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_alter_partition_resp_part)
+ST_SCHEMA_DECLARE(st_alter_partition_resp_topic, ST_ALTER_PARTITION_RESP_TOPIC)
+
+#define ST_ALTER_PARTITION_RESP(X, S)                                                   \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_alter_partition_resp_topic)
+ST_SCHEMA_DECLARE(st_alter_partition_resp, ST_ALTER_PARTITION_RESP)
+
+/* ---- BrokerRegistration (62): v1 adds the ZooKeeper migration flag, v2
+ * log directories (KIP-858), v3 the previous broker epoch (KIP-966); v4
+ * only lets a feature's minimum be 0 (KAFKA-17011). -------------------- */
+#define ST_BROKER_REG_LISTENER(X, S)                                                    \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, STRING, host, V(0), NN, NT, 0, _)                                             \
+    X(S, UINT16, port, V(0), NN, NT, 0, _)                                             \
+    X(S, INT16, security_protocol, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_broker_reg_listener, ST_BROKER_REG_LISTENER)
+
+#define ST_BROKER_REG_FEATURE(X, S)                                                     \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, INT16, min_supported_version, V(0), NN, NT, 0, _)                             \
+    X(S, INT16, max_supported_version, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_broker_reg_feature, ST_BROKER_REG_FEATURE)
+
+#define ST_BROKER_REGISTRATION_REQ(X, S)                                                \
+    X(S, INT32, broker_id, V(0), NN, NT, 0, _)                                         \
+    X(S, STRING, cluster_id, V(0), NN, NT, 0, _)                                       \
+    X(S, UUID, incarnation_id, V(0), NN, NT, 0, _)                                     \
+    X(S, ARRAY, listeners, V(0), NN, NT, 0, st_broker_reg_listener)                    \
+    X(S, ARRAY, features, V(0), NN, NT, 0, st_broker_reg_feature)                      \
+    X(S, STRING, rack, V(0), NUL(0), NT, 0, _)                                         \
+    X(S, BOOL, is_migrating_zk_broker, V(1), NN, NT, 0, _)                             \
+    X(S, ARRAY_UUID, log_dirs, V(2), NN, NT, 0, _)                                     \
+    X(S, INT64, previous_broker_epoch, V(3), NN, NT, -1, _)
+ST_SCHEMA_DECLARE(st_broker_registration_req, ST_BROKER_REGISTRATION_REQ)
+
+#define ST_BROKER_REGISTRATION_RESP(X, S)                                               \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, INT64, broker_epoch, V(0), NN, NT, -1, _)
+ST_SCHEMA_DECLARE(st_broker_registration_resp, ST_BROKER_REGISTRATION_RESP)
+
+/* ---- BrokerHeartbeat (63): v1 adds the offline log directories
+ * (KIP-858). ------------------------------------------------------------ */
+#define ST_BROKER_HEARTBEAT_REQ(X, S)                                                   \
+    X(S, INT32, broker_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT64, broker_epoch, V(0), NN, NT, -1, _)                                     \
+    X(S, INT64, current_metadata_offset, V(0), NN, NT, 0, _)                           \
+    X(S, BOOL, want_fence, V(0), NN, NT, 0, _)                                         \
+    X(S, BOOL, want_shut_down, V(0), NN, NT, 0, _)                                     \
+    X(S, ARRAY_UUID, offline_log_dirs, V(1), NN, 0, 0, _)
+ST_SCHEMA_DECLARE(st_broker_heartbeat_req, ST_BROKER_HEARTBEAT_REQ)
+
+#define ST_BROKER_HEARTBEAT_RESP(X, S)                                                  \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, BOOL, is_caught_up, V(0), NN, NT, 0, _)                                       \
+    X(S, BOOL, is_fenced, V(0), NN, NT, 1, _)                                          \
+    X(S, BOOL, should_shut_down, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_broker_heartbeat_resp, ST_BROKER_HEARTBEAT_RESP)
+
 /* Every schema above, for tests that walk them all: X(schema). */
 #define ST_ALL_SCHEMAS(X)                                                               \
     X(st_api_versions_req) X(st_api_versions_key) X(st_api_versions_feature)           \
@@ -933,7 +1346,34 @@ ST_SCHEMA_DECLARE(st_offset_delete_resp, ST_OFFSET_DELETE_RESP)
     X(st_delete_groups_req) X(st_delete_groups_result) X(st_delete_groups_resp)        \
     X(st_offset_delete_req_part) X(st_offset_delete_req_topic) X(st_offset_delete_req) \
     X(st_offset_delete_resp_part) X(st_offset_delete_resp_topic)                       \
-    X(st_offset_delete_resp)
+    X(st_offset_delete_resp)                                                           \
+    X(st_offset_for_leader_epoch_req_part) X(st_offset_for_leader_epoch_req_topic)     \
+    X(st_offset_for_leader_epoch_req) X(st_offset_for_leader_epoch_resp_part)          \
+    X(st_offset_for_leader_epoch_resp_topic) X(st_offset_for_leader_epoch_resp)        \
+    X(st_elect_leaders_req_topic) X(st_elect_leaders_req)                              \
+    X(st_elect_leaders_resp_part) X(st_elect_leaders_resp_topic)                       \
+    X(st_elect_leaders_resp) X(st_raft_node_endpoint) X(st_raft_listener)              \
+    X(st_vote_req_part) X(st_vote_req_topic) X(st_vote_req) X(st_vote_resp_part)       \
+    X(st_vote_resp_topic) X(st_vote_resp) X(st_quorum_resp_part)                       \
+    X(st_quorum_resp_topic) X(st_begin_quorum_epoch_req_part)                          \
+    X(st_begin_quorum_epoch_req_topic) X(st_begin_quorum_epoch_req)                    \
+    X(st_begin_quorum_epoch_resp) X(st_end_quorum_epoch_candidate)                     \
+    X(st_end_quorum_epoch_req_part) X(st_end_quorum_epoch_req_topic)                   \
+    X(st_end_quorum_epoch_req) X(st_end_quorum_epoch_resp)                             \
+    X(st_describe_quorum_req_part) X(st_describe_quorum_req_topic)                     \
+    X(st_describe_quorum_req) X(st_quorum_replica_state)                               \
+    X(st_describe_quorum_resp_part) X(st_describe_quorum_resp_topic)                   \
+    X(st_describe_quorum_node) X(st_describe_quorum_resp)                              \
+    X(st_fetch_snapshot_req_part) X(st_fetch_snapshot_req_topic)                       \
+    X(st_fetch_snapshot_req) X(st_fetch_snapshot_leader)                               \
+    X(st_fetch_snapshot_resp_part) X(st_fetch_snapshot_resp_topic)                     \
+    X(st_fetch_snapshot_resp) X(st_alter_partition_broker_state)                       \
+    X(st_alter_partition_req_part) X(st_alter_partition_req_topic)                     \
+    X(st_alter_partition_req) X(st_alter_partition_resp_part)                          \
+    X(st_alter_partition_resp_topic) X(st_alter_partition_resp)                        \
+    X(st_broker_reg_listener) X(st_broker_reg_feature) X(st_broker_registration_req)   \
+    X(st_broker_registration_resp) X(st_broker_heartbeat_req)                          \
+    X(st_broker_heartbeat_resp)
 
 #include "msg_dsl_end.h"
 

@@ -215,22 +215,36 @@ st_err_t st_req_header_decode(st_rd_t *r, int hversion, st_req_header_t *h);
 void st_req_header_encode(const st_req_header_t *h, int hversion, st_buf_t *out);
 
 /* ------------------------------------------------------------------------
- * The API table: key, name, supported versions, first flexible version and
- * the request and response schemas.
+ * The API table: key, name, the versions stratad serves, first flexible
+ * version, the request and response schemas, and the versions the
+ * description covers.
+ *
+ * Two ranges, because the codec speaks both directions: stratad decodes
+ * requests and encodes responses only for the versions it serves (and
+ * advertises those only where a handler exists); the outbound client
+ * (net.h, st_netclient_*) encodes requests and decodes responses for any
+ * described version, so a broker can speak Raft and Fetch v17 to another
+ * broker before it serves them itself.  An API that is described but not
+ * served has min_ver > max_ver, and the server treats its key as unknown.
  * ---------------------------------------------------------------------- */
 typedef struct st_api {
     int16_t key;
     const char *name;
     int16_t adv_min_ver; /* advertised minimum (may be below min_ver) */
-    int16_t min_ver, max_ver;
+    int16_t min_ver, max_ver; /* served; min_ver > max_ver: none */
     int16_t flex_from; /* first flexible version; ST_VMAX+1 when none */
     const st_schema_t *req;
     const st_schema_t *resp;
+    int16_t desc_min_ver, desc_max_ver; /* described (covers the served range) */
 } st_api_t;
 
 const st_api_t *st_api_lookup(int16_t key);
 const st_api_t *st_api_at(size_t i); /* iteration: NULL past the end */
 static inline int st_api_flexible(const st_api_t *api, int v) { return v >= api->flex_from; }
+static inline int st_api_served(const st_api_t *api) { return api->min_ver <= api->max_ver; }
+static inline int st_api_described(const st_api_t *api, int v) {
+    return v >= api->desc_min_ver && v <= api->desc_max_ver;
+}
 /* Request header version for a request of this api/version. */
 int st_api_req_header_version(const st_api_t *api, int v);
 /* Response header version (ApiVersions always answers with version 0). */
@@ -245,6 +259,29 @@ st_err_t st_request_decode(const uint8_t *frame, size_t len, st_arena_t *a,
 /* Encode a response (size prefix, header, body) into out. */
 void st_response_encode(const st_api_t *api, int v, int32_t correlation_id, const void *body,
                         st_chain_t *out);
+
+/* The other direction, for the outbound client, from the same tables. */
+
+/* Encode a request (size prefix, header v1 or v2 by the API's flexible
+ * versions, body) into out.  ST_E_UNSUPPORTED_VERSION, with out untouched,
+ * when v is not described. */
+st_err_t st_request_encode(const st_api_t *api, int v, int32_t correlation_id, st_str_t client_id,
+                           const void *body, st_chain_t *out);
+
+/* The correlation id of a response frame (no size prefix), or
+ * ST_E_TRUNCATED when it has fewer than 4 bytes. */
+st_err_t st_response_peek_correlation(const uint8_t *frame, size_t len, int32_t *correlation_id);
+
+/* Decode a response frame (no size prefix) to a request of api version v:
+ * header v0 or v1, then the body, allocated from the arena with the
+ * response schema's size; strings point into frame.  Every byte must be
+ * used: bytes left over mean the peer answered another version.  An
+ * ApiVersions answer whose error is UNSUPPORTED_VERSION is decoded as v0,
+ * the version a broker answers in when it does not know ours (KIP-511).
+ * ST_E_CORRUPT or ST_E_TRUNCATED when malformed; *body is written only on
+ * success. */
+st_err_t st_response_decode(const st_api_t *api, int v, const uint8_t *frame, size_t len,
+                            st_arena_t *a, int32_t *correlation_id, void **body);
 
 #include "messages.h"
 
