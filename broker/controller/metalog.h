@@ -125,8 +125,9 @@ int st_metalog_snapshot_latest(st_metalog_t *m, st_raft_snapshot_id_t *id);
  * or corrupt file is refused with its name in st_metalog_error. */
 st_err_t st_metalog_snapshot_load(st_metalog_t *m, st_raft_snapshot_id_t id);
 /* Up to max_bytes of the file from position (borrowed until the next
- * snapshot call) and its size; NOT_FOUND when there is no such snapshot,
- * OFFSET_OUT_OF_RANGE past its end. */
+ * snapshot call) and its size; NOT_FOUND when there is no such snapshot;
+ * past its end no bytes (the caller compares position and size);
+ * OFFSET_OUT_OF_RANGE for a negative position. */
 st_err_t st_metalog_snapshot_read(st_metalog_t *m, st_raft_snapshot_id_t id, int64_t position,
                                   int32_t max_bytes, const uint8_t **p, int32_t *len,
                                   int64_t *size);

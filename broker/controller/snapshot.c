@@ -492,11 +492,15 @@ st_err_t st_metalog_snapshot_read(st_metalog_t *m, st_raft_snapshot_id_t id, int
         e = st_err_from_errno(errno);
         goto out;
     }
-    if (position < 0 || position > st.st_size) {
+    if (position < 0) {
         e = ST_E_OFFSET_OUT_OF_RANGE;
         goto out;
     }
-    int64_t want = ST_MIN((int64_t)ST_MAX(max_bytes, 0), st.st_size - position);
+    /* past the end: no bytes, and the size tells the Raft to answer
+     * POSITION_OUT_OF_RANGE (a hostile position must not fail the node) */
+    int64_t want = position >= st.st_size
+                       ? 0
+                       : ST_MIN((int64_t)ST_MAX(max_bytes, 0), st.st_size - position);
     if (want > m->capsbuf) {
         m->capsbuf = (int32_t)want;
         m->sbuf = st_realloc(m->sbuf, (size_t)want);

@@ -868,7 +868,11 @@ static void test_metalog_snapshot_chunks(void **state) {
                      ST_E_NOT_FOUND);
     assert_int_equal(st_metalog_snapshot_read(leader.ml, id, 0, 0, &p, &len, &size), ST_OK);
     assert_int_equal(len, 0);
-    assert_int_equal(st_metalog_snapshot_read(leader.ml, id, size + 1, 10, &p, &len, &size),
+    int64_t size2 = -1;
+    assert_int_equal(st_metalog_snapshot_read(leader.ml, id, size + 1, 10, &p, &len, &size2),
+                     ST_OK);
+    assert_true(len == 0 && size2 == size);
+    assert_int_equal(st_metalog_snapshot_read(leader.ml, id, -1, 10, &p, &len, &size2),
                      ST_E_OFFSET_OUT_OF_RANGE);
 
     /* A transfer cut off half-way, then one in order from the start. */
