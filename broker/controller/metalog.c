@@ -216,27 +216,53 @@ st_err_t st_metalog_qstate_write(st_metalog_t *m, const st_raft_qstate_t *qs) {
 /* ---- entries --------------------------------------------------------------------- */
 
 /* A data entry must be exactly one stored-form batch that checks. */
-static st_err_t check_data_entry(st_metalog_t *m, const st_raft_entry_t *en) {
+static st_err_t check_data_entry(const st_raft_entry_t *en, char *why, size_t whylen) {
     st_batch_info_t b;
     if (en->len < ST_BATCH_HEADER_SIZE || !en->data ||
         st_batch_header(en->data, (size_t)en->len, &b) || b.size != en->len) {
-        st_metalog__fail(m, "metadata entry at offset %lld: not one record batch (%d bytes)",
-                         (long long)en->base_offset, (int)en->len);
+        st_snprintf_marked(why, whylen, "metadata entry at offset %lld: not one record batch "
+                           "(%d bytes)", (long long)en->base_offset, (int)en->len);
         return ST_E_CORRUPT;
     }
     if (!st_batch_crc_ok(en->data, b.size)) {
-        st_metalog__fail(m, "metadata entry at offset %lld: CRC32C mismatch",
-                         (long long)en->base_offset);
+        st_snprintf_marked(why, whylen, "metadata entry at offset %lld: CRC32C mismatch",
+                           (long long)en->base_offset);
         return ST_E_CORRUPT;
     }
     if (b.attributes & ST_ATTR_CONTROL || b.last_offset_delta + 1 != en->record_count ||
         b.record_count != en->record_count) {
-        st_metalog__fail(m, "metadata entry at offset %lld: its batch holds %d records (%s), the "
-                         "entry says %d", (long long)en->base_offset, (int)b.record_count,
-                         b.attributes & ST_ATTR_CONTROL ? "a control batch" : "data",
-                         (int)en->record_count);
+        st_snprintf_marked(why, whylen, "metadata entry at offset %lld: its batch holds %d "
+                           "records (%s), the entry says %d", (long long)en->base_offset,
+                           (int)b.record_count,
+                           b.attributes & ST_ATTR_CONTROL ? "a control batch" : "data",
+                           (int)en->record_count);
         return ST_E_INVAL;
     }
+    return ST_OK;
+}
+
+st_err_t st_metalog_entry_encode(const st_raft_entry_t *en, st_buf_t *out, char *why,
+                                 size_t whylen) {
+    size_t at = out->len;
+    if (en->record_count < 1 || en->epoch < 0) {
+        st_snprintf_marked(why, whylen, "metadata entry at offset %lld: epoch %d, %d records",
+                           (long long)en->base_offset, (int)en->epoch, (int)en->record_count);
+        return ST_E_INVAL;
+    }
+    if (en->control) {
+        if (en->record_count != 1 || en->len < 0 || en->control > INT16_MAX) {
+            st_snprintf_marked(why, whylen, "control entry at offset %lld: %d records, type %d",
+                               (long long)en->base_offset, (int)en->record_count,
+                               (int)en->control);
+            return ST_E_INVAL;
+        }
+        st_batch_build_control(out, 0, (int16_t)en->control, en->data, en->len, -1);
+    } else {
+        st_err_t e = check_data_entry(en, why, whylen);
+        if (e) return e;
+        st_buf_put(out, en->data, (size_t)en->len);
+    }
+    st_batch_stamp(out->data + at, en->base_offset, en->epoch, -1);
     return ST_OK;
 }
 
@@ -257,19 +283,11 @@ st_err_t st_metalog_append(st_metalog_t *m, const st_raft_entry_t *entries, int 
                              (int)last_epoch);
             return ST_E_INVAL;
         }
-        size_t at = m->abuf.len;
-        if (en->control) {
-            if (en->record_count != 1) {
-                st_metalog__fail(m, "control entry at offset %lld has %d records, not 1",
-                                 (long long)en->base_offset, (int)en->record_count);
-                return ST_E_INVAL;
-            }
-            st_batch_build_control(&m->abuf, 0, (int16_t)en->control, en->data, en->len, -1);
-        } else {
-            if ((e = check_data_entry(m, en))) return e;
-            st_buf_put(&m->abuf, en->data, (size_t)en->len);
+        char why[512];
+        if ((e = st_metalog_entry_encode(en, &m->abuf, why, sizeof why))) {
+            st_metalog__fail(m, "%s", why);
+            return e;
         }
-        st_batch_stamp(m->abuf.data + at, en->base_offset, en->epoch, -1);
         expect = en->base_offset + en->record_count;
         last_epoch = en->epoch;
     }
@@ -343,13 +361,10 @@ st_err_t st_metalog_delete_before(st_metalog_t *m, int64_t offset) {
     return e;
 }
 
-/* The one record of a control batch: its key's type and its value, which
- * must lie inside the (uncompressed) batch. */
+/* The one record of a control batch: its key's type and its value. */
 typedef struct control_rec {
-    const uint8_t *batch;
-    int32_t size;
     int n;
-    int16_t version, type;
+    int16_t type;
     const uint8_t *value;
     int32_t value_len;
 } control_rec_t;
@@ -357,40 +372,44 @@ typedef struct control_rec {
 static int control_cb(const st_record_t *r, void *arg) {
     control_rec_t *c = arg;
     if (++c->n > 1 || r->key_len != 4) return 1;
-    c->version = (int16_t)st_be16_get(r->key);
     c->type = (int16_t)st_be16_get(r->key + 2);
     c->value = r->value;
     c->value_len = r->value_len;
     return 0;
 }
 
-static st_err_t parse_entry(st_metalog_t *m, const uint8_t *p, const st_batch_info_t *b,
-                            st_raft_entry_t *out) {
-    if (!st_batch_crc_ok(p, b->size)) {
-        st_metalog__fail(m, "%s: stored metadata batch at offset %lld: CRC32C mismatch", m->dir,
-                         (long long)b->base_offset);
+st_err_t st_metalog_entry_decode(const uint8_t *p, int32_t size, st_raft_entry_t *out,
+                                 char *why, size_t whylen) {
+    st_batch_info_t b;
+    if (size < ST_BATCH_HEADER_SIZE || st_batch_header(p, (size_t)size, &b) || b.size != size ||
+        b.last_offset_delta < 0) {
+        st_snprintf_marked(why, whylen, "not one record batch (%d bytes)", (int)size);
         return ST_E_CORRUPT;
     }
-    out->base_offset = b->base_offset;
-    out->epoch = b->leader_epoch;
-    out->record_count = b->last_offset_delta + 1;
-    out->control = ST_RAFT_CONTROL_NONE;
-    out->data = p;
-    out->len = b->size;
-    if (!(b->attributes & ST_ATTR_CONTROL)) return ST_OK;
-    control_rec_t c = {p, b->size, 0, 0, 0, NULL, 0};
-    st_err_t e = (b->attributes & ST_ATTR_CODEC_MASK) || b->record_count != 1
-                     ? ST_E_CORRUPT
-                     : st_batch_foreach_record(p, b->size, control_cb, &c);
-    if (e || c.n != 1 || c.type <= 0 || c.value_len < 0 || c.value < p ||
-        c.value + c.value_len > p + b->size) {
-        st_metalog__fail(m, "%s: stored control batch at offset %lld is not one uncompressed "
-                         "control record", m->dir, (long long)b->base_offset);
+    if (!st_batch_crc_ok(p, b.size)) {
+        st_snprintf_marked(why, whylen, "metadata batch at offset %lld: CRC32C mismatch",
+                           (long long)b.base_offset);
         return ST_E_CORRUPT;
     }
-    out->control = c.type;
-    out->data = c.value;
-    out->len = c.value_len;
+    st_raft_entry_t en = {b.base_offset, b.leader_epoch, b.last_offset_delta + 1,
+                          ST_RAFT_CONTROL_NONE, p, b.size};
+    if (b.attributes & ST_ATTR_CONTROL) {
+        /* uncompressed, so the value lies inside the batch */
+        control_rec_t c = {0, 0, NULL, 0};
+        st_err_t e = (b.attributes & ST_ATTR_CODEC_MASK) || b.record_count != 1
+                         ? ST_E_CORRUPT
+                         : st_batch_foreach_record(p, b.size, control_cb, &c);
+        if (e || c.n != 1 || c.type <= 0 || c.value_len < 0 || c.value < p ||
+            c.value + c.value_len > p + b.size) {
+            st_snprintf_marked(why, whylen, "control batch at offset %lld is not one "
+                               "uncompressed control record", (long long)b.base_offset);
+            return ST_E_CORRUPT;
+        }
+        en.control = c.type;
+        en.data = c.value;
+        en.len = c.value_len;
+    }
+    *out = en;
     return ST_OK;
 }
 
@@ -426,7 +445,12 @@ st_err_t st_metalog_read(st_metalog_t *m, int64_t offset, int32_t max_bytes,
             m->capents = m->capents ? m->capents * 2 : 64;
             m->ents = st_realloc(m->ents, sizeof *m->ents * (size_t)m->capents);
         }
-        if ((e = parse_entry(m, m->rbuf.data + pos, &b, &m->ents[k]))) return e;
+        char why[512];
+        if ((e = st_metalog_entry_decode(m->rbuf.data + pos, b.size, &m->ents[k], why,
+                                         sizeof why))) {
+            st_metalog__fail(m, "%s: stored %s", m->dir, why);
+            return e;
+        }
         k++;
         pos += (size_t)b.size;
     }

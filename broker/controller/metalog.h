@@ -86,6 +86,17 @@ st_err_t st_metalog_qstate_write(st_metalog_t *m, const st_raft_qstate_t *qs);
  * timestamp -1 (so every replica stores the same bytes).
  */
 
+/* One entry as one stored-form batch appended to out (a data entry's batch
+ * checked and copied, a control entry built), offset and epoch stamped:
+ * what the log stores, and what a Fetch response carries.  INVAL or
+ * CORRUPT with why. */
+st_err_t st_metalog_entry_encode(const st_raft_entry_t *entry, st_buf_t *out, char *why,
+                                 size_t whylen);
+/* The entry one whole batch holds (CRC checked; a control batch's one
+ * record's value as data); out points into p. */
+st_err_t st_metalog_entry_decode(const uint8_t *p, int32_t size, st_raft_entry_t *out,
+                                 char *why, size_t whylen);
+
 /* entries[0].base_offset must be the log end, the next ones contiguous,
  * epochs never going down; a data entry must be one whole batch with a
  * good CRC and entry.record_count records (INVAL / CORRUPT otherwise,

@@ -341,6 +341,48 @@ static void test_metalog_append_read(void **state) {
     node_fini(&nd);
 }
 
+/* The entry <-> batch codec on hostile bytes: every prefix and every
+ * flipped byte of a stored control and data batch is refused. */
+static void test_metalog_entry_codec(void **state) {
+    (void)state;
+    ents_t es = {0};
+    es.end = 41;
+    leader_change(&es, 3, 2);
+    topics_entry(&es, 3, 4);
+    for (int i = 0; i < es.n; i++) {
+        st_buf_t b;
+        st_buf_init(&b);
+        char why[512];
+        assert_int_equal(st_metalog_entry_encode(&es.v[i].e, &b, why, sizeof why), ST_OK);
+        st_raft_entry_t back;
+        assert_int_equal(st_metalog_entry_decode(b.data, (int32_t)b.len, &back, why, sizeof why),
+                         ST_OK);
+        expect_entry(&back, &es.v[i]);
+        for (size_t k = 0; k < b.len; k++)
+            assert_int_not_equal(st_metalog_entry_decode(b.data, (int32_t)k, &back, why,
+                                                         sizeof why), ST_OK);
+        for (size_t k = ST_BATCH_MAGIC_OFFSET; k < b.len; k++) {
+            b.data[k] ^= 0x01;
+            if (st_metalog_entry_decode(b.data, (int32_t)b.len, &back, why, sizeof why) == ST_OK)
+                fail_msg("entry %d: byte %zu flipped and still decoded", i, k);
+            b.data[k] ^= 0x01;
+        }
+        st_buf_fini(&b);
+    }
+    /* a control entry of two records, a negative epoch: refused */
+    st_raft_entry_t bad = es.v[0].e;
+    bad.record_count = 2;
+    st_buf_t b;
+    st_buf_init(&b);
+    char why[512];
+    assert_int_equal(st_metalog_entry_encode(&bad, &b, why, sizeof why), ST_E_INVAL);
+    bad = es.v[1].e;
+    bad.epoch = -1;
+    assert_int_equal(st_metalog_entry_encode(&bad, &b, why, sizeof why), ST_E_INVAL);
+    st_buf_fini(&b);
+    ents_fini(&es);
+}
+
 static void test_metalog_truncate_and_epochs(void **state) {
     (void)state;
     node_t nd;
@@ -1060,6 +1102,7 @@ int main(void) {
     st_log_set_level(ST_LOG_ERROR);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metalog_append_read),
+        cmocka_unit_test(test_metalog_entry_codec),
         cmocka_unit_test(test_metalog_truncate_and_epochs),
         cmocka_unit_test(test_metalog_reopen_after_crash),
         cmocka_unit_test(test_metalog_reset_and_delete_before),
