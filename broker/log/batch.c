@@ -773,3 +773,15 @@ void st_batch_build(st_buf_t *out, const st_batch_record_t *recs, int n, int64_t
     st_be32_put(b + ST_BATCH_COUNT_OFFSET, (uint32_t)n);
     crc_update(b, size);
 }
+
+void st_batch_build_control(st_buf_t *out, int16_t key_version, int16_t type, const void *value,
+                            int32_t value_len, int64_t timestamp_ms) {
+    uint8_t key[4];
+    st_be16_put(key, (uint16_t)key_version);
+    st_be16_put(key + 2, (uint16_t)type);
+    st_batch_record_t r = {key, 4, value, value_len};
+    size_t start = out->len;
+    st_batch_build(out, &r, 1, timestamp_ms);
+    st_be16_put(out->data + start + ST_BATCH_ATTR_OFFSET, ST_ATTR_CONTROL);
+    crc_update(out->data + start, out->len - start);
+}

@@ -236,5 +236,9 @@ typedef struct st_batch_record {
 /* Append one uncompressed batch holding recs to out; offsets start at 0
  * (the log stamps the real base offset). */
 void st_batch_build(st_buf_t *out, const st_batch_record_t *recs, int n, int64_t timestamp_ms);
+/* The same as a control batch (attribute bit 5) of one record, whose key
+ * is the control record's (int16 version, int16 type). */
+void st_batch_build_control(st_buf_t *out, int16_t key_version, int16_t type, const void *value,
+                            int32_t value_len, int64_t timestamp_ms);
 
 #endif /* ST_BATCH_H */

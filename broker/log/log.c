@@ -420,8 +420,32 @@ static st_err_t failed(st_log_t *log, st_err_t e, const char *op) {
     return ST_E_KAFKA_STORAGE_ERROR;
 }
 
-st_err_t st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t leader_epoch,
-                       int64_t now_ms, st_append_info_t *info) {
+/* A follower's batches must continue the log where it ends, one after the
+ * other, with epochs that never go down.  Lock held. */
+static st_err_t check_follower_batches(st_log_t *log, const uint8_t *records, size_t len) {
+    int64_t expect = log->leo;
+    int32_t epoch = log->nepochs ? log->epochs[log->nepochs - 1].epoch : -1;
+    for (size_t pos = 0; pos < len;) {
+        st_batch_info_t b;
+        if (st_batch_header(records + pos, len - pos, &b) || (size_t)b.size > len - pos ||
+            b.last_offset_delta < 0)
+            return ST_E_CORRUPT;
+        if (b.base_offset != expect || b.leader_epoch < epoch) {
+            ST_WARN("log", WHAT_FMT ": follower append of a batch at offset %lld epoch %d refused: "
+                    "the log ends at %lld in epoch %d", WHAT_ARGS(log), (long long)b.base_offset,
+                    (int)b.leader_epoch, (long long)expect, (int)epoch);
+            return ST_E_INVAL;
+        }
+        expect = st_batch_last_offset(&b) + 1;
+        epoch = b.leader_epoch;
+        pos += (size_t)b.size;
+    }
+    return ST_OK;
+}
+
+/* leader_epoch < 0 with as_follower: the batches keep their own. */
+static st_err_t append(st_log_t *log, uint8_t *records, size_t len, int32_t leader_epoch,
+                       int as_follower, int64_t now_ms, st_append_info_t *info) {
     st_err_t e = ST_OK;
     st_file_t *f = NULL;
     int want_flush = 0;
@@ -435,6 +459,7 @@ st_err_t st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
         e = ST_E_RECORD_LIST_TOO_LARGE;
         goto out;
     }
+    if (as_follower && (e = check_follower_batches(log, records, len))) goto out;
     /* Count offsets first: a roll must not split one append. */
     int64_t count = 0;
     for (size_t pos = 0; pos < len;) {
@@ -456,8 +481,8 @@ st_err_t st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
         goto out;
     }
     int64_t lat = log->cfg.log_append_time ? now_ms : -1;
-    int64_t next = log->leo;
-    for (size_t pos = 0; pos < len;) {
+    int64_t next = log->leo + (as_follower ? count : 0);
+    for (size_t pos = 0; pos < len && !as_follower;) {
         uint32_t blen = st_be32_get(records + pos + ST_BATCH_LENGTH_OFFSET);
         next = st_batch_stamp(records + pos, next, leader_epoch, lat);
         pos += blen + ST_BATCH_LOG_OVERHEAD;
@@ -481,10 +506,11 @@ st_err_t st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
         e = ST_E_KAFKA_STORAGE_ERROR;
         goto out;
     }
-    st_log__epoch_assign(log, leader_epoch, log->leo);
+    if (!as_follower) st_log__epoch_assign(log, leader_epoch, log->leo);
     for (size_t pos = 0; pos < len;) {
         st_batch_info_t b;
         st_batch_header(records + pos, len - pos, &b);
+        if (as_follower) st_log__epoch_assign(log, b.leader_epoch, b.base_offset);
         st_log__seg_index_batch(s, &b, s->size + (int64_t)pos, log->cfg.index_interval_bytes);
         pos += (size_t)b.size;
     }
@@ -510,6 +536,17 @@ out:
         notify(log);
     }
     return e;
+}
+
+st_err_t st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t leader_epoch,
+                       int64_t now_ms, st_append_info_t *info) {
+    return append(log, records, len, leader_epoch, 0, now_ms, info);
+}
+
+st_err_t st_log_append_as_follower(st_log_t *log, const uint8_t *records, size_t len,
+                                   int64_t now_ms, st_append_info_t *info) {
+    /* nothing is stamped: the bytes are written as they are */
+    return append(log, (uint8_t *)records, len, -1, 1, now_ms, info);
 }
 
 void st_log_set_high_watermark(st_log_t *log, int64_t hw) {
@@ -702,6 +739,20 @@ int32_t st_log_epoch_for_offset(st_log_t *log, int64_t offset) {
     return epoch;
 }
 
+void st_log_end_offset_for_epoch(st_log_t *log, int32_t epoch, int32_t *out_epoch,
+                                 int64_t *out_end) {
+    pthread_mutex_lock(&log->lock);
+    *out_epoch = -1;
+    *out_end = -1;
+    for (int i = log->nepochs - 1; i >= 0; i--) {
+        if (log->epochs[i].epoch > epoch) continue;
+        *out_epoch = log->epochs[i].epoch;
+        *out_end = i + 1 < log->nepochs ? log->epochs[i + 1].start : log->leo;
+        break;
+    }
+    pthread_mutex_unlock(&log->lock);
+}
+
 int32_t st_log_latest_epoch(st_log_t *log) {
     pthread_mutex_lock(&log->lock);
     int32_t epoch = log->nepochs ? log->epochs[log->nepochs - 1].epoch : -1;
@@ -819,7 +870,7 @@ st_err_t st_log_flush(st_log_t *log) {
     int nfiles = 0;
     st_err_t e = ST_OK;
     pthread_mutex_lock(&log->lock);
-    int64_t target = log->leo;
+    int64_t target = log->leo, truncations = log->truncations;
     if (log->offline || log->closed || target <= log->flushed_offset) {
         e = log->offline ? ST_E_KAFKA_STORAGE_ERROR : ST_OK;
         if (!log->offline) log->last_flush_ms = st_mono_ms();
@@ -853,7 +904,9 @@ st_err_t st_log_flush(st_log_t *log) {
     if (e) {
         go_offline(log, e, "fsync");
     } else {
-        if (target > log->flushed_offset) log->flushed_offset = target;
+        /* a truncation meanwhile may have put unsynced batches below target */
+        if (target > log->flushed_offset && truncations == log->truncations)
+            log->flushed_offset = target;
         log->last_flush_ms = st_mono_ms();
         /* appended meanwhile: the next flush.ms deadline starts now */
         if (log->cfg.flush_ms > 0 && log->flushed_offset < log->leo)
@@ -931,8 +984,10 @@ st_err_t st_log_truncate_fully(st_log_t *log, int64_t offset) {
         e = ST_E_KAFKA_STORAGE_ERROR;
         goto out;
     }
-    ST_WARN("log", WHAT_FMT ": local log [%lld, %lld) is behind the bucket; starting it empty at %lld",
+    ST_WARN("log", WHAT_FMT ": local log [%lld, %lld) is behind the bucket (or a snapshot); "
+            "starting it empty at %lld",
             WHAT_ARGS(log), (long long)log->log_start_offset, (long long)log->leo, (long long)offset);
+    log->truncations++;
     for (int i = 0; i < log->nsegs; i++) {
         st_log__seg_unlink(log->segs[i], log->dir);
         st_log__seg_close(log->segs[i]); /* readers keep their own file references */
@@ -948,6 +1003,44 @@ st_err_t st_log_truncate_fully(st_log_t *log, int64_t offset) {
     log->log_start_offset = log->leo = log->high_watermark = log->flushed_offset = offset;
     st_log__epoch_truncate_from(log, 0);
     st_fsync_dir(log->dir);
+out:
+    pthread_mutex_unlock(&log->lock);
+    return e;
+}
+
+st_err_t st_log_truncate_to(st_log_t *log, int64_t offset) {
+    st_err_t e = ST_OK;
+    pthread_mutex_lock(&log->lock);
+    if (log->closed || log->offline) {
+        e = log->closed ? ST_E_NOT_LEADER_OR_FOLLOWER : ST_E_KAFKA_STORAGE_ERROR;
+        goto out;
+    }
+    if (offset >= log->leo) goto out;
+    if (offset < log->log_start_offset) {
+        e = ST_E_OFFSET_OUT_OF_RANGE;
+        goto out;
+    }
+    int64_t old_leo = log->leo;
+    int i = seg_for_offset(log, offset), removed = log->nsegs - 1 - i;
+    while (log->nsegs - 1 > i) {
+        st_segment_t *s = log->segs[--log->nsegs];
+        st_log__seg_unlink(s, log->dir);
+        st_log__seg_close(s); /* readers keep their own file references */
+    }
+    log->truncations++;
+    e = st_log__seg_truncate(log->segs[i], offset, log->cfg.index_interval_bytes);
+    if (e) {
+        go_offline(log, e, "truncation");
+        e = ST_E_KAFKA_STORAGE_ERROR;
+        goto out;
+    }
+    log->leo = active_seg(log)->next_offset;
+    if (log->high_watermark > log->leo) log->high_watermark = log->leo;
+    if (log->flushed_offset > log->leo) log->flushed_offset = log->leo;
+    st_log__epoch_truncate_from(log, log->leo);
+    if (removed) st_fsync_dir(log->dir);
+    ST_INFO("log", WHAT_FMT ": truncated to offset %lld (was %lld, %d segments removed)",
+            WHAT_ARGS(log), (long long)log->leo, (long long)old_leo, removed);
 out:
     pthread_mutex_unlock(&log->lock);
     return e;

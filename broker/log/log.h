@@ -165,6 +165,28 @@ typedef struct st_append_info {
 st_err_t st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t leader_epoch,
                        int64_t now_ms, st_append_info_t *info);
 
+/* A follower's append (Kafka's appendAsFollower): the batches already carry
+ * their base offsets and leader epochs, which the log keeps.  The first
+ * must start at the leo and each next one right after the previous, with
+ * epochs that never go down; otherwise ST_E_INVAL and nothing is written.
+ * The epochs enter the leader-epoch cache.  Errors as st_log_append. */
+st_err_t st_log_append_as_follower(st_log_t *log, const uint8_t *records, size_t len,
+                                   int64_t now_ms, st_append_info_t *info);
+
+/* Drop [offset, leo) (Kafka's truncateTo): the batch holding offset and
+ * everything after it go, also from the leader-epoch cache; the high
+ * watermark and the flushed offset come down with the leo.  The cut is
+ * synced before it returns, so divergent batches cannot come back after a
+ * crash.  Nothing to do at or past the leo; ST_E_OFFSET_OUT_OF_RANGE below
+ * the log start offset. */
+st_err_t st_log_truncate_to(st_log_t *log, int64_t offset);
+
+/* From the leader-epoch cache (Kafka's LeaderEpochFileCache.endOffsetFor):
+ * the largest epoch <= epoch and where it ends (the start of the next
+ * epoch, or the leo); -1 and -1 when every epoch held is larger. */
+void st_log_end_offset_for_epoch(st_log_t *log, int32_t epoch, int32_t *out_epoch,
+                                 int64_t *out_end);
+
 /* Move the high watermark (replica layer); clamped to the leo. */
 void st_log_set_high_watermark(st_log_t *log, int64_t hw);
 

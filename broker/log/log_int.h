@@ -125,6 +125,9 @@ struct st_log {
     int nepochs, capepochs;
 
     int64_t last_flush_ms; /* monotonic: for flush.ms */
+    /* Bumped by every truncation: an fsync that started before one must
+     * not raise flushed_offset over what the truncation put in its place. */
+    int64_t truncations;
 
     st_log_notify_cb notify;
     void *notify_arg;
@@ -150,6 +153,10 @@ st_err_t st_log__seg_recover(st_segment_t *s, const char *dir, int validate, int
 void st_log__seg_index_batch(st_segment_t *s, const st_batch_info_t *b, int64_t pos,
                              int32_t interval);
 st_err_t st_log__seg_write_indexes(st_segment_t *s, int final);
+/* Cut the segment before the batch holding offset (the .log synced, the
+ * index files cut to what stays), and index what stays as an active
+ * segment.  Nothing to do when no batch holds offset or a later one. */
+st_err_t st_log__seg_truncate(st_segment_t *s, int64_t offset, int32_t index_interval);
 /* The same into descriptors the caller opened (the cleaner's new files). */
 st_err_t st_log__seg_write_index_fds(st_segment_t *s, int index_fd, int timeindex_fd, int final);
 /* Give back blocks allocated past the data (with force even when none

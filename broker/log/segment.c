@@ -160,6 +160,67 @@ st_err_t st_log__seg_write_indexes(st_segment_t *s, int final) {
     return e;
 }
 
+/* The index entries of what stays are kept (those naming batches before
+ * the cut, and time entries up to the last of them); the batches after the
+ * last kept entry are walked again, so bytes_since_index and the segment's
+ * newest timestamp are what appending them would have made. */
+st_err_t st_log__seg_truncate(st_segment_t *s, int64_t offset, int32_t index_interval) {
+    st_file_t *f = NULL, *fi = NULL, *ft = NULL;
+    int64_t cut;
+    st_err_t e = st_log__seg_keep(s, ST_SEG_LOG, &f);
+    if (!e) e = st_log__seg_find(s, f, offset, &cut, NULL);
+    if (e == ST_E_NOT_FOUND) { /* nothing at or after offset */
+        e = ST_OK;
+        goto out;
+    }
+    if (e) goto out;
+    if (ftruncate(f->fd, cut) != 0 || fdatasync(f->fd) != 0) {
+        e = st_err_from_errno(errno);
+        goto out;
+    }
+    s->size = s->prealloc_end = cut;
+    while (s->nidx && s->idx[s->nidx - 1].pos >= cut) s->nidx--;
+    int32_t prev_rel = s->nidx ? s->idx[s->nidx - 1].rel : -1;
+    while (s->ntidx && s->tidx[s->ntidx - 1].rel > prev_rel) s->ntidx--;
+    s->max_timestamp = s->ntidx ? s->tidx[s->ntidx - 1].ts : -1;
+    s->offset_of_max_timestamp = s->ntidx ? s->base_offset + s->tidx[s->ntidx - 1].rel : -1;
+    s->nidx_written = ST_MIN(s->nidx_written, s->nidx);
+    s->ntidx_written = ST_MIN(s->ntidx_written, s->ntidx);
+    s->indexes_final = 0;
+    e = st_log__seg_keep(s, ST_SEG_INDEX, &fi);
+    if (!e) e = st_log__seg_keep(s, ST_SEG_TIMEINDEX, &ft);
+    if (!e && (ftruncate(fi->fd, (off_t)s->nidx_written * 8) != 0 ||
+               ftruncate(ft->fd, (off_t)s->ntidx_written * 12) != 0))
+        e = st_err_from_errno(errno);
+    if (e) goto out;
+    int64_t pos = 0;
+    s->next_offset = s->base_offset;
+    s->bytes_since_index = 0;
+    for (int first = 1; pos < cut; first = 0) {
+        uint8_t hdr[ST_BATCH_HEADER_SIZE];
+        size_t got = 0;
+        st_batch_info_t b;
+        if (first && s->nidx) pos = s->idx[s->nidx - 1].pos;
+        e = st_pread_all(f->fd, hdr, sizeof hdr, pos, &got);
+        if (!e && st_batch_header(hdr, got, &b)) e = ST_CORRUPT_BKPT;
+        if (e) goto out;
+        if (first && s->nidx) {
+            /* the batch of the last kept entry: indexed already */
+            s->next_offset = st_batch_last_offset(&b) + 1;
+            s->bytes_since_index = b.size;
+        } else {
+            st_log__seg_index_batch(s, &b, pos, index_interval);
+        }
+        pos += b.size;
+    }
+    s->dirty_index = s->nidx > s->nidx_written || s->ntidx > s->ntidx_written;
+out:
+    st_file_release(f);
+    st_file_release(fi);
+    st_file_release(ft);
+    return e;
+}
+
 /* Give back disk blocks allocated past the data (see the append's
  * preallocation): truncating to the current size frees blocks beyond it. */
 st_err_t st_log__seg_trim(st_segment_t *s, int force) {

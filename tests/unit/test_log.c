@@ -2274,6 +2274,158 @@ static void test_fcache_threads(void **state) {
 /* flush.messages asks the flusher once that many offsets are unsynced;
  * flush.ms has the janitor ask once that long has passed since the last
  * fsync; neither flushes a log that has nothing unsynced. */
+
+/* ======================================================================
+ * Truncation and follower appends (the metadata log's Raft, KIP-595)
+ * ==================================================================== */
+
+static void expect_epoch_end(st_log_t *log, int32_t ask, int32_t want_epoch, int64_t want_end) {
+    int32_t ep;
+    int64_t end;
+    st_log_end_offset_for_epoch(log, ask, &ep, &end);
+    if (ep != want_epoch || end != want_end)
+        fail_msg("end offset for epoch %d: (%d, %lld), want (%d, %lld)", ask, ep, (long long)end,
+                 want_epoch, (long long)want_end);
+}
+
+/* Drop model batches from the one holding offset on (the log's cut). */
+static void model_truncate(model_t *md, int64_t offset) {
+    while (md->nb && md->b[md->nb - 1].last >= offset) model_pop(md);
+}
+
+static int64_t first_of_epoch(const model_t *md, int32_t epoch) {
+    for (int i = 0; i < md->nb; i++)
+        if (md->b[i].epoch == epoch) return md->b[i].base;
+    return -1;
+}
+
+/* A follower's batch: built, stamped by the test, appended as it is. */
+static st_err_t follower_batch(env_t *e, int n, int64_t base, int32_t epoch) {
+    tbatch_t *tb = st_malloc(sizeof *tb);
+    st_buf_t b;
+    st_buf_init(&b);
+    size_t size = build_simple(&b, tb, n, TC_NONE, 1700000500000, 3, 30, e->md.label);
+    st_batch_stamp(b.data, base, epoch, -1);
+    st_append_info_t info;
+    st_err_t rc = st_log_append_as_follower(e->log, b.data, b.len, st_now_ms(), &info);
+    if (!rc) {
+        assert_true(info.base_offset == base && info.last_offset == base + n - 1);
+        e->md.label += (uint64_t)n;
+        if (e->md.nb == e->md.capb) {
+            e->md.capb = e->md.capb ? e->md.capb * 2 : 64;
+            e->md.b = st_realloc(e->md.b, (size_t)e->md.capb * sizeof *e->md.b);
+        }
+        mbatch_t *mb = &e->md.b[e->md.nb++];
+        *mb = (mbatch_t){base, base + n - 1, epoch, size, st_malloc(size)};
+        memcpy(mb->bytes, b.data, size);
+        e->md.leo = base + n;
+        st_log_set_high_watermark(e->log, e->md.leo);
+    }
+    st_buf_fini(&b);
+    free(tb);
+    return rc;
+}
+
+static void verify_all(env_t *e) {
+    st_log_offsets_t o;
+    st_log_offsets(e->log, &o);
+    assert_true(o.leo == e->md.leo);
+    st_log_set_high_watermark(e->log, e->md.leo);
+    verify_reads(e, o.log_start_offset, 1 << 20);
+    verify_every_offset(e, o.log_start_offset);
+    check_index_invariants(e);
+}
+
+static void test_log_truncate_and_follower_append(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e, 3000, 300);
+    append_many(&e, 30, 4, 1700000000000, 1);
+    append_many(&e, 30, 4, 1700000100000, 3);
+    append_many(&e, 30, 4, 1700000200000, 5);
+    st_log_offsets_t o;
+    st_log_offsets(e.log, &o);
+    assert_true(o.nsegments >= 4);
+    int64_t s3 = first_of_epoch(&e.md, 3), s5 = first_of_epoch(&e.md, 5);
+    expect_epoch_end(e.log, 0, -1, -1);
+    expect_epoch_end(e.log, 1, 1, s3);
+    expect_epoch_end(e.log, 2, 1, s3);
+    expect_epoch_end(e.log, 4, 3, s5);
+    expect_epoch_end(e.log, 9, 5, e.md.leo);
+    assert_int_equal(st_log_flush(e.log), ST_OK);
+
+    /* At a batch boundary inside epoch 3: epoch 5 goes, segments after go,
+     * the flushed offset and high watermark come down. */
+    int64_t cut = e.md.b[45].base;
+    assert_true(cut > s3 && cut < s5);
+    assert_int_equal(st_log_truncate_to(e.log, cut), ST_OK);
+    model_truncate(&e.md, cut);
+    st_log_offsets(e.log, &o);
+    assert_true(o.leo == cut && o.high_watermark == cut && o.flushed_offset == cut);
+    expect_epoch_end(e.log, 9, 3, cut);
+    assert_int_equal(st_log_latest_epoch(e.log), 3);
+    verify_all(&e);
+
+    /* Inside a batch: the whole batch goes (Kafka's truncateTo). */
+    const mbatch_t *mb = &e.md.b[e.md.nb - 3];
+    while (mb->last == mb->base) mb--;
+    int64_t inside = mb->base + 1, expect_leo = mb->base;
+    assert_int_equal(st_log_truncate_to(e.log, inside), ST_OK);
+    model_truncate(&e.md, inside);
+    assert_true(e.md.leo == expect_leo);
+    verify_all(&e);
+
+    /* At and past the end: nothing; below the start: refused. */
+    assert_int_equal(st_log_truncate_to(e.log, e.md.leo), ST_OK);
+    assert_int_equal(st_log_truncate_to(e.log, e.md.leo + 100), ST_OK);
+    int64_t low;
+    assert_int_equal(st_log_delete_records(e.log, e.md.b[2].base, &low), ST_OK);
+    assert_int_equal(st_log_truncate_to(e.log, e.md.b[1].base), ST_E_OFFSET_OUT_OF_RANGE);
+
+    /* Follower appends: the offsets and epochs they carry are kept; one that
+     * does not continue the log, or goes back in epoch, is refused whole. */
+    assert_int_equal(follower_batch(&e, 3, e.md.leo + 1, 7), ST_E_INVAL);
+    assert_int_equal(follower_batch(&e, 3, e.md.leo, 2), ST_E_INVAL);
+    int64_t s7 = e.md.leo;
+    for (int i = 0; i < 40; i++) assert_int_equal(follower_batch(&e, 1 + i % 4, e.md.leo, 7), ST_OK);
+    int64_t s8 = e.md.leo;
+    for (int i = 0; i < 10; i++) assert_int_equal(follower_batch(&e, 2, e.md.leo, 8), ST_OK);
+    expect_epoch_end(e.log, 6, 3, s7);
+    expect_epoch_end(e.log, 7, 7, s8);
+    expect_epoch_end(e.log, 8, 8, e.md.leo);
+    verify_all(&e);
+
+    /* Truncating to a segment's first offset leaves it, empty, as the
+     * active segment. */
+    int64_t seg_base = -1;
+    pthread_mutex_lock(&e.log->lock);
+    for (int i = e.log->nsegs - 1; i > 0 && seg_base < 0; i--)
+        if (e.log->segs[i]->base_offset > s7 && e.log->segs[i]->base_offset < s8)
+            seg_base = e.log->segs[i]->base_offset;
+    pthread_mutex_unlock(&e.log->lock);
+    assert_true(seg_base > 0);
+    assert_int_equal(st_log_truncate_to(e.log, seg_base), ST_OK);
+    model_truncate(&e.md, seg_base);
+    expect_epoch_end(e.log, 8, 7, seg_base);
+    verify_all(&e);
+    assert_int_equal(follower_batch(&e, 2, e.md.leo, 9), ST_OK);
+    verify_all(&e);
+
+    /* What was cut stays cut after a clean and after an unclean restart. */
+    env_close(&e);
+    env_open(&e);
+    expect_epoch_end(e.log, 8, 7, seg_base);
+    expect_epoch_end(e.log, 9, 9, e.md.leo);
+    verify_all(&e);
+    env_t c;
+    crash_copy(&e, &c);
+    env_fini(&e);
+    env_open(&c);
+    expect_epoch_end(c.log, 9, 9, c.md.leo);
+    verify_all(&c);
+    env_fini(&c);
+}
+
 static void test_log_flush_messages_and_ms(void **state) {
     (void)state;
     env_t e;
@@ -2337,6 +2489,7 @@ int main(void) {
         cmocka_unit_test(test_fcache_bound_and_eviction),
         cmocka_unit_test(test_fcache_threads),
         cmocka_unit_test(test_log_flush_messages_and_ms),
+        cmocka_unit_test(test_log_truncate_and_follower_append),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
