@@ -250,7 +250,7 @@ st_err_t st_metalog_entry_encode(const st_raft_entry_t *en, st_buf_t *out, char 
         return ST_E_INVAL;
     }
     if (en->control) {
-        if (en->record_count != 1 || en->len < 0 || en->control > INT16_MAX) {
+        if (en->record_count != 1 || en->len < 0 || en->control < 0 || en->control > INT16_MAX) {
             st_snprintf_marked(why, whylen, "control entry at offset %lld: %d records, type %d",
                                (long long)en->base_offset, (int)en->record_count,
                                (int)en->control);

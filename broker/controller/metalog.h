@@ -147,7 +147,10 @@ st_err_t st_metalog_snapshot_read(st_metalog_t *m, st_raft_snapshot_id_t id, int
 st_err_t st_metalog_snapshot_write(st_metalog_t *m, st_raft_snapshot_id_t id, int64_t position,
                                    const uint8_t *p, int32_t len);
 /* The received file must be size bytes and check whole (header, footer,
- * CRC32C); then it is synced, renamed into place and the latest. */
+ * CRC32C); then it is synced, renamed into place and the latest.  A file
+ * that does not check is refused (TRUNCATED / CORRUPT, named in
+ * st_metalog_error) and removed; nothing else changed, so the transfer
+ * can start again from position 0. */
 st_err_t st_metalog_snapshot_install(st_metalog_t *m, st_raft_snapshot_id_t id, int64_t size);
 
 /* The file format itself, without a metalog (tools, tests). */

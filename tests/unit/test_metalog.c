@@ -706,7 +706,8 @@ static void expect_same_image(const st_meta_image_t *a, const st_meta_image_t *b
             assert_int_equal(u->nreplicas, v->nreplicas);
             assert_int_equal(u->nisr, v->nisr);
             if (u->nreplicas)
-                assert_memory_equal(u->replicas, v->replicas, sizeof(int32_t) * (size_t)u->nreplicas);
+                assert_memory_equal(u->replicas, v->replicas,
+                                    sizeof(int32_t) * (size_t)u->nreplicas);
             if (u->nisr) assert_memory_equal(u->isr, v->isr, sizeof(int32_t) * (size_t)u->nisr);
         }
         assert_int_equal(x->nconfigs, y->nconfigs);
