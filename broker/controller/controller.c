@@ -1,46 +1,25 @@
 /*
- * controller.c - the controller thread, the metadata log and the
- * operations that write to it.
+ * controller.c - the operations that write the metadata log, and the
+ * state machine's host.
  *
  * Write path (one operation at a time, on the controller thread):
  *
  *   validate against the current image
- *     -> encode records -> one batch -> append to __cluster_metadata
- *     -> fsync -> decode the batch back and st_image_apply it
+ *     -> encode records -> one batch -> proposed to the Raft (quorum.c)
+ *     -> committed by a majority of the voters, durably
+ *     -> the Raft applies it: decode the stored batch, st_image_apply
  *     -> publish the new image -> listener (partitions follow)
  *
- * Applying what was decoded from the stored bytes (not the structs the
- * operation built) keeps the live path and a replay identical.
+ * Every node, leader or not, builds its image only from what the Raft
+ * applies, and applies what was decoded from the stored bytes (not the
+ * structs the operation built), so the live path, a follower and a replay
+ * are identical.
  */
-#include "controller.h"
+#include "controller_int.h"
 #include "placement.h"
 
 #include <ctype.h>
 #include <stdlib.h>
-
-#define META_TOPIC "__cluster_metadata"
-
-typedef struct job {
-    struct job *next;
-    st_controller_job_cb fn;
-    void *arg;
-} job_t;
-
-struct st_controller {
-    st_controller_config_t cfg;
-    st_logmgr_t *logs;
-    st_log_t *log;
-    pthread_mutex_t lock; /* image pointer and job queue */
-    pthread_cond_t cond;
-    st_meta_image_t *image;
-    job_t *head, *tail;
-    int stopping;
-    pthread_t thread;
-    int started;
-    st_image_listener_cb listener;
-    void *listener_arg;
-    char cluster_id[64];
-};
 
 st_meta_image_t *st_controller_image(st_controller_t *c) {
     pthread_mutex_lock(&c->lock);
@@ -50,9 +29,14 @@ st_meta_image_t *st_controller_image(st_controller_t *c) {
 }
 
 const char *st_controller_cluster_id(const st_controller_t *c) { return c->cluster_id; }
-int32_t st_controller_id(const st_controller_t *c) { return c->cfg.broker->node_id; }
+int32_t st_controller_id(st_controller_t *c) {
+    pthread_mutex_lock(&c->lock);
+    int32_t id = c->leader_id;
+    pthread_mutex_unlock(&c->lock);
+    return id;
+}
 
-static void publish(st_controller_t *c, st_meta_image_t *img) {
+void st_ctl__publish(st_controller_t *c, st_meta_image_t *img) {
     pthread_mutex_lock(&c->lock);
     st_meta_image_t *old = c->image;
     c->image = img;
@@ -87,92 +71,22 @@ static int collect_cb(const st_record_t *r, void *arg) {
     return 0;
 }
 
-/* Apply the batches of [p, p+len): at commit one batch, published; at
- * replay every batch of the read in one st_image_apply (the same records
- * in the same order give the same image, and a start-up does not copy the
- * image once per batch). */
-static st_err_t apply_batches(st_controller_t *c, const uint8_t *p, size_t len, int replay) {
-    size_t pos = 0;
+st_err_t st_ctl__apply_batches(st_controller_t *c, const uint8_t *const *batches,
+                               const int32_t *lens, int n, int64_t last) {
     st_arena_t arena;
     st_arena_init(&arena, 4096);
     collect_t col = {&arena, NULL, 0, 0, ST_OK};
-    int64_t last = -1;
     st_err_t e = ST_OK;
-    while (pos + ST_BATCH_HEADER_SIZE <= len) {
-        st_batch_info_t b;
-        if (st_batch_header(p + pos, len - pos, &b) || (size_t)b.size > len - pos) break;
-        e = st_batch_foreach_record(p + pos, b.size, collect_cb, &col);
+    for (int i = 0; i < n && !e; i++) {
+        e = st_batch_foreach_record(batches[i], lens[i], collect_cb, &col);
         if (!e) e = col.err;
-        if (e) {
-            ST_ERROR("controller", "metadata batch at offset %lld cannot be decoded: %s",
-                     (long long)b.base_offset, st_err_msg(e));
-            goto out;
-        }
-        last = st_batch_last_offset(&b);
-        pos += (size_t)b.size;
-        if (!replay) {
-            publish(c, st_image_apply(c->image, col.recs, col.n, last));
-            col.n = 0;
-            st_arena_fini(&arena);
-            st_arena_init(&arena, 4096);
-            last = -1;
-        }
+        if (e) ST_ERROR("controller", "a metadata batch before offset %lld cannot be decoded: %s",
+                        (long long)last, st_err_msg(e));
     }
-    if (replay && last >= 0) {
-        st_meta_image_t *img = st_image_apply(c->image, col.recs, col.n, last);
-        st_image_release(c->image);
-        c->image = img;
-    }
-out:
+    if (!e) st_ctl__publish(c, st_image_apply(c->image, col.recs, col.n, last));
     free(col.recs);
     st_arena_fini(&arena);
     return e;
-}
-
-static st_err_t replay(st_controller_t *c) {
-    st_log_offsets_t o;
-    st_log_offsets(c->log, &o);
-    int64_t offset = o.log_start_offset;
-    uint8_t *buf = NULL;
-    int64_t nrec = 0;
-    while (offset < o.high_watermark) {
-        st_log_read_t rd;
-        st_err_t e = st_log_read(c->log, offset, 1 << 20, 1, &rd);
-        if (e || !rd.file || rd.len <= 0) {
-            if (rd.file) st_file_release(rd.file);
-            free(buf);
-            return e ? e : ST_E_CORRUPT;
-        }
-        buf = st_realloc(buf, (size_t)rd.len);
-        size_t got = 0;
-        st_pread_all(rd.file->fd, buf, (size_t)rd.len, rd.pos, &got);
-        st_file_release(rd.file);
-        /* only whole batches: the tail of a read may cut one */
-        size_t whole = 0;
-        int64_t next = offset;
-        while (whole + ST_BATCH_HEADER_SIZE <= got) {
-            st_batch_info_t b;
-            if (st_batch_header(buf + whole, got - whole, &b) || whole + (size_t)b.size > got) break;
-            next = st_batch_last_offset(&b) + 1;
-            whole += (size_t)b.size;
-            nrec++;
-        }
-        if (whole == 0) {
-            free(buf);
-            return ST_E_CORRUPT;
-        }
-        e = apply_batches(c, buf, whole, 1);
-        if (e) {
-            free(buf);
-            return e;
-        }
-        offset = next;
-    }
-    free(buf);
-    ST_INFO("controller", "replayed %lld metadata batches up to offset %lld: %d topics, %d brokers",
-            (long long)nrec, (long long)(o.high_watermark - 1), c->image->ntopics,
-            c->image->nbrokers);
-    return ST_OK;
 }
 
 /* Encode, append, sync, apply, publish. */
@@ -216,14 +130,7 @@ static st_err_t commit(st_controller_t *c, pending_t *p) {
     st_buf_init(&batch);
     st_batch_build(&batch, recs, p->n, st_now_ms());
     free(recs);
-    st_append_info_t info;
-    st_err_t e = st_log_append(c->log, batch.data, batch.len, 0, st_now_ms(), &info);
-    if (!e) e = st_log_flush(c->log);
-    if (!e) {
-        st_log_set_high_watermark(c->log, info.last_offset + 1);
-        e = apply_batches(c, batch.data, batch.len, 0);
-    }
-    if (e) ST_ERROR("controller", "cannot write the metadata log: %s", st_err_msg(e));
+    st_err_t e = st_ctl__commit(c, batch.data, batch.len, p->n);
     st_buf_fini(&batch);
     return e;
 }
@@ -241,25 +148,6 @@ void st_controller_submit(st_controller_t *c, st_controller_job_cb fn, void *arg
     c->tail = j;
     pthread_cond_signal(&c->cond);
     pthread_mutex_unlock(&c->lock);
-}
-
-static void *controller_main(void *arg) {
-    st_controller_t *c = arg;
-    st_thread_set_name("controller");
-    pthread_mutex_lock(&c->lock);
-    for (;;) {
-        while (!c->head && !c->stopping) pthread_cond_wait(&c->cond, &c->lock);
-        job_t *j = c->head;
-        if (!j) break;
-        c->head = j->next;
-        if (!c->head) c->tail = NULL;
-        pthread_mutex_unlock(&c->lock);
-        j->fn(c, j->arg);
-        free(j);
-        pthread_mutex_lock(&c->lock);
-    }
-    pthread_mutex_unlock(&c->lock);
-    return NULL;
 }
 
 /* ---- broker registration ------------------------------------------------ */
@@ -298,9 +186,15 @@ st_err_t st_controller_open(const st_controller_config_t *cfg, st_logmgr_t *logs
     st_controller_t *c = st_calloc(1, sizeof *c);
     c->cfg = *cfg;
     c->logs = logs;
+    c->leader_id = -1;
+    c->leader_epoch = -1;
     snprintf(c->cluster_id, sizeof c->cluster_id, "%s", cfg->cluster_id);
     pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->cond, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cond, &ca);
+    pthread_condattr_destroy(&ca);
     c->image = st_image_apply(NULL, NULL, 0, -1);
     st_log_config_t lc = {
         .segment_bytes = cfg->broker->metadata_log_segment_bytes,
@@ -320,19 +214,23 @@ st_err_t st_controller_open(const st_controller_config_t *cfg, st_logmgr_t *logs
         snprintf(err, errlen, "cannot open the metadata log: %s", st_err_msg(e));
         goto fail;
     }
-    e = replay(c);
-    if (e) {
-        snprintf(err, errlen, "cannot replay the metadata log: %s", st_err_msg(e));
-        goto fail;
-    }
-    /* The listener learns the replayed state before anything else. */
+    /* The listener learns every image from the first (a snapshot's, or the
+     * replay's) on. */
     c->listener = listener;
     c->listener_arg = arg;
     if (listener) listener(NULL, c->image, arg);
-    e = register_self(c);
-    if (e) {
-        snprintf(err, errlen, "cannot register this broker: %s", st_err_msg(e));
-        goto fail;
+    e = st_ctl__quorum_open(c, err, errlen);
+    if (!e) e = st_ctl__quorum_catch_up(c, err, errlen);
+    if (e) goto fail;
+    ST_INFO("controller", "metadata applied up to offset %lld: %d topics, %d brokers",
+            (long long)(c->applied_end - 1), c->image->ntopics, c->image->nbrokers);
+    if (c->cfg.nvoters <= 1) {
+        /* a quorum of one leads already: register here and now */
+        e = register_self(c);
+        if (e) {
+            snprintf(err, errlen, "cannot register this broker: %s", st_err_msg(e));
+            goto fail;
+        }
     }
     *out = c;
     return ST_OK;
@@ -342,7 +240,7 @@ fail:
 }
 
 void st_controller_start(st_controller_t *c) {
-    pthread_create(&c->thread, NULL, controller_main, c);
+    pthread_create(&c->thread, NULL, st_ctl__main, c);
     c->started = 1;
 }
 
@@ -353,6 +251,7 @@ void st_controller_close(st_controller_t *c) {
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
     if (c->started) pthread_join(c->thread, NULL);
+    st_ctl__quorum_close(c);
     if (c->log) st_log_release(c->log);
     st_image_release(c->image);
     pthread_mutex_destroy(&c->lock);

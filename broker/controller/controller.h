@@ -49,6 +49,7 @@ typedef struct st_meta_broker {
     int32_t port;
     char *rack;
     int64_t epoch;
+    st_uuid_t incarnation;
     int fenced;
 } st_meta_broker_t;
 
@@ -84,6 +85,11 @@ typedef struct st_controller_config {
     const char *cluster_id;
     st_listener_spec_t *advertised;
     int nadvertised;
+    /* controller.quorum.voters; none: this node alone is the quorum */
+    const st_voter_t *voters;
+    int nvoters;
+    /* the loops the outbound clients to the other voters run on */
+    st_net_t *net;
 } st_controller_config_t;
 
 /* Open the metadata log, replay it into an image, register this broker. */
@@ -94,7 +100,39 @@ void st_controller_start(st_controller_t *c);
 void st_controller_close(st_controller_t *c);
 st_meta_image_t *st_controller_image(st_controller_t *c);
 const char *st_controller_cluster_id(const st_controller_t *c);
-int32_t st_controller_id(const st_controller_t *c);
+/* The active controller (the Raft's leader), -1 while none is known. */
+int32_t st_controller_id(st_controller_t *c);
+
+/* A Raft request from another node (decoded by raft_wire.c from req, on
+ * req's loop): handed to the controller thread, which answers req later
+ * on its loop.  msg may point into req. */
+struct st_raft_msg;
+void st_controller_raft_request(st_controller_t *c, st_request_t *req,
+                                const struct st_raft_msg *msg);
+
+/* The metadata quorum as its leader sees it (DescribeQuorum); controller
+ * thread only.  NOT_LEADER_OR_FOLLOWER on any other node (leader_id and
+ * leader_epoch then say what this node knows).  Arrays are malloc'd: free
+ * them with st_quorum_desc_fini. */
+typedef struct st_quorum_replica {
+    int32_t replica_id;
+    int64_t log_end_offset;
+    int64_t last_fetch_ms;      /* wall clock, -1: never */
+    int64_t last_caught_up_ms; /* wall clock, -1: never */
+} st_quorum_replica_t;
+
+typedef struct st_quorum_desc {
+    int32_t leader_id;
+    int32_t leader_epoch;
+    int64_t high_watermark;
+    st_quorum_replica_t *voters;
+    int nvoters;
+    st_quorum_replica_t *observers;
+    int nobservers;
+} st_quorum_desc_t;
+
+st_err_t st_controller_describe_quorum(st_controller_t *c, st_quorum_desc_t *out);
+void st_quorum_desc_fini(st_quorum_desc_t *d);
 
 /* Run fn(c, arg) on the controller thread. */
 typedef void (*st_controller_job_cb)(st_controller_t *c, void *arg);

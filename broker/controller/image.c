@@ -316,6 +316,7 @@ static void apply_register_broker(st_meta_image_t *img, const st_mrec_register_b
     free(b->rack);
     b->id = r->broker_id;
     b->epoch = r->broker_epoch;
+    b->incarnation = r->incarnation_id;
     b->fenced = r->fenced;
     b->host = st_strdup("");
     b->port = 0;
@@ -325,6 +326,38 @@ static void apply_register_broker(st_meta_image_t *img, const st_mrec_register_b
         b->port = r->endpoints.v[0].port;
     }
     b->rack = r->rack.len >= 0 ? st_strndup(r->rack.p, (size_t)r->rack.len) : NULL;
+}
+
+static void apply_fence(st_meta_image_t *img, const st_mrec_fence_t *r, int fenced) {
+    for (int k = 0; k < img->nbrokers; k++)
+        if (img->brokers[k].id == r->id && img->brokers[k].epoch == r->epoch)
+            img->brokers[k].fenced = fenced;
+}
+
+static void apply_partition_change(apply_ctx_t *a, const st_mrec_partition_change_t *r) {
+    size_t id_slot;
+    int i = index_id(a, &r->topic_id, &id_slot);
+    if (i < 0) return;
+    st_meta_topic_t *t = a->img->topics[i];
+    if (r->partition_id < 0 || r->partition_id >= t->nparts) return;
+    t = own_topic(a->img, i);
+    st_meta_partition_t *mp = &t->parts[r->partition_id];
+    int leader_changed = r->leader != ST_MREC_NO_LEADER_CHANGE && r->leader != mp->leader;
+    if (r->leader != ST_MREC_NO_LEADER_CHANGE) mp->leader = r->leader;
+    if (r->isr.n >= 0) {
+        free(mp->isr);
+        mp->isr = dup_i32(r->isr.v, r->isr.n);
+        mp->nisr = r->isr.n;
+    }
+    if (r->replicas.n >= 0) {
+        free(mp->replicas);
+        mp->replicas = dup_i32(r->replicas.v, r->replicas.n);
+        mp->nreplicas = r->replicas.n;
+    }
+    /* Kafka's rule: a new leader starts a new leader epoch; every change
+     * is a new partition epoch */
+    if (leader_changed) mp->leader_epoch++;
+    mp->partition_epoch++;
 }
 
 static int cmp_topic_name(const void *x, const void *y) {
@@ -352,7 +385,7 @@ st_meta_image_t *st_image_apply(const st_meta_image_t *img, const st_mrec_t *rec
     for (int i = 0; i < n; i++) {
         int t = recs[i].type;
         if (!indexed && (t == ST_MREC_TOPIC || t == ST_MREC_PARTITION || t == ST_MREC_CONFIG ||
-                         t == ST_MREC_REMOVE_TOPIC)) {
+                         t == ST_MREC_REMOVE_TOPIC || t == ST_MREC_PARTITION_CHANGE)) {
             index_build(&a);
             indexed = 1;
         }
@@ -362,6 +395,9 @@ st_meta_image_t *st_image_apply(const st_meta_image_t *img, const st_mrec_t *rec
         case ST_MREC_CONFIG: apply_config(&a, &recs[i].u.config); break;
         case ST_MREC_REMOVE_TOPIC: apply_remove_topic(&a, &recs[i].u.remove_topic); break;
         case ST_MREC_REGISTER_BROKER: apply_register_broker(out, &recs[i].u.register_broker); break;
+        case ST_MREC_PARTITION_CHANGE: apply_partition_change(&a, &recs[i].u.partition_change); break;
+        case ST_MREC_FENCE_BROKER: apply_fence(out, &recs[i].u.fence, 1); break;
+        case ST_MREC_UNFENCE_BROKER: apply_fence(out, &recs[i].u.fence, 0); break;
         default: break;
         }
     }

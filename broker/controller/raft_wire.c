@@ -36,7 +36,7 @@ int16_t st_raft_wire_version(int16_t api_key) {
     case ST_API_VOTE: return 2;
     case ST_API_BEGIN_QUORUM_EPOCH: return 0;
     case ST_API_END_QUORUM_EPOCH: return 0;
-    case ST_API_FETCH: return 15;
+    case ST_API_FETCH: return 12; /* the highest stratad serves */
     case ST_API_FETCH_SNAPSHOT: return 0;
     default: return -1;
     }

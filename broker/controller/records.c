@@ -9,6 +9,8 @@ ST_SCHEMA_DEFINE(st_mrec_remove_topic, ST_MREC_REMOVE_TOPIC_FIELDS)
 ST_SCHEMA_DEFINE(st_mrec_endpoint, ST_MREC_ENDPOINT_FIELDS)
 ST_SCHEMA_DEFINE(st_mrec_feature, ST_MREC_FEATURE_FIELDS)
 ST_SCHEMA_DEFINE(st_mrec_register_broker, ST_MREC_REGISTER_BROKER_FIELDS)
+ST_SCHEMA_DEFINE(st_mrec_partition_change, ST_MREC_PARTITION_CHANGE_FIELDS)
+ST_SCHEMA_DEFINE(st_mrec_fence, ST_MREC_FENCE_FIELDS)
 
 #define FRAME_VERSION 1
 
@@ -19,6 +21,9 @@ static const st_schema_t *schema_of(int type) {
     case ST_MREC_PARTITION: return &st_mrec_partition_schema;
     case ST_MREC_CONFIG: return &st_mrec_config_schema;
     case ST_MREC_REMOVE_TOPIC: return &st_mrec_remove_topic_schema;
+    case ST_MREC_PARTITION_CHANGE: return &st_mrec_partition_change_schema;
+    case ST_MREC_FENCE_BROKER:
+    case ST_MREC_UNFENCE_BROKER: return &st_mrec_fence_schema;
     default: return NULL;
     }
 }

@@ -20,6 +20,8 @@ enum st_meta_record_type {
     ST_MREC_PARTITION = 3,
     ST_MREC_CONFIG = 4,
     ST_MREC_PARTITION_CHANGE = 5,
+    ST_MREC_FENCE_BROKER = 7,
+    ST_MREC_UNFENCE_BROKER = 8,
     ST_MREC_REMOVE_TOPIC = 9
 };
 
@@ -43,6 +45,23 @@ ST_SCHEMA_DECLARE(st_mrec_topic, ST_MREC_TOPIC_FIELDS)
     X(S, INT32, leader_epoch, V(0), NN, NT, -1, _)                                     \
     X(S, INT32, partition_epoch, V(0), NN, NT, -1, _)
 ST_SCHEMA_DECLARE(st_mrec_partition, ST_MREC_PARTITION_FIELDS)
+
+/* PartitionChangeRecord: only what changes is set; leader -2 and null
+ * arrays mean "unchanged" (Kafka's NO_LEADER_CHANGE and absent tags). */
+#define ST_MREC_NO_LEADER_CHANGE (-2)
+#define ST_MREC_PARTITION_CHANGE_FIELDS(X, S)                                           \
+    X(S, INT32, partition_id, V(0), NN, NT, -1, _)                                     \
+    X(S, UUID, topic_id, V(0), NN, NT, 0, _)                                           \
+    X(S, ARRAY_INT32, isr, V(0), NUL(0), 0, ST_DEF_NULL, _)                            \
+    X(S, INT32, leader, V(0), NN, 1, ST_MREC_NO_LEADER_CHANGE, _)                      \
+    X(S, ARRAY_INT32, replicas, V(0), NUL(0), 2, ST_DEF_NULL, _)
+ST_SCHEMA_DECLARE(st_mrec_partition_change, ST_MREC_PARTITION_CHANGE_FIELDS)
+
+/* FenceBrokerRecord and UnfenceBrokerRecord have the same two fields. */
+#define ST_MREC_FENCE_FIELDS(X, S)                                                      \
+    X(S, INT32, id, V(0), NN, NT, 0, _)                                                \
+    X(S, INT64, epoch, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_mrec_fence, ST_MREC_FENCE_FIELDS)
 
 #define ST_MREC_CONFIG_FIELDS(X, S)                                                     \
     X(S, INT8, resource_type, V(0), NN, NT, 0, _)                                      \
@@ -91,6 +110,8 @@ typedef struct st_mrec {
         st_mrec_config_t config;
         st_mrec_remove_topic_t remove_topic;
         st_mrec_register_broker_t register_broker;
+        st_mrec_partition_change_t partition_change;
+        st_mrec_fence_t fence; /* FenceBroker and UnfenceBroker */
     } u;
 } st_mrec_t;
 

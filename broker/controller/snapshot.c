@@ -125,6 +125,7 @@ static void w_image(snapw_t *w, const st_meta_image_t *img) {
                                  (uint16_t)b->port, 0};
         r.broker_id = b->id;
         r.broker_epoch = b->epoch;
+        r.incarnation_id = b->incarnation;
         /* the image keeps the first endpoint's host and port only */
         r.endpoints.v = &ep;
         r.endpoints.n = (b->host && b->host[0]) || b->port ? 1 : 0;

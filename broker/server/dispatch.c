@@ -35,6 +35,11 @@ static const struct {
     {ST_API_LIST_GROUPS, st_handle_list_groups},
     {ST_API_DELETE_GROUPS, st_handle_delete_groups},
     {ST_API_OFFSET_DELETE, st_handle_offset_delete},
+    {ST_API_VOTE, st_handle_vote},
+    {ST_API_BEGIN_QUORUM_EPOCH, st_handle_begin_quorum_epoch},
+    {ST_API_END_QUORUM_EPOCH, st_handle_end_quorum_epoch},
+    {ST_API_DESCRIBE_QUORUM, st_handle_describe_quorum},
+    {ST_API_FETCH_SNAPSHOT, st_handle_fetch_snapshot},
 };
 
 st_handler_fn st_handler_for(int16_t key) {

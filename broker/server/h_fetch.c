@@ -187,6 +187,10 @@ static void fetch_destroy(st_delayed_t *d) {
 
 void st_handle_fetch(st_server_t *srv, st_request_t *req) {
     st_fetch_req_t *q = req->body;
+    if (st_raft_wire_is_raft_fetch(req->hdr.api_version, q)) {
+        st_handle_raft_fetch(srv, req); /* another node of the metadata quorum */
+        return;
+    }
     if (q->session_id != 0) {
         st_fetch_resp_t r;
         st_schema_defaults(&st_fetch_resp_schema, &r);

@@ -203,18 +203,18 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
         fprintf(stderr, "stratad: configuration error: %s\n", err);
         return 1;
     }
-    /* The shapes of a cluster this build runs: a combined node that is the
-     * whole quorum.  Say so rather than start a node that cannot work. */
-    if (srv.cluster.roles != (ST_ROLE_BROKER | ST_ROLE_CONTROLLER) || srv.cluster.nvoters > 1 ||
-        srv.cluster.nbootstrap > 0) {
+    /* The shapes of a cluster this build runs: every node both broker and
+     * controller (combined mode), a voter of the quorum.  Say so rather
+     * than start a node that cannot work. */
+    if (srv.cluster.roles != (ST_ROLE_BROKER | ST_ROLE_CONTROLLER) || srv.cluster.nbootstrap > 0) {
         fprintf(stderr,
-                "stratad: configuration error: %s: this build runs a node that is both broker "
-                "and controller and the whole controller quorum (process.roles=broker,"
-                "controller and at most this node in controller.quorum.voters); a quorum of "
-                "several nodes is not served yet\n",
+                "stratad: configuration error: %s: this build runs nodes that are both broker "
+                "and controller (process.roles=broker,controller), each a voter in "
+                "controller.quorum.voters; broker-only and controller-only nodes are not served "
+                "yet\n",
                 srv.cluster.roles != (ST_ROLE_BROKER | ST_ROLE_CONTROLLER)
                     ? "process.roles"
-                    : "controller.quorum.voters");
+                    : "controller.quorum.bootstrap.servers");
         return 1;
     }
 
@@ -338,8 +338,10 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
         st_replicas_set_tier(srv.rm, tier);
         ST_INFO("server", "tiered storage on: %s", st_os_describe(os));
     }
-    st_controller_config_t ccfg = {&srv.cfg, st_logmgr_cluster_id(srv.logs), srv.advertised,
-                                   srv.nadvertised};
+    st_controller_config_t ccfg = {&srv.cfg,          st_logmgr_cluster_id(srv.logs),
+                                   srv.advertised,    srv.nadvertised,
+                                   srv.cluster.voters, srv.cluster.nvoters,
+                                   srv.net};
     if (st_controller_open(&ccfg, srv.logs, st_replicas_sync, srv.rm, &srv.ctl, err, sizeof err)) {
         fprintf(stderr, "stratad: %s\n", err);
         st_logmgr_close(srv.logs);

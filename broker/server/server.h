@@ -15,6 +15,7 @@
 #include "log.h"
 #include "net.h"
 #include "replica.h"
+#include "raft_wire.h"
 
 typedef struct st_server {
     st_broker_config_t cfg;
@@ -102,6 +103,14 @@ void st_handle_describe_groups(st_server_t *srv, st_request_t *req);
 void st_handle_list_groups(st_server_t *srv, st_request_t *req);
 void st_handle_delete_groups(st_server_t *srv, st_request_t *req);
 void st_handle_offset_delete(st_server_t *srv, st_request_t *req);
+/* h_quorum.c: the metadata quorum */
+void st_handle_vote(st_server_t *srv, st_request_t *req);
+void st_handle_begin_quorum_epoch(st_server_t *srv, st_request_t *req);
+void st_handle_end_quorum_epoch(st_server_t *srv, st_request_t *req);
+void st_handle_fetch_snapshot(st_server_t *srv, st_request_t *req);
+void st_handle_describe_quorum(st_server_t *srv, st_request_t *req);
+/* a Fetch of __cluster_metadata by a replica (st_handle_fetch sends it) */
+void st_handle_raft_fetch(st_server_t *srv, st_request_t *req);
 /* The group coordinator configured from srv->cfg (not started). */
 struct st_group_coord *st_server_groups_new(st_server_t *srv);
 /* The log cleaner (not started), or NULL when log.cleaner.enable is off. */

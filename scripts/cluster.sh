@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# A local cluster of combined (broker + controller) nodes on loopback.
+#
+#   scripts/cluster.sh up [N]      start N nodes (default 3), print the bootstrap list
+#   scripts/cluster.sh status      each node: pid, alive or not, ports
+#   scripts/cluster.sh down        stop them (SIGTERM, by pid)
+#
+# Options (before or after the command):
+#   --dir DIR        where nodes keep everything (default ./data/cluster,
+#                    or $STRATA_CLUSTER_DIR): DIR/node-<id>/{logs,stratad.log,pid}
+#   --base-port P    node i listens for clients on P + 2(i-1) and for the
+#                    quorum on P + 2(i-1) + 1 (default 19092)
+#   --override k=v   passed to every node (repeatable)
+#   --no-build       use build/bin/stratad as it is
+#
+# Node ids are 1..N; every node is a voter of controller.quorum.voters and
+# they share one cluster.id, made at the first `up` of DIR and kept in
+# DIR/cluster.id.  The tests start clusters with this script.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+dir="${STRATA_CLUSTER_DIR:-$root/data/cluster}"
+base=19092
+build=1
+cmd=""
+n=""
+overrides=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --dir) dir="$2"; shift 2 ;;
+    --base-port) base="$2"; shift 2 ;;
+    --override) overrides+=("--override" "$2"); shift 2 ;;
+    --no-build) build=0; shift ;;
+    up|down|status) cmd="$1"; shift ;;
+    [0-9]*) n="$1"; shift ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    *) echo "cluster.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+[ -n "$cmd" ] || { echo "cluster.sh: say up, status or down (see --help)" >&2; exit 2; }
+stratad="$root/build/bin/stratad"
+
+nodes() { # the node ids DIR holds
+    ls -d "$dir"/node-* 2>/dev/null | sed 's/.*node-//' | sort -n
+}
+
+alive() { [ -f "$dir/node-$1/pid" ] && kill -0 "$(cat "$dir/node-$1/pid")" 2>/dev/null; }
+
+case "$cmd" in
+up)
+    n="${n:-3}"
+    if [ "$n" -lt 1 ] || [ "$n" -gt 32 ]; then echo "cluster.sh: 1 to 32 nodes" >&2; exit 2; fi
+    if [ "$build" = 1 ]; then
+        "$root/scripts/deps.sh" run
+        cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+        cmake --build "$root/build" -j2 --target stratad >/dev/null
+    fi
+    mkdir -p "$dir"
+    if [ ! -s "$dir/cluster.id" ]; then
+        # 16 random bytes, URL-safe base64 without padding: Kafka's shape
+        head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n' >"$dir/cluster.id"
+    fi
+    cid="$(cat "$dir/cluster.id")"
+    voters=""
+    boot=""
+    for i in $(seq 1 "$n"); do
+        p=$((base + 2 * (i - 1)))
+        voters="${voters:+$voters,}$i@127.0.0.1:$((p + 1))"
+        boot="${boot:+$boot,}127.0.0.1:$p"
+    done
+    for i in $(seq 1 "$n"); do
+        nd="$dir/node-$i"
+        mkdir -p "$nd"
+        if alive "$i"; then echo "node $i is running already (pid $(cat "$nd/pid"))"; continue; fi
+        p=$((base + 2 * (i - 1)))
+        echo "==== start $(date -u +%FT%TZ) ====" >>"$nd/stratad.log"
+        nohup "$stratad" --config "$root/config/server.properties" \
+            --override node.id="$i" \
+            --override process.roles=broker,controller \
+            --override controller.quorum.voters="$voters" \
+            --override controller.listener.names=CONTROLLER \
+            --override listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT \
+            --override listeners="PLAINTEXT://127.0.0.1:$p,CONTROLLER://127.0.0.1:$((p + 1))" \
+            --override cluster.id="$cid" \
+            --override log.dirs="$nd/logs" \
+            --override remote.log.cache.dir="$nd/cache" \
+            --override objectstore.file.root="$dir/bucket" \
+            "${overrides[@]}" >>"$nd/stratad.log" 2>&1 </dev/null &
+        echo $! >"$nd/pid"
+    done
+    # ready when each answers on its client port
+    for i in $(seq 1 "$n"); do
+        p=$((base + 2 * (i - 1)))
+        for _ in $(seq 1 300); do
+            if ! alive "$i"; then
+                echo "cluster.sh: node $i stopped; the end of $dir/node-$i/stratad.log:" >&2
+                tail -n 20 "$dir/node-$i/stratad.log" >&2
+                exit 1
+            fi
+            (echo >/dev/tcp/127.0.0.1/"$p") 2>/dev/null && break
+            sleep 0.1
+        done
+    done
+    echo "cluster $cid: $n nodes in $dir"
+    echo "bootstrap.servers=$boot"
+    ;;
+status)
+    found=0
+    for i in $(nodes); do
+        found=1
+        if alive "$i"; then state="running (pid $(cat "$dir/node-$i/pid"))"; else state="stopped"; fi
+        p=$((base + 2 * (i - 1)))
+        echo "node $i: $state, clients 127.0.0.1:$p, quorum 127.0.0.1:$((p + 1))"
+    done
+    [ "$found" = 1 ] || echo "no cluster in $dir"
+    ;;
+down)
+    pids=()
+    for i in $(nodes); do
+        if alive "$i"; then
+            pid="$(cat "$dir/node-$i/pid")"
+            kill -TERM "$pid" && pids+=("$pid")
+        fi
+    done
+    for pid in "${pids[@]+"${pids[@]}"}"; do
+        for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$pid" 2>/dev/null; then
+            echo "cluster.sh: pid $pid did not stop in 30 s; killing it" >&2
+            kill -KILL "$pid" || true
+        fi
+    done
+    for i in $(nodes); do rm -f "$dir/node-$i/pid"; done
+    echo "stopped ${#pids[@]} node(s)"
+    ;;
+esac
