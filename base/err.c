@@ -43,6 +43,14 @@ int16_t st_err_wire(st_err_t e) {
     return r ? r->wire : -1;
 }
 
+st_err_t st_err_from_wire(int16_t code) {
+    if (code == 0) return ST_OK;
+    /* Kafka's codes are their own value in the table */
+    for (size_t i = 0; i < ST_ARRAY_SIZE(err_rows); i++)
+        if ((int)err_rows[i].code == code && (int)err_rows[i].code < 1000) return err_rows[i].code;
+    return ST_E_UNKNOWN_SERVER_ERROR;
+}
+
 st_err_t st_err_from_errno(int errnum) {
     switch (errnum) {
     case 0: return ST_OK;

@@ -92,6 +92,7 @@
     X(UNKNOWN_LEADER_EPOCH, 75, 1, 75, "unknown leader epoch")                         \
     X(UNSUPPORTED_COMPRESSION_TYPE, 76, 0, 76, "unsupported compression type")         \
     X(OFFSET_NOT_AVAILABLE, 78, 1, 78, "offset not available")                         \
+    X(STALE_BROKER_EPOCH, 77, 0, 77, "stale broker epoch")                             \
     X(MEMBER_ID_REQUIRED, 79, 0, 79, "member id required")                             \
     X(GROUP_MAX_SIZE_REACHED, 81, 0, 81, "group max size reached")                     \
     X(FENCED_INSTANCE_ID, 82, 0, 82, "fenced instance id")                             \
@@ -101,7 +102,10 @@
     X(RESOURCE_NOT_FOUND, 91, 0, 91, "resource not found")                             \
     X(DUPLICATE_RESOURCE, 92, 0, 92, "duplicate resource")                             \
     X(UNKNOWN_TOPIC_ID, 100, 1, 100, "unknown topic id")                               \
+    X(DUPLICATE_BROKER_REGISTRATION, 101, 0, 101, "duplicate broker registration")     \
+    X(BROKER_ID_NOT_REGISTERED, 102, 0, 102, "broker id not registered")               \
     X(INCONSISTENT_TOPIC_ID, 103, 1, 103, "inconsistent topic id")                     \
+    X(INCONSISTENT_CLUSTER_ID, 104, 0, 104, "inconsistent cluster id")                 \
     X(OFFSET_MOVED_TO_TIERED_STORAGE, 109, 0, 109, "offset moved to tiered storage")   \
     /* internal codes: never on the wire as such */                                    \
     X(NOMEM, 1000, 0, -1, "out of memory")                                             \
@@ -139,6 +143,7 @@ const char *st_err_name(st_err_t e);     /* "OFFSET_OUT_OF_RANGE" */
 const char *st_err_msg(st_err_t e);      /* human sentence */
 int st_err_retriable(st_err_t e);
 int16_t st_err_wire(st_err_t e);         /* the Kafka error code sent */
+st_err_t st_err_from_wire(int16_t code); /* a Kafka code received (unknown: UNKNOWN_SERVER_ERROR) */
 st_err_t st_err_from_errno(int errnum);  /* ENOSPC -> NOSPACE, ... */
 
 /* ------------------------------------------------------------------------

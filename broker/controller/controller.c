@@ -135,6 +135,15 @@ static st_err_t commit(st_controller_t *c, pending_t *p) {
     return e;
 }
 
+st_err_t st_ctl__commit_records(st_controller_t *c, const st_ctl_rec_t *recs, int n) {
+    pending_t p;
+    pending_init(&p);
+    for (int i = 0; i < n; i++) pending_add(&p, recs[i].type, 0, recs[i].rec);
+    st_err_t e = commit(c, &p);
+    pending_fini(&p);
+    return e;
+}
+
 /* ---- thread ----------------------------------------------------------- */
 
 void st_controller_submit(st_controller_t *c, st_controller_job_cb fn, void *arg) {
@@ -148,36 +157,6 @@ void st_controller_submit(st_controller_t *c, st_controller_job_cb fn, void *arg
     c->tail = j;
     pthread_cond_signal(&c->cond);
     pthread_mutex_unlock(&c->lock);
-}
-
-/* ---- broker registration ------------------------------------------------ */
-
-static st_err_t register_self(st_controller_t *c) {
-    const st_broker_config_t *b = c->cfg.broker;
-    st_mrec_register_broker_t r;
-    st_schema_defaults(&st_mrec_register_broker_schema, &r);
-    r.broker_id = b->node_id;
-    st_random_bytes(&r.incarnation_id, sizeof r.incarnation_id);
-    r.broker_epoch = c->image->offset + 1;
-    st_mrec_endpoint_t *eps = st_calloc((size_t)c->cfg.nadvertised + 1, sizeof *eps);
-    for (int i = 0; i < c->cfg.nadvertised; i++) {
-        eps[i].name = st_str(c->cfg.advertised[i].name);
-        eps[i].host = st_str(c->cfg.advertised[i].host);
-        eps[i].port = (uint16_t)c->cfg.advertised[i].port;
-        eps[i].security_protocol = 0; /* PLAINTEXT */
-    }
-    r.endpoints.v = eps;
-    r.endpoints.n = c->cfg.nadvertised;
-    r.features.n = 0;
-    r.rack = *b->broker_rack ? st_str(b->broker_rack) : ST_STR_NULL;
-    r.fenced = 0;
-    pending_t p;
-    pending_init(&p);
-    pending_add(&p, ST_MREC_REGISTER_BROKER, 0, &r);
-    st_err_t e = commit(c, &p);
-    pending_fini(&p);
-    free(eps);
-    return e;
 }
 
 st_err_t st_controller_open(const st_controller_config_t *cfg, st_logmgr_t *logs,
@@ -219,6 +198,7 @@ st_err_t st_controller_open(const st_controller_config_t *cfg, st_logmgr_t *logs
     c->listener = listener;
     c->listener_arg = arg;
     if (listener) listener(NULL, c->image, arg);
+    st_ctl__members_init(c);
     e = st_ctl__quorum_open(c, err, errlen);
     if (!e) e = st_ctl__quorum_catch_up(c, err, errlen);
     if (e) goto fail;
@@ -226,9 +206,10 @@ st_err_t st_controller_open(const st_controller_config_t *cfg, st_logmgr_t *logs
             (long long)(c->applied_end - 1), c->image->ntopics, c->image->nbrokers);
     if (c->cfg.nvoters <= 1) {
         /* a quorum of one leads already: register here and now */
-        e = register_self(c);
-        if (e) {
-            snprintf(err, errlen, "cannot register this broker: %s", st_err_msg(e));
+        st_ctl__register_self(c);
+        if (c->broker_epoch < 0) {
+            snprintf(err, errlen, "cannot register this broker in the metadata log");
+            e = ST_E_KAFKA_STORAGE_ERROR;
             goto fail;
         }
     }
@@ -252,6 +233,7 @@ void st_controller_close(st_controller_t *c) {
     pthread_mutex_unlock(&c->lock);
     if (c->started) pthread_join(c->thread, NULL);
     st_ctl__quorum_close(c);
+    st_ctl__members_fini(c);
     if (c->log) st_log_release(c->log);
     st_image_release(c->image);
     pthread_mutex_destroy(&c->lock);

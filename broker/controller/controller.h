@@ -134,6 +134,19 @@ typedef struct st_quorum_desc {
 st_err_t st_controller_describe_quorum(st_controller_t *c, st_quorum_desc_t *out);
 void st_quorum_desc_fini(st_quorum_desc_t *d);
 
+/* The active controller's answers to BrokerRegistration and BrokerHeartbeat
+ * (controller thread; brokers.c). */
+void st_controller_broker_registration(st_controller_t *c, const st_broker_registration_req_t *q,
+                                       st_broker_registration_resp_t *r);
+void st_controller_broker_heartbeat(st_controller_t *c, const st_broker_heartbeat_req_t *q,
+                                    st_broker_heartbeat_resp_t *r);
+
+/* An admin request that only the active controller can carry out, sent on
+ * to it and answered with its answer (Kafka's forwarding, KIP-590).  On
+ * req's loop; 1 when forwarded, 0 when this node is the active controller
+ * or none is known (the caller handles req itself). */
+int st_controller_forward(st_controller_t *c, st_request_t *req);
+
 /* Run fn(c, arg) on the controller thread. */
 typedef void (*st_controller_job_cb)(st_controller_t *c, void *arg);
 void st_controller_submit(st_controller_t *c, st_controller_job_cb fn, void *arg);

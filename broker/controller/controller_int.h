@@ -27,15 +27,20 @@ typedef struct job {
 /* What the loops hand the controller thread for the Raft: a request from
  * another node (req set; answered later through the pending table) or the
  * answer to one of ours (arena and frame owned by the event). */
-typedef struct ctl_event {
+typedef struct ctl_event ctl_event_t;
+typedef void (*ctl_event_fn)(st_controller_t *c, ctl_event_t *ev);
+struct ctl_event {
     struct ctl_event *next;
+    ctl_event_fn fn;   /* set: not for the Raft, fn handles it (then it is freed) */
+    void *body;        /* fn's decoded answer (in arena), NULL on failure */
+    st_err_t err;      /* fn's: why body is NULL */
     int32_t from;
     st_raft_msg_t msg;
     st_request_t *req; /* inbound request; NULL for a response */
     int16_t version;   /* of req */
     st_arena_t arena;  /* a response's decoded body */
     uint8_t *frame;    /* a response's bytes (entries point into them) */
-} ctl_event_t;
+};
 
 /* An inbound request the Raft has not answered yet. */
 typedef struct pending_req {
@@ -51,7 +56,11 @@ typedef struct peer {
     int32_t id;
     char host[256];
     int port;
-    st_netclient_t *nc;
+    st_netclient_t *nc;  /* the Raft's requests */
+    /* forwarded admin requests, registration and heartbeats: a connection
+     * of their own, so a parked Fetch or a commit waiting on the quorum
+     * never holds them up (nor they it) */
+    st_netclient_t *nc_admin;
 } peer_t;
 
 struct st_controller {
@@ -86,6 +95,22 @@ struct st_controller {
      * applied with (-1: not yet) */
     int64_t wait_base;
     int32_t wait_epoch;
+    /* this node as a broker: its registration with the active controller */
+    st_uuid_t incarnation;
+    int64_t broker_epoch; /* -1: not registered */
+    int reg_in_flight, hb_in_flight, self_reg_queued;
+    int64_t next_reg_ms, next_hb_ms;
+    /* the active controller's view of the brokers: last heartbeats */
+    struct hb {
+        int32_t id;
+        int64_t last_ms;
+        int fence_queued;
+    } *hbs;
+    int nhbs;
+    int32_t hbs_epoch; /* the epoch the table was started in */
+    int64_t next_fence_check_ms;
+    int64_t members_due; /* st_ctl__members_tick's answer, -1: none */
+
     /* read by other threads (under lock) */
     int32_t leader_id; /* -1: none known */
     int32_t leader_epoch;
@@ -97,7 +122,22 @@ void st_ctl__publish(st_controller_t *c, st_meta_image_t *img);
 st_err_t st_ctl__apply_batches(st_controller_t *c, const uint8_t *const *batches,
                                const int32_t *lens, int n, int64_t last);
 
+/* brokers.c: registration, heartbeats and fencing */
+void st_ctl__members_init(st_controller_t *c);
+/* After each turn: what membership wants done now; returns when it next
+ * wants to run (st_mono_ms clock), -1: nothing due. */
+int64_t st_ctl__members_tick(st_controller_t *c);
+void st_ctl__members_fini(st_controller_t *c);
+/* Leader only: registers this node (unfenced: the leader is caught up). */
+void st_ctl__register_self(st_controller_t *c);
+
 /* quorum.c */
+/* Sends a request to node dest on its outbound client; when it is answered
+ * (or fails) fn runs on the controller thread with the decoded body. */
+st_err_t st_ctl__send(st_controller_t *c, int32_t dest, int16_t api_key, int16_t version,
+                      const void *body, ctl_event_fn fn);
+/* The base offset the next proposal will take (the leader's log end). */
+int64_t st_ctl__next_offset(st_controller_t *c);
 st_err_t st_ctl__quorum_open(st_controller_t *c, char *err, size_t errlen);
 /* Waits until the Raft has applied everything the log held at open (a
  * quorum of one elects itself at once; others return at once). */
@@ -108,5 +148,11 @@ void *st_ctl__main(void *arg);
  * NOT_CONTROLLER when this node does not lead (or stops leading first),
  * REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR when the log failed. */
 st_err_t st_ctl__commit(st_controller_t *c, const uint8_t *batch, size_t len, int n);
+/* controller.c: encode recs (type, struct) as one batch and commit it. */
+typedef struct st_ctl_rec {
+    int type;
+    const void *rec;
+} st_ctl_rec_t;
+st_err_t st_ctl__commit_records(st_controller_t *c, const st_ctl_rec_t *recs, int n);
 
 #endif /* ST_CONTROLLER_INT_H */

@@ -171,6 +171,51 @@ static void on_answer(st_netclient_t *nc, const st_netclient_resp_t *resp, void 
     event_post(c, ev);
 }
 
+/* ---- requests of our own (membership) ----------------------------------------------- */
+
+typedef struct own_req {
+    st_controller_t *c;
+    int32_t dest;
+    ctl_event_fn fn;
+} own_req_t;
+
+static void on_own_answer(st_netclient_t *nc, const st_netclient_resp_t *resp, void *arg) {
+    (void)nc;
+    own_req_t *o = arg;
+    ctl_event_t *ev = st_calloc(1, sizeof *ev);
+    st_arena_init(&ev->arena, 1024);
+    ev->fn = o->fn;
+    ev->from = o->dest;
+    ev->err = resp->err;
+    if (!resp->err) {
+        ev->frame = st_malloc(resp->len ? resp->len : 1);
+        memcpy(ev->frame, resp->frame, resp->len);
+        st_netclient_resp_t own = *resp;
+        own.frame = ev->frame;
+        own.body = ev->frame + (resp->body - resp->frame);
+        ev->err = st_netclient_decode(&own, &ev->arena, &ev->body);
+        if (ev->err) ev->body = NULL;
+    }
+    st_controller_t *c = o->c;
+    free(o);
+    event_post(c, ev);
+}
+
+static peer_t *peer_of(st_controller_t *c, int32_t id);
+
+st_err_t st_ctl__send(st_controller_t *c, int32_t dest, int16_t api_key, int16_t version,
+                      const void *body, ctl_event_fn fn) {
+    peer_t *p = peer_of(c, dest);
+    if (!p || !p->nc_admin) return ST_E_NOT_FOUND;
+    own_req_t *o = st_malloc(sizeof *o);
+    *o = (own_req_t){c, dest, fn};
+    st_err_t e = st_netclient_send(p->nc_admin, api_key, version, body, 0, on_own_answer, o);
+    if (e) free(o);
+    return e;
+}
+
+int64_t st_ctl__next_offset(st_controller_t *c) { return st_metalog_end_offset(c->ml); }
+
 /* The node a request comes from, by its fields. */
 static int32_t sender_of(const st_raft_msg_t *m) {
     switch (m->type) {
@@ -418,6 +463,11 @@ st_err_t st_ctl__quorum_open(st_controller_t *c, char *err, size_t errlen) {
         st_loop_t *loop = st_net_loop(c->cfg.net, i % st_net_nloops(c->cfg.net));
         e = st_netclient_new(loop, &nc, &p->nc, err, errlen);
         if (e) return e;
+        snprintf(cid, sizeof cid, "strata-broker-%d", (int)b->node_id);
+        nc.request_timeout_ms = 0; /* request.timeout.ms's default */
+        e = st_netclient_new(st_net_loop(c->cfg.net, (i + 1) % st_net_nloops(c->cfg.net)), &nc,
+                             &p->nc_admin, err, errlen);
+        if (e) return e;
     }
 
     st_raft_config_t rc;
@@ -451,6 +501,8 @@ void st_ctl__quorum_close(st_controller_t *c) {
     /* the loops are stopped by now: nothing answers or sends any more */
     for (int i = 0; i < c->npeers; i++)
         if (c->peers[i].nc) st_netclient_destroy(c->peers[i].nc);
+    for (int i = 0; i < c->npeers; i++)
+        if (c->peers[i].nc_admin) st_netclient_destroy(c->peers[i].nc_admin);
     free(c->peers);
     c->peers = NULL;
     c->npeers = 0;
@@ -476,6 +528,11 @@ void st_ctl__quorum_close(st_controller_t *c) {
 /* ---- the loop -------------------------------------------------------------------------- */
 
 static void handle(st_controller_t *c, ctl_event_t *ev) {
+    if (ev->fn) {
+        ev->fn(c, ev);
+        event_free(ev);
+        return;
+    }
     if (ev->req) {
         if (c->npending == c->cap_pending) {
             c->cap_pending = c->cap_pending ? 2 * c->cap_pending : 16;
@@ -520,6 +577,8 @@ static job_t *turn(st_controller_t *c, int take_job, int64_t until_ms) {
     for (;;) {
         if (c->ev_head || c->flushes || c->stopping || (take_job && c->head)) break;
         int64_t due = st_raft_next_deadline(c->raft);
+        int64_t mdue = c->members_due;
+        if (mdue >= 0 && (due < 0 || mdue < due)) due = mdue;
         if (until_ms >= 0 && (due < 0 || until_ms < due)) due = until_ms;
         int64_t now = st_mono_ms();
         if (due >= 0 && due <= now) break;
@@ -556,6 +615,7 @@ static job_t *turn(st_controller_t *c, int take_job, int64_t until_ms) {
     }
     if (flushes) st_raft_log_flushed(c->raft);
     st_raft_tick(c->raft);
+    c->members_due = st_ctl__members_tick(c);
     return j;
 }
 
@@ -684,4 +744,73 @@ void st_quorum_desc_fini(st_quorum_desc_t *d) {
     free(d->voters);
     free(d->observers);
     memset(d, 0, sizeof *d);
+}
+
+/* ---- forwarding to the active controller (KIP-590) ------------------------------------- */
+
+typedef struct fwd {
+    st_request_t *req;
+    uint8_t *frame;
+    size_t len;
+    st_err_t err;
+} fwd_t;
+
+/* req's loop: answer req with what the active controller answered. */
+static void fwd_answer(void *arg) {
+    fwd_t *f = arg;
+    st_request_t *req = f->req;
+    void *body = NULL;
+    int32_t corr;
+    st_err_t e = f->err;
+    if (!e) {
+        uint8_t *copy = st_arena_alloc(&req->arena, f->len ? f->len : 1);
+        memcpy(copy, f->frame, f->len);
+        e = st_response_decode(req->api, req->hdr.api_version, copy, f->len, &req->arena, &corr,
+                               &body);
+    }
+    if (e) {
+        ST_WARN("controller", "%s forwarded to the active controller: %s; closing the "
+                              "connection so that the client retries",
+                req->api->name, st_err_msg(e));
+        st_request_close_conn(req, "the active controller did not answer a forwarded request");
+        st_request_no_response(req);
+    } else {
+        st_request_respond(req, body);
+    }
+    free(f->frame);
+    free(f);
+}
+
+static void on_forwarded(st_netclient_t *nc, const st_netclient_resp_t *resp, void *arg) {
+    (void)nc;
+    fwd_t *f = arg;
+    f->err = resp->err;
+    if (!resp->err) {
+        f->frame = st_malloc(resp->len ? resp->len : 1);
+        memcpy(f->frame, resp->frame, resp->len);
+        f->len = resp->len;
+    }
+    st_loop_post(f->req->loop, fwd_answer, f);
+}
+
+int st_controller_forward(st_controller_t *c, st_request_t *req) {
+    pthread_mutex_lock(&c->lock);
+    int32_t leader = c->leader_id;
+    pthread_mutex_unlock(&c->lock);
+    if (leader < 0 || leader == c->cfg.broker->node_id) return 0;
+    peer_t *p = NULL; /* the peers are fixed once open: readable from any thread */
+    for (int i = 0; i < c->npeers && !p; i++)
+        if (c->peers[i].id == leader) p = &c->peers[i];
+    if (!p || !p->nc_admin) return 0;
+    fwd_t *f = st_calloc(1, sizeof *f);
+    f->req = req;
+    st_err_t e = st_netclient_send(p->nc_admin, req->api->key, req->hdr.api_version, req->body, 60000,
+                                   on_forwarded, f);
+    if (e) {
+        free(f);
+        return 0;
+    }
+    ST_DEBUG("controller", "%s from %s forwarded to the active controller %d", req->api->name,
+             st_request_peer(req), (int)leader);
+    return 1;
 }

@@ -277,9 +277,9 @@ static const st_api_t api_table[] = {
      &st_alter_partition_resp_schema, 0, 3},
     {ST_API_FETCH_SNAPSHOT, "FetchSnapshot", 0, 0, 1, 0, &st_fetch_snapshot_req_schema,
      &st_fetch_snapshot_resp_schema, 0, 1},
-    {ST_API_BROKER_REGISTRATION, "BrokerRegistration", 0, 0, -1, 0,
+    {ST_API_BROKER_REGISTRATION, "BrokerRegistration", 0, 0, 4, 0,
      &st_broker_registration_req_schema, &st_broker_registration_resp_schema, 0, 4},
-    {ST_API_BROKER_HEARTBEAT, "BrokerHeartbeat", 0, 0, -1, 0, &st_broker_heartbeat_req_schema,
+    {ST_API_BROKER_HEARTBEAT, "BrokerHeartbeat", 0, 0, 1, 0, &st_broker_heartbeat_req_schema,
      &st_broker_heartbeat_resp_schema, 0, 1},
 };
 

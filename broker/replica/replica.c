@@ -116,6 +116,11 @@ st_partition_t *st_replicas_lookup(st_replicas_t *rm, const char *topic, size_t 
     return p;
 }
 
+st_err_t st_partition_check_leader(const st_partition_t *p) {
+    int32_t leader = __atomic_load_n(&p->leader, __ATOMIC_RELAXED);
+    return leader == p->owner->cfg->node_id ? ST_OK : ST_E_NOT_LEADER_OR_FOLLOWER;
+}
+
 st_partition_t *st_replicas_lookup_id(st_replicas_t *rm, const st_uuid_t *id, int32_t partition) {
     st_partition_t *p = NULL;
     pthread_rwlock_rdlock(&rm->lock);
@@ -295,6 +300,7 @@ static st_partition_t *partition_open(st_replicas_t *rm, const st_meta_topic_t *
     p->topic_id = t->id;
     p->index = mp->id;
     p->leader_epoch = mp->leader_epoch;
+    __atomic_store_n(&p->leader, mp->leader, __ATOMIC_RELAXED);
     p->min_insync_replicas = min_isr;
     p->isr_size = mp->nisr;
     p->owner = rm;
@@ -397,6 +403,7 @@ void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new
                 }
                 p->min_insync_replicas = min_isr;
                 p->leader_epoch = mp->leader_epoch;
+                __atomic_store_n(&p->leader, mp->leader, __ATOMIC_RELAXED);
                 p->isr_size = mp->nisr;
                 ne->parts[k] = p;
             } else if (is_replica_here(rm, mp)) {

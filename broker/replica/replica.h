@@ -30,6 +30,7 @@ typedef struct st_partition {
     int32_t index;
     st_log_t *log;
     int32_t leader_epoch;
+    int32_t leader; /* atomic: the broker that leads it (the image's), -1: none */
     int32_t min_insync_replicas;
     int32_t isr_size;
     uint64_t waiters; /* atomic: bit i = loop i has a parked request here */
@@ -57,6 +58,9 @@ st_partition_t *st_replicas_lookup(st_replicas_t *rm, const char *topic, size_t 
                                    int32_t partition, int *topic_known);
 st_partition_t *st_replicas_lookup_id(st_replicas_t *rm, const st_uuid_t *id, int32_t partition);
 void st_partition_release(st_partition_t *p);
+/* OK when this broker leads p (clients may produce and fetch), else
+ * NOT_LEADER_OR_FOLLOWER: the image names another leader, or none. */
+st_err_t st_partition_check_leader(const st_partition_t *p);
 
 /* Every hosted partition, kept (release each with st_partition_release
  * and free the array). */

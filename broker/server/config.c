@@ -108,6 +108,12 @@ static const st_cfg_desc_t broker_rows[] = {
          "Kafka's storage format --cluster-id does); a node whose log dirs hold another id "
          "refuses to start. Empty: the id already in meta.properties, else a new random one. "
          "Every node of a multi-node quorum must be given the same id."),
+    BROW("broker.heartbeat.interval.ms", ST_CFG_INT, broker_heartbeat_interval_ms, "2000", 1,
+         I32MAX, NULL, 0, "How often a broker heartbeats to the active controller."),
+    BROW("broker.session.timeout.ms", ST_CFG_INT, broker_session_timeout_ms, "9000", 1, I32MAX,
+         NULL, 0,
+         "A broker the active controller has not heard from for this long is fenced: it leads "
+         "no partition and Metadata does not name it until it heartbeats again."),
     BROW("listeners", ST_CFG_STRING, listeners, "PLAINTEXT://localhost:9092", 0, 0, v_listeners, 0,
          "Where to accept connections: comma-separated NAME://host:port. An empty host binds every "
          "interface; port 0 picks a free port."),

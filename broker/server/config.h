@@ -18,6 +18,8 @@ typedef struct st_broker_config {
     char *listener_security_protocol_map;
     char *broker_rack;
     char *cluster_id;
+    int32_t broker_heartbeat_interval_ms;
+    int32_t broker_session_timeout_ms;
     char *listeners;
     char *advertised_listeners;
     char *log_dirs;

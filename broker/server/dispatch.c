@@ -40,6 +40,8 @@ static const struct {
     {ST_API_END_QUORUM_EPOCH, st_handle_end_quorum_epoch},
     {ST_API_DESCRIBE_QUORUM, st_handle_describe_quorum},
     {ST_API_FETCH_SNAPSHOT, st_handle_fetch_snapshot},
+    {ST_API_BROKER_REGISTRATION, st_handle_broker_registration},
+    {ST_API_BROKER_HEARTBEAT, st_handle_broker_heartbeat},
 };
 
 st_handler_fn st_handler_for(int16_t key) {

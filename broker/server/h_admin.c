@@ -274,6 +274,8 @@ static void mark_duplicate_names(st_request_t *req, const st_create_topics_req_t
 }
 
 void st_handle_create_topics(st_server_t *srv, st_request_t *req) {
+    /* only the active controller writes metadata: others pass it on */
+    if (st_controller_forward(srv->ctl, req)) return;
     st_create_topics_req_t *q = req->body;
     create_ctx_t *c = st_arena_alloc(&req->arena, sizeof *c);
     c->n = q->topics.n;
@@ -379,6 +381,8 @@ static void delete_done(st_server_t *srv, st_request_t *req, void *arg) {
 }
 
 void st_handle_delete_topics(st_server_t *srv, st_request_t *req) {
+    /* only the active controller writes metadata: others pass it on */
+    if (st_controller_forward(srv->ctl, req)) return;
     st_delete_topics_req_t *q = req->body;
     delete_ctx_t *c = st_arena_alloc(&req->arena, sizeof *c);
     /* Older versions name topics; newer ones carry name or id. */
@@ -499,6 +503,8 @@ static void partitions_done_all(st_server_t *srv, st_request_t *req, void *arg) 
 }
 
 void st_handle_create_partitions(st_server_t *srv, st_request_t *req) {
+    /* only the active controller writes metadata: others pass it on */
+    if (st_controller_forward(srv->ctl, req)) return;
     st_create_partitions_req_t *q = req->body;
     partitions_job_t *j = st_arena_alloc(&req->arena, sizeof *j);
     j->q = q;
@@ -560,6 +566,8 @@ static alter_ctx_t *alter_ctx_new(st_request_t *req, int n) {
 }
 
 void st_handle_alter_configs(st_server_t *srv, st_request_t *req) {
+    /* only the active controller writes metadata: others pass it on */
+    if (st_controller_forward(srv->ctl, req)) return;
     st_alter_configs_req_t *q = req->body;
     alter_ctx_t *c = alter_ctx_new(req, q->resources.n);
     c->replace_all = 1;
@@ -582,6 +590,8 @@ void st_handle_alter_configs(st_server_t *srv, st_request_t *req) {
 }
 
 void st_handle_incremental_alter_configs(st_server_t *srv, st_request_t *req) {
+    /* only the active controller writes metadata: others pass it on */
+    if (st_controller_forward(srv->ctl, req)) return;
     st_incr_alter_configs_req_t *q = req->body;
     alter_ctx_t *c = alter_ctx_new(req, q->resources.n);
     c->replace_all = 0;

@@ -120,6 +120,7 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
                 continue;
             }
             st_err_t e = st_check_leader_epoch(qp->current_leader_epoch, p->leader_epoch);
+            if (!e) e = st_partition_check_leader(p);
             /* The smaller of the partition's limit and what the response
              * has left, also for the first partition: only the batch that
              * min_one lets through may pass both (KIP-74). */

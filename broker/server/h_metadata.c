@@ -15,7 +15,8 @@ typedef struct md_ctx {
     int ncreate;
 } md_ctx_t;
 
-static void fill_topic(st_request_t *req, st_metadata_topic_t *out, const st_meta_topic_t *t,
+static void fill_topic(st_request_t *req, const st_meta_image_t *img, st_metadata_topic_t *out,
+                       const st_meta_topic_t *t,
                        int include_ops) {
     st_metadata_req_t *q = req->body;
     (void)q;
@@ -36,7 +37,15 @@ static void fill_topic(st_request_t *req, st_metadata_topic_t *out, const st_met
         memcpy(p->replica_nodes.v, mp->replicas, sizeof(int32_t) * (size_t)mp->nreplicas);
         ST_ARRAY_ALLOC(p->isr_nodes, &req->arena, mp->nisr);
         memcpy(p->isr_nodes.v, mp->isr, sizeof(int32_t) * (size_t)mp->nisr);
-        ST_ARRAY_ALLOC(p->offline_replicas, &req->arena, 0);
+        /* replicas on brokers that are fenced or not registered */
+        ST_ARRAY_ALLOC(p->offline_replicas, &req->arena, mp->nreplicas);
+        p->offline_replicas.n = 0;
+        for (int r = 0; r < mp->nreplicas; r++) {
+            int live = 0;
+            for (int b = 0; b < img->nbrokers && !live; b++)
+                live = img->brokers[b].id == mp->replicas[r] && !img->brokers[b].fenced;
+            if (!live) p->offline_replicas.v[p->offline_replicas.n++] = mp->replicas[r];
+        }
     }
 }
 
@@ -76,7 +85,7 @@ static void respond(st_server_t *srv, st_request_t *req) {
     int include_ops = q->include_topic_authorized_operations;
     if (all_topics(req)) {
         ST_ARRAY_ALLOC(r.topics, &req->arena, img->ntopics);
-        for (int i = 0; i < img->ntopics; i++) fill_topic(req, &r.topics.v[i], img->topics[i], include_ops);
+        for (int i = 0; i < img->ntopics; i++) fill_topic(req, img, &r.topics.v[i], img->topics[i], include_ops);
     } else {
         ST_ARRAY_ALLOC(r.topics, &req->arena, q->topics.n);
         for (int i = 0; i < q->topics.n; i++) {
@@ -90,7 +99,7 @@ static void respond(st_server_t *srv, st_request_t *req) {
             if (qt->name.len >= 0) t = name_valid(qt->name) ? st_image_topic(img, qt->name.p, (size_t)qt->name.len) : NULL;
             else t = st_image_topic_by_id(img, &qt->topic_id);
             if (t) {
-                fill_topic(req, out, t, include_ops);
+                fill_topic(req, img, out, t, include_ops);
                 continue;
             }
             out->name = qt->name;

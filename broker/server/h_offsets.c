@@ -186,6 +186,7 @@ static void slot_compute(offsets_job_t *job, offsets_slot_t *sl) {
     int32_t epoch = -1;
     st_err_t e = p ? st_check_leader_epoch(sl->leader_epoch, p->leader_epoch)
                    : ST_E_UNKNOWN_TOPIC_OR_PARTITION;
+    if (!e) e = st_partition_check_leader(p);
     if (!e) e = list_one(p, sl->timestamp, job->loop, &offset, &ts, &epoch);
     st_partition_release(p);
     if (e == ST_E_AGAIN) return;
@@ -351,8 +352,10 @@ void st_handle_delete_records(st_server_t *srv, st_request_t *req) {
             st_partition_t *p = st_replicas_lookup(srv->rm, qt->name.p,
                                                    (size_t)ST_MAX(qt->name.len, 0),
                                                    qp->partition_index, NULL);
-            if (!p) {
-                out->error_code = st_err_wire(ST_E_UNKNOWN_TOPIC_OR_PARTITION);
+            st_err_t le = p ? st_partition_check_leader(p) : ST_E_UNKNOWN_TOPIC_OR_PARTITION;
+            if (le) {
+                out->error_code = st_err_wire(le);
+                st_partition_release(p);
                 continue;
             }
             int64_t low = -1;

@@ -159,3 +159,49 @@ void st_handle_describe_quorum(st_server_t *srv, st_request_t *req) {
     describe_ctx_t *x = st_calloc(1, sizeof *x);
     st_server_via_controller(srv, req, describe_work, describe_done, x);
 }
+
+/* ---- BrokerRegistration and BrokerHeartbeat (to the active controller) ------------ */
+
+typedef struct member_ctx {
+    const void *q; /* the request's body */
+    st_broker_registration_resp_t reg;
+    st_broker_heartbeat_resp_t hb;
+} member_ctx_t;
+
+static void registration_work(st_server_t *srv, st_controller_t *ctl, void *arg) {
+    (void)srv;
+    member_ctx_t *x = arg;
+    st_controller_broker_registration(ctl, x->q, &x->reg);
+}
+
+static void heartbeat_work(st_server_t *srv, st_controller_t *ctl, void *arg) {
+    (void)srv;
+    member_ctx_t *x = arg;
+    st_controller_broker_heartbeat(ctl, x->q, &x->hb);
+}
+
+static void registration_done(st_server_t *srv, st_request_t *req, void *arg) {
+    (void)srv;
+    member_ctx_t *x = arg;
+    st_request_respond(req, &x->reg);
+    free(x);
+}
+
+static void heartbeat_done(st_server_t *srv, st_request_t *req, void *arg) {
+    (void)srv;
+    member_ctx_t *x = arg;
+    st_request_respond(req, &x->hb);
+    free(x);
+}
+
+void st_handle_broker_registration(st_server_t *srv, st_request_t *req) {
+    member_ctx_t *x = st_calloc(1, sizeof *x);
+    x->q = req->body;
+    st_server_via_controller(srv, req, registration_work, registration_done, x);
+}
+
+void st_handle_broker_heartbeat(st_server_t *srv, st_request_t *req) {
+    member_ctx_t *x = st_calloc(1, sizeof *x);
+    x->q = req->body;
+    st_server_via_controller(srv, req, heartbeat_work, heartbeat_done, x);
+}

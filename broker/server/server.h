@@ -109,6 +109,8 @@ void st_handle_begin_quorum_epoch(st_server_t *srv, st_request_t *req);
 void st_handle_end_quorum_epoch(st_server_t *srv, st_request_t *req);
 void st_handle_fetch_snapshot(st_server_t *srv, st_request_t *req);
 void st_handle_describe_quorum(st_server_t *srv, st_request_t *req);
+void st_handle_broker_registration(st_server_t *srv, st_request_t *req);
+void st_handle_broker_heartbeat(st_server_t *srv, st_request_t *req);
 /* a Fetch of __cluster_metadata by a replica (st_handle_fetch sends it) */
 void st_handle_raft_fetch(st_server_t *srv, st_request_t *req);
 /* The group coordinator configured from srv->cfg (not started). */

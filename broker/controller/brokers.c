@@ -1,0 +1,475 @@
+/*
+ * brokers.c - brokers as members of the cluster (KRaft's broker lifecycle):
+ * registration with the active controller, heartbeats, fencing.
+ *
+ * Every node is a broker.  At start it has an incarnation id (random) and
+ * no broker epoch; once a controller leads it sends BrokerRegistration
+ * (id, incarnation, listeners, rack) and learns its broker epoch (the
+ * offset of the RegisterBrokerRecord), then heartbeats every
+ * broker.heartbeat.interval.ms with the offset it has applied.  When the
+ * active controller is this node, the same happens without a network hop.
+ *
+ * The active controller (controller thread, role LEADER):
+ *   - registers a broker fenced; an id registered with another incarnation
+ *     that is still heartbeating is refused DUPLICATE_BROKER_REGISTRATION;
+ *   - unfences a broker whose heartbeat shows it has applied its own
+ *     registration (caught up), electing it where a partition has no
+ *     leader and it is in the ISR;
+ *   - fences a broker not heard from for broker.session.timeout.ms: a
+ *     FenceBrokerRecord and, for every partition it is in the ISR of, a
+ *     PartitionChangeRecord that takes it out of the ISR (unless it is the
+ *     last member) and, where it led, elects the first other ISR member, or
+ *     no leader (-1) when none is left (unclean.leader.election.enable then
+ *     takes the first live replica, as Kafka does).
+ * Heartbeat times live in the leader's memory only: a new leader starts
+ * every broker's clock at its election, as Kafka's does.
+ */
+#include "controller_int.h"
+
+#include <stdlib.h>
+
+#define RETRY_MS 500
+
+static int32_t self_id(const st_controller_t *c) { return c->cfg.broker->node_id; }
+
+static int leads(st_controller_t *c) {
+    return c->raft && st_raft_role(c->raft) == ST_RAFT_LEADER;
+}
+
+void st_ctl__members_init(st_controller_t *c) {
+    st_random_bytes(&c->incarnation, sizeof c->incarnation);
+    c->broker_epoch = -1;
+    c->hbs_epoch = -1;
+    c->members_due = -1;
+}
+
+void st_ctl__members_fini(st_controller_t *c) {
+    free(c->hbs);
+    c->hbs = NULL;
+    c->nhbs = 0;
+}
+
+static const st_meta_broker_t *image_broker(const st_meta_image_t *img, int32_t id) {
+    for (int i = 0; i < img->nbrokers; i++)
+        if (img->brokers[i].id == id) return &img->brokers[i];
+    return NULL;
+}
+
+static struct hb *hb_of(st_controller_t *c, int32_t id, int add) {
+    for (int i = 0; i < c->nhbs; i++)
+        if (c->hbs[i].id == id) return &c->hbs[i];
+    if (!add) return NULL;
+    c->hbs = st_realloc(c->hbs, sizeof *c->hbs * (size_t)(c->nhbs + 1));
+    c->hbs[c->nhbs] = (struct hb){id, st_mono_ms(), 0};
+    return &c->hbs[c->nhbs++];
+}
+
+/* ---- the records a registration writes ---------------------------------------------- */
+
+static st_err_t write_registration(st_controller_t *c, int32_t id, const st_uuid_t *incarnation,
+                                   const st_mrec_endpoint_t *eps, int neps, st_str_t rack,
+                                   int fenced, int64_t *epoch_out) {
+    st_mrec_register_broker_t r;
+    st_schema_defaults(&st_mrec_register_broker_schema, &r);
+    r.broker_id = id;
+    r.incarnation_id = *incarnation;
+    /* the broker epoch is the offset of its registration (Kafka's rule):
+     * the leader proposes one batch at a time, so it is the log end */
+    r.broker_epoch = st_ctl__next_offset(c);
+    r.endpoints.v = (st_mrec_endpoint_t *)eps;
+    r.endpoints.n = neps;
+    r.features.n = 0;
+    r.rack = rack;
+    r.fenced = (int8_t)fenced;
+    st_ctl_rec_t rec = {ST_MREC_REGISTER_BROKER, &r};
+    st_err_t e = st_ctl__commit_records(c, &rec, 1);
+    if (!e) {
+        *epoch_out = r.broker_epoch;
+        hb_of(c, id, 1)->last_ms = st_mono_ms();
+        ST_INFO("controller", "broker %d registered with broker epoch %lld%s", (int)id,
+                (long long)r.broker_epoch, fenced ? " (fenced until it catches up)" : "");
+    }
+    return e;
+}
+
+/* PartitionChangeRecords for broker id leaving (fenced) or coming back:
+ * collected into recs (st_ctl_rec_t pointing at changes[]). */
+typedef struct changes {
+    st_mrec_partition_change_t *v;
+    int32_t **isrs; /* owned */
+    int n, cap;
+} changes_t;
+
+static void changes_add(changes_t *ch, const st_meta_topic_t *t, const st_meta_partition_t *mp,
+                        int32_t leader, const int32_t *isr, int nisr) {
+    if (ch->n == ch->cap) {
+        ch->cap = ch->cap ? 2 * ch->cap : 16;
+        ch->v = st_realloc(ch->v, sizeof *ch->v * (size_t)ch->cap);
+        ch->isrs = st_realloc(ch->isrs, sizeof *ch->isrs * (size_t)ch->cap);
+    }
+    st_mrec_partition_change_t *r = &ch->v[ch->n];
+    st_schema_defaults(&st_mrec_partition_change_schema, r);
+    r->partition_id = mp->id;
+    r->topic_id = t->id;
+    r->leader = leader;
+    r->replicas.n = -1;
+    r->replicas.v = NULL;
+    if (isr) {
+        ch->isrs[ch->n] = st_malloc(sizeof(int32_t) * (size_t)(nisr ? nisr : 1));
+        memcpy(ch->isrs[ch->n], isr, sizeof(int32_t) * (size_t)nisr);
+        r->isr.v = ch->isrs[ch->n];
+        r->isr.n = nisr;
+    } else {
+        ch->isrs[ch->n] = NULL;
+        r->isr.v = NULL;
+        r->isr.n = -1;
+    }
+    ch->n++;
+}
+
+static void changes_fini(changes_t *ch) {
+    for (int i = 0; i < ch->n; i++) free(ch->isrs[i]);
+    free(ch->isrs);
+    free(ch->v);
+}
+
+static int is_live(const st_meta_image_t *img, int32_t id, int32_t except) {
+    if (id == except) return 0;
+    const st_meta_broker_t *b = image_broker(img, id);
+    return b && !b->fenced;
+}
+
+static int unclean_allowed(st_controller_t *c, const st_meta_topic_t *t) {
+    const char *v = st_meta_topic_config(t, "unclean.leader.election.enable");
+    if (v) return !strcmp(v, "true");
+    return c->cfg.broker->unclean_leader_election_enable;
+}
+
+/* What fencing broker `gone` does to each partition it is in. */
+static void fence_changes(st_controller_t *c, const st_meta_image_t *img, int32_t gone,
+                          changes_t *ch) {
+    for (int ti = 0; ti < img->ntopics; ti++) {
+        const st_meta_topic_t *t = img->topics[ti];
+        for (int pi = 0; pi < t->nparts; pi++) {
+            const st_meta_partition_t *mp = &t->parts[pi];
+            int in_isr = 0;
+            for (int k = 0; k < mp->nisr; k++) in_isr |= mp->isr[k] == gone;
+            if (!in_isr && mp->leader != gone) continue;
+            int32_t *isr = st_malloc(sizeof *isr * (size_t)(mp->nisr + 1));
+            int nisr = 0;
+            for (int k = 0; k < mp->nisr; k++)
+                if (mp->isr[k] != gone) isr[nisr++] = mp->isr[k];
+            if (nisr == 0) { /* the last in-sync replica stays in the ISR */
+                isr[0] = gone;
+                nisr = 1;
+            }
+            int32_t leader = mp->leader;
+            if (leader == gone || leader < 0) {
+                leader = -1;
+                /* the first replica (preferred order) in the ISR and live */
+                for (int r = 0; r < mp->nreplicas && leader < 0; r++)
+                    for (int k = 0; k < nisr; k++)
+                        if (isr[k] == mp->replicas[r] && is_live(img, isr[k], gone))
+                            leader = isr[k];
+                if (leader < 0 && unclean_allowed(c, t))
+                    for (int r = 0; r < mp->nreplicas && leader < 0; r++)
+                        if (is_live(img, mp->replicas[r], gone)) {
+                            leader = mp->replicas[r];
+                            isr[0] = leader; /* an unclean leader is the whole ISR */
+                            nisr = 1;
+                        }
+            }
+            int same_isr = nisr == mp->nisr;
+            for (int k = 0; k < nisr && same_isr; k++) same_isr = isr[k] == mp->isr[k];
+            if (leader != mp->leader || !same_isr)
+                changes_add(ch, t, mp, leader == mp->leader ? ST_MREC_NO_LEADER_CHANGE : leader,
+                            same_isr ? NULL : isr, nisr);
+            free(isr);
+        }
+    }
+}
+
+/* A broker back: it leads the partitions that have no leader and whose ISR
+ * holds it. */
+static void unfence_changes(const st_meta_image_t *img, int32_t back, changes_t *ch) {
+    for (int ti = 0; ti < img->ntopics; ti++) {
+        const st_meta_topic_t *t = img->topics[ti];
+        for (int pi = 0; pi < t->nparts; pi++) {
+            const st_meta_partition_t *mp = &t->parts[pi];
+            if (mp->leader >= 0) continue;
+            for (int k = 0; k < mp->nisr; k++)
+                if (mp->isr[k] == back) {
+                    changes_add(ch, t, mp, back, NULL, 0);
+                    break;
+                }
+        }
+    }
+}
+
+static st_err_t write_fencing(st_controller_t *c, int32_t id, int fence) {
+    const st_meta_broker_t *b = image_broker(c->image, id);
+    if (!b || b->fenced == fence) return ST_OK;
+    st_mrec_fence_t f = {id, b->epoch};
+    changes_t ch = {0};
+    if (fence) fence_changes(c, c->image, id, &ch);
+    else unfence_changes(c->image, id, &ch);
+    st_ctl_rec_t *recs = st_malloc(sizeof *recs * (size_t)(ch.n + 1));
+    recs[0] = (st_ctl_rec_t){fence ? ST_MREC_FENCE_BROKER : ST_MREC_UNFENCE_BROKER, &f};
+    for (int i = 0; i < ch.n; i++) recs[i + 1] = (st_ctl_rec_t){ST_MREC_PARTITION_CHANGE, &ch.v[i]};
+    st_err_t e = st_ctl__commit_records(c, recs, ch.n + 1);
+    if (!e)
+        ST_INFO("controller", "broker %d %s; %d partition%s changed leader or ISR", (int)id,
+                fence ? "fenced (no heartbeat within broker.session.timeout.ms)" : "unfenced",
+                ch.n, ch.n == 1 ? "" : "s");
+    free(recs);
+    changes_fini(&ch);
+    return e;
+}
+
+/* ---- the active controller's side ----------------------------------------------------- */
+
+void st_controller_broker_registration(st_controller_t *c, const st_broker_registration_req_t *q,
+                                       st_broker_registration_resp_t *r) {
+    st_schema_defaults(&st_broker_registration_resp_schema, r);
+    r->broker_epoch = -1;
+    st_err_t e = ST_OK;
+    if (!leads(c)) {
+        e = ST_E_NOT_CONTROLLER;
+    } else if (!st_str_eq(q->cluster_id, c->cluster_id)) {
+        ST_WARN("controller", "broker %d of cluster %.*s refused: this is cluster %s",
+                (int)q->broker_id, (int)ST_MAX(q->cluster_id.len, 0), q->cluster_id.p,
+                c->cluster_id);
+        e = ST_E_INCONSISTENT_CLUSTER_ID;
+    } else {
+        const st_meta_broker_t *b = image_broker(c->image, q->broker_id);
+        struct hb *h = hb_of(c, q->broker_id, 0);
+        int same = b && !memcmp(b->incarnation.b, q->incarnation_id.b, 16);
+        int live = b && h && st_mono_ms() - h->last_ms < c->cfg.broker->broker_session_timeout_ms;
+        if (same) {
+            r->broker_epoch = b->epoch; /* a retry of a registration that was written */
+        } else if (live) {
+            ST_WARN("controller", "a second broker %d (another incarnation) refused: broker %d "
+                                  "is registered and heartbeating",
+                    (int)q->broker_id, (int)q->broker_id);
+            e = ST_E_DUPLICATE_BROKER_REGISTRATION;
+        } else {
+            st_mrec_endpoint_t *eps = st_calloc((size_t)q->listeners.n + 1, sizeof *eps);
+            for (int i = 0; i < q->listeners.n; i++) {
+                eps[i].name = q->listeners.v[i].name;
+                eps[i].host = q->listeners.v[i].host;
+                eps[i].port = q->listeners.v[i].port;
+                eps[i].security_protocol = q->listeners.v[i].security_protocol;
+            }
+            e = write_registration(c, q->broker_id, &q->incarnation_id, eps, q->listeners.n,
+                                   q->rack, 1, &r->broker_epoch);
+            free(eps);
+        }
+    }
+    r->error_code = st_err_wire(e);
+}
+
+void st_controller_broker_heartbeat(st_controller_t *c, const st_broker_heartbeat_req_t *q,
+                                    st_broker_heartbeat_resp_t *r) {
+    st_schema_defaults(&st_broker_heartbeat_resp_schema, r);
+    st_err_t e = ST_OK;
+    const st_meta_broker_t *b = image_broker(c->image, q->broker_id);
+    if (!leads(c)) e = ST_E_NOT_CONTROLLER;
+    else if (!b) e = ST_E_BROKER_ID_NOT_REGISTERED;
+    else if (b->epoch != q->broker_epoch) e = ST_E_STALE_BROKER_EPOCH;
+    if (!e) {
+        struct hb *h = hb_of(c, q->broker_id, 1);
+        h->last_ms = st_mono_ms();
+        int caught_up = q->current_metadata_offset >= b->epoch;
+        if (b->fenced && caught_up && !q->want_fence) e = write_fencing(c, q->broker_id, 0);
+        b = image_broker(c->image, q->broker_id);
+        r->is_caught_up = (int8_t)caught_up;
+        r->is_fenced = (int8_t)(b ? b->fenced : 1);
+        r->should_shut_down = 0;
+    }
+    r->error_code = st_err_wire(e);
+}
+
+/* ---- jobs the tick queues (they commit, so they run as jobs) ---------------------------- */
+
+void st_ctl__register_self(st_controller_t *c) {
+    if (c->broker_epoch >= 0 || !leads(c)) return;
+    const st_broker_config_t *b = c->cfg.broker;
+    const st_meta_broker_t *mine = image_broker(c->image, b->node_id);
+    if (mine && !memcmp(mine->incarnation.b, c->incarnation.b, 16)) {
+        c->broker_epoch = mine->epoch;
+        return;
+    }
+    st_mrec_endpoint_t *eps = st_calloc((size_t)c->cfg.nadvertised + 1, sizeof *eps);
+    for (int i = 0; i < c->cfg.nadvertised; i++) {
+        eps[i].name = st_str(c->cfg.advertised[i].name);
+        eps[i].host = st_str(c->cfg.advertised[i].host);
+        eps[i].port = (uint16_t)c->cfg.advertised[i].port;
+        eps[i].security_protocol = 0; /* PLAINTEXT */
+    }
+    int64_t epoch;
+    /* the leader has applied everything it committed: caught up, unfenced */
+    if (write_registration(c, b->node_id, &c->incarnation, eps, c->cfg.nadvertised,
+                           *b->broker_rack ? st_str(b->broker_rack) : ST_STR_NULL, 0,
+                           &epoch) == ST_OK)
+        c->broker_epoch = epoch;
+    free(eps);
+}
+
+static void register_self_job(st_controller_t *c, void *arg) {
+    (void)arg;
+    c->self_reg_queued = 0;
+    st_ctl__register_self(c);
+}
+
+typedef struct fence_arg {
+    int32_t id;
+} fence_arg_t;
+
+static void fence_job(st_controller_t *c, void *arg) {
+    fence_arg_t *f = arg;
+    struct hb *h = hb_of(c, f->id, 0);
+    if (h) h->fence_queued = 0;
+    /* still silent, still leading? */
+    if (leads(c) && h && st_mono_ms() - h->last_ms >= c->cfg.broker->broker_session_timeout_ms)
+        write_fencing(c, f->id, 1);
+    free(f);
+}
+
+static void unfence_self_job(st_controller_t *c, void *arg) {
+    (void)arg;
+    c->self_reg_queued = 0;
+    if (leads(c)) write_fencing(c, self_id(c), 0);
+}
+
+/* ---- this node as a broker ----------------------------------------------------------- */
+
+static void on_registered(st_controller_t *c, ctl_event_t *ev) {
+    c->reg_in_flight = 0;
+    const st_broker_registration_resp_t *r = ev->body;
+    st_err_t e = ev->err ? ev->err : (r && r->error_code ? st_err_from_wire(r->error_code) : ST_OK);
+    if (e) {
+        if (e == ST_E_DUPLICATE_BROKER_REGISTRATION || e == ST_E_INCONSISTENT_CLUSTER_ID)
+            ST_ERROR("controller", "node %d cannot register with the active controller %d: %s",
+                     (int)self_id(c), (int)ev->from, st_err_msg(e));
+        else
+            ST_DEBUG("controller", "registration with node %d: %s", (int)ev->from,
+                     st_err_msg(e));
+        c->next_reg_ms = st_mono_ms() + RETRY_MS;
+        return;
+    }
+    c->broker_epoch = r->broker_epoch;
+    c->next_hb_ms = st_mono_ms();
+    ST_INFO("controller", "registered with the active controller %d: broker epoch %lld",
+            (int)ev->from, (long long)c->broker_epoch);
+}
+
+static void on_heartbeat(st_controller_t *c, ctl_event_t *ev) {
+    c->hb_in_flight = 0;
+    const st_broker_heartbeat_resp_t *r = ev->body;
+    st_err_t e = ev->err ? ev->err : (r && r->error_code ? st_err_from_wire(r->error_code) : ST_OK);
+    if (e == ST_E_STALE_BROKER_EPOCH || e == ST_E_BROKER_ID_NOT_REGISTERED) {
+        ST_INFO("controller", "the active controller %d does not know broker epoch %lld (%s): "
+                              "registering again",
+                (int)ev->from, (long long)c->broker_epoch, st_err_msg(e));
+        c->broker_epoch = -1;
+        c->next_reg_ms = st_mono_ms();
+    } else if (e) {
+        ST_DEBUG("controller", "heartbeat to node %d: %s", (int)ev->from, st_err_msg(e));
+        c->next_hb_ms = st_mono_ms() + RETRY_MS;
+    }
+}
+
+static void send_registration(st_controller_t *c, int32_t leader) {
+    const st_broker_config_t *b = c->cfg.broker;
+    st_broker_registration_req_t q;
+    st_schema_defaults(&st_broker_registration_req_schema, &q);
+    q.broker_id = b->node_id;
+    q.cluster_id = st_str(c->cluster_id);
+    q.incarnation_id = c->incarnation;
+    st_broker_reg_listener_t ls[16];
+    int n = ST_MIN(c->cfg.nadvertised, 16);
+    for (int i = 0; i < n; i++) {
+        ls[i].name = st_str(c->cfg.advertised[i].name);
+        ls[i].host = st_str(c->cfg.advertised[i].host);
+        ls[i].port = (uint16_t)c->cfg.advertised[i].port;
+        ls[i].security_protocol = 0;
+    }
+    q.listeners.v = ls;
+    q.listeners.n = n;
+    q.features.n = 0;
+    q.rack = *b->broker_rack ? st_str(b->broker_rack) : ST_STR_NULL;
+    q.log_dirs.n = 0;
+    if (st_ctl__send(c, leader, ST_API_BROKER_REGISTRATION, 0, &q, on_registered) == ST_OK)
+        c->reg_in_flight = 1;
+    else
+        c->next_reg_ms = st_mono_ms() + RETRY_MS;
+}
+
+static void send_heartbeat(st_controller_t *c, int32_t leader) {
+    st_broker_heartbeat_req_t q;
+    st_schema_defaults(&st_broker_heartbeat_req_schema, &q);
+    q.broker_id = self_id(c);
+    q.broker_epoch = c->broker_epoch;
+    q.current_metadata_offset = c->applied_end - 1;
+    if (st_ctl__send(c, leader, ST_API_BROKER_HEARTBEAT, 0, &q, on_heartbeat) == ST_OK)
+        c->hb_in_flight = 1;
+    c->next_hb_ms = st_mono_ms() + c->cfg.broker->broker_heartbeat_interval_ms;
+}
+
+static int64_t earliest(int64_t a, int64_t b) { return a < 0 ? b : b < 0 ? a : ST_MIN(a, b); }
+
+int64_t st_ctl__members_tick(st_controller_t *c) {
+    if (!c->raft) return -1;
+    pthread_mutex_lock(&c->lock);
+    int stopping = c->stopping;
+    pthread_mutex_unlock(&c->lock);
+    if (stopping) return -1;
+    int32_t leader = st_raft_leader_id(c->raft);
+    int64_t now = st_mono_ms(), due = -1;
+    if (leader < 0) return -1;
+    if (leader != self_id(c)) {
+        c->hbs_epoch = -1; /* a new term as leader starts the clocks again */
+        if (c->broker_epoch < 0) {
+            if (!c->reg_in_flight && now >= c->next_reg_ms) send_registration(c, leader);
+            if (!c->reg_in_flight) due = c->next_reg_ms;
+        } else {
+            if (!c->hb_in_flight && now >= c->next_hb_ms) send_heartbeat(c, leader);
+            if (!c->hb_in_flight) due = c->next_hb_ms;
+        }
+        return due;
+    }
+    if (!leads(c)) return -1;
+    /* the active controller */
+    if (c->hbs_epoch != st_raft_epoch(c->raft)) {
+        c->hbs_epoch = st_raft_epoch(c->raft);
+        for (int i = 0; i < c->image->nbrokers; i++) hb_of(c, c->image->brokers[i].id, 1);
+        for (int i = 0; i < c->nhbs; i++) c->hbs[i].last_ms = now;
+    }
+    if (c->broker_epoch < 0 && !c->self_reg_queued) {
+        c->self_reg_queued = 1;
+        st_controller_submit(c, register_self_job, NULL);
+    }
+    if (c->broker_epoch >= 0) {
+        hb_of(c, self_id(c), 1)->last_ms = now;
+        const st_meta_broker_t *me = image_broker(c->image, self_id(c));
+        if (me && me->fenced && me->epoch == c->broker_epoch && !c->self_reg_queued) {
+            c->self_reg_queued = 1; /* reused: one job at a time */
+            st_controller_submit(c, unfence_self_job, NULL);
+        }
+    }
+    if (now >= c->next_fence_check_ms) {
+        c->next_fence_check_ms = now + 500;
+        for (int i = 0; i < c->image->nbrokers; i++) {
+            const st_meta_broker_t *b = &c->image->brokers[i];
+            if (b->fenced || b->id == self_id(c)) continue;
+            struct hb *h = hb_of(c, b->id, 1);
+            if (h->fence_queued || now - h->last_ms < c->cfg.broker->broker_session_timeout_ms)
+                continue;
+            h->fence_queued = 1;
+            fence_arg_t *f = st_malloc(sizeof *f);
+            f->id = b->id;
+            st_controller_submit(c, fence_job, f);
+        }
+    }
+    return earliest(due, c->next_fence_check_ms);
+}
