@@ -359,16 +359,17 @@ static void op_apply(void *arg, const st_raft_entry_t *entries, int n) {
 static void op_leader_change(void *arg, int32_t epoch, int32_t leader) {
     st_controller_t *c = host(arg);
     pthread_mutex_lock(&c->lock);
-    int was = c->leader_id;
     c->leader_id = leader;
     c->leader_epoch = epoch;
     pthread_mutex_unlock(&c->lock);
-    if (leader != was || leader >= 0)
-        ST_INFO("quorum", "metadata quorum epoch %d: %s%s", (int)epoch,
-                leader < 0 ? "no leader known" : "leader is node ",
-                leader < 0 ? "" : (leader == c->cfg.broker->node_id ? "this one" : ""));
-    if (leader >= 0 && leader != c->cfg.broker->node_id)
-        ST_INFO("quorum", "metadata quorum epoch %d: following node %d", (int)epoch, (int)leader);
+    if (leader < 0)
+        ST_INFO("quorum", "metadata quorum epoch %d: no leader known", (int)epoch);
+    else if (leader == c->cfg.broker->node_id)
+        ST_INFO("quorum", "metadata quorum epoch %d: this node is the active controller",
+                (int)epoch);
+    else
+        ST_INFO("quorum", "metadata quorum epoch %d: node %d is the active controller", (int)epoch,
+                (int)leader);
 }
 
 /* ---- the state machine for snapshots ------------------------------------------------- */
