@@ -841,7 +841,9 @@ static void handle_vote_request(st_raft_t *r, int32_t from, const st_raft_msg_t 
         }
     }
     out.u.vote_resp.error_code = err;
-    out.u.vote_resp.leader_id = r->leader_id;
+    /* A granted pre-vote names no leader (KIP-996), so that the prospective
+     * does not take it for a refusal by a follower of a live one. */
+    out.u.vote_resp.leader_id = granted && q->pre_vote ? -1 : r->leader_id;
     out.u.vote_resp.leader_epoch = r->epoch;
     out.u.vote_resp.vote_granted = (int8_t)granted;
     send_msg(r, from, &out);
@@ -851,6 +853,14 @@ static void handle_vote_response(st_raft_t *r, int32_t from, const st_raft_msg_t
     peer_t *p = match_response(r, from, m, ST_RAFT_VOTE_REQUEST);
     if (!p) return;
     const st_raft_vote_response_t *v = &m->u.vote_resp;
+    if (r->role == ST_RAFT_PROSPECTIVE && !v->vote_granted && v->leader_epoch == r->epoch &&
+        v->leader_id >= 0 && v->leader_id != r->cfg.node_id &&
+        voter_index(r, v->leader_id) >= 0) {
+        /* Refused by a voter that follows a leader of our epoch: follow it
+         * too rather than stay a prospective that cannot win (KIP-996). */
+        to_follower(r, r->epoch, v->leader_id);
+        return;
+    }
     if (maybe_follow(r, v->leader_id, v->leader_epoch)) return;
     if (r->role != ST_RAFT_PROSPECTIVE && r->role != ST_RAFT_CANDIDATE) return;
     if (p->pre_vote != (r->role == ST_RAFT_PROSPECTIVE)) {
