@@ -461,7 +461,10 @@ static void to_unattached(st_raft_t *r, int32_t epoch) {
     if (changed && !persist(r)) return;
     r->role = ST_RAFT_UNATTACHED;
     reset_role_timers(r);
-    if (is_voter(r)) r->election_at = now_ms(r) + election_timeout(r);
+    if (is_voter(r))
+        r->election_at = now_ms(r) + election_timeout(r);
+    else
+        r->next_fetch_at = now_ms(r);
     if (changed) notify_leader(r);
 }
 
@@ -1615,6 +1618,8 @@ st_err_t st_raft_new(const st_raft_config_t *cfg, const st_raft_ops_t *ops,
         r->role = ST_RAFT_UNATTACHED;
         if (is_voter(r))
             r->election_at = r->nvoters == 1 ? now : now + election_timeout(r);
+        else
+            r->next_fetch_at = now; /* an observer looks for the leader at once */
     }
     *out = r;
     return ST_OK;

@@ -41,7 +41,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define MAXN 5
+#define MAXN 6 /* 5 voters and an observer */
+#define OBSERVER_ID 9
 #define FAULT_PHASE_MS 8000
 #define CALM_BOUND_MS 20000
 #define MAX_STEPS 200000
@@ -367,6 +368,14 @@ static void fault(void) {
     } else if (kind <= 8) {
         vlog("heal");
         heal();
+    } else {
+        for (int j = 0; j < S.n; j++)
+            if (S.nodes[j].up && st_raft_role(S.nodes[j].m.r) == ST_RAFT_LEADER) {
+                vlog("node %" PRId32 " resigns", S.ids[j]);
+                st_raft_resign(S.nodes[j].m.r);
+                refresh_deadline(j);
+                break;
+            }
     }
 }
 
@@ -509,11 +518,12 @@ static void reset_seed(uint64_t seed) {
 
 static int run_seed(uint64_t seed, uint64_t *steps_out) {
     reset_seed(seed);
-    S.n = chance(500) ? 3 : 5;
-    for (int i = 0; i < S.n; i++) S.ids[i] = i + 1;
+    int nvoters = chance(500) ? 3 : 5;
+    S.n = nvoters + (chance(500) ? 1 : 0); /* sometimes a broker follows as an observer */
+    for (int i = 0; i < S.n; i++) S.ids[i] = i < nvoters ? i + 1 : OBSERVER_ID;
     st_raft_config_defaults(&S.cfg);
     S.cfg.voters = S.ids;
-    S.cfg.nvoters = S.n;
+    S.cfg.nvoters = nvoters;
     S.cfg.cluster_id = "sim-cluster";
     S.cfg.election_timeout_ms = 100;
     S.cfg.fetch_timeout_ms = 200;
