@@ -378,12 +378,14 @@ st_err_t rm_node_start(rm_node_t *n, const st_raft_config_t *cfg, char *err, siz
     return st_raft_new(cfg, &ops, initial, &n->r, err, errlen);
 }
 
-void rm_node_crash(rm_node_t *n) {
+void rm_node_crash(rm_node_t *n, int keep_unflushed) {
     if (n->r) st_raft_destroy(n->r);
     n->r = NULL;
     int i = 0;
     while (i < n->nlog && n->log[i].base < n->durable_end) i++;
+    i = ST_MIN(n->nlog, i + ST_MAX(keep_unflushed, 0));
     drop_from(n, i);
+    n->durable_end = rm_node_log_end(n);
     n->nflush = 0;
     free(n->stage);
     n->stage = NULL;
