@@ -10,6 +10,18 @@
  * the leader or the vote persists the quorum state first (ops.persist),
  * so no message that depends on it leaves before it is durable.
  *
+ * Elections (KIP-996): a voter whose election or fetch timeout fires
+ * becomes PROSPECTIVE and asks for pre-votes at its epoch; a majority of
+ * yes makes it a CANDIDATE (epoch + 1, its own vote persisted).  A refusal
+ * that names a leader of our epoch makes a prospective follow it again; a
+ * round that cannot win backs off (or follows the leader it gave up on,
+ * once nobody grants).  A granted pre-vote names no leader.  Two cases the
+ * simulator found, handled here: a prospective at an epoch it raised
+ * itself as a candidate, answered only by voters still at an older epoch,
+ * retries a real Vote at that epoch (its pre-votes could never move them);
+ * and a node never leads an epoch twice (it starts Resigned after a
+ * restart in an epoch it led, and never retries a candidacy there).
+ *
  * Outbound requests: at most one in flight per voter (Kafka's
  * RequestManager), each with a request_id; a response whose request_id is
  * not the one in flight for its sender is stale (late, duplicated, or from
