@@ -831,7 +831,7 @@ static void handle_vote_request(st_raft_t *r, int32_t from, const st_raft_msg_t 
         err = ST_RAFT_ERR_INCONSISTENT_CLUSTER_ID;
     } else if (!is_voter(r) || q->voter_id != r->cfg.node_id ||
                voter_index(r, q->replica_id) < 0 || q->replica_id != from) {
-        ST_WARN("raft",
+        ST_LOG_RATELIMITED(ST_LOG_WARN, "raft", 10000,
                 "node %" PRId32 ": refusing a Vote from node %" PRId32
                 " (replica %" PRId32 ", asking voter %" PRId32 "): %s",
                 r->cfg.node_id, from, q->replica_id, q->voter_id,
