@@ -25,6 +25,9 @@
  *                     each applied entry is the next offset and equals the
  *                     committed one there, and a loaded snapshot's state is
  *                     the committed state at its offset;
+ *   votes             a node acts on the epoch and vote its quorum-state
+ *                     holds; the durable epoch never decreases and a vote
+ *                     cast in an epoch never changes, across restarts;
  *   no failure        st_raft_failed stays OK (the simulated disk never fails);
  * and at the end of each seed, liveness: in the calm phase a leader is
  * elected and a proposal made then is applied by every node within a bound.
@@ -81,6 +84,7 @@ typedef struct ev {
 
 typedef struct sim_node {
     rm_node_t m;
+    int32_t qs_epoch, qs_voted; /* the durable quorum state last seen */
     int up;
     int incarnation;
     int64_t deadline; /* st_raft tick wanted, -1 */
@@ -420,6 +424,37 @@ static void check(void) {
             return;
         }
         int32_t ep = st_raft_epoch(r);
+        /* Votes: what a node acts on is durable, the durable epoch never goes
+         * back, and a vote cast in an epoch never changes (across restarts). */
+        if (sn->m.qs_len) {
+            st_raft_qstate_t qs;
+            char why[256];
+            if (st_raft_qstate_decode(sn->m.qs, sn->m.qs_len, &qs, why, sizeof why)) {
+                violate("quorum state: node %" PRId32 ": %s", S.ids[i], why);
+                return;
+            }
+            if (qs.leader_epoch != ep || qs.voted_id != st_raft_voted_id(r)) {
+                violate("quorum state: node %" PRId32 " acts in epoch %" PRId32
+                        " with vote %" PRId32 " but its quorum-state holds epoch %" PRId32
+                        " vote %" PRId32, S.ids[i], ep, st_raft_voted_id(r), qs.leader_epoch,
+                        qs.voted_id);
+                return;
+            }
+            if (qs.leader_epoch < sn->qs_epoch ||
+                (qs.leader_epoch == sn->qs_epoch && sn->qs_voted != -1 &&
+                 qs.voted_id != sn->qs_voted)) {
+                violate("quorum state: node %" PRId32 " went from epoch %" PRId32 " vote %" PRId32
+                        " to epoch %" PRId32 " vote %" PRId32, S.ids[i], sn->qs_epoch,
+                        sn->qs_voted, qs.leader_epoch, qs.voted_id);
+                return;
+            }
+            sn->qs_epoch = qs.leader_epoch;
+            sn->qs_voted = qs.voted_id;
+        } else if (ep != 0) {
+            violate("quorum state: node %" PRId32 " is in epoch %" PRId32
+                    " with no quorum-state written", S.ids[i], ep);
+            return;
+        }
         if (st_raft_role(r) == ST_RAFT_LEADER) {
             if (ep >= S.capleaders) {
                 int32_t cap = S.capleaders ? S.capleaders : 64;
@@ -543,6 +578,7 @@ static int run_seed(uint64_t seed, uint64_t *steps_out) {
     for (int i = 0; i < S.n; i++) {
         rm_node_init(&S.nodes[i].m, S.ids[i], &S.now, rnd() | 1, &hooks);
         S.nodes[i].restart_at = -1;
+        S.nodes[i].qs_voted = -1;
     }
     for (int i = 0; i < S.n; i++) start_node(i);
     S.next_fault = rnd_range(50, 400);
