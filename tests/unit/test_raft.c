@@ -119,9 +119,9 @@ static void disk_append(int32_t id, int32_t epoch, const char *data) {
         n->caplog = n->caplog ? 2 * n->caplog : 16;
         n->log = st_realloc(n->log, sizeof *n->log * (size_t)n->caplog);
     }
+    int64_t base = rm_node_log_end(n);
     rm_entry_t *e = &n->log[n->nlog++];
-    e->base = rm_node_log_end(n) - (n->nlog > 1 ? 0 : 0);
-    e->base = n->nlog > 1 ? n->log[n->nlog - 2].base + n->log[n->nlog - 2].count : n->log_start;
+    e->base = base;
     e->epoch = epoch;
     e->count = 1;
     e->control = 0;
