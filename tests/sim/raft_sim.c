@@ -32,8 +32,9 @@
  * and at the end of each seed, liveness: in the calm phase a leader is
  * elected and a proposal made then is applied by every node within a bound.
  *
- * Usage: raft_sim --seeds N [--first S] | --seed S [--verbose]
+ * Usage: raft_sim --seeds N [--first S] [--keep-going] | --seed S [--verbose]
  *                 [--plant-bug commit-without-majority [--expect-violation]]
+ * (--keep-going: run every seed and count those that failed.)
  * A violation prints the seed and the invariant and exits 1; with
  * --expect-violation (the test that the checker catches the planted bug)
  * the exit status is inverted: 0 only when some seed found a violation.
@@ -715,14 +716,15 @@ static int run_seed(uint64_t seed, uint64_t *steps_out) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: raft_sim --seeds N [--first S] | --seed S [--verbose]\n"
+    fprintf(stderr, "usage: raft_sim --seeds N [--first S] [--keep-going] | --seed S [--verbose]\n"
                     "                [--plant-bug commit-without-majority]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     uint64_t nseeds = 0, first = 1;
-    int single = 0, expect = 0;
+    int single = 0, expect = 0, keep_going = 0;
+    uint64_t bad_seeds = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seeds") && i + 1 < argc) {
             nseeds = strtoull(argv[++i], NULL, 10);
@@ -732,6 +734,8 @@ int main(int argc, char **argv) {
             first = strtoull(argv[++i], NULL, 10);
             nseeds = 1;
             single = 1;
+        } else if (!strcmp(argv[i], "--keep-going")) {
+            keep_going = 1;
         } else if (!strcmp(argv[i], "--expect-violation")) {
             expect = 1;
         } else if (!strcmp(argv[i], "--verbose")) {
@@ -756,9 +760,11 @@ int main(int argc, char **argv) {
         S.t.steps += steps;
         if (bad) {
             printf("seed %" PRIu64 ": VIOLATION: %s\n", s, S.violation);
-            if (!single) printf("replay: raft_sim --seed %" PRIu64 " --verbose\n", s);
+            if (!single && !keep_going)
+                printf("replay: raft_sim --seed %" PRIu64 " --verbose\n", s);
             rc = 1;
-            break;
+            bad_seeds++;
+            if (!keep_going) break;
         }
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -770,6 +776,9 @@ int main(int argc, char **argv) {
            S.t.seeds, S.t.steps, S.t.elections, S.t.commits, S.t.proposals, S.t.crashes,
            S.t.snapshots_made, S.t.snapshots_fetched, S.t.messages, S.t.dropped, secs,
            rc ? "" : ", 0 violations");
+    if (keep_going && rc)
+        printf("raft_sim: %" PRIu64 " of %" PRIu64 " seeds violated an invariant\n", bad_seeds,
+               S.t.seeds);
     for (int i = 0; i < MAXN; i++) rm_node_fini(&S.nodes[i].m);
     while (S.nheap) rm_msg_free(heap_pop().msg);
     free(S.heap);
