@@ -1083,6 +1083,14 @@ static void answer_fetch(st_raft_t *r, replica_t *rep, int32_t from, int32_t req
                            ? ST_MIN(req->partition_max_bytes, r->cfg.fetch_max_bytes)
                            : r->cfg.fetch_max_bytes;
         st_err_t e = r->ops.log_read(r->ops.arg, off, maxb, &ents, &n);
+        if (e == ST_E_OFFSET_OUT_OF_RANGE || e == ST_E_INVAL) {
+            /* Not an entry boundary: no follower of ours asks for that
+             * (its log matches ours up to fetch_offset), so the request is
+             * refused, not our log. */
+            f->error_code = (int16_t)ST_E_OFFSET_OUT_OF_RANGE;
+            send_msg(r, from, &out);
+            return;
+        }
         if (e) {
             fail(r, e, "reading the log for a Fetch");
             return;
@@ -1156,6 +1164,8 @@ static void handle_fetch_snapshot_request(st_raft_t *r, int32_t from, const st_r
                                           &len, &size);
         if (e == ST_E_NOT_FOUND) {
             err = ST_RAFT_ERR_SNAPSHOT_NOT_FOUND;
+        } else if (e == ST_E_OFFSET_OUT_OF_RANGE || e == ST_E_INVAL) {
+            err = ST_RAFT_ERR_POSITION_OUT_OF_RANGE; /* the request's fault, not ours */
         } else if (e) {
             fail(r, e, "reading a snapshot for FetchSnapshot");
             return;

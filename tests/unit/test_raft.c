@@ -670,6 +670,55 @@ static void test_check_quorum_resigns(void **state) {
     assert_int_equal(st_raft_role(R(2)), ST_RAFT_PROSPECTIVE);
 }
 
+static void test_hostile_fetch_keeps_leader(void **state) {
+    (void)state;
+    setup_nodes(3);
+    disk_qstate(1, 1, -1, -1);
+    start(1);
+    elect_by_hand(1, 3);
+    int64_t off = 0;
+    assert_int_equal(st_raft_propose(R(1), (const uint8_t *)"batch", 5, 3, &off, NULL), ST_OK);
+    flush_all();
+    /* A Fetch in the middle of an entry of 3 records is refused; the
+     * leader goes on. */
+    st_raft_msg_t *r = fetch_from(1, 2, off + 1, 2);
+    assert_non_null(r);
+    assert_int_equal(r->u.fetch_resp.error_code, ST_E_OFFSET_OUT_OF_RANGE);
+    rm_msg_free(r);
+    assert_int_equal(st_raft_failed(R(1)), ST_OK);
+    assert_int_equal(st_raft_role(R(1)), ST_RAFT_LEADER);
+    /* A FetchSnapshot of a snapshot that does not exist, and one past its end. */
+    T.cfg.snapshot_min_new_bytes = 1;
+    st_raft_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = ST_RAFT_FETCH_SNAPSHOT_REQUEST;
+    m.request_id = 3;
+    m.u.fsnap_req = (st_raft_fetch_snapshot_request_t){2, 1000, 2, {7, 1}, 0};
+    st_raft_recv(R(1), 2, &m);
+    r = take(2, ST_RAFT_FETCH_SNAPSHOT_RESPONSE);
+    assert_non_null(r);
+    assert_int_equal(r->u.fsnap_resp.error_code, ST_RAFT_ERR_SNAPSHOT_NOT_FOUND);
+    rm_msg_free(r);
+    assert_int_equal(st_raft_failed(R(1)), ST_OK);
+    /* A Fetch whose epoch is ahead of the leader's, and one behind. */
+    memset(&m, 0, sizeof m);
+    m.type = ST_RAFT_FETCH_REQUEST;
+    m.request_id = 4;
+    m.u.fetch_req = (st_raft_fetch_request_t){2, 0, 3, 0, 0, 0, 1000};
+    st_raft_recv(R(1), 2, &m);
+    r = take(2, ST_RAFT_FETCH_RESPONSE);
+    assert_int_equal(r->u.fetch_resp.error_code, ST_E_UNKNOWN_LEADER_EPOCH);
+    rm_msg_free(r);
+    m.u.fetch_req.current_leader_epoch = 1;
+    st_raft_recv(R(1), 2, &m);
+    r = take(2, ST_RAFT_FETCH_RESPONSE);
+    assert_int_equal(r->u.fetch_resp.error_code, ST_E_FENCED_LEADER_EPOCH);
+    assert_int_equal(r->u.fetch_resp.current_leader.leader_id, 1);
+    assert_int_equal(r->u.fetch_resp.current_leader.leader_epoch, 2);
+    rm_msg_free(r);
+    assert_int_equal(st_raft_role(R(1)), ST_RAFT_LEADER);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_single_voter, teardown),
@@ -687,6 +736,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_observer_does_not_count, teardown),
         cmocka_unit_test_teardown(test_fetch_long_poll, teardown),
         cmocka_unit_test_teardown(test_check_quorum_resigns, teardown),
+        cmocka_unit_test_teardown(test_hostile_fetch_keeps_leader, teardown),
     };
     st_log_set_level(ST_LOG_ERROR);
     return cmocka_run_group_tests(tests, NULL, NULL);
