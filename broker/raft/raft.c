@@ -1226,6 +1226,12 @@ static void handle_fetch_response(st_raft_t *r, int32_t from, const st_raft_msg_
         return;
     }
     if (f->snapshot_id.end_offset >= 0) {
+        if (f->snapshot_id.end_offset <= r->hw || f->snapshot_id.epoch > r->epoch) {
+            /* Not ahead of what we hold committed: not what a leader sends
+             * to a replica below its log start. */
+            r->next_fetch_at = now_ms(r) + r->cfg.retry_backoff_ms;
+            return;
+        }
         r->snap_fetching = 1;
         r->snap_fetch_id = f->snapshot_id;
         r->snap_fetch_pos = 0;
