@@ -97,6 +97,7 @@ typedef struct totals {
     uint64_t seeds, steps, elections, commits, crashes, proposals, snapshots_fetched,
         snapshots_made, messages, dropped;
     int64_t calm_ms_max, calm_ms_sum; /* healing to every node applying the probe */
+    uint64_t live_seeds;
 } totals_t;
 
 static struct {
@@ -681,6 +682,7 @@ static int run_seed(uint64_t seed, uint64_t *steps_out) {
                     live = 1;
                     int64_t took = S.now - calm_at;
                     S.t.calm_ms_sum += took;
+                    S.t.live_seeds++;
                     if (took > S.t.calm_ms_max) S.t.calm_ms_max = took;
                     break;
                 }
@@ -780,10 +782,10 @@ int main(int argc, char **argv) {
            S.t.seeds, S.t.steps, S.t.elections, S.t.commits, S.t.proposals, S.t.crashes,
            S.t.snapshots_made, S.t.snapshots_fetched, S.t.messages, S.t.dropped, secs,
            rc ? "" : ", 0 violations");
-    if (S.t.seeds)
+    if (S.t.live_seeds)
         printf("raft_sim: after healing, every node applied a new proposal within %.0f ms on "
                "average, %" PRId64 " ms at most (bound %d ms)\n",
-               (double)S.t.calm_ms_sum / (double)S.t.seeds, S.t.calm_ms_max, CALM_BOUND_MS);
+               (double)S.t.calm_ms_sum / (double)S.t.live_seeds, S.t.calm_ms_max, CALM_BOUND_MS);
     if (keep_going && rc)
         printf("raft_sim: %" PRIu64 " of %" PRIu64 " seeds violated an invariant\n", bad_seeds,
                S.t.seeds);
