@@ -729,7 +729,7 @@ static void usage(void) {
 
 int main(int argc, char **argv) {
     uint64_t nseeds = 0, first = 1;
-    int single = 0, expect = 0, keep_going = 0;
+    int single = 0, expect = 0, keep_going = 0, planted = 0;
     uint64_t bad_seeds = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seeds") && i + 1 < argc) {
@@ -749,6 +749,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--plant-bug") && i + 1 < argc) {
             if (strcmp(argv[++i], "commit-without-majority") != 0) usage();
             st_raft__set_planted_bug(ST_RAFT_BUG_COMMIT_WITHOUT_MAJORITY);
+            planted = 1;
             printf("planted bug: commit-without-majority\n");
         } else {
             usage();
@@ -767,7 +768,8 @@ int main(int argc, char **argv) {
         if (bad) {
             printf("seed %" PRIu64 ": VIOLATION: %s\n", s, S.violation);
             if (!single && !keep_going)
-                printf("replay: raft_sim --seed %" PRIu64 " --verbose\n", s);
+                printf("replay: raft_sim --seed %" PRIu64 " --verbose%s\n", s,
+                       planted ? " --plant-bug commit-without-majority" : "");
             rc = 1;
             bad_seeds++;
             if (!keep_going) break;
