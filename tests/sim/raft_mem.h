@@ -89,7 +89,7 @@ struct rm_node {
     int64_t sm_next;
     uint64_t sm_hash;
 
-    /* Faults a unit test injects: the next persist / append fails. */
+    /* Injected faults: the next persist / append fails (once). */
     st_err_t fail_persist, fail_append;
 };
 

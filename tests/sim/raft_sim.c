@@ -5,7 +5,7 @@
  *
  * One seed decides everything: 3 or 5 nodes, every message's delay, loss,
  * duplication and reordering, partitions and their healing, crashes and
- * restarts (raft_mem.h: a crash loses queued flushes, a snapshot being
+ * restarts, disk errors (raft_mem.h: a crash loses queued flushes, a snapshot being
  * received and unflushed entries, though sometimes the first few of those
  * survive; the quorum state survives), flush times,
  * client proposals, and each node's random source.  A run is a fault phase
@@ -28,7 +28,8 @@
  *   votes             a node acts on the epoch and vote its quorum-state
  *                     holds; the durable epoch never decreases and a vote
  *                     cast in an epoch never changes, across restarts;
- *   no failure        st_raft_failed stays OK (the simulated disk never fails);
+ *   no failure        st_raft_failed stays OK, but after an injected disk
+ *                     error (the node then stops and is restarted);
  * and at the end of each seed, liveness: in the calm phase a leader is
  * elected and a proposal made then is applied by every node within a bound.
  *
@@ -97,7 +98,7 @@ typedef struct totals {
     uint64_t seeds, steps, elections, commits, crashes, proposals, snapshots_fetched,
         snapshots_made, messages, dropped;
     int64_t calm_ms_max, calm_ms_sum; /* healing to every node applying the probe */
-    uint64_t live_seeds;
+    uint64_t live_seeds, disk_errors;
 } totals_t;
 
 static struct {
@@ -376,6 +377,17 @@ static void fault(void) {
     } else if (kind <= 8) {
         vlog("heal");
         heal();
+    } else if (chance(300)) {
+        /* A disk error: the next quorum-state write or log append fails;
+         * the node stops, and its host takes it down and starts it again. */
+        if (S.nodes[i].up) {
+            vlog("node %" PRId32 ": the next %s fails", S.ids[i],
+                 (rnd() & 1) ? "persist" : "append");
+            if (rnd() & 1)
+                S.nodes[i].m.fail_persist = ST_E_IO;
+            else
+                S.nodes[i].m.fail_append = ST_E_IO;
+        }
     } else {
         for (int j = 0; j < S.n; j++)
             if (S.nodes[j].up && st_raft_role(S.nodes[j].m.r) == ST_RAFT_LEADER) {
@@ -660,6 +672,13 @@ static int run_seed(uint64_t seed, uint64_t *steps_out) {
             start_node(who);
             break;
         }
+        for (int i = 0; i < S.n; i++)
+            if (S.nodes[i].up && st_raft_failed(S.nodes[i].m.r) == ST_E_IO) {
+                vlog("node %" PRId32 " stopped on a disk error; restarting it", S.ids[i]);
+                crash_node(i);
+                S.nodes[i].restart_at = S.now + rnd_range(10, 300);
+                S.t.disk_errors++;
+            }
         if (S.crash_after_step) {
             int c = S.crash_after_step - 1;
             S.crash_after_step = 0;
@@ -756,7 +775,13 @@ int main(int argc, char **argv) {
         }
     }
     if (nseeds == 0) usage();
-    if (!S.verbose) st_log_set_level(ST_LOG_WARN - 1);
+    FILE *devnull = NULL;
+    if (!S.verbose) {
+        /* raft's own lines (injected disk errors, resignations) only with
+         * --verbose: a run prints its verdict and figures. */
+        devnull = fopen("/dev/null", "w");
+        if (devnull) st_log_set_file(devnull);
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = 0;
@@ -780,9 +805,10 @@ int main(int argc, char **argv) {
     printf("raft_sim: %" PRIu64 " seeds, %" PRIu64 " steps, %" PRIu64 " elections, %" PRIu64
            " commits, %" PRIu64 " proposals, %" PRIu64 " crashes, %" PRIu64
            " snapshots taken, %" PRIu64 " fetched, %" PRIu64 " messages (%" PRIu64
-           " dropped), %.1f s%s\n",
+           " dropped), %" PRIu64 " disk errors, %.1f s%s\n",
            S.t.seeds, S.t.steps, S.t.elections, S.t.commits, S.t.proposals, S.t.crashes,
-           S.t.snapshots_made, S.t.snapshots_fetched, S.t.messages, S.t.dropped, secs,
+           S.t.snapshots_made, S.t.snapshots_fetched, S.t.messages, S.t.dropped,
+           S.t.disk_errors, secs,
            rc ? "" : ", 0 violations");
     if (S.t.live_seeds)
         printf("raft_sim: after healing, every node applied a new proposal within %.0f ms on "
@@ -799,6 +825,10 @@ int main(int argc, char **argv) {
     free(S.ref_epoch);
     free(S.leaders);
     free(S.leader_inc);
+    if (devnull) {
+        st_log_set_file(stderr);
+        fclose(devnull);
+    }
     if (expect) {
         printf(rc ? "the checker caught the planted bug\n"
                   : "the checker did NOT catch the planted bug\n");
