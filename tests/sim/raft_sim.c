@@ -826,7 +826,7 @@ int main(int argc, char **argv) {
     free(S.leaders);
     free(S.leader_inc);
     if (devnull) {
-        st_log_set_file(stderr);
+        st_log_set_file(NULL);
         fclose(devnull);
     }
     if (expect) {
