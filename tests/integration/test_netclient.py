@@ -114,12 +114,12 @@ def garbage_server(lsock, answered):
     for name, make, _ in GARBAGE:
         s, _ = lsock.accept()
         with s:
-            req = read_request(s)
-            if req is None:
+            # both requests in flight, then garbage for the first
+            req, req2 = read_request(s), read_request(s)
+            if req is None or req2 is None:
                 answered.append((name, "no request"))
                 continue
             key, ver, corr = req
-            # answer the first request; the second stays in flight
             s.sendall(make(key, ver, corr))
             answered.append((name, (key, ver, corr)))
             if name == "frame cut short":
@@ -163,6 +163,16 @@ def main():
         r = pr.cmd("burst 1")
         r = pr.cmd("wait")
         check(n(r, "refused") == 1, "with stratad down the request is refused: %s" % r)
+        # reconnect.backoff.ms doubles per failed attempt (+-20%): the next
+        # two attempts wait about 100 and 200 ms
+        waits = []
+        for _ in range(2):
+            pr.cmd("burst 1")
+            r = pr.cmd("wait")
+            check(n(r, "refused") == 1, "refused again: %s" % r)
+            waits.append(n(r, "elapsed_ms"))
+        check(waits[0] >= 75 and waits[1] >= 155 and waits[1] < 1300,
+              "reconnect backoff 50 ms doubling: waited %s ms" % waits)
         b.start()
         pr.cmd("burst 10")
         r = pr.cmd("wait")
@@ -173,6 +183,23 @@ def main():
               "closed: the peer closed the connection (1000 in flight fail)" in log,
               "the lost connection is logged:\n%s" % log)
         check("failed: connect: Connection refused" in log, "the refusal is logged:\n%s" % log)
+
+        print("2b. reconnect.backoff.max.ms caps the doubling", flush=True)
+        dead = socket.socket()
+        dead.bind(("127.0.0.1", 0))
+        dead_port = dead.getsockname()[1]
+        dead.close()  # nothing listens there now
+        pr.cmd("connect 127.0.0.1 %d 5000 20 60" % dead_port)
+        waits = []
+        for _ in range(5):
+            pr.cmd("burst 1")
+            r = pr.cmd("wait")
+            check(n(r, "refused") == 1, "a port nobody listens on: %s" % r)
+            waits.append(n(r, "elapsed_ms"))
+        # attempts 2-5 wait 20*2^k ms capped at 60 (+-20%); the first goes at once
+        check(waits[0] < 500 and all(36 <= w for w in waits[2:]) and all(w < 600 for w in waits),
+              "backoff 20 ms doubling to at most 60 ms: waited %s ms" % waits)
+        check(max(waits[3:]) < 72 + 200, "capped at reconnect.backoff.max.ms: %s" % waits)
 
         print("3. a peer that never answers", flush=True)
         r = pr.cmd("silent 400")

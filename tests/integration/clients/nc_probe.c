@@ -4,7 +4,9 @@
  * one line on stdout, so the test can stop, kill and restart stratad
  * between commands:
  *
- *   connect HOST PORT [TIMEOUT_MS]   a client on the loop (created there)
+ *   connect HOST PORT [TIMEOUT_MS [BACKOFF_MS BACKOFF_MAX_MS]]
+ *                                    a client on the loop (created there;
+ *                                    0: the client's defaults)
  *   pipeline N WINDOW                N requests, ApiVersions v3 and Metadata
  *                                    v12 in turn, WINDOW in flight, sent from
  *                                    the loop thread by the callbacks;
@@ -14,6 +16,7 @@
  *                                    (with 1: Metadata v12 only)
  *   inflight N                       wait until N requests are in flight
  *   wait                             wait for every request of the burst
+ *                                    (elapsed_ms: since it was sent)
  *   stats                            connections made so far
  *   silent TIMEOUT_MS                a listening socket of our own that
  *                                    never answers: one request must time out
@@ -50,6 +53,7 @@ static struct {
     int target, window, issued;
     int64_t t0_us, t1_us;
     int64_t rtt_sum_us, rtt_max_us;
+    int64_t burst_ms; /* when the burst was sent */
 } st;
 
 static void note_bad(const char *fmt, const char *a, int b) {
@@ -214,6 +218,7 @@ static void reset_counts(void) {
     int32_t last = st.last_corr;
     memset(&st, 0, sizeof st);
     st.last_corr = last; /* correlation ids keep growing across commands */
+    st.burst_ms = st_mono_ms();
     pthread_mutex_unlock(&mu);
 }
 
@@ -222,9 +227,9 @@ static void print_counts(const char *what) {
     if (st.bad) printf("error %s: %s\n", what, st.bad_why);
     else
         printf("ok %s done=%d ok=%d lost=%d refused=%d timed_out=%d cancelled=%d other=%d "
-               "why=[%s]\n",
+               "elapsed_ms=%lld why=[%s]\n",
                what, st.done, st.ok, st.lost, st.refused, st.timed_out, st.cancelled, st.other,
-               st.last_why);
+               (long long)(st_mono_ms() - st.burst_ms), st.last_why);
     pthread_mutex_unlock(&mu);
 }
 
@@ -256,17 +261,21 @@ int main(void) {
         char host[256] = "";
         if (sscanf(line, "%31s", cmd) != 1) continue;
         if (!strcmp(cmd, "connect")) {
+            long bo = 0, bomax = 0;
             c = 0;
-            if (sscanf(line, "%*s %255s %ld %ld", host, &a, &c) < 2) {
-                printf("error usage: connect HOST PORT [TIMEOUT_MS]\n");
+            if (sscanf(line, "%*s %255s %ld %ld %ld %ld", host, &a, &c, &bo, &bomax) < 2) {
+                printf("error usage: connect HOST PORT [TIMEOUT_MS [BACKOFF_MS BACKOFF_MAX_MS]]\n");
                 continue;
             }
+            if (nc) on_loop(destroy_client, NULL);
             snprintf(cfg_host, sizeof cfg_host, "%s", host);
             memset(&cfg, 0, sizeof cfg);
             cfg.host = cfg_host;
             cfg.port = (int)a;
             cfg.client_id = "nc-probe";
             cfg.request_timeout_ms = c;
+            cfg.reconnect_backoff_ms = bo;
+            cfg.reconnect_backoff_max_ms = bomax;
             on_loop(make_client, NULL);
             if (new_err) printf("error %s\n", new_errmsg);
             else printf("ok connect\n");
