@@ -178,8 +178,9 @@ void st_loop_ticker_del(st_loop_t *loop, st_loop_ticker_t *t);
  * cluster").  netclient.c's top comment has the state machine.
  *
  *   - st_netclient_send encodes at once (the body is borrowed for the call)
- *     with a correlation id the client assigns and the request header
- *     version the API's flexible versions call for; requests go out in
+ *     with the request header version the API's flexible versions call
+ *     for; the client gives the correlation id on its loop, so ids grow in
+ *     the order requests go out, whichever thread sent; requests go out in
  *     order, many in flight, at most max_inflight_bytes of them (one always
  *     may), and each answer is matched to the oldest request in flight by
  *     correlation id (a Kafka broker answers a connection in order).

@@ -14,6 +14,8 @@
  *   burst N [1]                      N requests sent from this (another)
  *                                    thread through the client's mailbox
  *                                    (with 1: Metadata v12 only)
+ *   mtburst N T                      N requests from T threads at once,
+ *                                    waited for (answers in id order)
  *   inflight N                       wait until N requests are in flight
  *   wait                             wait for every request of the burst
  *                                    (elapsed_ms: since it was sent)
@@ -160,6 +162,18 @@ static int pipeline_send_next(void) {
 static void pipeline_start(void *arg) {
     (void)arg;
     for (int i = 0; i < st.window && i < st.target; i++) pipeline_send_next();
+}
+
+/* mtburst: several threads send at once through the mailbox. */
+typedef struct sender {
+    pthread_t t;
+    int n, base, failed;
+} sender_t;
+
+static void *sender_main(void *p) {
+    sender_t *s = p;
+    for (int i = 0; i < s->n; i++) s->failed += send_one(s->base + i, NULL) != ST_OK;
+    return NULL;
 }
 
 /* Run fn on the loop thread and wait for it. */
@@ -309,6 +323,27 @@ int main(void) {
             pthread_mutex_unlock(&mu);
             if (refused_now) printf("error %d sends refused\n", refused_now);
             else printf("ok burst sent=%ld\n", a);
+        } else if (!strcmp(cmd, "mtburst")) {
+            sscanf(line, "%*s %ld %ld", &a, &b);
+            if (b < 1 || b > 64) b = 4;
+            metadata_only = 0;
+            reset_counts();
+            pthread_mutex_lock(&mu);
+            st.sent = (int)(a / b * b);
+            pthread_mutex_unlock(&mu);
+            sender_t snd[64];
+            for (long i = 0; i < b; i++) {
+                snd[i] = (sender_t){0, (int)(a / b), (int)(i * (a / b)), 0};
+                pthread_create(&snd[i].t, NULL, sender_main, &snd[i]);
+            }
+            int failed = 0;
+            for (long i = 0; i < b; i++) {
+                pthread_join(snd[i].t, NULL);
+                failed += snd[i].failed;
+            }
+            wait_done(st.sent);
+            if (failed) printf("error %d sends refused\n", failed);
+            else print_counts("mtburst");
         } else if (!strcmp(cmd, "inflight")) {
             sscanf(line, "%*s %ld", &a);
             /* the loop writes them as soon as it runs: poll its counts,
