@@ -1,5 +1,6 @@
 /*
- * net.h - event loops, connections, request framing and in-order responses.
+ * net.h - event loops, connections, request framing and in-order responses,
+ * and the outbound client to other brokers (st_netclient, at the end).
  *
  * Each I/O thread runs one loop (epoll) and owns its connections: reading,
  * framing, handing each request to the server, and writing responses back
@@ -205,7 +206,8 @@ void st_loop_ticker_del(st_loop_t *loop, st_loop_ticker_t *t);
  * from any other thread (Raft and forwarding run on the controller
  * thread): the request is encoded there and handed to the loop through
  * the client's mailbox (a mutex and the loop's eventfd).  No thread may
- * send once st_netclient_destroy has been called. */
+ * send once st_netclient_destroy has been called, nor from another thread
+ * once the loops are stopped (the mailbox job would never run). */
 typedef struct st_netclient st_netclient_t;
 
 typedef struct st_netclient_config {
