@@ -244,8 +244,10 @@ st_err_t st_netclient_new(st_loop_t *loop, const st_netclient_config_t *cfg,
  * this thread) and closes the connection; the memory goes at the loop's
  * next iteration. */
 void st_netclient_destroy(st_netclient_t *c);
-/* timeout_ms <= 0: the client's request_timeout_ms.  Errors (the version is
- * not described) are returned and the callback is not called. */
+/* timeout_ms <= 0: the client's request_timeout_ms.  Errors are returned
+ * and the callback is not called: UNSUPPORTED_VERSION (the version is not
+ * described), CANCELLED (on the loop, once the client is being destroyed:
+ * a callback of st_netclient_destroy that would retry). */
 st_err_t st_netclient_send(st_netclient_t *c, int16_t api_key, int version, const void *body,
                            int64_t timeout_ms, st_netclient_cb cb, void *arg);
 /* Decode a successful response's body (st_response_decode). */

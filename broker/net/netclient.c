@@ -318,8 +318,11 @@ void st_net__wire_fail_waiting(st_net__wire_t *w, st_err_t err, const char *why)
 }
 
 void st_net__wire_fini(st_net__wire_t *w) {
-    st_net__wire_reset(w, ST_E_CANCELLED, "client closed", INT64_MIN);
-    st_net__wire_fail_waiting(w, ST_E_CANCELLED, "client closed");
+    /* until both lists stay empty: a callback may queue more */
+    while (w->fly_head || w->wait_head) {
+        st_net__wire_reset(w, ST_E_CANCELLED, "client closed", INT64_MIN);
+        st_net__wire_fail_waiting(w, ST_E_CANCELLED, "client closed");
+    }
     st_buf_fini(&w->out);
 }
 
@@ -415,8 +418,10 @@ static void client_drop(st_netclient_t *c, st_err_t err, const char *why, int64_
     else
         ST_WARN("net", "connection to %s closed: %s (%d in flight fail)", c->peer, why,
                 c->wire.ninflight);
-    st_net__wire_reset(&c->wire, err, why, now);
+    /* Each list is taken whole before its callbacks run: what they send
+     * now waits for the next connection. */
     if (!was_connected) st_net__wire_fail_waiting(&c->wire, err, why);
+    st_net__wire_reset(&c->wire, err, why, now);
 }
 
 static void client_connected(st_netclient_t *c, int64_t now) {
@@ -679,6 +684,10 @@ st_err_t st_netclient_send(st_netclient_t *c, int16_t api_key, int version, cons
     st_err_t e = st_net__req_new(api, version, 0, st_str(c->client_id), body, deadline, cb, arg, &r);
     if (e) return e;
     if (st_loop_current() == c->loop) {
+        if (c->state == NC_CLOSED) { /* a callback of st_netclient_destroy retrying */
+            st_net__req_free(r);
+            return ST_E_CANCELLED;
+        }
         /* the ticker sends it before the loop next waits: never on our stack */
         client_enqueue(c, r);
         return ST_OK;
