@@ -37,7 +37,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$cmd" ] || { echo "cluster.sh: say up, status or down (see --help)" >&2; exit 2; }
-stratad="$root/build/bin/stratad"
+# STRATAD: another build's binary (the tests' sanitizer builds)
+stratad="${STRATAD:-$root/build/bin/stratad}"
 
 nodes() { # the node ids DIR holds
     ls -d "$dir"/node-* 2>/dev/null | sed 's/.*node-//' | sort -n
@@ -49,7 +50,7 @@ case "$cmd" in
 up)
     n="${n:-3}"
     if [ "$n" -lt 1 ] || [ "$n" -gt 32 ]; then echo "cluster.sh: 1 to 32 nodes" >&2; exit 2; fi
-    if [ "$build" = 1 ]; then
+    if [ "$build" = 1 ] && [ -z "${STRATAD:-}" ]; then
         "$root/scripts/deps.sh" run
         cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
         cmake --build "$root/build" -j2 --target stratad >/dev/null
