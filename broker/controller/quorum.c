@@ -418,7 +418,7 @@ st_err_t st_ctl__quorum_open(st_controller_t *c, char *err, size_t errlen) {
     c->wait_base = -1;
     c->wait_epoch = -1;
     st_metalog_config_t mc = {
-        .log = st_log_keep(c->log),
+        .log = c->log, /* the metalog keeps its own reference */
         .flushed = on_flushed,
         .flushed_arg = c,
         .sync_flush = 0,
