@@ -394,6 +394,7 @@ static void add_partition_record(pending_t *p, const st_uuid_t *tid, int32_t ind
 void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int validate_only,
                                 st_op_result_t *res) {
     memset(res, 0, sizeof *res);
+    if (st_ctl__forward_create(c, t, validate_only, res) == ST_OK) return;
     const st_broker_config_t *b = c->cfg.broker;
     st_meta_image_t *img = c->image;
     if (!st_topic_name_valid(t->name, t->name_len, res->message, sizeof res->message)) {

@@ -143,6 +143,11 @@ st_err_t st_ctl__send(st_controller_t *c, int32_t dest, int16_t api_key, int16_t
                       const void *body, ctl_event_fn fn);
 /* Pumps the Raft and the events (not jobs) until done(c) or ms pass. */
 void st_ctl__pump_until(st_controller_t *c, int (*done)(st_controller_t *), int64_t ms);
+/* CreateTopics of this node's own (auto-creation, __consumer_offsets) sent
+ * to the active controller when another node leads; ST_OK with res filled
+ * when it was, NOT_FOUND when this node should do it itself. */
+st_err_t st_ctl__forward_create(st_controller_t *c, const st_new_topic_t *t, int validate_only,
+                                st_op_result_t *res);
 /* The base offset the next proposal will take (the leader's log end). */
 int64_t st_ctl__next_offset(st_controller_t *c);
 st_err_t st_ctl__quorum_open(st_controller_t *c, char *err, size_t errlen);

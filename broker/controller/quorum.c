@@ -881,3 +881,83 @@ void st_ctl__pump_until(st_controller_t *c, int (*done)(st_controller_t *), int6
     int64_t deadline = st_mono_ms() + ms;
     while (!done(c) && st_mono_ms() < deadline) turn(c, 0, deadline);
 }
+
+/* ---- an operation of this node's own, carried out by the active controller ------------ */
+
+typedef struct fwd_create {
+    int done;
+    st_err_t err;
+    st_op_result_t *res;
+} fwd_create_t;
+
+static fwd_create_t *fwd_slot; /* the controller thread's one forwarded creation */
+
+static void on_created(st_controller_t *c, ctl_event_t *ev) {
+    (void)c;
+    fwd_create_t *f = fwd_slot;
+    if (!f) return;
+    const st_create_topics_resp_t *r = ev->body;
+    f->done = 1;
+    if (ev->err || !r || r->topics.n < 1) {
+        f->err = ev->err ? ev->err : ST_E_UNKNOWN_SERVER_ERROR;
+        return;
+    }
+    const st_create_topics_result_t *t = &r->topics.v[0];
+    f->res->error = st_err_from_wire(t->error_code);
+    if (t->error_message.len > 0)
+        snprintf(f->res->message, sizeof f->res->message, "%.*s", (int)t->error_message.len,
+                 t->error_message.p);
+    f->res->topic_id = t->topic_id;
+    f->res->num_partitions = t->num_partitions;
+    f->res->replication_factor = t->replication_factor;
+}
+
+static int created(st_controller_t *c) {
+    (void)c;
+    return fwd_slot->done;
+}
+
+st_err_t st_ctl__forward_create(st_controller_t *c, const st_new_topic_t *t, int validate_only,
+                                st_op_result_t *res) {
+    if (!c->raft || c->npeers == 0 || c->quiesced || st_raft_role(c->raft) == ST_RAFT_LEADER)
+        return ST_E_NOT_FOUND;
+    int32_t leader = st_raft_leader_id(c->raft);
+    if (leader < 0) return ST_E_NOT_FOUND;
+    st_arena_t a;
+    st_arena_init(&a, 1024);
+    st_create_topics_req_t q;
+    st_schema_defaults(&st_create_topics_req_schema, &q);
+    ST_ARRAY_ALLOC(q.topics, &a, 1);
+    st_create_topics_topic_t *qt = &q.topics.v[0];
+    st_schema_defaults(&st_create_topics_topic_schema, qt);
+    qt->name = (st_str_t){t->name, (int32_t)t->name_len};
+    qt->num_partitions = t->nassignments > 0 ? -1 : t->num_partitions;
+    qt->replication_factor = t->nassignments > 0 ? -1 : t->replication_factor;
+    ST_ARRAY_ALLOC(qt->assignments, &a, t->nassignments);
+    for (int i = 0; i < t->nassignments; i++) {
+        qt->assignments.v[i].partition_index = i;
+        qt->assignments.v[i].broker_ids.v = (int32_t *)t->assignments[i];
+        qt->assignments.v[i].broker_ids.n = t->assignment_sizes[i];
+    }
+    ST_ARRAY_ALLOC(qt->configs, &a, t->nconfigs);
+    for (int i = 0; i < t->nconfigs; i++) {
+        qt->configs.v[i].name = st_str(t->configs[i].name);
+        qt->configs.v[i].value = t->configs[i].value ? st_str(t->configs[i].value) : ST_STR_NULL;
+    }
+    q.timeout_ms = COMMIT_TIMEOUT_MS;
+    q.validate_only = (int8_t)validate_only;
+    fwd_create_t f = {0, ST_OK, res};
+    memset(res, 0, sizeof *res);
+    fwd_slot = &f;
+    st_err_t e = st_ctl__send(c, leader, ST_API_CREATE_TOPICS, 5, &q, on_created);
+    st_arena_fini(&a);
+    if (!e) st_ctl__pump_until(c, created, COMMIT_TIMEOUT_MS + 5000);
+    fwd_slot = NULL;
+    if (e || !f.done || f.err) {
+        res->error = ST_E_NOT_CONTROLLER;
+        snprintf(res->message, sizeof res->message,
+                 "the active controller %d did not answer the creation of %.*s (%s)", (int)leader,
+                 (int)t->name_len, t->name, st_err_msg(e ? e : f.done ? f.err : ST_E_REQUEST_TIMED_OUT));
+    }
+    return ST_OK;
+}

@@ -6,6 +6,7 @@
  * resource); the request is answered when the controller posts back.
  */
 #include "server.h"
+#include "group.h"
 
 #include <stdlib.h>
 #include <sys/statvfs.h>
@@ -273,6 +274,14 @@ static void mark_duplicate_names(st_request_t *req, const st_create_topics_req_t
         if (!cmp_name_at(&v[i - 1], &v[i])) dup[v[i - 1].index] = dup[v[i].index] = 1;
 }
 
+/* A request from another broker of the cluster (its outbound client's
+ * client id; principals come with authentication). */
+static int is_broker(const st_request_t *req) {
+    static const char prefix[] = "strata-broker-";
+    return req->hdr.client_id.len > (int32_t)sizeof prefix - 1 &&
+           !memcmp(req->hdr.client_id.p, prefix, sizeof prefix - 1);
+}
+
 void st_handle_create_topics(st_server_t *srv, st_request_t *req) {
     /* only the active controller writes metadata: others pass it on */
     if (st_controller_forward(srv->ctl, req)) return;
@@ -289,6 +298,17 @@ void st_handle_create_topics(st_server_t *srv, st_request_t *req) {
         st_new_topic_t *t = &c->topics[i];
         t->name = qt->name.len > 0 ? qt->name.p : "";
         t->name_len = (size_t)ST_MAX(qt->name.len, 0);
+        if (st_topic_is_internal(t->name, t->name_len) && is_broker(req) &&
+            t->name_len == strlen(ST_GROUP_OFFSETS_TOPIC) &&
+            !memcmp(t->name, ST_GROUP_OFFSETS_TOPIC, t->name_len)) {
+            /* another broker's group coordinator, on first use, through the
+             * active controller: made with this controller's offsets.topic.*
+             * whatever the request says, so a client claiming to be a
+             * broker can only cause what a FindCoordinator would */
+            st_offsets_topic_configs_t *cf = st_arena_alloc(&req->arena, sizeof *cf);
+            st_server_offsets_topic_spec(srv, t, cf);
+            continue;
+        }
         if (st_topic_is_internal(t->name, t->name_len)) {
             /* A __consumer_offsets of the client's making (one partition,
              * say) would leave coordinators unplaceable; the broker makes

@@ -231,18 +231,25 @@ static void find_coordinator_respond(st_server_t *srv, st_request_t *req) {
     st_request_respond(req, &r);
 }
 
+void st_server_offsets_topic_spec(st_server_t *srv, st_new_topic_t *t,
+                                  st_offsets_topic_configs_t *cf) {
+    snprintf(cf->seg, sizeof cf->seg, "%d", (int)srv->cfg.offsets_topic_segment_bytes);
+    cf->kv[0] = (st_kv_t){"cleanup.policy", "compact"};
+    cf->kv[1] = (st_kv_t){"segment.bytes", cf->seg};
+    memset(t, 0, sizeof *t);
+    t->name = ST_GROUP_OFFSETS_TOPIC;
+    t->name_len = strlen(ST_GROUP_OFFSETS_TOPIC);
+    t->num_partitions = st_group_coord_num_partitions(srv->groups);
+    t->replication_factor = (int16_t)srv->cfg.offsets_topic_replication_factor;
+    t->configs = cf->kv;
+    t->nconfigs = 2;
+}
+
 static void create_offsets_topic(st_server_t *srv, st_controller_t *ctl, void *arg) {
     (void)arg;
-    char seg[32];
-    snprintf(seg, sizeof seg, "%d", (int)srv->cfg.offsets_topic_segment_bytes);
-    st_kv_t configs[2] = {{"cleanup.policy", "compact"}, {"segment.bytes", seg}};
-    st_new_topic_t t = {0};
-    t.name = ST_GROUP_OFFSETS_TOPIC;
-    t.name_len = strlen(ST_GROUP_OFFSETS_TOPIC);
-    t.num_partitions = st_group_coord_num_partitions(srv->groups);
-    t.replication_factor = (int16_t)srv->cfg.offsets_topic_replication_factor;
-    t.configs = configs;
-    t.nconfigs = 2;
+    st_offsets_topic_configs_t cf;
+    st_new_topic_t t;
+    st_server_offsets_topic_spec(srv, &t, &cf);
     st_op_result_t res;
     st_controller_create_topic(ctl, &t, 0, &res);
     if (res.error && res.error != ST_E_TOPIC_ALREADY_EXISTS)

@@ -103,6 +103,14 @@ void st_handle_describe_groups(st_server_t *srv, st_request_t *req);
 void st_handle_list_groups(st_server_t *srv, st_request_t *req);
 void st_handle_delete_groups(st_server_t *srv, st_request_t *req);
 void st_handle_offset_delete(st_server_t *srv, st_request_t *req);
+/* __consumer_offsets as this broker creates it (offsets.topic.*); cf holds
+ * the configs t points at. */
+typedef struct st_offsets_topic_configs {
+    char seg[32];
+    st_kv_t kv[2];
+} st_offsets_topic_configs_t;
+void st_server_offsets_topic_spec(st_server_t *srv, st_new_topic_t *t,
+                                  st_offsets_topic_configs_t *cf);
 /* h_quorum.c: the metadata quorum */
 void st_handle_vote(st_server_t *srv, st_request_t *req);
 void st_handle_begin_quorum_epoch(st_server_t *srv, st_request_t *req);
