@@ -37,7 +37,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$cmd" ] || { echo "cluster.sh: say up, status or down (see --help)" >&2; exit 2; }
-stratad="$root/build/bin/stratad"
+# STRATA_BIN_DIR: the binaries of another build (the tests set it)
+stratad="${STRATA_BIN_DIR:-$root/build/bin}/stratad"
 
 nodes() { # the node ids DIR holds
     ls -d "$dir"/node-* 2>/dev/null | sed 's/.*node-//' | sort -n
