@@ -642,7 +642,7 @@ st_err_t st_ctl__quorum_catch_up(st_controller_t *c, char *err, size_t errlen) {
 }
 
 st_err_t st_ctl__commit(st_controller_t *c, const uint8_t *batch, size_t len, int n) {
-    int64_t base;
+    int64_t base, t0 = st_mono_us(); /* propose to applied: logger.debug=quorum.commit */
     int32_t epoch;
     st_err_t e = st_raft_propose(c->raft, batch, (int32_t)len, n, &base, &epoch);
     if (e) return e == ST_E_NOT_LEADER_OR_FOLLOWER ? ST_E_NOT_CONTROLLER : e;
@@ -680,6 +680,8 @@ st_err_t st_ctl__commit(st_controller_t *c, const uint8_t *batch, size_t len, in
     c->wait_base = -1;
     if (e) ST_WARN("quorum", "metadata batch at offset %lld not committed: %s", (long long)base,
                    st_err_msg(e));
+    else ST_DEBUG("quorum.commit", "metadata batch at offset %lld (%d records) committed and "
+                  "applied in %lld us", (long long)base, n, (long long)(st_mono_us() - t0));
     return e;
 }
 
