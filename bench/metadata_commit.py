@@ -1,0 +1,186 @@
+"""
+bench/metadata_commit.py - metadata commit latency: a single node next to a
+cluster of 3 combined nodes (scripts/cluster.sh up 3) on loopback, in one
+run, defaults otherwise (fsync on).  Run through bench/metadata_commit.sh.
+
+For each setup: wait until every broker is registered and unfenced, find
+the active controller (Metadata's controller id), then send it --count
+CreateTopics of one 1-partition topic each, one at a time on one
+connection, after --warmup unmeasured ones.  Printed per setup:
+
+  - end to end: the client's time from sending CreateTopics to its answer;
+  - Raft: the active controller's own time from proposing the topic's
+    batch to the Raft until it is committed and applied (its DEBUG line,
+    logger.debug=quorum.commit), which is what a quorum adds: the leader's
+    fsync, the followers' Fetch, their fsync and the next Fetch that tells
+    the leader, the high watermark's advance, the apply.
+
+and the ratios cluster / single node.
+"""
+import argparse
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+
+from kwire import Conn, describe_cluster  # noqa: E402
+from strata_harness import BIN, ROOT, Broker, check, fail, wait_for  # noqa: E402
+
+COMMIT_RE = re.compile(r"metadata batch at offset \d+ \((\d+) records\) committed and applied in (\d+) us")
+DEBUG = {"logger.debug": "quorum.commit"}
+
+
+def pct(v, p):
+    """The p-th percentile, nearest rank."""
+    s = sorted(v)
+    k = max(0, min(len(s) - 1, int(round(p / 100.0 * len(s) + 0.5)) - 1))
+    return s[k]
+
+
+def free_base(n):
+    for base in range(21000, 60000, 64):
+        socks = []
+        try:
+            for p in range(base, base + 2 * n):
+                s = socket.socket()
+                s.bind(("127.0.0.1", p))
+                socks.append(s)
+            return base
+        except OSError:
+            pass
+        finally:
+            for s in socks:
+                s.close()
+    fail("no free ports")
+
+
+def metadata(port):
+    """Metadata v1, no topic: (controller id, [broker ids])."""
+    c = Conn(port)
+    try:
+        r = c.call(3, 1, struct.pack(">i", 0))
+        ids = []
+        for _ in range(r.take(">i")):
+            ids.append(r.take(">i"))
+            r.string()
+            r.take(">i")
+            r.string()
+        return r.take(">i"), ids
+    finally:
+        c.close()
+
+
+def settle(ports, n):
+    """Wait until a broker answers with n unfenced brokers and a controller."""
+    def ok():
+        try:
+            err, _cid, ctl, brokers = describe_cluster(Conn(ports[0]))
+        except OSError:
+            return False
+        return err == 0 and ctl >= 0 and len(brokers) == n
+    wait_for(ok, 60, interval=0.2, what="%d unfenced brokers and a controller" % n)
+
+
+def run_creates(port, prefix, count, warmup):
+    c = Conn(port, timeout=60)
+    lat = []
+    try:
+        for i in range(warmup + count):
+            t0 = time.perf_counter()
+            err = c.create_topic("%s-%05d" % (prefix, i), 1, 1)
+            dt = time.perf_counter() - t0
+            check(err == 0, "CreateTopics %s-%05d: error %d" % (prefix, i, err))
+            if i >= warmup:
+                lat.append(dt * 1e6)
+    finally:
+        c.close()
+    return lat
+
+
+def raft_times(logfile, skip):
+    """The DEBUG commit times (us) logged after the first skip lines of them."""
+    with open(logfile, errors="replace") as f:
+        found = [(int(m.group(1)), int(m.group(2))) for m in COMMIT_RE.finditer(f.read())]
+    return [us for _n, us in found[skip:]]
+
+
+def count_lines(logfile):
+    with open(logfile, errors="replace") as f:
+        return len(COMMIT_RE.findall(f.read()))
+
+
+def measure(label, ports, logfile_of, count, warmup):
+    ctl, _ = metadata(ports[0])
+    check(ctl >= 0, "%s: no controller" % label)
+    port = ports[ctl - 1] if len(ports) > 1 else ports[0]
+    log = logfile_of(ctl)
+    before = count_lines(log)
+    lat = run_creates(port, "bench-" + label.replace(" ", ""), count, warmup)
+    time.sleep(0.2)  # the log line is written after the answer is sent
+    raft = raft_times(log, before + warmup)
+    return {"label": label, "controller": ctl, "e2e": lat, "raft": raft}
+
+
+def row(r):
+    e, f = r["e2e"], r["raft"]
+    raft = ("%d | %d | %d" % (pct(f, 50), pct(f, 99), len(f))) if f else "- | - | 0"
+    return "| %s | %d | %d | %d | %d | %s |" % (r["label"], len(e), pct(e, 50), pct(e, 99), max(e), raft)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--count", type=int, default=500)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--dir", default=None, help="where the nodes keep their logs (default: a temporary dir)")
+    a = ap.parse_args()
+    top = tempfile.mkdtemp(prefix="strata-bench-meta-", dir=a.dir)
+    results = []
+    cluster_dir = os.path.join(top, "cluster")
+    base = None
+    try:
+        # one node, no quorum settings: a quorum of one
+        os.mkdir(os.path.join(top, "single"))
+        b = Broker(overrides=DEBUG, root=os.path.join(top, "single")).start()
+        settle([b.port], 1)
+        results.append(measure("single node", [b.port], lambda _id: b.logfile, a.count, a.warmup))
+        b.stop()
+
+        base = free_base(3)
+        cmd = ["bash", os.path.join(ROOT, "scripts", "cluster.sh"), "up", "3", "--dir", cluster_dir,
+               "--base-port", str(base), "--no-build", "--override", "logger.debug=quorum.commit"]
+        subprocess.run(cmd, check=True, env=dict(os.environ, STRATA_BIN_DIR=BIN), stdout=subprocess.DEVNULL)
+        ports = [base + 2 * i for i in range(3)]
+        settle(ports, 3)
+        results.append(measure("3 voters", ports,
+                               lambda i: os.path.join(cluster_dir, "node-%d" % i, "stratad.log"),
+                               a.count, a.warmup))
+    finally:
+        if base is not None:
+            subprocess.run(["bash", os.path.join(ROOT, "scripts", "cluster.sh"), "down", "--dir", cluster_dir,
+                            "--base-port", str(base)], stdout=subprocess.DEVNULL)
+        shutil.rmtree(top, ignore_errors=True)
+
+    print("CreateTopics of a 1-partition topic, one at a time to the active controller, "
+          "%d measured after %d warm-up; times in us\n" % (a.count, a.warmup))
+    print("| setup | requests | end to end p50 | p99 | max | Raft propose-to-applied p50 | p99 | lines |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        print(row(r))
+    s, c = results
+    print("\nratio 3 voters / single node: end to end p50 %.2fx, p99 %.2fx" %
+          (pct(c["e2e"], 50) / pct(s["e2e"], 50), pct(c["e2e"], 99) / pct(s["e2e"], 99)))
+    if s["raft"] and c["raft"]:
+        print("ratio 3 voters / single node: Raft p50 %.2fx, p99 %.2fx" %
+              (pct(c["raft"], 50) / pct(s["raft"], 50), pct(c["raft"], 99) / pct(s["raft"], 99)))
+
+
+if __name__ == "__main__":
+    main()
