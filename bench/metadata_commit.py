@@ -15,7 +15,8 @@ connection, after --warmup unmeasured ones.  Printed per setup:
     fsync, the followers' Fetch, their fsync and the next Fetch that tells
     the leader, the high watermark's advance, the apply.
 
-and the ratios cluster / single node.
+and the ratios cluster / single node; and, as the floor under both, the
+time of a 200-byte append + fsync in the same directory.
 """
 import argparse
 import os
@@ -129,6 +130,24 @@ def measure(label, ports, logfile_of, count, warmup):
     return {"label": label, "controller": ctl, "e2e": lat, "raft": raft}
 
 
+def fsync_times(d, count):
+    """A floor for every commit: append 200 bytes to a file in d and fsync,
+    count times (us)."""
+    path = os.path.join(d, "fsync-probe")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    out = []
+    try:
+        for _ in range(count):
+            t0 = time.perf_counter()
+            os.write(fd, b"x" * 200)
+            os.fsync(fd)
+            out.append((time.perf_counter() - t0) * 1e6)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return out
+
+
 def row(r):
     e, f = r["e2e"], r["raft"]
     raft = ("%d | %d | %d" % (pct(f, 50), pct(f, 99), len(f))) if f else "- | - | 0"
@@ -146,6 +165,7 @@ def main():
     cluster_dir = os.path.join(top, "cluster")
     base = None
     try:
+        fs = fsync_times(top, a.count)
         # one node, no quorum settings: a quorum of one
         os.mkdir(os.path.join(top, "single"))
         b = Broker(overrides=DEBUG, root=os.path.join(top, "single")).start()
@@ -174,6 +194,8 @@ def main():
     print("|---|---|---|---|---|---|---|---|")
     for r in results:
         print(row(r))
+    print("\nfloor: append 200 bytes + fsync in the same directory, %d times: p50 %d, p99 %d, max %d us" %
+          (len(fs), pct(fs, 50), pct(fs, 99), max(fs)))
     s, c = results
     print("\nratio 3 voters / single node: end to end p50 %.2fx, p99 %.2fx" %
           (pct(c["e2e"], 50) / pct(s["e2e"], 50), pct(c["e2e"], 99) / pct(s["e2e"], 99)))
