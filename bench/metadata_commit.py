@@ -3,17 +3,22 @@ bench/metadata_commit.py - metadata commit latency: a single node next to a
 cluster of 3 combined nodes (scripts/cluster.sh up 3) on loopback, in one
 run, defaults otherwise (fsync on).  Run through bench/metadata_commit.sh.
 
-For each setup: wait until every broker is registered and unfenced, find
-the active controller (Metadata's controller id), then send it --count
-CreateTopics of one 1-partition topic each, one at a time on one
-connection, after --warmup unmeasured ones.  Printed per setup:
+Both setups run at once.  Wait until every broker is registered and
+unfenced, find each setup's active controller (Metadata's controller id),
+then send each --count CreateTopics of one 1-partition topic, one at a
+time on one connection per setup, taking turns (one to the single node,
+one to the cluster, ...) so that both meet the shared disk's ups and downs
+alike, after --warmup unmeasured ones.  Printed per setup:
 
   - end to end: the client's time from sending CreateTopics to its answer;
-  - Raft: the active controller's own time from proposing the topic's
-    batch to the Raft until it is committed and applied (its DEBUG line,
-    logger.debug=quorum.commit), which is what a quorum adds: the leader's
-    fsync, the followers' Fetch, their fsync and the next Fetch that tells
-    the leader, the high watermark's advance, the apply.
+  - Raft commit: the active controller's own time from proposing the
+    topic's batch to the Raft until the high watermark passes it (its
+    DEBUG line, logger.debug=quorum.commit), which is what a quorum
+    costs: the leader's fsync, the followers' Fetch, their fsync and the
+    next Fetch that tells the leader;
+  - commit + apply: until the batch is applied to the image too, which
+    for a partition placed on the controller's own node includes creating
+    its log (directory, partition.metadata, fsyncs).
 
 and the ratios cluster / single node; and, as the floor under both, the
 time of a 200-byte append + fsync in the same directory.
@@ -35,7 +40,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 from kwire import Conn, describe_cluster  # noqa: E402
 from strata_harness import BIN, ROOT, Broker, check, fail, wait_for  # noqa: E402
 
-COMMIT_RE = re.compile(r"metadata batch at offset \d+ \((\d+) records\) committed and applied in (\d+) us")
+COMMIT_RE = re.compile(r"metadata batch at offset \d+ \((\d+) records\) committed in (\d+) us, "
+                       r"applied in (\d+) us")
 DEBUG = {"logger.debug": "quorum.commit"}
 
 
@@ -90,27 +96,34 @@ def settle(ports, n):
     wait_for(ok, 60, interval=0.2, what="%d unfenced brokers and a controller" % n)
 
 
-def run_creates(port, prefix, count, warmup):
-    c = Conn(port, timeout=60)
-    lat = []
+def run_creates(targets, count, warmup):
+    """CreateTopics to each target in turn (one request to each, then the
+    next round), so both setups see the same machine at the same moments:
+    the disk is shared and its latency drifts.  {label: [us]}."""
+    conns = {t["label"]: Conn(t["port"], timeout=60) for t in targets}
+    lat = {t["label"]: [] for t in targets}
     try:
         for i in range(warmup + count):
-            t0 = time.perf_counter()
-            err = c.create_topic("%s-%05d" % (prefix, i), 1, 1)
-            dt = time.perf_counter() - t0
-            check(err == 0, "CreateTopics %s-%05d: error %d" % (prefix, i, err))
-            if i >= warmup:
-                lat.append(dt * 1e6)
+            for t in targets:
+                name = "bench-%s-%05d" % (t["tag"], i)
+                t0 = time.perf_counter()
+                err = conns[t["label"]].create_topic(name, 1, 1)
+                dt = time.perf_counter() - t0
+                check(err == 0, "CreateTopics %s on %s: error %d" % (name, t["label"], err))
+                if i >= warmup:
+                    lat[t["label"]].append(dt * 1e6)
     finally:
-        c.close()
+        for c in conns.values():
+            c.close()
     return lat
 
 
 def raft_times(logfile, skip):
-    """The DEBUG commit times (us) logged after the first skip lines of them."""
+    """The DEBUG lines' times (us) after the first skip of them:
+    ([propose to committed], [propose to applied])."""
     with open(logfile, errors="replace") as f:
-        found = [(int(m.group(1)), int(m.group(2))) for m in COMMIT_RE.finditer(f.read())]
-    return [us for _n, us in found[skip:]]
+        found = [(int(m.group(2)), int(m.group(3))) for m in COMMIT_RE.finditer(f.read())]
+    return [c for c, _a in found[skip:]], [a for _c, a in found[skip:]]
 
 
 def count_lines(logfile):
@@ -118,16 +131,14 @@ def count_lines(logfile):
         return len(COMMIT_RE.findall(f.read()))
 
 
-def measure(label, ports, logfile_of, count, warmup):
+def target(label, tag, ports, logfile_of):
+    """Where a setup's CreateTopics go: its active controller."""
     ctl, _ = metadata(ports[0])
     check(ctl >= 0, "%s: no controller" % label)
     port = ports[ctl - 1] if len(ports) > 1 else ports[0]
     log = logfile_of(ctl)
-    before = count_lines(log)
-    lat = run_creates(port, "bench-" + label.replace(" ", ""), count, warmup)
-    time.sleep(0.2)  # the log line is written after the answer is sent
-    raft = raft_times(log, before + warmup)
-    return {"label": label, "controller": ctl, "e2e": lat, "raft": raft}
+    return {"label": label, "tag": tag, "controller": ctl, "port": port, "log": log,
+            "before": count_lines(log)}
 
 
 def fsync_times(d, count):
@@ -149,8 +160,9 @@ def fsync_times(d, count):
 
 
 def row(r):
-    e, f = r["e2e"], r["raft"]
-    raft = ("%d | %d | %d" % (pct(f, 50), pct(f, 99), len(f))) if f else "- | - | 0"
+    e, (c, ap) = r["e2e"], r["raft"]
+    raft = ("%d | %d | %d | %d | %d" % (pct(c, 50), pct(c, 99), pct(ap, 50), pct(ap, 99), len(c))) \
+        if c else "- | - | - | - | 0"
     return "| %s | %d | %d | %d | %d | %s |" % (r["label"], len(e), pct(e, 50), pct(e, 99), max(e), raft)
 
 
@@ -169,19 +181,23 @@ def main():
         # one node, no quorum settings: a quorum of one
         os.mkdir(os.path.join(top, "single"))
         b = Broker(overrides=DEBUG, root=os.path.join(top, "single")).start()
-        settle([b.port], 1)
-        results.append(measure("single node", [b.port], lambda _id: b.logfile, a.count, a.warmup))
-        b.stop()
-
+        # three combined nodes
         base = free_base(3)
         cmd = ["bash", os.path.join(ROOT, "scripts", "cluster.sh"), "up", "3", "--dir", cluster_dir,
                "--base-port", str(base), "--no-build", "--override", "logger.debug=quorum.commit"]
         subprocess.run(cmd, check=True, env=dict(os.environ, STRATA_BIN_DIR=BIN), stdout=subprocess.DEVNULL)
         ports = [base + 2 * i for i in range(3)]
+        settle([b.port], 1)
         settle(ports, 3)
-        results.append(measure("3 voters", ports,
-                               lambda i: os.path.join(cluster_dir, "node-%d" % i, "stratad.log"),
-                               a.count, a.warmup))
+        targets = [target("single node", "one", [b.port], lambda _id: b.logfile),
+                   target("3 voters", "three", ports,
+                          lambda i: os.path.join(cluster_dir, "node-%d" % i, "stratad.log"))]
+        lat = run_creates(targets, a.count, a.warmup)
+        time.sleep(0.2)  # the DEBUG line is written after the answer is sent
+        for t in targets:
+            results.append({"label": t["label"], "e2e": lat[t["label"]],
+                            "raft": raft_times(t["log"], t["before"] + a.warmup)})
+        b.stop()
     finally:
         if base is not None:
             subprocess.run(["bash", os.path.join(ROOT, "scripts", "cluster.sh"), "down", "--dir", cluster_dir,
@@ -189,9 +205,10 @@ def main():
         shutil.rmtree(top, ignore_errors=True)
 
     print("CreateTopics of a 1-partition topic, one at a time to the active controller, "
-          "%d measured after %d warm-up; times in us\n" % (a.count, a.warmup))
-    print("| setup | requests | end to end p50 | p99 | max | Raft propose-to-applied p50 | p99 | lines |")
-    print("|---|---|---|---|---|---|---|---|")
+          "%d measured after %d warm-up, the setups taking turns; times in us\n" % (a.count, a.warmup))
+    print("| setup | requests | end to end p50 | p99 | max | Raft commit p50 | p99 | "
+          "commit + apply p50 | p99 | lines |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(row(r))
     print("\nfloor: append 200 bytes + fsync in the same directory, %d times: p50 %d, p99 %d, max %d us" %
@@ -199,9 +216,10 @@ def main():
     s, c = results
     print("\nratio 3 voters / single node: end to end p50 %.2fx, p99 %.2fx" %
           (pct(c["e2e"], 50) / pct(s["e2e"], 50), pct(c["e2e"], 99) / pct(s["e2e"], 99)))
-    if s["raft"] and c["raft"]:
-        print("ratio 3 voters / single node: Raft p50 %.2fx, p99 %.2fx" %
-              (pct(c["raft"], 50) / pct(s["raft"], 50), pct(c["raft"], 99) / pct(s["raft"], 99)))
+    if s["raft"][0] and c["raft"][0]:
+        sc, cc = s["raft"][0], c["raft"][0]
+        print("ratio 3 voters / single node: Raft commit p50 %.2fx, p99 %.2fx" %
+              (pct(cc, 50) / pct(sc, 50), pct(cc, 99) / pct(sc, 99)))
 
 
 if __name__ == "__main__":
