@@ -7,7 +7,8 @@ scripts/cluster.sh, and against a single broker.
      CreateTopics, `status` shows 3 voters, each with lag 0 and its log end
      at the high watermark, and names as leader the controller id of
      Metadata (asked of a node that is not the leader, too); `brokers`
-     lists the 3 brokers, unfenced, the controller marked.
+     lists the 3 brokers at their addresses and rack (broker.rack), unfenced,
+     the controller marked.
   2. kill -9 one follower.  After another CreateTopics `status` shows it
      behind (lag > 0) and its last fetch growing from one call to the
      next; `brokers` shows it fenced within broker.session.timeout.ms
@@ -35,6 +36,7 @@ from strata_harness import BIN, CONFIG, ROOT, Broker, binary, check, fail, free_
 
 SESSION_MS = 3000
 HEARTBEAT_MS = 500
+RACK = "rack-a"
 CLUSTER_SH = os.path.join(ROOT, "scripts", "cluster.sh")
 
 
@@ -72,7 +74,8 @@ class Cluster:
 
     def up(self):
         self.sh("up", str(self.n), "--override", "broker.session.timeout.ms=%d" % SESSION_MS,
-                "--override", "broker.heartbeat.interval.ms=%d" % HEARTBEAT_MS)
+                "--override", "broker.heartbeat.interval.ms=%d" % HEARTBEAT_MS,
+                "--override", "broker.rack=%s" % RACK)
 
     def port(self, node):
         return self.base + 2 * (node - 1)
@@ -225,6 +228,7 @@ def three_nodes():
     check(sorted(b) == [1, 2, 3], "brokers listed: %s" % sorted(b))
     for i in (1, 2, 3):
         check(b[i][0] == cl.addr(i), "broker %d at %s, not %s" % (i, b[i][0], cl.addr(i)))
+        check(b[i][1] == RACK, "broker %d in rack %s, not %s" % (i, b[i][1], RACK))
         check(not b[i][2], "broker %d fenced at start" % i)
         check(b[i][3] == (i == leader), "broker %d controller mark %s" % (i, b[i][3]))
         check(b[i][4] == "voter", "broker %d quorum role %s" % (i, b[i][4]))
@@ -308,7 +312,8 @@ def single():
         rc, out, err = strata(b.bootstrap, "brokers")
         show("brokers of a single broker", rc, out, err)
         br = parse_brokers(out)
-        check(rc == 0 and list(br) == [node] and br[node][0] == b.bootstrap and br[node][3] and not br[node][2],
+        check(rc == 0 and list(br) == [node] and br[node][0] == b.bootstrap and br[node][1] == "-" and
+              br[node][3] and not br[node][2],
               "brokers: %s" % br)
     finally:
         b.cleanup()
