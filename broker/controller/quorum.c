@@ -666,7 +666,7 @@ st_err_t st_ctl__quorum_catch_up(st_controller_t *c, char *err, size_t errlen) {
 }
 
 st_err_t st_ctl__commit(st_controller_t *c, const uint8_t *batch, size_t len, int n) {
-    int64_t base, t0 = st_mono_us(); /* propose to applied: logger.debug=quorum.commit */
+    int64_t base, t0 = st_mono_us(); /* for logger.debug=quorum.commit */
     int32_t epoch;
     if (c->quiesced) return ST_E_NOT_CONTROLLER;
     st_err_t e = st_raft_propose(c->raft, batch, (int32_t)len, n, &base, &epoch);
