@@ -9,6 +9,9 @@ scripts/cluster.sh, and against a single broker.
      Metadata (asked of a node that is not the leader, too); `brokers`
      lists the 3 brokers at their addresses and rack (broker.rack), unfenced,
      the controller marked.
+     `strata tiering status` of a 3-partition topic whose partitions are
+     led by different nodes shows every partition's high watermark,
+     whichever node is the bootstrap (the tool asks each leader).
   2. kill -9 one follower.  After another CreateTopics `status` shows it
      behind (lag > 0) and its last fetch growing from one call to the
      next; `brokers` shows it fenced within broker.session.timeout.ms
@@ -32,7 +35,7 @@ import tempfile
 import time
 
 from kwire import Conn
-from strata_harness import BIN, CONFIG, ROOT, Broker, binary, check, fail, free_port, run, wait_for
+from strata_harness import BIN, CONFIG, ROOT, Broker, binary, check, fail, free_port, kstr, run, wait_for
 
 SESSION_MS = 3000
 HEARTBEAT_MS = 500
@@ -103,9 +106,9 @@ class Cluster:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def strata(bootstrap, verb):
-    rc, out, err = run([binary("strata"), "cluster", "--config", CONFIG, "--bootstrap", bootstrap, verb],
-                       check_rc=False, timeout=60)
+def strata(bootstrap, verb, command="cluster", extra=()):
+    rc, out, err = run([binary("strata"), command, "--config", CONFIG, "--bootstrap", bootstrap] + list(extra) +
+                       verb.split(), check_rc=False, timeout=60)
     return rc, out.decode(), err
 
 
@@ -157,10 +160,37 @@ def metadata_controller(port):
         c.close()
 
 
-def create_topic(port, name):
+def partition_leaders(port, topic):
+    """Metadata v1 for one topic: {partition: leader id}."""
+    c = Conn(port)
+    try:
+        r = c.call(3, 1, struct.pack(">i", 1) + kstr(topic))
+        for _ in range(r.take(">i")):
+            r.take(">i")
+            r.string()
+            r.take(">i")
+            r.string()
+        r.take(">i")  # controller
+        out = {}
+        for _ in range(r.take(">i")):
+            r.take(">h")
+            r.string()
+            r.take(">b")
+            for _ in range(r.take(">i")):
+                _err, idx, leader = r.take(">hii")
+                for _ in range(2):  # replicas, isr
+                    for _ in range(r.take(">i")):
+                        r.take(">i")
+                out[idx] = leader
+        return out
+    finally:
+        c.close()
+
+
+def create_topic(port, name, partitions=1):
     c = Conn(port, timeout=40)
     try:
-        err = c.create_topic(name, 1, 1)
+        err = c.create_topic(name, partitions, 1)
     finally:
         c.close()
     check(err == 0, "CreateTopics %s via port %d: error %d" % (name, port, err))
@@ -232,6 +262,29 @@ def three_nodes():
         check(not b[i][2], "broker %d fenced at start" % i)
         check(b[i][3] == (i == leader), "broker %d controller mark %s" % (i, b[i][3]))
         check(b[i][4] == "voter", "broker %d quorum role %s" % (i, b[i][4]))
+
+    # the strata commands of earlier issues against any broker: tiering
+    # status asks each partition's leader, wherever the bootstrap is
+    create_topic(cl.port(1), "cli-tiers", 3)
+    leaders = {}
+    wait_for(lambda: leaders.update(partition_leaders(cl.port(1), "cli-tiers")) or
+             (len(leaders) == 3 and min(leaders.values()) > 0), 20, what="cli-tiers to have leaders")
+    check(len(set(leaders.values())) > 1, "cli-tiers' partitions all led by one node: %s" % leaders)
+    for p in range(3):
+        run(["kcat", "-b", cl.addr(1), "-P", "-t", "cli-tiers", "-p", str(p)],
+            input=b"".join(b"r%d-%d\n" % (p, i) for i in range(10 + p)))
+    for node in (1, 2, 3):
+        rc, out, err = strata(cl.addr(node), "status cli-tiers", command="tiering",
+                              extra=["--override", "objectstore.file.root=" + os.path.join(cl.dir, "bucket")])
+        show("tiering status through node %d (leaders %s)" % (node, leaders), rc, out, err)
+        check(rc == 0, "tiering status through node %d exited %d" % (node, rc))
+        hw = {}
+        for line in out.splitlines():
+            f = line.split()
+            if f and f[0] == "cli-tiers":
+                check("error" not in line, "through node %d: %s" % (node, line))
+                hw[int(f[1])] = int(f[5])
+        check(hw == {0: 10, 1: 11, 2: 12}, "high watermarks through node %d: %s" % (node, hw))
 
     # 2. one follower dies
     victim, other = followers[1], followers[0]
