@@ -130,15 +130,28 @@ typedef struct out_req {
     int16_t version;
 } out_req_t;
 
+static void on_unreachable(st_controller_t *c, ctl_event_t *ev) {
+    st_raft_leader_unreachable(c->raft, ev->from);
+}
+
 /* A loop thread: our request to dest was answered (or failed). */
 static void on_answer(st_netclient_t *nc, const st_netclient_resp_t *resp, void *arg) {
     (void)nc;
     out_req_t *o = arg;
     st_controller_t *c = o->c;
     if (resp->err) {
-        /* the Raft times its requests out itself and sends again */
+        /* the Raft times its requests out itself and sends again; a lost
+         * or refused connection is also a hint that the node is down */
         ST_DEBUG("quorum", "%s to node %d: %s%s%s", st_api_lookup(o->api_key)->name, (int)o->dest,
                  st_err_msg(resp->err), resp->why ? ": " : "", resp->why ? resp->why : "");
+        if (resp->err == ST_E_CONNECTION_LOST || resp->err == ST_E_CONNECTION_REFUSED) {
+            ctl_event_t *ev = st_calloc(1, sizeof *ev);
+            st_arena_init(&ev->arena, 64);
+            ev->fn = on_unreachable;
+            ev->from = o->dest;
+            ev->err = resp->err;
+            event_post(c, ev);
+        }
         free(o);
         return;
     }

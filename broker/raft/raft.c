@@ -1441,6 +1441,15 @@ st_err_t st_raft_propose(st_raft_t *r, const uint8_t *data, int32_t len, int32_t
     return ST_OK;
 }
 
+void st_raft_leader_unreachable(st_raft_t *r, int32_t leader) {
+    if (r->failed || r->role != ST_RAFT_FOLLOWER || r->leader_id != leader || !is_voter(r))
+        return;
+    ST_INFO("raft", "node %d: the leader %d of epoch %d is unreachable; asking for pre-votes",
+            (int)r->cfg.node_id, (int)leader, (int)r->epoch);
+    to_prospective(r, 0);
+    drive(r);
+}
+
 st_err_t st_raft_resign(st_raft_t *r) {
     if (r->failed) return r->failed;
     if (r->role != ST_RAFT_LEADER) return ST_E_NOT_LEADER_OR_FOLLOWER;

@@ -431,6 +431,13 @@ void st_raft_log_flushed(st_raft_t *r);
  * NOT_LEADER_OR_FOLLOWER elsewhere (also when resigned). */
 st_err_t st_raft_propose(st_raft_t *r, const uint8_t *data, int32_t len, int32_t record_count,
                          int64_t *base_offset, int32_t *epoch);
+/* The host's hint that the connection to `leader` failed (lost, refused):
+ * a voter following it starts asking for pre-votes now instead of at its
+ * fetch timeout.  Safe against a healthy leader: pre-vote changes no
+ * epoch, and the voters that still fetch from the leader refuse it
+ * (KIP-996); a prospective that fails goes back to following.  Ignored in
+ * any other state or for any other node. */
+void st_raft_leader_unreachable(st_raft_t *r, int32_t leader);
 /* Leader only: step down gracefully (controlled shutdown), telling the
  * voters with EndQuorumEpoch, the most caught up first. */
 st_err_t st_raft_resign(st_raft_t *r);
