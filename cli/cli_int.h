@@ -37,4 +37,8 @@ void st_cli_tiering_usage(FILE *out);
 int st_cli_groups(const st_cli_ctx_t *ctx, int argc, char **argv);
 void st_cli_groups_usage(FILE *out);
 
+/* strata cluster ... status | brokers */
+int st_cli_cluster(const st_cli_ctx_t *ctx, int argc, char **argv);
+void st_cli_cluster_usage(FILE *out);
+
 #endif /* CLI_INT_H */

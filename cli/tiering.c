@@ -4,8 +4,9 @@
  * bucket reaches, the high watermark, what the bucket's manifest holds and
  * how much is not in the bucket yet.
  *
- * Offsets come from the broker (ListOffsets -2 earliest, -4 earliest local,
- * -5 latest tiered, -1 latest: KIP-405 / KIP-1005), local bytes from
+ * Offsets come from each partition's leader, found in the bootstrap
+ * broker's Metadata (ListOffsets -2 earliest, -4 earliest local, -5 latest
+ * tiered, -1 latest: KIP-405 / KIP-1005), local bytes from the leader's
  * DescribeLogDirs; segments and bytes from the partition's manifest in the
  * bucket, read through the same object store settings as the broker's.  A
  * segment whose upload keeps failing, backed off, is read from the
@@ -35,6 +36,7 @@ typedef struct row {
     int32_t partition;
     int64_t off[NQ];
     int64_t local_bytes;
+    int32_t leader; /* Metadata's leader_id: the broker asked for the offsets */
     int16_t err;
 } row_t;
 
@@ -50,6 +52,79 @@ static void human(int64_t n, char *out, size_t len) {
     else if (n >= 1 << 20) snprintf(out, len, "%.1fM", (double)n / (1 << 20));
     else if (n >= 1 << 10) snprintf(out, len, "%.1fK", (double)n / (1 << 10));
     else snprintf(out, len, "%lld", (long long)n);
+}
+
+/* The four ListOffsets (one per kind of offset) and DescribeLogDirs for
+ * the rows that broker leader leads, sent to it at addr. */
+static int from_leader(st_arena_t *a, const char *addr, row_t *rows, int nrows, int32_t leader,
+                       char *err, size_t errlen) {
+    char why[512];
+    int rc = 1;
+    st_kclient_t kc = {-1, 0};
+    if (st_kclient_open(&kc, addr, why, sizeof why)) {
+        st_snprintf_marked(err, errlen, "broker %d, a partition leader: %s", (int)leader, why);
+        goto out;
+    }
+    for (int q = 0; q < NQ; q++) {
+        st_list_offsets_req_t lq;
+        st_schema_defaults(&st_list_offsets_req_schema, &lq);
+        lq.replica_id = -1;
+        ST_ARRAY_ALLOC(lq.topics, a, nrows);
+        lq.topics.n = 0;
+        for (int i = 0; i < nrows; i++) {
+            if (rows[i].leader != leader) continue;
+            if (!lq.topics.n || !st_str_eq(lq.topics.v[lq.topics.n - 1].name, rows[i].topic)) {
+                st_list_offsets_req_topic_t *lt = &lq.topics.v[lq.topics.n++];
+                lt->name = st_str(rows[i].topic);
+                ST_ARRAY_ALLOC(lt->partitions, a, nrows);
+                lt->partitions.n = 0;
+            }
+            st_list_offsets_req_topic_t *lt = &lq.topics.v[lq.topics.n - 1];
+            st_list_offsets_req_part_t *lp = &lt->partitions.v[lt->partitions.n++];
+            st_schema_defaults(&st_list_offsets_req_part_schema, lp);
+            lp->partition_index = rows[i].partition;
+            lp->timestamp = query_ts[q];
+        }
+        st_list_offsets_resp_t *lr;
+        if (st_kclient_call(&kc, ST_API_LIST_OFFSETS, 9, &lq, a, (void **)&lr, why, sizeof why)) {
+            st_snprintf_marked(err, errlen, "broker %d at %s: %s", (int)leader, addr, why);
+            goto out;
+        }
+        for (int i = 0; i < lr->topics.n; i++)
+            for (int k = 0; k < lr->topics.v[i].partitions.n; k++) {
+                st_list_offsets_resp_part_t *p = &lr->topics.v[i].partitions.v[k];
+                for (int j = 0; j < nrows; j++)
+                    if (rows[j].leader == leader && rows[j].partition == p->partition_index &&
+                        st_str_eq(lr->topics.v[i].name, rows[j].topic)) {
+                        rows[j].off[q] = p->offset;
+                        if (p->error_code) rows[j].err = p->error_code;
+                    }
+            }
+    }
+
+    /* Local sizes (DescribeLogDirs), the leader's copy. */
+    st_describe_log_dirs_req_t dq;
+    st_schema_defaults(&st_describe_log_dirs_req_schema, &dq);
+    dq.topics.n = -1;
+    st_describe_log_dirs_resp_t *dr;
+    if (st_kclient_call(&kc, ST_API_DESCRIBE_LOG_DIRS, 4, &dq, a, (void **)&dr, why, sizeof why)) {
+        st_snprintf_marked(err, errlen, "broker %d at %s: %s", (int)leader, addr, why);
+        goto out;
+    }
+    for (int d = 0; d < dr->results.n; d++)
+        for (int t = 0; t < dr->results.v[d].topics.n; t++) {
+            st_describe_log_dirs_topic_t *dt = &dr->results.v[d].topics.v[t];
+            for (int k = 0; k < dt->partitions.n; k++)
+                for (int j = 0; j < nrows; j++)
+                    if (rows[j].leader == leader &&
+                        rows[j].partition == dt->partitions.v[k].partition_index &&
+                        st_str_eq(dt->name, rows[j].topic))
+                        rows[j].local_bytes = dt->partitions.v[k].partition_size;
+        }
+    rc = 0;
+out:
+    st_kclient_close(&kc);
+    return rc;
 }
 
 static int status(const st_cli_ctx_t *ctx, const char *topic) {
@@ -95,62 +170,38 @@ static int status(const st_cli_ctx_t *ctx, const char *topic) {
             r->topic = st_arena_strndup(&a, t->name.p, (size_t)t->name.len);
             st_uuid_format(&t->topic_id, r->topic_id);
             r->partition = t->partitions.v[k].partition_index;
+            r->leader = t->partitions.v[k].leader_id;
         }
     }
     qsort(rows, (size_t)nrows, sizeof *rows, cmp_row);
 
-    /* Four ListOffsets, one per kind of offset, each for every partition. */
-    for (int q = 0; q < NQ; q++) {
-        st_list_offsets_req_t lq;
-        st_schema_defaults(&st_list_offsets_req_schema, &lq);
-        lq.replica_id = -1;
-        ST_ARRAY_ALLOC(lq.topics, &a, nrows);
-        lq.topics.n = 0;
-        for (int i = 0; i < nrows; i++) {
-            if (!lq.topics.n || strcmp(rows[i - 1].topic, rows[i].topic)) {
-                st_list_offsets_req_topic_t *lt = &lq.topics.v[lq.topics.n++];
-                lt->name = st_str(rows[i].topic);
-                ST_ARRAY_ALLOC(lt->partitions, &a, nrows);
-                lt->partitions.n = 0;
-            }
-            st_list_offsets_req_topic_t *lt = &lq.topics.v[lq.topics.n - 1];
-            st_list_offsets_req_part_t *lp = &lt->partitions.v[lt->partitions.n++];
-            st_schema_defaults(&st_list_offsets_req_part_schema, lp);
-            lp->partition_index = rows[i].partition;
-            lp->timestamp = query_ts[q];
-        }
-        st_list_offsets_resp_t *lr;
-        if (st_kclient_call(&kc, ST_API_LIST_OFFSETS, 9, &lq, &a, (void **)&lr, err, sizeof err))
-            goto fail;
-        for (int i = 0; i < lr->topics.n; i++)
-            for (int k = 0; k < lr->topics.v[i].partitions.n; k++) {
-                st_list_offsets_resp_part_t *p = &lr->topics.v[i].partitions.v[k];
-                for (int j = 0; j < nrows; j++)
-                    if (st_str_eq(lr->topics.v[i].name, rows[j].topic) &&
-                        rows[j].partition == p->partition_index) {
-                        rows[j].off[q] = p->offset;
-                        if (p->error_code) rows[j].err = p->error_code;
-                    }
-            }
-    }
-
-    /* Local sizes (DescribeLogDirs). */
-    st_describe_log_dirs_req_t dq;
-    st_schema_defaults(&st_describe_log_dirs_req_schema, &dq);
-    dq.topics.n = -1;
-    st_describe_log_dirs_resp_t *dr;
+    /* Offsets and sizes from each partition's leader (any broker may be the
+     * bootstrap one; only the leader answers ListOffsets for a partition). */
     for (int i = 0; i < nrows; i++) rows[i].local_bytes = -1;
-    if (st_kclient_call(&kc, ST_API_DESCRIBE_LOG_DIRS, 4, &dq, &a, (void **)&dr, err, sizeof err))
-        goto fail;
-    for (int d = 0; d < dr->results.n; d++)
-        for (int t = 0; t < dr->results.v[d].topics.n; t++) {
-            st_describe_log_dirs_topic_t *dt = &dr->results.v[d].topics.v[t];
-            for (int k = 0; k < dt->partitions.n; k++)
-                for (int j = 0; j < nrows; j++)
-                    if (st_str_eq(dt->name, rows[j].topic) &&
-                        rows[j].partition == dt->partitions.v[k].partition_index)
-                        rows[j].local_bytes = dt->partitions.v[k].partition_size;
+    for (int i = 0; i < nrows; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) seen = rows[j].leader == rows[i].leader;
+        if (seen) continue;
+        if (rows[i].leader < 0) {
+            for (int j = i; j < nrows; j++)
+                if (rows[j].leader < 0) rows[j].err = st_err_wire(ST_E_LEADER_NOT_AVAILABLE);
+            continue;
         }
+        char addr[300];
+        int found = 0;
+        for (int b = 0; b < md->brokers.n && !found; b++) {
+            st_metadata_broker_t *br = &md->brokers.v[b];
+            if (br->node_id != rows[i].leader) continue;
+            found = snprintf(addr, sizeof addr, "%.*s:%d", ST_STR_FMT(br->host), (int)br->port) <
+                    (int)sizeof addr;
+        }
+        if (!found) {
+            st_snprintf_marked(err, sizeof err, "Metadata names broker %d as a leader but not "
+                               "its address", (int)rows[i].leader);
+            goto fail;
+        }
+        if (from_leader(&a, addr, rows, nrows, rows[i].leader, err, sizeof err)) goto fail;
+    }
 
     /* The bucket's side. */
     if (st_os_new(&ctx->os, &os, err, sizeof err)) goto fail;

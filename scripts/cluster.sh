@@ -37,8 +37,9 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$cmd" ] || { echo "cluster.sh: say up, status or down (see --help)" >&2; exit 2; }
-# STRATAD: another build's binary (the tests' sanitizer builds)
-stratad="${STRATAD:-$root/build/bin/stratad}"
+# STRATA_BIN_DIR: the binaries of another build (the tests set it);
+# STRATAD: one stratad binary
+stratad="${STRATAD:-${STRATA_BIN_DIR:-$root/build/bin}/stratad}"
 
 nodes() { # the node ids DIR holds
     ls -d "$dir"/node-* 2>/dev/null | sed 's/.*node-//' | sort -n
@@ -50,7 +51,7 @@ case "$cmd" in
 up)
     n="${n:-3}"
     if [ "$n" -lt 1 ] || [ "$n" -gt 32 ]; then echo "cluster.sh: 1 to 32 nodes" >&2; exit 2; fi
-    if [ "$build" = 1 ] && [ -z "${STRATAD:-}" ]; then
+    if [ "$build" = 1 ] && [ -z "${STRATAD:-}" ] && [ -z "${STRATA_BIN_DIR:-}" ]; then
         "$root/scripts/deps.sh" run
         cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
         cmake --build "$root/build" -j2 --target stratad >/dev/null

@@ -350,6 +350,10 @@ static void op_send(void *arg, int32_t dest, const st_raft_msg_t *msg) {
 
 /* ---- apply and leader changes -------------------------------------------------------- */
 
+/* When the entry a commit waits for reached the high watermark (before
+ * its apply), for logger.debug=quorum.commit; the controller thread's. */
+static int64_t commit_seen_us;
+
 static void op_apply(void *arg, const st_raft_entry_t *entries, int n) {
     st_controller_t *c = host(arg);
     const uint8_t **batches = st_malloc(sizeof *batches * (size_t)(n ? n : 1));
@@ -357,7 +361,10 @@ static void op_apply(void *arg, const st_raft_entry_t *entries, int n) {
     int nb = 0;
     for (int i = 0; i < n; i++) {
         const st_raft_entry_t *e = &entries[i];
-        if (e->base_offset == c->wait_base) c->wait_epoch = e->epoch;
+        if (e->base_offset == c->wait_base) {
+            c->wait_epoch = e->epoch;
+            commit_seen_us = st_mono_us();
+        }
         c->applied_end = e->base_offset + e->record_count;
         if (e->control) continue;
         batches[nb] = e->data;
@@ -672,7 +679,7 @@ st_err_t st_ctl__quorum_catch_up(st_controller_t *c, char *err, size_t errlen) {
 }
 
 st_err_t st_ctl__commit(st_controller_t *c, const uint8_t *batch, size_t len, int n) {
-    int64_t base;
+    int64_t base, t0 = st_mono_us(); /* for logger.debug=quorum.commit */
     int32_t epoch;
     if (c->quiesced) return ST_E_NOT_CONTROLLER;
     st_err_t e = st_raft_propose(c->raft, batch, (int32_t)len, n, &base, &epoch);
@@ -711,6 +718,9 @@ st_err_t st_ctl__commit(st_controller_t *c, const uint8_t *batch, size_t len, in
     c->wait_base = -1;
     if (e) ST_WARN("quorum", "metadata batch at offset %lld not committed: %s", (long long)base,
                    st_err_msg(e));
+    else ST_DEBUG("quorum.commit", "metadata batch at offset %lld (%d records) committed in "
+                  "%lld us, applied in %lld us", (long long)base, n,
+                  (long long)(commit_seen_us - t0), (long long)(st_mono_us() - t0));
     return e;
 }
 
