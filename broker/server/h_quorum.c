@@ -114,7 +114,6 @@ static void fill_states(st_request_t *req, const st_quorum_replica_t *v, int n, 
 }
 
 static void describe_done(st_server_t *srv, st_request_t *req, void *arg) {
-    (void)srv;
     describe_ctx_t *x = arg;
     st_describe_quorum_req_t *q = req->body;
     st_describe_quorum_resp_t r;
@@ -149,7 +148,21 @@ static void describe_done(st_server_t *srv, st_request_t *req, void *arg) {
             fill_states(req, x->d.observers, x->d.nobservers, &p->observers);
         }
     }
-    ST_ARRAY_ALLOC(r.nodes, &req->arena, 0);
+    /* v2: each voter's controller listener, as controller.quorum.voters
+     * gives it (a quorum of one: none is configured) */
+    const st_cluster_config_t *cc = &srv->cluster;
+    ST_ARRAY_ALLOC(r.nodes, &req->arena, cc->nvoters);
+    for (int i = 0; i < cc->nvoters; i++) {
+        st_describe_quorum_node_t *n = &r.nodes.v[i];
+        st_schema_defaults(&st_describe_quorum_node_schema, n);
+        n->node_id = cc->voters[i].id;
+        ST_ARRAY_ALLOC(n->listeners, &req->arena, 1);
+        st_schema_defaults(&st_raft_listener_schema, &n->listeners.v[0]);
+        n->listeners.v[0].name =
+            st_str(cc->ncontroller_listeners ? cc->controller_listeners[0] : "CONTROLLER");
+        n->listeners.v[0].host = st_str(cc->voters[i].host);
+        n->listeners.v[0].port = (uint16_t)cc->voters[i].port;
+    }
     st_quorum_desc_fini(&x->d);
     free(x);
     st_request_respond(req, &r);
