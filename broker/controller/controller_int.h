@@ -52,6 +52,8 @@ typedef struct pending_req {
     int64_t since_ms;
 } pending_req_t;
 
+typedef struct fwd_create fwd_create_t;
+
 typedef struct peer {
     int32_t id;
     char host[256];
@@ -97,6 +99,8 @@ struct st_controller {
      * applied with (-1: not yet) */
     int64_t wait_base;
     int32_t wait_epoch;
+    int64_t wait_seen_us; /* when it reached the high watermark, before its apply
+                           * (logger.debug=quorum.commit) */
     /* this node as a broker: its registration with the active controller */
     st_uuid_t incarnation;
     int64_t broker_epoch; /* -1: not registered */
@@ -112,6 +116,7 @@ struct st_controller {
     int32_t hbs_epoch; /* the epoch the table was started in */
     int64_t next_fence_check_ms;
     int64_t members_due; /* st_ctl__members_tick's answer, -1: none */
+    fwd_create_t *fwd_create; /* the one creation forwarded and awaited */
 
     /* read by other threads (under lock) */
     int32_t leader_id; /* -1: none known */

@@ -350,10 +350,6 @@ static void op_send(void *arg, int32_t dest, const st_raft_msg_t *msg) {
 
 /* ---- apply and leader changes -------------------------------------------------------- */
 
-/* When the entry a commit waits for reached the high watermark (before
- * its apply), for logger.debug=quorum.commit; the controller thread's. */
-static int64_t commit_seen_us;
-
 static void op_apply(void *arg, const st_raft_entry_t *entries, int n) {
     st_controller_t *c = host(arg);
     const uint8_t **batches = st_malloc(sizeof *batches * (size_t)(n ? n : 1));
@@ -363,7 +359,7 @@ static void op_apply(void *arg, const st_raft_entry_t *entries, int n) {
         const st_raft_entry_t *e = &entries[i];
         if (e->base_offset == c->wait_base) {
             c->wait_epoch = e->epoch;
-            commit_seen_us = st_mono_us();
+            c->wait_seen_us = st_mono_us();
         }
         c->applied_end = e->base_offset + e->record_count;
         if (e->control) continue;
@@ -720,7 +716,7 @@ st_err_t st_ctl__commit(st_controller_t *c, const uint8_t *batch, size_t len, in
                    st_err_msg(e));
     else ST_DEBUG("quorum.commit", "metadata batch at offset %lld (%d records) committed in "
                   "%lld us, applied in %lld us", (long long)base, n,
-                  (long long)(commit_seen_us - t0), (long long)(st_mono_us() - t0));
+                  (long long)(c->wait_seen_us - t0), (long long)(st_mono_us() - t0));
     return e;
 }
 
@@ -894,17 +890,14 @@ void st_ctl__pump_until(st_controller_t *c, int (*done)(st_controller_t *), int6
 
 /* ---- an operation of this node's own, carried out by the active controller ------------ */
 
-typedef struct fwd_create {
+struct fwd_create {
     int done;
     st_err_t err;
     st_op_result_t *res;
-} fwd_create_t;
-
-static fwd_create_t *fwd_slot; /* the controller thread's one forwarded creation */
+};
 
 static void on_created(st_controller_t *c, ctl_event_t *ev) {
-    (void)c;
-    fwd_create_t *f = fwd_slot;
+    fwd_create_t *f = c->fwd_create;
     if (!f) return;
     const st_create_topics_resp_t *r = ev->body;
     f->done = 1;
@@ -922,10 +915,7 @@ static void on_created(st_controller_t *c, ctl_event_t *ev) {
     f->res->replication_factor = t->replication_factor;
 }
 
-static int created(st_controller_t *c) {
-    (void)c;
-    return fwd_slot->done;
-}
+static int created(st_controller_t *c) { return c->fwd_create->done; }
 
 st_err_t st_ctl__forward_create(st_controller_t *c, const st_new_topic_t *t, int validate_only,
                                 st_op_result_t *res) {
@@ -958,11 +948,11 @@ st_err_t st_ctl__forward_create(st_controller_t *c, const st_new_topic_t *t, int
     q.validate_only = (int8_t)validate_only;
     fwd_create_t f = {0, ST_OK, res};
     memset(res, 0, sizeof *res);
-    fwd_slot = &f;
+    c->fwd_create = &f;
     st_err_t e = st_ctl__send(c, leader, ST_API_CREATE_TOPICS, 5, &q, on_created);
     st_arena_fini(&a);
     if (!e) st_ctl__pump_until(c, created, COMMIT_TIMEOUT_MS + 5000);
-    fwd_slot = NULL;
+    c->fwd_create = NULL;
     if (e || !f.done || f.err) {
         res->error = ST_E_NOT_CONTROLLER;
         snprintf(res->message, sizeof res->message,
