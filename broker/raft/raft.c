@@ -1284,6 +1284,20 @@ static void handle_fetch_snapshot_response(st_raft_t *r, int32_t from, const st_
     if (f->len > 0)
         e = r->ops.snapshot_write(r->ops.arg, r->snap_fetch_id, f->position,
                                   f->unaligned_records, f->len);
+    /* Bytes from the network that do not make a whole, checked snapshot
+     * (CORRUPT, TRUNCATED, INVAL from the host) are the leader's or the
+     * wire's fault, not our disk's: the transfer starts again (the next
+     * Fetch names the snapshot), as a bad chunk must not stop a follower.
+     * Any other error is the disk's, and stops the node. */
+    if (e == ST_E_CORRUPT || e == ST_E_TRUNCATED || e == ST_E_INVAL) {
+        ST_WARN("raft", "node %d: a chunk of snapshot %lld-%d from node %d was refused (%s); "
+                        "fetching it again",
+                (int)r->cfg.node_id, (long long)r->snap_fetch_id.end_offset,
+                (int)r->snap_fetch_id.epoch, (int)from, st_err_msg(e));
+        r->snap_fetching = 0;
+        backoff_peer(r, p);
+        return;
+    }
     if (e) {
         fail(r, e, "writing a fetched snapshot");
         return;
@@ -1293,6 +1307,14 @@ static void handle_fetch_snapshot_response(st_raft_t *r, int32_t from, const st_
     st_raft_snapshot_id_t id = r->snap_fetch_id;
     r->snap_fetching = 0;
     if ((e = r->ops.snapshot_install(r->ops.arg, id, f->size)) != ST_OK) {
+        if (e == ST_E_CORRUPT || e == ST_E_TRUNCATED || e == ST_E_INVAL) {
+            ST_WARN("raft", "node %d: snapshot %lld-%d from node %d does not check (%s); "
+                            "fetching it again",
+                    (int)r->cfg.node_id, (long long)id.end_offset, (int)id.epoch, (int)from,
+                    st_err_msg(e));
+            backoff_peer(r, p);
+            return;
+        }
         fail(r, e, "installing a fetched snapshot");
         return;
     }

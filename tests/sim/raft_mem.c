@@ -300,6 +300,14 @@ static st_err_t m_snap_write(void *arg, st_raft_snapshot_id_t id, int64_t pos, c
 
 static st_err_t m_snap_install(void *arg, st_raft_snapshot_id_t id, int64_t size) {
     rm_node_t *n = NODE(arg);
+    if (n->damage_install) { /* a received file that does not check: dropped */
+        n->damage_install = 0;
+        free(n->stage);
+        n->stage = NULL;
+        n->has_stage = 0;
+        n->stage_len = 0;
+        return ST_E_CORRUPT;
+    }
     if (!n->has_stage || n->stage_id.end_offset != id.end_offset ||
         n->stage_id.epoch != id.epoch || n->stage_len != size)
         return ST_E_INVAL;

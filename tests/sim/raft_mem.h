@@ -89,8 +89,10 @@ struct rm_node {
     int64_t sm_next;
     uint64_t sm_hash;
 
-    /* Injected faults: the next persist / append fails (once). */
+    /* Injected faults: the next persist / append fails (once); the next
+     * snapshot install finds the received file damaged (once). */
     st_err_t fail_persist, fail_append;
+    int damage_install;
 };
 
 void rm_node_init(rm_node_t *n, int32_t id, const int64_t *clock, uint64_t seed,
