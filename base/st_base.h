@@ -94,9 +94,12 @@
     X(OFFSET_NOT_AVAILABLE, 78, 1, 78, "offset not available")                         \
     X(STALE_BROKER_EPOCH, 77, 0, 77, "stale broker epoch")                             \
     X(MEMBER_ID_REQUIRED, 79, 0, 79, "member id required")                             \
+    X(PREFERRED_LEADER_NOT_AVAILABLE, 80, 1, 80, "preferred leader not available")     \
     X(GROUP_MAX_SIZE_REACHED, 81, 0, 81, "group max size reached")                     \
     X(FENCED_INSTANCE_ID, 82, 0, 82, "fenced instance id")                             \
     X(GROUP_SUBSCRIBED_TO_TOPIC, 86, 0, 86, "the group is subscribed to the topic")   \
+    X(ELIGIBLE_LEADERS_NOT_AVAILABLE, 83, 1, 83, "eligible leaders not available")     \
+    X(ELECTION_NOT_NEEDED, 84, 0, 84, "election not needed")                           \
     X(INVALID_RECORD, 87, 0, 87, "invalid record")                                     \
     X(THROTTLING_QUOTA_EXCEEDED, 89, 1, 89, "throttling quota exceeded")               \
     X(RESOURCE_NOT_FOUND, 91, 0, 91, "resource not found")                             \

@@ -424,6 +424,8 @@ static void send_heartbeat(st_controller_t *c, int32_t leader) {
     c->next_hb_ms = st_mono_ms() + c->cfg.broker->broker_heartbeat_interval_ms;
 }
 
+static void rebalance_job(st_controller_t *c, void *arg);
+
 static int64_t earliest(int64_t a, int64_t b) { return a < 0 ? b : b < 0 ? a : ST_MIN(a, b); }
 
 int64_t st_ctl__members_tick(st_controller_t *c) {
@@ -461,6 +463,15 @@ int64_t st_ctl__members_tick(st_controller_t *c) {
             c->self_reg_queued = 1; /* reused: one job at a time */
             st_controller_submit(c, unfence_self_job, NULL);
         }
+    }
+    if (c->cfg.broker->auto_leader_rebalance_enable) {
+        int64_t every = c->cfg.broker->leader_imbalance_check_interval_seconds * 1000;
+        if (c->next_rebalance_ms == 0) c->next_rebalance_ms = now + every;
+        if (now >= c->next_rebalance_ms) {
+            c->next_rebalance_ms = now + every;
+            st_controller_submit(c, rebalance_job, NULL);
+        }
+        due = earliest(due, c->next_rebalance_ms);
     }
     if (now >= c->next_fence_check_ms) {
         c->next_fence_check_ms = now + 500;
@@ -523,4 +534,133 @@ void st_ctl__members_shutdown(st_controller_t *c) {
         ST_WARN("controller", "controlled shutdown: no answer from the active controller %d; "
                               "stopping anyway",
                 (int)leader);
+}
+
+/* ---- leader elections on request (ElectLeaders) and preferred-leader rebalance ------------ */
+
+/* The change a preferred (unclean = 0) or unclean election makes to mp, in
+ * *ch; the reason when none. */
+static st_err_t elect_one(st_controller_t *c, const st_meta_topic_t *t,
+                          const st_meta_partition_t *mp, int unclean, changes_t *ch, char *msg,
+                          size_t msglen) {
+    const st_meta_image_t *img = c->image;
+    if (!unclean) {
+        int32_t pref = mp->nreplicas > 0 ? mp->replicas[0] : -1;
+        if (pref == mp->leader) {
+            snprintf(msg, msglen, "Leader election not needed for topic partition.");
+            return ST_E_ELECTION_NOT_NEEDED;
+        }
+        int in_isr = 0;
+        for (int k = 0; k < mp->nisr; k++) in_isr |= mp->isr[k] == pref;
+        if (pref < 0 || !in_isr || !is_live(img, pref, -1)) {
+            snprintf(msg, msglen, "Failed to elect leader: the preferred replica %d is not live "
+                                  "and in the ISR.",
+                     (int)pref);
+            return ST_E_PREFERRED_LEADER_NOT_AVAILABLE;
+        }
+        changes_add(ch, t, mp, pref, NULL, 0);
+        return ST_OK;
+    }
+    if (mp->leader >= 0) {
+        snprintf(msg, msglen, "Leader election not needed for topic partition.");
+        return ST_E_ELECTION_NOT_NEEDED;
+    }
+    for (int r = 0; r < mp->nreplicas; r++)
+        if (is_live(img, mp->replicas[r], -1)) {
+            int32_t leader = mp->replicas[r];
+            changes_add(ch, t, mp, leader, &leader, 1); /* an unclean leader is the whole ISR */
+            return ST_OK;
+        }
+    snprintf(msg, msglen, "Failed to elect leader: no replica is live.");
+    return ST_E_ELIGIBLE_LEADERS_NOT_AVAILABLE;
+}
+
+void st_controller_elect_leaders(st_controller_t *c, int election_type, st_elect_request_t *parts,
+                                 int nparts, int all) {
+    changes_t ch = {0};
+    const st_meta_image_t *img = c->image;
+    st_err_t e = !leads(c) ? ST_E_NOT_CONTROLLER : election_type == 0 || election_type == 1 ? ST_OK
+                                                                                         : ST_E_INVALID_REQUEST;
+    for (int i = 0; i < nparts; i++) {
+        st_elect_request_t *p = &parts[i];
+        p->changed = -1;
+        if (e) {
+            p->error = e;
+            snprintf(p->message, sizeof p->message, "%s", e == ST_E_INVALID_REQUEST
+                                                            ? "Unknown election type."
+                                                            : "This node is not the controller.");
+            continue;
+        }
+        const st_meta_topic_t *t = st_image_topic(img, p->topic, p->topic_len);
+        if (!t || p->partition < 0 || p->partition >= t->nparts) {
+            p->error = ST_E_UNKNOWN_TOPIC_OR_PARTITION;
+            snprintf(p->message, sizeof p->message, "The partition does not exist.");
+            continue;
+        }
+        int before = ch.n;
+        p->error = elect_one(c, t, &t->parts[p->partition], election_type, &ch, p->message,
+                             sizeof p->message);
+        if (ch.n > before) p->changed = before;
+    }
+    (void)all;
+    if (ch.n > 0) {
+        st_ctl_rec_t *recs = st_malloc(sizeof *recs * (size_t)ch.n);
+        for (int i = 0; i < ch.n; i++) recs[i] = (st_ctl_rec_t){ST_MREC_PARTITION_CHANGE, &ch.v[i]};
+        st_err_t ce = st_ctl__commit_records(c, recs, ch.n);
+        free(recs);
+        if (ce)
+            for (int i = 0; i < nparts; i++)
+                if (parts[i].changed >= 0) {
+                    parts[i].error = ce;
+                    snprintf(parts[i].message, sizeof parts[i].message,
+                             "the election was not committed: %s", st_err_msg(ce));
+                }
+        if (!ce)
+            ST_INFO("controller", "%s election: %d partition%s got a new leader",
+                    election_type ? "unclean" : "preferred", ch.n, ch.n == 1 ? "" : "s");
+    }
+    changes_fini(&ch);
+}
+
+/* auto.leader.rebalance.enable: a broker that is the preferred replica of P
+ * partitions and leads fewer than P minus the allowed share gets them back
+ * (Kafka's leader.imbalance.per.broker.percentage). */
+static void rebalance_job(st_controller_t *c, void *arg) {
+    (void)arg;
+    if (!leads(c)) return;
+    const st_meta_image_t *img = c->image;
+    const st_broker_config_t *b = c->cfg.broker;
+    changes_t ch = {0};
+    for (int bi = 0; bi < img->nbrokers; bi++) {
+        const st_meta_broker_t *br = &img->brokers[bi];
+        if (br->fenced) continue;
+        int64_t preferred = 0, elsewhere = 0;
+        for (int ti = 0; ti < img->ntopics; ti++)
+            for (int pi = 0; pi < img->topics[ti]->nparts; pi++) {
+                const st_meta_partition_t *mp = &img->topics[ti]->parts[pi];
+                if (mp->nreplicas == 0 || mp->replicas[0] != br->id) continue;
+                preferred++;
+                elsewhere += mp->leader != br->id;
+            }
+        if (preferred == 0 || elsewhere * 100 <= preferred * b->leader_imbalance_per_broker_percentage)
+            continue;
+        for (int ti = 0; ti < img->ntopics; ti++)
+            for (int pi = 0; pi < img->topics[ti]->nparts; pi++) {
+                const st_meta_partition_t *mp = &img->topics[ti]->parts[pi];
+                if (mp->nreplicas == 0 || mp->replicas[0] != br->id || mp->leader == br->id)
+                    continue;
+                char msg[160];
+                elect_one(c, img->topics[ti], mp, 0, &ch, msg, sizeof msg);
+            }
+    }
+    if (ch.n > 0) {
+        st_ctl_rec_t *recs = st_malloc(sizeof *recs * (size_t)ch.n);
+        for (int i = 0; i < ch.n; i++) recs[i] = (st_ctl_rec_t){ST_MREC_PARTITION_CHANGE, &ch.v[i]};
+        if (st_ctl__commit_records(c, recs, ch.n) == ST_OK)
+            ST_INFO("controller", "leader rebalance: %d partition%s back on their preferred "
+                                  "replica",
+                    ch.n, ch.n == 1 ? "" : "s");
+        free(recs);
+    }
+    changes_fini(&ch);
 }

@@ -153,6 +153,19 @@ void st_controller_broker_heartbeat(st_controller_t *c, const st_broker_heartbea
  * or none is known (the caller handles req itself). */
 int st_controller_forward(st_controller_t *c, st_request_t *req);
 
+/* ElectLeaders (controller thread): election_type 0 preferred, 1 unclean,
+ * for each partition named; each gets its error and message. */
+typedef struct st_elect_request {
+    const char *topic;
+    size_t topic_len;
+    int32_t partition;
+    st_err_t error;
+    char message[160];
+    int changed; /* internal */
+} st_elect_request_t;
+void st_controller_elect_leaders(st_controller_t *c, int election_type, st_elect_request_t *parts,
+                                 int nparts, int all);
+
 /* Run fn(c, arg) on the controller thread. */
 typedef void (*st_controller_job_cb)(st_controller_t *c, void *arg);
 void st_controller_submit(st_controller_t *c, st_controller_job_cb fn, void *arg);

@@ -115,6 +115,7 @@ struct st_controller {
     int nhbs;
     int32_t hbs_epoch; /* the epoch the table was started in */
     int64_t next_fence_check_ms;
+    int64_t next_rebalance_ms; /* auto.leader.rebalance.enable, 0: not yet set */
     int64_t members_due; /* st_ctl__members_tick's answer, -1: none */
     fwd_create_t *fwd_create; /* the one creation forwarded and awaited */
 

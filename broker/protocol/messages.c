@@ -263,11 +263,11 @@ static const st_api_t api_table[] = {
      * marked (0, -1) are not served: until a handler exists stratad treats
      * their keys as unknown and advertises none of them.  The metadata
      * quorum's (Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum,
-     * FetchSnapshot) and the brokers' lifecycle (BrokerRegistration,
-     * BrokerHeartbeat) are served. */
+     * FetchSnapshot), the brokers' lifecycle (BrokerRegistration,
+     * BrokerHeartbeat) and ElectLeaders are served. */
     {ST_API_OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 0, 0, -1, 4,
      &st_offset_for_leader_epoch_req_schema, &st_offset_for_leader_epoch_resp_schema, 0, 4},
-    {ST_API_ELECT_LEADERS, "ElectLeaders", 0, 0, -1, 2, &st_elect_leaders_req_schema,
+    {ST_API_ELECT_LEADERS, "ElectLeaders", 0, 0, 2, 2, &st_elect_leaders_req_schema,
      &st_elect_leaders_resp_schema, 0, 2},
     {ST_API_VOTE, "Vote", 0, 0, 2, 0, &st_vote_req_schema, &st_vote_resp_schema, 0, 2},
     {ST_API_BEGIN_QUORUM_EPOCH, "BeginQuorumEpoch", 0, 0, 1, 1, &st_begin_quorum_epoch_req_schema,

@@ -114,6 +114,17 @@ static const st_cfg_desc_t broker_rows[] = {
          NULL, 0,
          "A broker the active controller has not heard from for this long is fenced: it leads "
          "no partition and Metadata does not name it until it heartbeats again."),
+    BROW("auto.leader.rebalance.enable", ST_CFG_BOOL, auto_leader_rebalance_enable, "true", 0, 0,
+         NULL, 0,
+         "The active controller moves leadership back to each partition's preferred replica "
+         "(its first) when a broker leads too few of the partitions it prefers."),
+    BROW("leader.imbalance.check.interval.seconds", ST_CFG_LONG,
+         leader_imbalance_check_interval_seconds, "300", 1, I64MAX, NULL, 0,
+         "How often the active controller looks at leader imbalance."),
+    BROW("leader.imbalance.per.broker.percentage", ST_CFG_INT,
+         leader_imbalance_per_broker_percentage, "10", 0, 100, NULL, 0,
+         "A broker is imbalanced when more than this share of the partitions it is preferred "
+         "for have another leader."),
     BROW("listeners", ST_CFG_STRING, listeners, "PLAINTEXT://localhost:9092", 0, 0, v_listeners, 0,
          "Where to accept connections: comma-separated NAME://host:port. An empty host binds every "
          "interface; port 0 picks a free port."),

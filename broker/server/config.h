@@ -20,6 +20,9 @@ typedef struct st_broker_config {
     char *cluster_id;
     int32_t broker_heartbeat_interval_ms;
     int32_t broker_session_timeout_ms;
+    int auto_leader_rebalance_enable;
+    int64_t leader_imbalance_check_interval_seconds;
+    int32_t leader_imbalance_per_broker_percentage;
     char *listeners;
     char *advertised_listeners;
     char *log_dirs;

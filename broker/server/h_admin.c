@@ -694,3 +694,94 @@ void st_handle_describe_log_dirs(st_server_t *srv, st_request_t *req) {
     st_free_strv(dirs, ndirs);
     st_request_respond(req, &r);
 }
+
+/* ---- ElectLeaders ------------------------------------------------------------------- */
+
+typedef struct elect_ctx {
+    int type;
+    st_elect_request_t *parts;
+    int n;
+    int all;
+} elect_ctx_t;
+
+static void elect_work(st_server_t *srv, st_controller_t *ctl, void *arg) {
+    (void)srv;
+    elect_ctx_t *x = arg;
+    st_controller_elect_leaders(ctl, x->type, x->parts, x->n, x->all);
+}
+
+static void elect_done(st_server_t *srv, st_request_t *req, void *arg) {
+    (void)srv;
+    elect_ctx_t *x = arg;
+    st_elect_leaders_resp_t r;
+    st_schema_defaults(&st_elect_leaders_resp_schema, &r);
+    /* one result per topic, in the order first named; for "every
+     * partition" only those that got a new leader or could not (Kafka
+     * leaves out the ones that needed no election) */
+    int ntopics = 0;
+    ST_ARRAY_ALLOC(r.replica_election_results, &req->arena, x->n);
+    for (int i = 0; i < x->n; i++) {
+        st_elect_request_t *p = &x->parts[i];
+        if (x->all && p->error == ST_E_ELECTION_NOT_NEEDED) continue;
+        st_elect_leaders_resp_topic_t *t = NULL;
+        for (int k = 0; k < ntopics && !t; k++)
+            if (r.replica_election_results.v[k].topic.len == (int32_t)p->topic_len &&
+                !memcmp(r.replica_election_results.v[k].topic.p, p->topic, p->topic_len))
+                t = &r.replica_election_results.v[k];
+        if (!t) {
+            t = &r.replica_election_results.v[ntopics++];
+            st_schema_defaults(&st_elect_leaders_resp_topic_schema, t);
+            t->topic = (st_str_t){p->topic, (int32_t)p->topic_len};
+            ST_ARRAY_ALLOC(t->partition_result, &req->arena, x->n);
+            t->partition_result.n = 0;
+        }
+        st_elect_leaders_resp_part_t *o = &t->partition_result.v[t->partition_result.n++];
+        st_schema_defaults(&st_elect_leaders_resp_part_schema, o);
+        o->partition_id = p->partition;
+        o->error_code = st_err_wire(p->error);
+        o->error_message = p->error ? st_str(st_req_strdup(req, st_str(p->message))) : ST_STR_NULL;
+    }
+    r.replica_election_results.n = ntopics;
+    st_request_respond(req, &r);
+}
+
+void st_handle_elect_leaders(st_server_t *srv, st_request_t *req) {
+    if (st_controller_forward(srv->ctl, req)) return;
+    st_elect_leaders_req_t *q = req->body;
+    elect_ctx_t *x = st_arena_alloc(&req->arena, sizeof *x);
+    x->type = req->hdr.api_version >= 1 ? q->election_type : 0;
+    x->all = q->topic_partitions.n < 0;
+    int n = 0;
+    st_meta_image_t *img = NULL;
+    if (x->all) {
+        img = st_controller_image(srv->ctl);
+        for (int t = 0; t < img->ntopics; t++) n += img->topics[t]->nparts;
+    } else {
+        for (int t = 0; t < q->topic_partitions.n; t++) n += q->topic_partitions.v[t].partitions.n;
+    }
+    x->parts = st_arena_alloc(&req->arena, sizeof *x->parts * (size_t)(n + 1));
+    x->n = 0;
+    if (x->all) {
+        for (int t = 0; t < img->ntopics; t++)
+            for (int p = 0; p < img->topics[t]->nparts; p++) {
+                st_elect_request_t *e = &x->parts[x->n++];
+                memset(e, 0, sizeof *e);
+                e->topic = st_req_strdup(req, st_str(img->topics[t]->name));
+                e->topic_len = strlen(img->topics[t]->name);
+                e->partition = img->topics[t]->parts[p].id;
+            }
+        st_image_release(img);
+    } else {
+        for (int t = 0; t < q->topic_partitions.n; t++) {
+            const st_elect_leaders_req_topic_t *qt = &q->topic_partitions.v[t];
+            for (int p = 0; p < qt->partitions.n; p++) {
+                st_elect_request_t *e = &x->parts[x->n++];
+                memset(e, 0, sizeof *e);
+                e->topic = qt->topic.len > 0 ? qt->topic.p : "";
+                e->topic_len = (size_t)ST_MAX(qt->topic.len, 0);
+                e->partition = qt->partitions.v[p];
+            }
+        }
+    }
+    st_server_via_controller(srv, req, elect_work, elect_done, x);
+}

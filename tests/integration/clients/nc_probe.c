@@ -67,9 +67,9 @@ static int pipeline_send_next(void);
 /* Served keys that must be there, and described-only keys that must not
  * be advertised (stratad has no handler for them yet). */
 /* served: the client APIs, and the quorum's and brokers' lifecycle ones */
-static const int16_t must_have[] = {0, 1, 3, 18, 19, 52, 53, 54, 55, 59, 60, 62, 63};
-/* described for the client only: OffsetForLeaderEpoch, ElectLeaders, AlterPartition */
-static const int16_t must_not[] = {23, 43, 56};
+static const int16_t must_have[] = {0, 1, 3, 18, 19, 43, 52, 53, 54, 55, 59, 60, 62, 63};
+/* described for the client only: OffsetForLeaderEpoch, AlterPartition */
+static const int16_t must_not[] = {23, 56};
 
 static void check_body(const st_netclient_resp_t *resp) {
     st_arena_t a;
