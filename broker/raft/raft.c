@@ -829,7 +829,7 @@ static void handle_vote_request(st_raft_t *r, int32_t from, const st_raft_msg_t 
     int granted = 0;
     if (cluster_mismatch(r, m)) {
         err = ST_RAFT_ERR_INCONSISTENT_CLUSTER_ID;
-    } else if (!is_voter(r) || q->voter_id != r->cfg.node_id ||
+    } else if (!is_voter(r) || (q->voter_id >= 0 && q->voter_id != r->cfg.node_id) ||
                voter_index(r, q->replica_id) < 0 || q->replica_id != from) {
         ST_LOG_RATELIMITED(ST_LOG_WARN, "raft", 10000,
                 "node %" PRId32 ": refusing a Vote from node %" PRId32
@@ -922,7 +922,7 @@ static void handle_begin_request(st_raft_t *r, int32_t from, const st_raft_msg_t
     if (cluster_mismatch(r, m))
         err = ST_RAFT_ERR_INCONSISTENT_CLUSTER_ID;
     else if (voter_index(r, q->leader_id) < 0 || q->leader_id != from ||
-             q->voter_id != r->cfg.node_id)
+             (q->voter_id >= 0 && q->voter_id != r->cfg.node_id))
         err = ST_RAFT_ERR_INCONSISTENT_VOTER_SET;
     else if (q->leader_epoch < r->epoch)
         err = (int16_t)ST_E_FENCED_LEADER_EPOCH;

@@ -205,7 +205,7 @@ typedef enum st_raft_msg_type {
 } st_raft_msg_type_t;
 
 typedef struct st_raft_vote_request {
-    int32_t voter_id;          /* the receiver */
+    int32_t voter_id;          /* the receiver; -1: not sent (Vote v0) */
     int32_t replica_epoch;     /* the sender's epoch (raised for a vote, not a pre-vote) */
     int32_t replica_id;        /* the sender */
     int32_t last_offset_epoch; /* epoch of the sender's last entry */
@@ -221,7 +221,7 @@ typedef struct st_raft_vote_response {
 } st_raft_vote_response_t;
 
 typedef struct st_raft_begin_quorum_epoch_request {
-    int32_t voter_id;
+    int32_t voter_id; /* -1: not sent (BeginQuorumEpoch v0) */
     int32_t leader_id;
     int32_t leader_epoch;
 } st_raft_begin_quorum_epoch_request_t;
