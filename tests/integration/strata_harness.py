@@ -785,8 +785,13 @@ class Cluster:
         self._stop_reaper = True
 
     def cleanup(self):
+        """Stop the nodes and remove their files (kept, and named, when
+        STRATA_KEEP_CLUSTER is set)."""
         self.stop()
-        shutil.rmtree(self.root, ignore_errors=True)
+        if os.environ.get("STRATA_KEEP_CLUSTER"):
+            print("the cluster's files are kept in %s" % self.dir, flush=True)
+        else:
+            shutil.rmtree(self.root, ignore_errors=True)
         if self in _clusters:
             _clusters.remove(self)
 

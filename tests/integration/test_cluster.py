@@ -5,7 +5,9 @@ that stops heartbeating, then bad input at the quorum.
 
   1. kcat -L lists the 3 brokers and marks the controller, the one every
      node names (Metadata's controller id is the Raft leader); DescribeQuorum
-     shows the quorum (leader, epoch, high watermark, the three voters).
+     shows the quorum (leader, epoch, high watermark, the three voters);
+     a BeginQuorumEpoch v0 (what the leader sends, no voter id in v0) of
+     the current leader and epoch is accepted by the other voters.
   2. CreateTopics with replication factor 3 sent to a node that is not
      the controller (forwarded, KIP-590) succeeds; each partition has 3
      distinct replicas and the leaders are on all 3 brokers; every node
@@ -46,6 +48,7 @@ from strata_harness import Cluster, binary, check, fail, kstr, run  # noqa: E402
 SESSION_MS = 3000
 SLACK_MS = 3000  # the fencing check's period, a heartbeat in flight, a commit
 
+later = []  # failures found on the way, reported at the end
 cl = Cluster(3, overrides={"broker.session.timeout.ms": SESSION_MS,
                            "broker.heartbeat.interval.ms": 500,
                            "num.partitions": 1})
@@ -113,6 +116,24 @@ def vote(port, candidate, epoch, cluster_id, last_epoch=0, last_offset=0, pre_vo
         c.close()
 
 
+def begin_quorum_epoch_v0(port, cluster_id, leader, epoch):
+    """A raw BeginQuorumEpoch v0 (not flexible; the voter id came in v1):
+    (error, partition error, leader, epoch)."""
+    c = kwire.Conn(port)
+    try:
+        body = kstr(cluster_id) + struct.pack(">i", 1) + kstr("__cluster_metadata") + struct.pack(">i", 1)
+        body += struct.pack(">iii", 0, leader, epoch)
+        r = c.call(53, 0, body)
+        err = r.take(">h")
+        r.take(">i")
+        r.string()
+        r.take(">i")
+        _p, perr, lid, lepoch = r.take(">ihii")
+        return err, perr, lid, lepoch
+    finally:
+        c.close()
+
+
 def broker_registration(port, broker_id, cluster_id, incarnation, lport):
     """A raw BrokerRegistration v0: (error, broker epoch)."""
     c = kwire.Conn(port)
@@ -167,6 +188,18 @@ try:
           (ctl, err, leader, epoch, hw, voters))
     check(err == 0 and leader == ctl and epoch >= 1 and hw >= 1 and voters == [1, 2, 3],
           "DescribeQuorum does not show the quorum")
+    # A leader tells the voters with BeginQuorumEpoch; v0 carries no voter
+    # id (KIP-853 added it in v1), so a voter must take it without one.
+    # Sent here as the leader of the current epoch, it changes nothing.
+    for i in cl.ids():
+        if i == ctl:
+            continue
+        r = begin_quorum_epoch_v0(cl.quorum_port(i), cl.cluster_id(), ctl, epoch)
+        print("BeginQuorumEpoch v0 (leader %d, epoch %d) to node %d: error %d, partition error %d, leader %d, epoch %d"
+              % (ctl, epoch, i, *r))
+        if r != (0, 0, ctl, epoch):  # the rest still runs; the test fails at its end
+            later.append("node %d refuses a BeginQuorumEpoch v0 of its own leader and epoch: %r" % (i, r))
+            print("FAILS (at the end): " + later[-1], flush=True)
     if os.path.exists(binary("strata")):
         rc, sout, serr = run([binary("strata"), "cluster", "--bootstrap", cl.bootstrap([1]), "status"],
                              check_rc=False, timeout=30)
@@ -299,6 +332,7 @@ try:
     cl.up()
     check(same_view(cl.ids(), ["spread"]) is not None, "node 3 restarted does not show the others' metadata")
     print("node 3 restarted with its quorum-state restored: rejoined, the same metadata on every node")
+    check(not later, "%d problem(s) found on the way:\n  %s" % (len(later), "\n  ".join(later)))
     print("PASS")
 except SystemExit as e:
     cl.explain_failure(e)
