@@ -280,11 +280,19 @@ void st_controller_broker_heartbeat(st_controller_t *c, const st_broker_heartbea
         struct hb *h = hb_of(c, q->broker_id, 1);
         h->last_ms = st_mono_ms();
         int caught_up = q->current_metadata_offset >= b->epoch;
-        if (b->fenced && caught_up && !q->want_fence) e = write_fencing(c, q->broker_id, 0);
+        if (q->want_shut_down) {
+            /* controlled shutdown: its partitions get other leaders first */
+            e = write_fencing(c, q->broker_id, 1);
+            if (!e) ST_INFO("controller", "broker %d is shutting down: its partition leaders "
+                                          "moved away",
+                            (int)q->broker_id);
+            r->should_shut_down = (int8_t)(e == ST_OK);
+        } else if (b->fenced && caught_up && !q->want_fence) {
+            e = write_fencing(c, q->broker_id, 0);
+        }
         b = image_broker(c->image, q->broker_id);
         r->is_caught_up = (int8_t)caught_up;
         r->is_fenced = (int8_t)(b ? b->fenced : 1);
-        r->should_shut_down = 0;
     }
     r->error_code = st_err_wire(e);
 }
@@ -420,10 +428,7 @@ static int64_t earliest(int64_t a, int64_t b) { return a < 0 ? b : b < 0 ? a : S
 
 int64_t st_ctl__members_tick(st_controller_t *c) {
     if (!c->raft) return -1;
-    pthread_mutex_lock(&c->lock);
-    int stopping = c->stopping;
-    pthread_mutex_unlock(&c->lock);
-    if (stopping) return -1;
+    if (c->quiesced || c->shutdown_acked) return -1;
     int32_t leader = st_raft_leader_id(c->raft);
     int64_t now = st_mono_ms(), due = -1;
     if (leader < 0) return -1;
@@ -472,4 +477,50 @@ int64_t st_ctl__members_tick(st_controller_t *c) {
         }
     }
     return earliest(due, c->next_fence_check_ms);
+}
+
+/* ---- controlled shutdown ----------------------------------------------------------------- */
+
+static void on_shutdown_heartbeat(st_controller_t *c, ctl_event_t *ev) {
+    c->hb_in_flight = 0;
+    const st_broker_heartbeat_resp_t *r = ev->body;
+    c->shutdown_acked = !ev->err && r && !r->error_code && r->should_shut_down ? 1 : -1;
+}
+
+static int shutdown_answered(st_controller_t *c) { return c->shutdown_acked != 0; }
+static int not_leading(st_controller_t *c) { return !leads(c); }
+
+void st_ctl__members_shutdown(st_controller_t *c) {
+    if (c->cfg.nvoters <= 1 || !c->raft) return; /* alone: nobody to hand anything to */
+    if (leads(c)) {
+        if (c->broker_epoch >= 0 && write_fencing(c, self_id(c), 1) == ST_OK)
+            ST_INFO("controller", "controlled shutdown: this broker's partition leaders moved "
+                                  "away");
+        c->shutdown_acked = 1;
+        if (st_raft_resign(c->raft) == ST_OK) {
+            ST_INFO("quorum", "resigned as the active controller (EndQuorumEpoch sent)");
+            st_ctl__pump_until(c, not_leading, 500);
+        }
+        return;
+    }
+    int32_t leader = st_raft_leader_id(c->raft);
+    if (leader < 0 || c->broker_epoch < 0) return;
+    st_broker_heartbeat_req_t q;
+    st_schema_defaults(&st_broker_heartbeat_req_schema, &q);
+    q.broker_id = self_id(c);
+    q.broker_epoch = c->broker_epoch;
+    q.current_metadata_offset = c->applied_end - 1;
+    q.want_shut_down = 1;
+    c->shutdown_acked = 0;
+    if (st_ctl__send(c, leader, ST_API_BROKER_HEARTBEAT, 0, &q, on_shutdown_heartbeat) != ST_OK)
+        return;
+    st_ctl__pump_until(c, shutdown_answered, 5000);
+    if (c->shutdown_acked > 0)
+        ST_INFO("controller", "controlled shutdown: the active controller %d moved this broker's "
+                              "partition leaders away",
+                (int)leader);
+    else
+        ST_WARN("controller", "controlled shutdown: no answer from the active controller %d; "
+                              "stopping anyway",
+                (int)leader);
 }

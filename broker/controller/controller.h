@@ -97,6 +97,12 @@ st_err_t st_controller_open(const st_controller_config_t *cfg, st_logmgr_t *logs
                             st_image_listener_cb listener, void *arg, st_controller_t **out,
                             char *err, size_t errlen);
 void st_controller_start(st_controller_t *c);
+/* Before the loops stop (SIGTERM): controlled shutdown (the active
+ * controller moves this broker's partition leaders away; an active
+ * controller resigns so another takes over at once), then the Raft stops
+ * and the requests it holds are let go.  Operations submitted afterwards
+ * answer NOT_CONTROLLER. */
+void st_controller_stop(st_controller_t *c);
 void st_controller_close(st_controller_t *c);
 st_meta_image_t *st_controller_image(st_controller_t *c);
 const char *st_controller_cluster_id(const st_controller_t *c);

@@ -75,6 +75,8 @@ struct st_controller {
     int flushes; /* metadata log flushes completed, not yet told to the Raft */
     int stopping;
     int thread_done; /* events arriving now are dropped */
+    int quiesced;    /* st_controller_stop done: the Raft is no longer driven */
+    int shutdown_acked; /* the active controller let this broker go */
     pthread_t thread;
     int started;
     st_image_listener_cb listener;
@@ -128,6 +130,9 @@ void st_ctl__members_init(st_controller_t *c);
  * wants to run (st_mono_ms clock), -1: nothing due. */
 int64_t st_ctl__members_tick(st_controller_t *c);
 void st_ctl__members_fini(st_controller_t *c);
+/* Controlled shutdown (controller thread): leaders moved off this broker
+ * by the active controller, then, if it is this node, the Raft resigns. */
+void st_ctl__members_shutdown(st_controller_t *c);
 /* Leader only: registers this node (unfenced: the leader is caught up). */
 void st_ctl__register_self(st_controller_t *c);
 
@@ -136,6 +141,8 @@ void st_ctl__register_self(st_controller_t *c);
  * (or fails) fn runs on the controller thread with the decoded body. */
 st_err_t st_ctl__send(st_controller_t *c, int32_t dest, int16_t api_key, int16_t version,
                       const void *body, ctl_event_fn fn);
+/* Pumps the Raft and the events (not jobs) until done(c) or ms pass. */
+void st_ctl__pump_until(st_controller_t *c, int (*done)(st_controller_t *), int64_t ms);
 /* The base offset the next proposal will take (the leader's log end). */
 int64_t st_ctl__next_offset(st_controller_t *c);
 st_err_t st_ctl__quorum_open(st_controller_t *c, char *err, size_t errlen);

@@ -130,15 +130,28 @@ typedef struct out_req {
     int16_t version;
 } out_req_t;
 
+static void on_unreachable(st_controller_t *c, ctl_event_t *ev) {
+    st_raft_leader_unreachable(c->raft, ev->from);
+}
+
 /* A loop thread: our request to dest was answered (or failed). */
 static void on_answer(st_netclient_t *nc, const st_netclient_resp_t *resp, void *arg) {
     (void)nc;
     out_req_t *o = arg;
     st_controller_t *c = o->c;
     if (resp->err) {
-        /* the Raft times its requests out itself and sends again */
+        /* the Raft times its requests out itself and sends again; a lost
+         * or refused connection is also a hint that the node is down */
         ST_DEBUG("quorum", "%s to node %d: %s%s%s", st_api_lookup(o->api_key)->name, (int)o->dest,
                  st_err_msg(resp->err), resp->why ? ": " : "", resp->why ? resp->why : "");
+        if (resp->err == ST_E_CONNECTION_LOST || resp->err == ST_E_CONNECTION_REFUSED) {
+            ctl_event_t *ev = st_calloc(1, sizeof *ev);
+            st_arena_init(&ev->arena, 64);
+            ev->fn = on_unreachable;
+            ev->from = o->dest;
+            ev->err = resp->err;
+            event_post(c, ev);
+        }
         free(o);
         return;
     }
@@ -295,6 +308,8 @@ static peer_t *peer_of(st_controller_t *c, int32_t id) {
 
 static void op_send(void *arg, int32_t dest, const st_raft_msg_t *msg) {
     st_controller_t *c = host(arg);
+    ST_DEBUG("quorum", "-> node %d: %s (request %d)", (int)dest, st_raft_msg_name(msg->type),
+             (int)msg->request_id);
     if (msg->type % 2 == 0) { /* a response */
         pending_req_t p;
         if (!pending_take(c, msg->request_id, &p)) {
@@ -359,16 +374,17 @@ static void op_apply(void *arg, const st_raft_entry_t *entries, int n) {
 static void op_leader_change(void *arg, int32_t epoch, int32_t leader) {
     st_controller_t *c = host(arg);
     pthread_mutex_lock(&c->lock);
-    int was = c->leader_id;
     c->leader_id = leader;
     c->leader_epoch = epoch;
     pthread_mutex_unlock(&c->lock);
-    if (leader != was || leader >= 0)
-        ST_INFO("quorum", "metadata quorum epoch %d: %s%s", (int)epoch,
-                leader < 0 ? "no leader known" : "leader is node ",
-                leader < 0 ? "" : (leader == c->cfg.broker->node_id ? "this one" : ""));
-    if (leader >= 0 && leader != c->cfg.broker->node_id)
-        ST_INFO("quorum", "metadata quorum epoch %d: following node %d", (int)epoch, (int)leader);
+    if (leader < 0)
+        ST_INFO("quorum", "metadata quorum epoch %d: no leader known", (int)epoch);
+    else if (leader == c->cfg.broker->node_id)
+        ST_INFO("quorum", "metadata quorum epoch %d: this node is the active controller",
+                (int)epoch);
+    else
+        ST_INFO("quorum", "metadata quorum epoch %d: node %d is the active controller", (int)epoch,
+                (int)leader);
 }
 
 /* ---- the state machine for snapshots ------------------------------------------------- */
@@ -528,6 +544,17 @@ void st_ctl__quorum_close(st_controller_t *c) {
 /* ---- the loop -------------------------------------------------------------------------- */
 
 static void handle(st_controller_t *c, ctl_event_t *ev) {
+    if (c->quiesced && !ev->fn) {
+        if (ev->req) {
+            pending_req_t p = {0, ev->from, ev->req, ev->version, ev->msg.type, 0};
+            answer(c, &p, NULL);
+            ev->req = NULL;
+            free(ev);
+        } else {
+            event_free(ev);
+        }
+        return;
+    }
     if (ev->fn) {
         ev->fn(c, ev);
         event_free(ev);
@@ -544,6 +571,8 @@ static void handle(st_controller_t *c, ctl_event_t *ev) {
             (pending_req_t){id, ev->from, ev->req, ev->version, ev->msg.type, st_mono_ms()};
         ev->msg.request_id = id;
     }
+    ST_DEBUG("quorum", "<- node %d: %s (request %d)", (int)ev->from,
+             st_raft_msg_name(ev->msg.type), (int)ev->msg.request_id);
     st_raft_recv(c->raft, ev->from, &ev->msg);
     if (ev->req) {
         /* Only a Fetch may be answered later (parked on the leader); one
@@ -576,8 +605,8 @@ static job_t *turn(st_controller_t *c, int take_job, int64_t until_ms) {
     pthread_mutex_lock(&c->lock);
     for (;;) {
         if (c->ev_head || c->flushes || c->stopping || (take_job && c->head)) break;
-        int64_t due = st_raft_next_deadline(c->raft);
-        int64_t mdue = c->members_due;
+        int64_t due = c->quiesced ? -1 : st_raft_next_deadline(c->raft);
+        int64_t mdue = c->quiesced ? -1 : c->members_due;
         if (mdue >= 0 && (due < 0 || mdue < due)) due = mdue;
         if (until_ms >= 0 && (due < 0 || until_ms < due)) due = until_ms;
         int64_t now = st_mono_ms();
@@ -613,6 +642,7 @@ static job_t *turn(st_controller_t *c, int take_job, int64_t until_ms) {
         handle(c, ev);
         ev = next;
     }
+    if (c->quiesced) return j;
     if (flushes) st_raft_log_flushed(c->raft);
     st_raft_tick(c->raft);
     c->members_due = st_ctl__members_tick(c);
@@ -644,6 +674,7 @@ st_err_t st_ctl__quorum_catch_up(st_controller_t *c, char *err, size_t errlen) {
 st_err_t st_ctl__commit(st_controller_t *c, const uint8_t *batch, size_t len, int n) {
     int64_t base;
     int32_t epoch;
+    if (c->quiesced) return ST_E_NOT_CONTROLLER;
     st_err_t e = st_raft_propose(c->raft, batch, (int32_t)len, n, &base, &epoch);
     if (e) return e == ST_E_NOT_LEADER_OR_FOLLOWER ? ST_E_NOT_CONTROLLER : e;
     c->wait_base = base;
@@ -813,4 +844,40 @@ int st_controller_forward(st_controller_t *c, st_request_t *req) {
     ST_DEBUG("controller", "%s from %s forwarded to the active controller %d", req->api->name,
              st_request_peer(req), (int)leader);
     return 1;
+}
+
+/* ---- stopping ------------------------------------------------------------------------- */
+
+typedef struct stop_wait {
+    int done;
+} stop_wait_t;
+
+static void shutdown_job(st_controller_t *c, void *arg) {
+    stop_wait_t *w = arg;
+    st_ctl__members_shutdown(c);
+    /* from here on the Raft is not driven: what it holds is let go */
+    pthread_mutex_lock(&c->lock);
+    c->quiesced = 1;
+    pthread_mutex_unlock(&c->lock);
+    for (int i = 0; i < c->npending; i++) answer(c, &c->pending[i], NULL);
+    c->npending = 0;
+    pthread_mutex_lock(&c->lock);
+    w->done = 1;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void st_controller_stop(st_controller_t *c) {
+    if (!c || !c->started) return;
+    stop_wait_t w = {0};
+    st_controller_submit(c, shutdown_job, &w);
+    pthread_mutex_lock(&c->lock);
+    while (!w.done) pthread_cond_wait(&c->cond, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Pumps the Raft and the events (not jobs) until done(c) or ms pass. */
+void st_ctl__pump_until(st_controller_t *c, int (*done)(st_controller_t *), int64_t ms) {
+    int64_t deadline = st_mono_ms() + ms;
+    while (!done(c) && st_mono_ms() < deadline) turn(c, 0, deadline);
 }

@@ -29,13 +29,14 @@ int16_t st_raft_wire_api(st_raft_msg_type_t type) {
     return -1;
 }
 
-/* Vote v2 is the first with pre-vote (KIP-996); the others at the version
- * Kafka 3.7's controllers speak, which every later one still takes. */
+/* Vote v2 is the first with pre-vote (KIP-996); BeginQuorumEpoch v1 the
+ * first that names its voter (the Raft checks it is the receiver);
+ * EndQuorumEpoch v1 as Kafka 3.9 speaks it. */
 int16_t st_raft_wire_version(int16_t api_key) {
     switch (api_key) {
     case ST_API_VOTE: return 2;
-    case ST_API_BEGIN_QUORUM_EPOCH: return 0;
-    case ST_API_END_QUORUM_EPOCH: return 0;
+    case ST_API_BEGIN_QUORUM_EPOCH: return 1;
+    case ST_API_END_QUORUM_EPOCH: return 1;
     case ST_API_FETCH: return 12; /* the highest stratad serves */
     case ST_API_FETCH_SNAPSHOT: return 0;
     default: return -1;

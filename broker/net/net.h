@@ -1,5 +1,6 @@
 /*
- * net.h - event loops, connections, request framing and in-order responses.
+ * net.h - event loops, connections, request framing and in-order responses,
+ * and the outbound client to other brokers (st_netclient, at the end).
  *
  * Each I/O thread runs one loop (epoll) and owns its connections: reading,
  * framing, handing each request to the server, and writing responses back
@@ -178,8 +179,9 @@ void st_loop_ticker_del(st_loop_t *loop, st_loop_ticker_t *t);
  * cluster").  netclient.c's top comment has the state machine.
  *
  *   - st_netclient_send encodes at once (the body is borrowed for the call)
- *     with a correlation id the client assigns and the request header
- *     version the API's flexible versions call for; requests go out in
+ *     with the request header version the API's flexible versions call
+ *     for; the client gives the correlation id on its loop, so ids grow in
+ *     the order requests go out, whichever thread sent; requests go out in
  *     order, many in flight, at most max_inflight_bytes of them (one always
  *     may), and each answer is matched to the oldest request in flight by
  *     correlation id (a Kafka broker answers a connection in order).
@@ -204,7 +206,8 @@ void st_loop_ticker_del(st_loop_t *loop, st_loop_ticker_t *t);
  * from any other thread (Raft and forwarding run on the controller
  * thread): the request is encoded there and handed to the loop through
  * the client's mailbox (a mutex and the loop's eventfd).  No thread may
- * send once st_netclient_destroy has been called. */
+ * send once st_netclient_destroy has been called, nor from another thread
+ * once the loops are stopped (the mailbox job would never run). */
 typedef struct st_netclient st_netclient_t;
 
 typedef struct st_netclient_config {
@@ -241,8 +244,10 @@ st_err_t st_netclient_new(st_loop_t *loop, const st_netclient_config_t *cfg,
  * this thread) and closes the connection; the memory goes at the loop's
  * next iteration. */
 void st_netclient_destroy(st_netclient_t *c);
-/* timeout_ms <= 0: the client's request_timeout_ms.  Errors (the version is
- * not described) are returned and the callback is not called. */
+/* timeout_ms <= 0: the client's request_timeout_ms.  Errors are returned
+ * and the callback is not called: UNSUPPORTED_VERSION (the version is not
+ * described), CANCELLED (on the loop, once the client is being destroyed:
+ * a callback of st_netclient_destroy that would retry). */
 st_err_t st_netclient_send(st_netclient_t *c, int16_t api_key, int version, const void *body,
                            int64_t timeout_ms, st_netclient_cb cb, void *arg);
 /* Decode a successful response's body (st_response_decode). */

@@ -23,7 +23,9 @@
  * st_netclient_send from another thread, which encodes there and appends
  * to c->mail under c->lock; one loop job at a time (c->mail_posted) moves
  * the mail to the waiting queue.  c->refs (under c->lock) counts those
- * jobs.  c->next_corr is atomic.
+ * jobs.  Correlation ids are given on the loop's thread, as requests join
+ * the waiting queue (client_enqueue), so they grow in sending order
+ * whichever thread sent.
  */
 #include "netclient_int.h"
 
@@ -316,8 +318,11 @@ void st_net__wire_fail_waiting(st_net__wire_t *w, st_err_t err, const char *why)
 }
 
 void st_net__wire_fini(st_net__wire_t *w) {
-    st_net__wire_reset(w, ST_E_CANCELLED, "client closed", INT64_MIN);
-    st_net__wire_fail_waiting(w, ST_E_CANCELLED, "client closed");
+    /* until both lists stay empty: a callback may queue more */
+    while (w->fly_head || w->wait_head) {
+        st_net__wire_reset(w, ST_E_CANCELLED, "client closed", INT64_MIN);
+        st_net__wire_fail_waiting(w, ST_E_CANCELLED, "client closed");
+    }
     st_buf_fini(&w->out);
 }
 
@@ -351,7 +356,7 @@ struct st_netclient {
     int64_t retry_at_ms;
     int connects;
     uint32_t seed;    /* backoff jitter */
-    int32_t next_corr; /* atomic */
+    int32_t next_corr; /* loop thread */
     st_net__wire_t wire;
     /* from other threads */
     pthread_mutex_t lock;
@@ -413,8 +418,10 @@ static void client_drop(st_netclient_t *c, st_err_t err, const char *why, int64_
     else
         ST_WARN("net", "connection to %s closed: %s (%d in flight fail)", c->peer, why,
                 c->wire.ninflight);
-    st_net__wire_reset(&c->wire, err, why, now);
+    /* Each list is taken whole before its callbacks run: what they send
+     * now waits for the next connection. */
     if (!was_connected) st_net__wire_fail_waiting(&c->wire, err, why);
+    st_net__wire_reset(&c->wire, err, why, now);
 }
 
 static void client_connected(st_netclient_t *c, int64_t now) {
@@ -633,6 +640,16 @@ out:
     return e;
 }
 
+/* On the loop's thread: the request's correlation id, written into its
+ * header (size, key, version, then the id at byte 8 in every header
+ * version), and into the waiting queue. */
+static void client_enqueue(st_netclient_t *c, st_net__req_t *r) {
+    r->correlation_id = c->next_corr;
+    c->next_corr = c->next_corr == INT32_MAX ? 1 : c->next_corr + 1;
+    st_be32_put(r->frame + 8, (uint32_t)r->correlation_id);
+    st_net__wire_queue(&c->wire, r);
+}
+
 /* On the loop: take what other threads sent. */
 static void mail_job(void *arg) {
     st_netclient_t *c = arg;
@@ -652,7 +669,7 @@ static void mail_job(void *arg) {
             st_net__wire_queue(&tmp, one);
             st_net__wire_fini(&tmp); /* CANCELLED, once */
         } else {
-            st_net__wire_queue(&c->wire, r);
+            client_enqueue(c, r);
         }
         r = next;
     }
@@ -662,15 +679,17 @@ st_err_t st_netclient_send(st_netclient_t *c, int16_t api_key, int version, cons
                            int64_t timeout_ms, st_netclient_cb cb, void *arg) {
     const st_api_t *api = st_api_lookup(api_key);
     if (!api || !st_api_described(api, version)) return ST_E_UNSUPPORTED_VERSION;
-    int32_t corr = __atomic_fetch_add(&c->next_corr, 1, __ATOMIC_RELAXED);
-    if (corr == INT32_MAX) __atomic_store_n(&c->next_corr, 1, __ATOMIC_RELAXED);
     int64_t deadline = st_mono_ms() + (timeout_ms > 0 ? timeout_ms : c->timeout_ms);
     st_net__req_t *r = NULL;
-    st_err_t e = st_net__req_new(api, version, corr, st_str(c->client_id), body, deadline, cb, arg, &r);
+    st_err_t e = st_net__req_new(api, version, 0, st_str(c->client_id), body, deadline, cb, arg, &r);
     if (e) return e;
     if (st_loop_current() == c->loop) {
+        if (c->state == NC_CLOSED) { /* a callback of st_netclient_destroy retrying */
+            st_net__req_free(r);
+            return ST_E_CANCELLED;
+        }
         /* the ticker sends it before the loop next waits: never on our stack */
-        st_net__wire_queue(&c->wire, r);
+        client_enqueue(c, r);
         return ST_OK;
     }
     pthread_mutex_lock(&c->lock);

@@ -258,10 +258,13 @@ static const st_api_t api_table[] = {
      &st_delete_groups_resp_schema, 0, 2},
     {ST_API_OFFSET_DELETE, "OffsetDelete", 0, 0, 0, ST_VMAX + 1, &st_offset_delete_req_schema,
      &st_offset_delete_resp_schema, 0, 0},
-    /* Described, not served (0, -1): the cluster's broker-to-broker and
-     * controller APIs, for the outbound client, every version Kafka 3.7-4.0
-     * defines.  Until a handler exists stratad treats these keys as
-     * unknown and advertises none of them. */
+    /* The cluster's broker-to-broker and controller APIs, described for
+     * the outbound client at every version Kafka 3.7-4.0 defines.  Those
+     * marked (0, -1) are not served: until a handler exists stratad treats
+     * their keys as unknown and advertises none of them.  The metadata
+     * quorum's (Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum,
+     * FetchSnapshot) and the brokers' lifecycle (BrokerRegistration,
+     * BrokerHeartbeat) are served. */
     {ST_API_OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 0, 0, -1, 4,
      &st_offset_for_leader_epoch_req_schema, &st_offset_for_leader_epoch_resp_schema, 0, 4},
     {ST_API_ELECT_LEADERS, "ElectLeaders", 0, 0, -1, 2, &st_elect_leaders_req_schema,

@@ -10,6 +10,18 @@
  * the leader or the vote persists the quorum state first (ops.persist),
  * so no message that depends on it leaves before it is durable.
  *
+ * Elections (KIP-996): a voter whose election or fetch timeout fires
+ * becomes PROSPECTIVE and asks for pre-votes at its epoch; a majority of
+ * yes makes it a CANDIDATE (epoch + 1, its own vote persisted).  A refusal
+ * that names a leader of our epoch makes a prospective follow it again; a
+ * round that cannot win backs off (or follows the leader it gave up on,
+ * once nobody grants).  A granted pre-vote names no leader.  Two cases the
+ * simulator found, handled here: a prospective at an epoch it raised
+ * itself as a candidate, answered only by voters still at an older epoch,
+ * retries a real Vote at that epoch (its pre-votes could never move them);
+ * and a node never leads an epoch twice (it starts Resigned after a
+ * restart in an epoch it led, and never retries a candidacy there).
+ *
  * Outbound requests: at most one in flight per voter (Kafka's
  * RequestManager), each with a request_id; a response whose request_id is
  * not the one in flight for its sender is stale (late, duplicated, or from
@@ -461,7 +473,10 @@ static void to_unattached(st_raft_t *r, int32_t epoch) {
     if (changed && !persist(r)) return;
     r->role = ST_RAFT_UNATTACHED;
     reset_role_timers(r);
-    if (is_voter(r)) r->election_at = now_ms(r) + election_timeout(r);
+    if (is_voter(r))
+        r->election_at = now_ms(r) + election_timeout(r);
+    else
+        r->next_fetch_at = now_ms(r);
     if (changed) notify_leader(r);
 }
 
@@ -816,7 +831,7 @@ static void handle_vote_request(st_raft_t *r, int32_t from, const st_raft_msg_t 
         err = ST_RAFT_ERR_INCONSISTENT_CLUSTER_ID;
     } else if (!is_voter(r) || q->voter_id != r->cfg.node_id ||
                voter_index(r, q->replica_id) < 0 || q->replica_id != from) {
-        ST_WARN("raft",
+        ST_LOG_RATELIMITED(ST_LOG_WARN, "raft", 10000,
                 "node %" PRId32 ": refusing a Vote from node %" PRId32
                 " (replica %" PRId32 ", asking voter %" PRId32 "): %s",
                 r->cfg.node_id, from, q->replica_id, q->voter_id,
@@ -841,7 +856,9 @@ static void handle_vote_request(st_raft_t *r, int32_t from, const st_raft_msg_t 
         }
     }
     out.u.vote_resp.error_code = err;
-    out.u.vote_resp.leader_id = r->leader_id;
+    /* A granted pre-vote names no leader (KIP-996), so that the prospective
+     * does not take it for a refusal by a follower of a live one. */
+    out.u.vote_resp.leader_id = granted && q->pre_vote ? -1 : r->leader_id;
     out.u.vote_resp.leader_epoch = r->epoch;
     out.u.vote_resp.vote_granted = (int8_t)granted;
     send_msg(r, from, &out);
@@ -851,6 +868,14 @@ static void handle_vote_response(st_raft_t *r, int32_t from, const st_raft_msg_t
     peer_t *p = match_response(r, from, m, ST_RAFT_VOTE_REQUEST);
     if (!p) return;
     const st_raft_vote_response_t *v = &m->u.vote_resp;
+    if (r->role == ST_RAFT_PROSPECTIVE && !v->vote_granted && v->leader_epoch == r->epoch &&
+        v->leader_id >= 0 && v->leader_id != r->cfg.node_id &&
+        voter_index(r, v->leader_id) >= 0) {
+        /* Refused by a voter that follows a leader of our epoch: follow it
+         * too rather than stay a prospective that cannot win (KIP-996). */
+        to_follower(r, r->epoch, v->leader_id);
+        return;
+    }
     if (maybe_follow(r, v->leader_id, v->leader_epoch)) return;
     if (r->role != ST_RAFT_PROSPECTIVE && r->role != ST_RAFT_CANDIDATE) return;
     if (p->pre_vote != (r->role == ST_RAFT_PROSPECTIVE)) {
@@ -1058,6 +1083,14 @@ static void answer_fetch(st_raft_t *r, replica_t *rep, int32_t from, int32_t req
                            ? ST_MIN(req->partition_max_bytes, r->cfg.fetch_max_bytes)
                            : r->cfg.fetch_max_bytes;
         st_err_t e = r->ops.log_read(r->ops.arg, off, maxb, &ents, &n);
+        if (e == ST_E_OFFSET_OUT_OF_RANGE || e == ST_E_INVAL) {
+            /* Not an entry boundary: no follower of ours asks for that
+             * (its log matches ours up to fetch_offset), so the request is
+             * refused, not our log. */
+            f->error_code = (int16_t)ST_E_OFFSET_OUT_OF_RANGE;
+            send_msg(r, from, &out);
+            return;
+        }
         if (e) {
             fail(r, e, "reading the log for a Fetch");
             return;
@@ -1131,6 +1164,8 @@ static void handle_fetch_snapshot_request(st_raft_t *r, int32_t from, const st_r
                                           &len, &size);
         if (e == ST_E_NOT_FOUND) {
             err = ST_RAFT_ERR_SNAPSHOT_NOT_FOUND;
+        } else if (e == ST_E_OFFSET_OUT_OF_RANGE || e == ST_E_INVAL) {
+            err = ST_RAFT_ERR_POSITION_OUT_OF_RANGE; /* the request's fault, not ours */
         } else if (e) {
             fail(r, e, "reading a snapshot for FetchSnapshot");
             return;
@@ -1191,6 +1226,12 @@ static void handle_fetch_response(st_raft_t *r, int32_t from, const st_raft_msg_
         return;
     }
     if (f->snapshot_id.end_offset >= 0) {
+        if (f->snapshot_id.end_offset <= r->hw || f->snapshot_id.epoch > r->epoch) {
+            /* Not ahead of what we hold committed: not what a leader sends
+             * to a replica below its log start. */
+            r->next_fetch_at = now_ms(r) + r->cfg.retry_backoff_ms;
+            return;
+        }
         r->snap_fetching = 1;
         r->snap_fetch_id = f->snapshot_id;
         r->snap_fetch_pos = 0;
@@ -1400,6 +1441,15 @@ st_err_t st_raft_propose(st_raft_t *r, const uint8_t *data, int32_t len, int32_t
     return ST_OK;
 }
 
+void st_raft_leader_unreachable(st_raft_t *r, int32_t leader) {
+    if (r->failed || r->role != ST_RAFT_FOLLOWER || r->leader_id != leader || !is_voter(r))
+        return;
+    ST_INFO("raft", "node %d: the leader %d of epoch %d is unreachable; asking for pre-votes",
+            (int)r->cfg.node_id, (int)leader, (int)r->epoch);
+    to_prospective(r, 0);
+    drive(r);
+}
+
 st_err_t st_raft_resign(st_raft_t *r) {
     if (r->failed) return r->failed;
     if (r->role != ST_RAFT_LEADER) return ST_E_NOT_LEADER_OR_FOLLOWER;
@@ -1605,6 +1655,8 @@ st_err_t st_raft_new(const st_raft_config_t *cfg, const st_raft_ops_t *ops,
         r->role = ST_RAFT_UNATTACHED;
         if (is_voter(r))
             r->election_at = r->nvoters == 1 ? now : now + election_timeout(r);
+        else
+            r->next_fetch_at = now; /* an observer looks for the leader at once */
     }
     *out = r;
     return ST_OK;

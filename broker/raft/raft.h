@@ -344,7 +344,9 @@ typedef struct st_raft_ops {
     int64_t (*log_durable_end)(void *arg);
     st_err_t (*log_truncate)(void *arg, int64_t offset); /* drop [offset, end) */
     /* Entries from `offset` (an entry boundary) up to about max_bytes, and
-     * at least one when there is one; borrowed until the next log op. */
+     * at least one when there is one; borrowed until the next log op.
+     * OFFSET_OUT_OF_RANGE when offset is not a boundary of an entry held
+     * (raft then refuses the Fetch that asked; other errors stop the node). */
     st_err_t (*log_read)(void *arg, int64_t offset, int32_t max_bytes,
                          const st_raft_entry_t **entries, int *n);
     int64_t (*log_start_offset)(void *arg);
@@ -366,7 +368,9 @@ typedef struct st_raft_ops {
     st_err_t (*snapshot_load)(void *arg, st_raft_snapshot_id_t id);   /* state machine := it */
     st_err_t (*snapshot_read)(void *arg, st_raft_snapshot_id_t id, int64_t position,
                               int32_t max_bytes, const uint8_t **p, int32_t *len,
-                              int64_t *size); /* NOT_FOUND: no such snapshot */
+                              int64_t *size); /* NOT_FOUND: no such snapshot;
+                                               * OFFSET_OUT_OF_RANGE: position
+                                               * beyond it (or *len 0) */
     /* A snapshot being received: chunks in order from position 0, then
      * snapshot_install makes it whole, durable and the latest. */
     st_err_t (*snapshot_write)(void *arg, st_raft_snapshot_id_t id, int64_t position,
@@ -427,6 +431,13 @@ void st_raft_log_flushed(st_raft_t *r);
  * NOT_LEADER_OR_FOLLOWER elsewhere (also when resigned). */
 st_err_t st_raft_propose(st_raft_t *r, const uint8_t *data, int32_t len, int32_t record_count,
                          int64_t *base_offset, int32_t *epoch);
+/* The host's hint that the connection to `leader` failed (lost, refused):
+ * a voter following it starts asking for pre-votes now instead of at its
+ * fetch timeout.  Safe against a healthy leader: pre-vote changes no
+ * epoch, and the voters that still fetch from the leader refuse it
+ * (KIP-996); a prospective that fails goes back to following.  Ignored in
+ * any other state or for any other node. */
+void st_raft_leader_unreachable(st_raft_t *r, int32_t leader);
 /* Leader only: step down gracefully (controlled shutdown), telling the
  * voters with EndQuorumEpoch, the most caught up first. */
 st_err_t st_raft_resign(st_raft_t *r);

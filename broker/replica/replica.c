@@ -109,7 +109,7 @@ st_partition_t *st_replicas_lookup(st_replicas_t *rm, const char *topic, size_t 
     st_partition_t *p = NULL;
     pthread_rwlock_rdlock(&rm->lock);
     topic_entry_t *t = find_locked(rm, topic, len);
-    if (topic_known) *topic_known = t != NULL;
+    if (topic_known) *topic_known = t ? (partition >= 0 && partition < t->nparts ? 2 : 1) : 0;
     if (t && partition >= 0 && partition < t->nparts && t->parts[partition])
         p = partition_keep(t->parts[partition]);
     pthread_rwlock_unlock(&rm->lock);

@@ -52,8 +52,9 @@ void st_replicas_destroy(st_replicas_t *rm);
  * topics, push config changes. */
 void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new_img, void *rm);
 
-/* A kept partition, or NULL; *topic_known tells unknown topic from unknown
- * partition. */
+/* A kept partition, or NULL; *topic_known tells an unknown topic (0), an
+ * unknown partition (1) and a partition that exists but is not hosted
+ * here (2). */
 st_partition_t *st_replicas_lookup(st_replicas_t *rm, const char *topic, size_t len,
                                    int32_t partition, int *topic_known);
 st_partition_t *st_replicas_lookup_id(st_replicas_t *rm, const st_uuid_t *id, int32_t partition);

@@ -390,7 +390,7 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
             int known = 0;
             pp->p = st_replicas_lookup(srv->rm, qt->name.p, (size_t)ST_MAX(qt->name.len, 0),
                                        qp->index, &known);
-            st_err_t le = !pp->p ? (known ? ST_E_NOT_LEADER_OR_FOLLOWER
+            st_err_t le = !pp->p ? (known == 2 ? ST_E_NOT_LEADER_OR_FOLLOWER
                                           : ST_E_UNKNOWN_TOPIC_OR_PARTITION)
                                  : st_partition_check_leader(pp->p);
             if (le) {

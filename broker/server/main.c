@@ -375,6 +375,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     sigwait(&sigs, &sig);
     ST_INFO("server", "%s received: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 
+    st_controller_stop(srv.ctl); /* controlled shutdown, while the loops still run */
     st_group_coord_close_requests(srv.groups); /* parked joins and syncs are answered */
     st_net_stop(srv.net);
     st_pool_destroy(srv.workers); /* after the loops: nothing submits any more */

@@ -4,8 +4,8 @@ broker/net) on a real event loop (the nc_probe program) against a real
 stratad and against peers that misbehave:
 
   1. pipelined: ApiVersions v3 and Metadata v12 in turn, 1,000 in flight,
-     sent by the callbacks on the loop's thread; every answer in order, its
-     correlation id matched, decoded; ApiVersions lists the served keys and
+     sent by the callbacks on the loop's thread, then 4,000 from 8 threads
+     at once; every answer in order, its correlation id matched, decoded; ApiVersions lists the served keys and
      none of the keys described only for the outbound client (23, 43,
      52-56, 59, 62, 63).  Round trips per second are printed, with 1,000
      and with 1 in flight.
@@ -71,6 +71,25 @@ def n(d, k):
     return int(d[k])
 
 
+def stop_process(pid):
+    """SIGSTOP, and wait until every thread of pid is stopped (the signal
+    is delivered asynchronously; a running I/O thread could still answer)."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        states = []
+        for t in os.listdir("/proc/%d/task" % pid):
+            try:
+                with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                pass
+        if states and all(st in ("T", "t") for st in states):
+            return
+        time.sleep(0.001)
+    fail("stratad did not stop on SIGSTOP")
+
+
 # ---- a peer that answers garbage ------------------------------------------------
 
 def read_request(s):
@@ -114,12 +133,12 @@ def garbage_server(lsock, answered):
     for name, make, _ in GARBAGE:
         s, _ = lsock.accept()
         with s:
-            req = read_request(s)
-            if req is None:
+            # both requests in flight, then garbage for the first
+            req, req2 = read_request(s), read_request(s)
+            if req is None or req2 is None:
                 answered.append((name, "no request"))
                 continue
             key, ver, corr = req
-            # answer the first request; the second stays in flight
             s.sendall(make(key, ver, corr))
             answered.append((name, (key, ver, corr)))
             if name == "frame cut short":
@@ -149,10 +168,12 @@ def main():
         r = pr.cmd("pipeline 5000 1")
         check(n(r, "ok") == 5000, "pipeline: %s" % r)
         fig["window 1"] = r
+        r = pr.cmd("mtburst 4000 8")
+        check(n(r, "ok") == 4000, "8 threads sending at once through the mailbox: %s" % r)
         check(n(pr.cmd("stats"), "connects") == 1, "one connection for all of it")
 
         print("2. kill -9 with 1,000 in flight, refused, restarted on the same port", flush=True)
-        b.proc.send_signal(signal.SIGSTOP)
+        stop_process(b.proc.pid)
         pr.cmd("burst 1000")
         pr.cmd("inflight 1000")
         b.proc.kill()
@@ -163,6 +184,16 @@ def main():
         r = pr.cmd("burst 1")
         r = pr.cmd("wait")
         check(n(r, "refused") == 1, "with stratad down the request is refused: %s" % r)
+        # reconnect.backoff.ms doubles per failed attempt (+-20%): the next
+        # two attempts wait about 100 and 200 ms
+        waits = []
+        for _ in range(2):
+            pr.cmd("burst 1")
+            r = pr.cmd("wait")
+            check(n(r, "refused") == 1, "refused again: %s" % r)
+            waits.append(n(r, "elapsed_ms"))
+        check(waits[0] >= 79 and waits[1] >= 159 and waits[1] < 1300,
+              "reconnect backoff 50 ms doubling (100, 200 ms +-20%%): waited %s ms" % waits)
         b.start()
         pr.cmd("burst 10")
         r = pr.cmd("wait")
@@ -173,6 +204,24 @@ def main():
               "closed: the peer closed the connection (1000 in flight fail)" in log,
               "the lost connection is logged:\n%s" % log)
         check("failed: connect: Connection refused" in log, "the refusal is logged:\n%s" % log)
+
+        print("2b. reconnect.backoff.max.ms caps the doubling", flush=True)
+        dead = socket.socket()
+        dead.bind(("127.0.0.1", 0))
+        dead_port = dead.getsockname()[1]
+        dead.close()  # nothing listens there now
+        pr.cmd("connect 127.0.0.1 %d 5000 20 60" % dead_port)
+        waits = []
+        for _ in range(5):
+            pr.cmd("burst 1")
+            r = pr.cmd("wait")
+            check(n(r, "refused") == 1, "a port nobody listens on: %s" % r)
+            waits.append(n(r, "elapsed_ms"))
+        # the first attempt goes at once; then 20, 40, 60, 60 ms (+-20%: 16,
+        # 32, 48, 48 at least; a millisecond of rounding allowed)
+        check(waits[0] < 500 and waits[1] >= 15 and waits[2] >= 31 and min(waits[3:]) >= 47,
+              "backoff 20 ms doubling: waited %s ms" % waits)
+        check(max(waits) < 72 + 200, "capped at reconnect.backoff.max.ms (60): %s" % waits)
 
         print("3. a peer that never answers", flush=True)
         r = pr.cmd("silent 400")
@@ -208,6 +257,8 @@ def main():
         print("client log:\n" + pr.stderr(), flush=True)
     finally:
         pr.close()
+        if b.alive():
+            b.proc.send_signal(signal.SIGCONT)  # in case a check failed while it was stopped
         b.stop()
     for k, r in fig.items():
         print("figure: pipelined round trips over loopback to stratad, %s in flight: %s/s "

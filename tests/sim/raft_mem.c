@@ -38,7 +38,11 @@ static void m_send(void *arg, int32_t dest, const st_raft_msg_t *m) {
 
 static st_err_t m_persist(void *arg, const st_raft_qstate_t *qs) {
     rm_node_t *n = NODE(arg);
-    if (n->fail_persist) return n->fail_persist;
+    if (n->fail_persist) {
+        st_err_t e = n->fail_persist;
+        n->fail_persist = ST_OK;
+        return e;
+    }
     st_buf_t b;
     st_buf_init(&b);
     st_raft_qstate_encode(qs, &b);
@@ -62,7 +66,11 @@ static int64_t m_durable_end(void *arg) { return NODE(arg)->durable_end; }
 
 static st_err_t m_append(void *arg, const st_raft_entry_t *e, int k) {
     rm_node_t *n = NODE(arg);
-    if (n->fail_append) return n->fail_append;
+    if (n->fail_append) {
+        st_err_t err = n->fail_append;
+        n->fail_append = ST_OK;
+        return err;
+    }
     for (int i = 0; i < k; i++) {
         if (e[i].base_offset != rm_node_log_end(n) || e[i].record_count < 1) return ST_E_INVAL;
         if (n->nlog == n->caplog) {
@@ -378,12 +386,14 @@ st_err_t rm_node_start(rm_node_t *n, const st_raft_config_t *cfg, char *err, siz
     return st_raft_new(cfg, &ops, initial, &n->r, err, errlen);
 }
 
-void rm_node_crash(rm_node_t *n) {
+void rm_node_crash(rm_node_t *n, int keep_unflushed) {
     if (n->r) st_raft_destroy(n->r);
     n->r = NULL;
     int i = 0;
     while (i < n->nlog && n->log[i].base < n->durable_end) i++;
+    i = ST_MIN(n->nlog, i + ST_MAX(keep_unflushed, 0));
     drop_from(n, i);
+    n->durable_end = rm_node_log_end(n);
     n->nflush = 0;
     free(n->stage);
     n->stage = NULL;

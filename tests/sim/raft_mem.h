@@ -7,8 +7,8 @@
  *   - log_append makes entries readable at once; log_flush queues a flush
  *     covering what was appended so far; the driver completes queued
  *     flushes (rm_node_flush_complete) whenever it likes, in order;
- *   - a crash (rm_node_crash) loses every entry above the durable end and
- *     every queued flush; truncation, log_reset and log_delete_before are
+ *   - a crash (rm_node_crash) loses every queued flush and the entries above
+ *     the durable end, but perhaps a first few of them; truncation, log_reset and log_delete_before are
  *     durable at once (the host does them with a synchronous write);
  *   - the quorum state is kept as the bytes st_raft_qstate_encode wrote and
  *     decoded at each start, as stratad reads its file;
@@ -89,7 +89,7 @@ struct rm_node {
     int64_t sm_next;
     uint64_t sm_hash;
 
-    /* Faults a unit test injects: the next persist / append fails. */
+    /* Injected faults: the next persist / append fails (once). */
     st_err_t fail_persist, fail_append;
 };
 
@@ -98,9 +98,11 @@ void rm_node_init(rm_node_t *n, int32_t id, const int64_t *clock, uint64_t seed,
 void rm_node_fini(rm_node_t *n);
 /* A new st_raft_t from what the disk holds (a start or a restart). */
 st_err_t rm_node_start(rm_node_t *n, const st_raft_config_t *cfg, char *err, size_t errlen);
-/* The process dies: st_raft_t gone, unflushed entries and queued flushes
- * lost, the state machine empty. */
-void rm_node_crash(rm_node_t *n);
+/* The process dies: st_raft_t gone, queued flushes lost, the state
+ * machine empty; of the entries appended since the last completed flush,
+ * the first keep_unflushed reached the disk anyway (the page cache wrote
+ * them) and the rest are lost. */
+void rm_node_crash(rm_node_t *n, int keep_unflushed);
 /* Completes the oldest queued flush; 0 when none was queued. */
 int rm_node_flush_complete(rm_node_t *n);
 const rm_entry_t *rm_node_entry(const rm_node_t *n, int64_t offset); /* NULL: not held */

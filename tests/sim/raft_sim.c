@@ -5,8 +5,9 @@
  *
  * One seed decides everything: 3 or 5 nodes, every message's delay, loss,
  * duplication and reordering, partitions and their healing, crashes and
- * restarts (raft_mem.h: a crash loses unflushed entries, queued flushes and
- * a snapshot being received; the quorum state survives), flush times,
+ * restarts, disk errors (raft_mem.h: a crash loses queued flushes, a snapshot being
+ * received and unflushed entries, though sometimes the first few of those
+ * survive; the quorum state survives), flush times,
  * client proposals, and each node's random source.  A run is a fault phase
  * followed by a calm phase: every partition healed, every node restarted,
  * no more faults.
@@ -24,12 +25,17 @@
  *                     each applied entry is the next offset and equals the
  *                     committed one there, and a loaded snapshot's state is
  *                     the committed state at its offset;
- *   no failure        st_raft_failed stays OK (the simulated disk never fails);
+ *   votes             a node acts on the epoch and vote its quorum-state
+ *                     holds; the durable epoch never decreases and a vote
+ *                     cast in an epoch never changes, across restarts;
+ *   no failure        st_raft_failed stays OK, but after an injected disk
+ *                     error (the node then stops and is restarted);
  * and at the end of each seed, liveness: in the calm phase a leader is
  * elected and a proposal made then is applied by every node within a bound.
  *
- * Usage: raft_sim --seeds N [--first S] | --seed S [--verbose]
+ * Usage: raft_sim --seeds N [--first S] [--keep-going] | --seed S [--verbose]
  *                 [--plant-bug commit-without-majority [--expect-violation]]
+ * (--keep-going: run every seed and count those that failed.)
  * A violation prints the seed and the invariant and exits 1; with
  * --expect-violation (the test that the checker catches the planted bug)
  * the exit status is inverted: 0 only when some seed found a violation.
@@ -41,9 +47,10 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define MAXN 5
+#define MAXN 6 /* 5 voters and an observer */
+#define OBSERVER_ID 9
 #define FAULT_PHASE_MS 8000
-#define CALM_BOUND_MS 20000
+#define CALM_BOUND_MS 10000
 #define MAX_STEPS 200000
 
 /* ---- random numbers (splitmix64): the seed decides everything ------------ */
@@ -79,6 +86,7 @@ typedef struct ev {
 
 typedef struct sim_node {
     rm_node_t m;
+    int32_t qs_epoch, qs_voted; /* the durable quorum state last seen */
     int up;
     int incarnation;
     int64_t deadline; /* st_raft tick wanted, -1 */
@@ -89,6 +97,8 @@ typedef struct sim_node {
 typedef struct totals {
     uint64_t seeds, steps, elections, commits, crashes, proposals, snapshots_fetched,
         snapshots_made, messages, dropped;
+    int64_t calm_ms_max, calm_ms_sum; /* healing to every node applying the probe */
+    uint64_t live_seeds, disk_errors;
 } totals_t;
 
 static struct {
@@ -327,7 +337,7 @@ static void start_node(int i) {
 
 static void crash_node(int i) {
     sim_node_t *sn = &S.nodes[i];
-    rm_node_crash(&sn->m);
+    rm_node_crash(&sn->m, chance(300) ? (int)rnd_range(1, 3) : 0);
     sn->up = 0;
     sn->incarnation++;
     sn->deadline = -1;
@@ -367,6 +377,25 @@ static void fault(void) {
     } else if (kind <= 8) {
         vlog("heal");
         heal();
+    } else if (chance(300)) {
+        /* A disk error: the next quorum-state write or log append fails;
+         * the node stops, and its host takes it down and starts it again. */
+        if (S.nodes[i].up) {
+            vlog("node %" PRId32 ": the next %s fails", S.ids[i],
+                 (rnd() & 1) ? "persist" : "append");
+            if (rnd() & 1)
+                S.nodes[i].m.fail_persist = ST_E_IO;
+            else
+                S.nodes[i].m.fail_append = ST_E_IO;
+        }
+    } else {
+        for (int j = 0; j < S.n; j++)
+            if (S.nodes[j].up && st_raft_role(S.nodes[j].m.r) == ST_RAFT_LEADER) {
+                vlog("node %" PRId32 " resigns", S.ids[j]);
+                st_raft_resign(S.nodes[j].m.r);
+                refresh_deadline(j);
+                break;
+            }
     }
 }
 
@@ -410,6 +439,37 @@ static void check(void) {
             return;
         }
         int32_t ep = st_raft_epoch(r);
+        /* Votes: what a node acts on is durable, the durable epoch never goes
+         * back, and a vote cast in an epoch never changes (across restarts). */
+        if (sn->m.qs_len) {
+            st_raft_qstate_t qs;
+            char why[256];
+            if (st_raft_qstate_decode(sn->m.qs, sn->m.qs_len, &qs, why, sizeof why)) {
+                violate("quorum state: node %" PRId32 ": %s", S.ids[i], why);
+                return;
+            }
+            if (qs.leader_epoch != ep || qs.voted_id != st_raft_voted_id(r)) {
+                violate("quorum state: node %" PRId32 " acts in epoch %" PRId32
+                        " with vote %" PRId32 " but its quorum-state holds epoch %" PRId32
+                        " vote %" PRId32, S.ids[i], ep, st_raft_voted_id(r), qs.leader_epoch,
+                        qs.voted_id);
+                return;
+            }
+            if (qs.leader_epoch < sn->qs_epoch ||
+                (qs.leader_epoch == sn->qs_epoch && sn->qs_voted != -1 &&
+                 qs.voted_id != sn->qs_voted)) {
+                violate("quorum state: node %" PRId32 " went from epoch %" PRId32 " vote %" PRId32
+                        " to epoch %" PRId32 " vote %" PRId32, S.ids[i], sn->qs_epoch,
+                        sn->qs_voted, qs.leader_epoch, qs.voted_id);
+                return;
+            }
+            sn->qs_epoch = qs.leader_epoch;
+            sn->qs_voted = qs.voted_id;
+        } else if (ep != 0) {
+            violate("quorum state: node %" PRId32 " is in epoch %" PRId32
+                    " with no quorum-state written", S.ids[i], ep);
+            return;
+        }
         if (st_raft_role(r) == ST_RAFT_LEADER) {
             if (ep >= S.capleaders) {
                 int32_t cap = S.capleaders ? S.capleaders : 64;
@@ -509,11 +569,12 @@ static void reset_seed(uint64_t seed) {
 
 static int run_seed(uint64_t seed, uint64_t *steps_out) {
     reset_seed(seed);
-    S.n = chance(500) ? 3 : 5;
-    for (int i = 0; i < S.n; i++) S.ids[i] = i + 1;
+    int nvoters = chance(500) ? 3 : 5;
+    S.n = nvoters + (chance(500) ? 1 : 0); /* sometimes a broker follows as an observer */
+    for (int i = 0; i < S.n; i++) S.ids[i] = i < nvoters ? i + 1 : OBSERVER_ID;
     st_raft_config_defaults(&S.cfg);
     S.cfg.voters = S.ids;
-    S.cfg.nvoters = S.n;
+    S.cfg.nvoters = nvoters;
     S.cfg.cluster_id = "sim-cluster";
     S.cfg.election_timeout_ms = 100;
     S.cfg.fetch_timeout_ms = 200;
@@ -532,6 +593,7 @@ static int run_seed(uint64_t seed, uint64_t *steps_out) {
     for (int i = 0; i < S.n; i++) {
         rm_node_init(&S.nodes[i].m, S.ids[i], &S.now, rnd() | 1, &hooks);
         S.nodes[i].restart_at = -1;
+        S.nodes[i].qs_voted = -1;
     }
     for (int i = 0; i < S.n; i++) start_node(i);
     S.next_fault = rnd_range(50, 400);
@@ -610,6 +672,13 @@ static int run_seed(uint64_t seed, uint64_t *steps_out) {
             start_node(who);
             break;
         }
+        for (int i = 0; i < S.n; i++)
+            if (S.nodes[i].up && st_raft_failed(S.nodes[i].m.r) == ST_E_IO) {
+                vlog("node %" PRId32 " stopped on a disk error; restarting it", S.ids[i]);
+                crash_node(i);
+                S.nodes[i].restart_at = S.now + rnd_range(10, 300);
+                S.t.disk_errors++;
+            }
         if (S.crash_after_step) {
             int c = S.crash_after_step - 1;
             S.crash_after_step = 0;
@@ -630,6 +699,10 @@ static int run_seed(uint64_t seed, uint64_t *steps_out) {
                     if (S.nodes[i].applied_next <= S.probe_offset) all = 0;
                 if (all) {
                     live = 1;
+                    int64_t took = S.now - calm_at;
+                    S.t.calm_ms_sum += took;
+                    S.t.live_seeds++;
+                    if (took > S.t.calm_ms_max) S.t.calm_ms_max = took;
                     break;
                 }
             }
@@ -668,14 +741,15 @@ static int run_seed(uint64_t seed, uint64_t *steps_out) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: raft_sim --seeds N [--first S] | --seed S [--verbose]\n"
+    fprintf(stderr, "usage: raft_sim --seeds N [--first S] [--keep-going] | --seed S [--verbose]\n"
                     "                [--plant-bug commit-without-majority]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     uint64_t nseeds = 0, first = 1;
-    int single = 0, expect = 0;
+    int single = 0, expect = 0, keep_going = 0, planted = 0;
+    uint64_t bad_seeds = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seeds") && i + 1 < argc) {
             nseeds = strtoull(argv[++i], NULL, 10);
@@ -685,6 +759,8 @@ int main(int argc, char **argv) {
             first = strtoull(argv[++i], NULL, 10);
             nseeds = 1;
             single = 1;
+        } else if (!strcmp(argv[i], "--keep-going")) {
+            keep_going = 1;
         } else if (!strcmp(argv[i], "--expect-violation")) {
             expect = 1;
         } else if (!strcmp(argv[i], "--verbose")) {
@@ -692,13 +768,20 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--plant-bug") && i + 1 < argc) {
             if (strcmp(argv[++i], "commit-without-majority") != 0) usage();
             st_raft__set_planted_bug(ST_RAFT_BUG_COMMIT_WITHOUT_MAJORITY);
+            planted = 1;
             printf("planted bug: commit-without-majority\n");
         } else {
             usage();
         }
     }
     if (nseeds == 0) usage();
-    if (!S.verbose) st_log_set_level(ST_LOG_WARN - 1);
+    FILE *devnull = NULL;
+    if (!S.verbose) {
+        /* raft's own lines (injected disk errors, resignations) only with
+         * --verbose: a run prints its verdict and figures. */
+        devnull = fopen("/dev/null", "w");
+        if (devnull) st_log_set_file(devnull);
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = 0;
@@ -709,9 +792,12 @@ int main(int argc, char **argv) {
         S.t.steps += steps;
         if (bad) {
             printf("seed %" PRIu64 ": VIOLATION: %s\n", s, S.violation);
-            if (!single) printf("replay: raft_sim --seed %" PRIu64 " --verbose\n", s);
+            if (!single && !keep_going)
+                printf("replay: raft_sim --seed %" PRIu64 " --verbose%s\n", s,
+                       planted ? " --plant-bug commit-without-majority" : "");
             rc = 1;
-            break;
+            bad_seeds++;
+            if (!keep_going) break;
         }
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -719,10 +805,18 @@ int main(int argc, char **argv) {
     printf("raft_sim: %" PRIu64 " seeds, %" PRIu64 " steps, %" PRIu64 " elections, %" PRIu64
            " commits, %" PRIu64 " proposals, %" PRIu64 " crashes, %" PRIu64
            " snapshots taken, %" PRIu64 " fetched, %" PRIu64 " messages (%" PRIu64
-           " dropped), %.1f s%s\n",
+           " dropped), %" PRIu64 " disk errors, %.1f s%s\n",
            S.t.seeds, S.t.steps, S.t.elections, S.t.commits, S.t.proposals, S.t.crashes,
-           S.t.snapshots_made, S.t.snapshots_fetched, S.t.messages, S.t.dropped, secs,
+           S.t.snapshots_made, S.t.snapshots_fetched, S.t.messages, S.t.dropped,
+           S.t.disk_errors, secs,
            rc ? "" : ", 0 violations");
+    if (S.t.live_seeds)
+        printf("raft_sim: after healing, every node applied a new proposal within %.0f ms on "
+               "average, %" PRId64 " ms at most (bound %d ms)\n",
+               (double)S.t.calm_ms_sum / (double)S.t.live_seeds, S.t.calm_ms_max, CALM_BOUND_MS);
+    if (keep_going && rc)
+        printf("raft_sim: %" PRIu64 " of %" PRIu64 " seeds violated an invariant\n", bad_seeds,
+               S.t.seeds);
     for (int i = 0; i < MAXN; i++) rm_node_fini(&S.nodes[i].m);
     while (S.nheap) rm_msg_free(heap_pop().msg);
     free(S.heap);
@@ -731,6 +825,10 @@ int main(int argc, char **argv) {
     free(S.ref_epoch);
     free(S.leaders);
     free(S.leader_inc);
+    if (devnull) {
+        st_log_set_file(NULL);
+        fclose(devnull);
+    }
     if (expect) {
         printf(rc ? "the checker caught the planted bug\n"
                   : "the checker did NOT catch the planted bug\n");

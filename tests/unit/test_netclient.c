@@ -312,6 +312,43 @@ static void test_reset_and_deadlines(void **state) {
     for (int i = 0; i < 6; i++) assert_int_equal(s[i].calls, 1);
 }
 
+/* A callback that queues another request while the wire is finished:
+ * that one is cancelled too, exactly once, and nothing leaks. */
+static st_net__wire_t *requeue_wire;
+static int requeue_left;
+static seen_t requeued[3];
+
+static void on_requeue(st_netclient_t *c, const st_netclient_resp_t *resp, void *arg) {
+    on_done(c, resp, arg);
+    if (requeue_left > 0) {
+        requeue_left--;
+        st_net__req_t *r = metadata_req(4, 50 + requeue_left, 1000, &requeued[requeue_left]);
+        r->cb = on_requeue;
+        st_net__wire_queue(requeue_wire, r);
+    }
+}
+
+static void test_fini_with_requeue(void **state) {
+    (void)state;
+    st_net__wire_t w;
+    st_net__wire_init(&w, NULL, INT64_MAX, 1 << 20);
+    requeue_wire = &w;
+    requeue_left = 3;
+    memset(requeued, 0, sizeof requeued);
+    seen_t first = {0};
+    st_net__req_t *r = metadata_req(4, 1, 1000, &first);
+    r->cb = on_requeue;
+    st_net__wire_queue(&w, r);
+    st_net__wire_fill(&w); /* in flight */
+    st_net__wire_fini(&w);
+    assert_int_equal(first.calls, 1);
+    assert_int_equal(first.err, ST_E_CANCELLED);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(requeued[i].calls, 1);
+        assert_int_equal(requeued[i].err, ST_E_CANCELLED);
+    }
+}
+
 /* Every API in the table encodes a request at its highest described
  * version; a version outside the description is refused. */
 static void test_req_new_versions(void **state) {
@@ -347,6 +384,7 @@ int main(void) {
         cmocka_unit_test(test_bad_bytes),
         cmocka_unit_test(test_reset_and_deadlines),
         cmocka_unit_test(test_req_new_versions),
+        cmocka_unit_test(test_fini_with_requeue),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

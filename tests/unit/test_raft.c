@@ -119,9 +119,9 @@ static void disk_append(int32_t id, int32_t epoch, const char *data) {
         n->caplog = n->caplog ? 2 * n->caplog : 16;
         n->log = st_realloc(n->log, sizeof *n->log * (size_t)n->caplog);
     }
+    int64_t base = rm_node_log_end(n);
     rm_entry_t *e = &n->log[n->nlog++];
-    e->base = rm_node_log_end(n) - (n->nlog > 1 ? 0 : 0);
-    e->base = n->nlog > 1 ? n->log[n->nlog - 2].base + n->log[n->nlog - 2].count : n->log_start;
+    e->base = base;
     e->epoch = epoch;
     e->count = 1;
     e->control = 0;
@@ -553,6 +553,172 @@ static void test_stale_response_ignored(void **state) {
     rm_msg_free(pv);
 }
 
+
+static void test_observer_does_not_count(void **state) {
+    (void)state;
+    setup_nodes(3);
+    disk_qstate(1, 1, -1, -1);
+    start(1);
+    elect_by_hand(1, 3); /* epoch 2 */
+    /* Node 9 is no voter: its Fetch is served but moves no high watermark. */
+    st_raft_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = ST_RAFT_FETCH_REQUEST;
+    m.request_id = 5;
+    m.u.fetch_req = (st_raft_fetch_request_t){9, 0, 2, 1, 2, 0, 1 << 20};
+    st_raft_recv(R(1), 9, &m);
+    st_raft_msg_t *r = NULL;
+    for (int i = 0; i < T.nq; i++)
+        if (T.q[i].to == 9) r = T.q[i].m;
+    assert_non_null(r);
+    assert_int_equal(r->u.fetch_resp.error_code, 0);
+    assert_int_equal(st_raft_high_watermark(R(1)), 0);
+    drop_queue();
+    st_raft_describe_t d;
+    assert_int_equal(st_raft_describe(R(1), &d), ST_OK);
+    assert_int_equal(d.nobservers, 1);
+    assert_int_equal(d.observers[0].replica_id, 9);
+    assert_int_equal(d.observers[0].log_end_offset, 1);
+    /* A voter's Fetch does. */
+    r = fetch_from(1, 2, 1, 2);
+    assert_int_equal(r->u.fetch_resp.high_watermark, 1);
+    rm_msg_free(r);
+}
+
+static void test_fetch_long_poll(void **state) {
+    (void)state;
+    setup_nodes(3);
+    disk_qstate(1, 1, -1, -1);
+    start(1);
+    elect_by_hand(1, 3);
+    st_raft_msg_t *r = fetch_from(1, 2, 1, 2); /* moves the high watermark: answered */
+    assert_non_null(r);
+    rm_msg_free(r);
+    st_raft_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = ST_RAFT_FETCH_REQUEST;
+    m.request_id = 42;
+    m.u.fetch_req = (st_raft_fetch_request_t){2, 500, 2, 1, 2, 0, 1 << 20};
+    st_raft_recv(R(1), 2, &m);
+    assert_null(take(2, ST_RAFT_FETCH_RESPONSE)); /* nothing new: parked */
+    int64_t d = st_raft_next_deadline(R(1));
+    assert_true(d > T.now && d <= T.now + T.cfg.fetch_max_wait_ms);
+    assert_int_equal(st_raft_propose(R(1), (const uint8_t *)"new", 3, 1, NULL, NULL), ST_OK);
+    r = take(2, ST_RAFT_FETCH_RESPONSE); /* the append answers it */
+    assert_non_null(r);
+    assert_int_equal(r->request_id, 42);
+    assert_int_equal(r->u.fetch_resp.nrecords, 1);
+    rm_msg_free(r);
+    /* With the leader's copy durable too, a Fetch at 2 moves the high
+     * watermark and is answered at once; the next one is parked until
+     * max_wait, then answered empty. */
+    flush_all();
+    m.request_id = 43;
+    m.u.fetch_req.fetch_offset = 2;
+    st_raft_recv(R(1), 2, &m);
+    r = take(2, ST_RAFT_FETCH_RESPONSE);
+    assert_non_null(r);
+    assert_int_equal(r->u.fetch_resp.high_watermark, 2);
+    rm_msg_free(r);
+    m.request_id = 44;
+    st_raft_recv(R(1), 2, &m);
+    assert_null(take(2, ST_RAFT_FETCH_RESPONSE));
+    T.now += T.cfg.fetch_max_wait_ms - 1;
+    st_raft_tick(R(1));
+    assert_null(take(2, ST_RAFT_FETCH_RESPONSE));
+    T.now += 1;
+    st_raft_tick(R(1));
+    r = take(2, ST_RAFT_FETCH_RESPONSE);
+    assert_non_null(r);
+    assert_int_equal(r->request_id, 44);
+    assert_int_equal(r->u.fetch_resp.nrecords, 0);
+    rm_msg_free(r);
+}
+
+static void test_check_quorum_resigns(void **state) {
+    (void)state;
+    setup_nodes(3);
+    disk_qstate(1, 1, -1, -1);
+    start(1);
+    elect_by_hand(1, 3);
+    /* Nobody fetches: after 1.5 x fetch timeout the leader resigns and
+     * tells the voters with EndQuorumEpoch. */
+    T.now += T.cfg.fetch_timeout_ms * 3 / 2;
+    st_raft_tick(R(1));
+    assert_int_equal(st_raft_role(R(1)), ST_RAFT_RESIGNED);
+    assert_int_equal(st_raft_propose(R(1), (const uint8_t *)"x", 1, 1, NULL, NULL),
+                     ST_E_NOT_LEADER_OR_FOLLOWER);
+    st_raft_msg_t *e = take(2, ST_RAFT_END_QUORUM_EPOCH_REQUEST);
+    assert_non_null(e);
+    assert_int_equal(e->u.end_req.leader_epoch, 2);
+    rm_msg_free(e);
+    /* A follower that gets it as first preferred successor starts an
+     * election at once instead of waiting for its fetch timeout. */
+    disk_qstate(2, 2, 1, -1);
+    start(2);
+    st_raft_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = ST_RAFT_END_QUORUM_EPOCH_REQUEST;
+    m.request_id = 9;
+    m.u.end_req.leader_id = 1;
+    m.u.end_req.leader_epoch = 2;
+    m.u.end_req.npreferred = 2;
+    m.u.end_req.preferred_successors[0] = 2;
+    m.u.end_req.preferred_successors[1] = 3;
+    st_raft_recv(R(2), 1, &m);
+    st_raft_tick(R(2));
+    assert_int_equal(st_raft_role(R(2)), ST_RAFT_PROSPECTIVE);
+}
+
+static void test_hostile_fetch_keeps_leader(void **state) {
+    (void)state;
+    setup_nodes(3);
+    disk_qstate(1, 1, -1, -1);
+    start(1);
+    elect_by_hand(1, 3);
+    int64_t off = 0;
+    assert_int_equal(st_raft_propose(R(1), (const uint8_t *)"batch", 5, 3, &off, NULL), ST_OK);
+    flush_all();
+    /* A Fetch in the middle of an entry of 3 records is refused; the
+     * leader goes on. */
+    st_raft_msg_t *r = fetch_from(1, 2, off + 1, 2);
+    assert_non_null(r);
+    assert_int_equal(r->u.fetch_resp.error_code, ST_E_OFFSET_OUT_OF_RANGE);
+    rm_msg_free(r);
+    assert_int_equal(st_raft_failed(R(1)), ST_OK);
+    assert_int_equal(st_raft_role(R(1)), ST_RAFT_LEADER);
+    /* A FetchSnapshot of a snapshot that does not exist, and one past its end. */
+    T.cfg.snapshot_min_new_bytes = 1;
+    st_raft_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = ST_RAFT_FETCH_SNAPSHOT_REQUEST;
+    m.request_id = 3;
+    m.u.fsnap_req = (st_raft_fetch_snapshot_request_t){2, 1000, 2, {7, 1}, 0};
+    st_raft_recv(R(1), 2, &m);
+    r = take(2, ST_RAFT_FETCH_SNAPSHOT_RESPONSE);
+    assert_non_null(r);
+    assert_int_equal(r->u.fsnap_resp.error_code, ST_RAFT_ERR_SNAPSHOT_NOT_FOUND);
+    rm_msg_free(r);
+    assert_int_equal(st_raft_failed(R(1)), ST_OK);
+    /* A Fetch whose epoch is ahead of the leader's, and one behind. */
+    memset(&m, 0, sizeof m);
+    m.type = ST_RAFT_FETCH_REQUEST;
+    m.request_id = 4;
+    m.u.fetch_req = (st_raft_fetch_request_t){2, 0, 3, 0, 0, 0, 1000};
+    st_raft_recv(R(1), 2, &m);
+    r = take(2, ST_RAFT_FETCH_RESPONSE);
+    assert_int_equal(r->u.fetch_resp.error_code, ST_E_UNKNOWN_LEADER_EPOCH);
+    rm_msg_free(r);
+    m.u.fetch_req.current_leader_epoch = 1;
+    st_raft_recv(R(1), 2, &m);
+    r = take(2, ST_RAFT_FETCH_RESPONSE);
+    assert_int_equal(r->u.fetch_resp.error_code, ST_E_FENCED_LEADER_EPOCH);
+    assert_int_equal(r->u.fetch_resp.current_leader.leader_id, 1);
+    assert_int_equal(r->u.fetch_resp.current_leader.leader_epoch, 2);
+    rm_msg_free(r);
+    assert_int_equal(st_raft_role(R(1)), ST_RAFT_LEADER);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_single_voter, teardown),
@@ -567,6 +733,10 @@ int main(void) {
         cmocka_unit_test_teardown(test_voter_set_mismatch_refused, teardown),
         cmocka_unit_test_teardown(test_failed_op_stops_node, teardown),
         cmocka_unit_test_teardown(test_stale_response_ignored, teardown),
+        cmocka_unit_test_teardown(test_observer_does_not_count, teardown),
+        cmocka_unit_test_teardown(test_fetch_long_poll, teardown),
+        cmocka_unit_test_teardown(test_check_quorum_resigns, teardown),
+        cmocka_unit_test_teardown(test_hostile_fetch_keeps_leader, teardown),
     };
     st_log_set_level(ST_LOG_ERROR);
     return cmocka_run_group_tests(tests, NULL, NULL);

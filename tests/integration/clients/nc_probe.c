@@ -4,7 +4,9 @@
  * one line on stdout, so the test can stop, kill and restart stratad
  * between commands:
  *
- *   connect HOST PORT [TIMEOUT_MS]   a client on the loop (created there)
+ *   connect HOST PORT [TIMEOUT_MS [BACKOFF_MS BACKOFF_MAX_MS]]
+ *                                    a client on the loop (created there;
+ *                                    0: the client's defaults)
  *   pipeline N WINDOW                N requests, ApiVersions v3 and Metadata
  *                                    v12 in turn, WINDOW in flight, sent from
  *                                    the loop thread by the callbacks;
@@ -12,8 +14,11 @@
  *   burst N [1]                      N requests sent from this (another)
  *                                    thread through the client's mailbox
  *                                    (with 1: Metadata v12 only)
+ *   mtburst N T                      N requests from T threads at once,
+ *                                    waited for (answers in id order)
  *   inflight N                       wait until N requests are in flight
  *   wait                             wait for every request of the burst
+ *                                    (elapsed_ms: since it was sent)
  *   stats                            connections made so far
  *   silent TIMEOUT_MS                a listening socket of our own that
  *                                    never answers: one request must time out
@@ -50,6 +55,7 @@ static struct {
     int target, window, issued;
     int64_t t0_us, t1_us;
     int64_t rtt_sum_us, rtt_max_us;
+    int64_t burst_ms; /* when the burst was sent */
 } st;
 
 static void note_bad(const char *fmt, const char *a, int b) {
@@ -60,8 +66,10 @@ static int pipeline_send_next(void);
 
 /* Served keys that must be there, and described-only keys that must not
  * be advertised (stratad has no handler for them yet). */
-static const int16_t must_have[] = {0, 1, 3, 18, 19, 60};
-static const int16_t must_not[] = {23, 43, 52, 53, 54, 55, 56, 59, 62, 63};
+/* served: the client APIs, and the quorum's and brokers' lifecycle ones */
+static const int16_t must_have[] = {0, 1, 3, 18, 19, 52, 53, 54, 55, 59, 60, 62, 63};
+/* described for the client only: OffsetForLeaderEpoch, ElectLeaders, AlterPartition */
+static const int16_t must_not[] = {23, 43, 56};
 
 static void check_body(const st_netclient_resp_t *resp) {
     st_arena_t a;
@@ -158,6 +166,18 @@ static void pipeline_start(void *arg) {
     for (int i = 0; i < st.window && i < st.target; i++) pipeline_send_next();
 }
 
+/* mtburst: several threads send at once through the mailbox. */
+typedef struct sender {
+    pthread_t t;
+    int n, base, failed;
+} sender_t;
+
+static void *sender_main(void *p) {
+    sender_t *s = p;
+    for (int i = 0; i < s->n; i++) s->failed += send_one(s->base + i, NULL) != ST_OK;
+    return NULL;
+}
+
 /* Run fn on the loop thread and wait for it. */
 typedef struct sync_job {
     void (*fn)(void *);
@@ -214,6 +234,7 @@ static void reset_counts(void) {
     int32_t last = st.last_corr;
     memset(&st, 0, sizeof st);
     st.last_corr = last; /* correlation ids keep growing across commands */
+    st.burst_ms = st_mono_ms();
     pthread_mutex_unlock(&mu);
 }
 
@@ -222,9 +243,9 @@ static void print_counts(const char *what) {
     if (st.bad) printf("error %s: %s\n", what, st.bad_why);
     else
         printf("ok %s done=%d ok=%d lost=%d refused=%d timed_out=%d cancelled=%d other=%d "
-               "why=[%s]\n",
+               "elapsed_ms=%lld why=[%s]\n",
                what, st.done, st.ok, st.lost, st.refused, st.timed_out, st.cancelled, st.other,
-               st.last_why);
+               (long long)(st_mono_ms() - st.burst_ms), st.last_why);
     pthread_mutex_unlock(&mu);
 }
 
@@ -256,17 +277,21 @@ int main(void) {
         char host[256] = "";
         if (sscanf(line, "%31s", cmd) != 1) continue;
         if (!strcmp(cmd, "connect")) {
+            long bo = 0, bomax = 0;
             c = 0;
-            if (sscanf(line, "%*s %255s %ld %ld", host, &a, &c) < 2) {
-                printf("error usage: connect HOST PORT [TIMEOUT_MS]\n");
+            if (sscanf(line, "%*s %255s %ld %ld %ld %ld", host, &a, &c, &bo, &bomax) < 2) {
+                printf("error usage: connect HOST PORT [TIMEOUT_MS [BACKOFF_MS BACKOFF_MAX_MS]]\n");
                 continue;
             }
+            if (nc) on_loop(destroy_client, NULL);
             snprintf(cfg_host, sizeof cfg_host, "%s", host);
             memset(&cfg, 0, sizeof cfg);
             cfg.host = cfg_host;
             cfg.port = (int)a;
             cfg.client_id = "nc-probe";
             cfg.request_timeout_ms = c;
+            cfg.reconnect_backoff_ms = bo;
+            cfg.reconnect_backoff_max_ms = bomax;
             on_loop(make_client, NULL);
             if (new_err) printf("error %s\n", new_errmsg);
             else printf("ok connect\n");
@@ -300,6 +325,27 @@ int main(void) {
             pthread_mutex_unlock(&mu);
             if (refused_now) printf("error %d sends refused\n", refused_now);
             else printf("ok burst sent=%ld\n", a);
+        } else if (!strcmp(cmd, "mtburst")) {
+            sscanf(line, "%*s %ld %ld", &a, &b);
+            if (b < 1 || b > 64) b = 4;
+            metadata_only = 0;
+            reset_counts();
+            pthread_mutex_lock(&mu);
+            st.sent = (int)(a / b * b);
+            pthread_mutex_unlock(&mu);
+            sender_t snd[64];
+            for (long i = 0; i < b; i++) {
+                snd[i] = (sender_t){0, (int)(a / b), (int)(i * (a / b)), 0};
+                pthread_create(&snd[i].t, NULL, sender_main, &snd[i]);
+            }
+            int failed = 0;
+            for (long i = 0; i < b; i++) {
+                pthread_join(snd[i].t, NULL);
+                failed += snd[i].failed;
+            }
+            wait_done(st.sent);
+            if (failed) printf("error %d sends refused\n", failed);
+            else print_counts("mtburst");
         } else if (!strcmp(cmd, "inflight")) {
             sscanf(line, "%*s %ld", &a);
             /* the loop writes them as soon as it runs: poll its counts,
