@@ -35,7 +35,7 @@ import kwire  # noqa: E402
 from strata_harness import Cluster, check, fail  # noqa: E402
 
 KILLS = int(os.environ.get("STRATA_KILLS", "50"))
-BUDGET_S = float(os.environ.get("STRATA_KILL_BUDGET_S", "600"))
+BUDGET_S = float(os.environ.get("STRATA_KILL_BUDGET_S", "240"))
 RETRY = {7, 41}  # REQUEST_TIMED_OUT, NOT_CONTROLLER
 
 cl = Cluster(3, overrides={"num.partitions": 1})
