@@ -22,8 +22,10 @@ through any live node.
 
 Prints the median, p90, p99 and max of the election times.
 """
+import calendar
 import os
 import random
+import re
 import signal
 import statistics
 import sys
@@ -99,6 +101,19 @@ class Creator(threading.Thread):
             self.one("kt%05d" % seq, 1 + seq % 3, 3600000 + seq)
 
 
+LEADER_AT = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z .*raft: node (\d+) is the leader of epoch (\d+)",
+                       re.M)
+
+
+def leader_line_time(node, after_epoch):
+    """When node's log says it leads an epoch above after_epoch (epoch
+    seconds), or None."""
+    for stamp, n, epoch in LEADER_AT.findall(cl.log_text(node)):
+        if int(n) == node and int(epoch) > after_epoch:
+            return calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) + int(stamp[20:]) / 1000
+    return None
+
+
 def survivors_name_new_leader(dead, survivors):
     for i in survivors:
         lid = cl.controller_id(i, timeout=0.3)
@@ -114,6 +129,8 @@ try:
     cr = Creator()
     cr.start()
     elections = []
+    not_newest = []  # kills of a node the logs did not show as the newest leader
+    in_logs = []  # kill to the new leader's "is the leader of epoch" line
     for k in range(KILLS):
         if time.time() - t_start > BUDGET_S:
             fail("%d kills took more than %.0f s (STRATA_KILL_BUDGET_S)" % (k, BUDGET_S))
@@ -122,8 +139,11 @@ try:
         lid = cl.wait_leader(timeout=60)
         survivors = [i for i in cl.ids() if i != lid]
         acked_before = len(cr.acked)
+        top = max(cl.leaders_from_logs())  # (epoch, node) of the newest election
+        if top[1] != lid:
+            not_newest.append((k + 1, lid, top))
+        t0 = time.time()  # kill() returns once the process is gone
         cl.kill(lid)
-        t0 = time.time()
         new = None
         while new is None:
             new = survivors_name_new_leader(lid, survivors)
@@ -134,6 +154,9 @@ try:
                 time.sleep(0.01)
         took = time.time() - t0
         elections.append(took)
+        at = leader_line_time(new, top[0])
+        if at is not None:
+            in_logs.append(at - t0)
         cl.restart(lid, wait=False)
         # the next kill waits until all three follow one leader (the
         # restarted node is a voter again); its broker registration may
@@ -202,6 +225,8 @@ try:
     check(not two, "epochs with two leaders: %r" % two)
     print("%d epochs in the logs, one leader each" % len(per_epoch))
 
+    check(not not_newest, "kills of a node that was not the newest leader in the logs (kill, node, "
+          "newest (epoch, leader)): %r" % not_newest)
     s = sorted(elections)
 
     def pct(p):
@@ -210,6 +235,11 @@ try:
           "median %.3f s, p90 %.3f s, p99 %.3f s, max %.3f s, min %.3f s (default timeouts: "
           "controller.quorum.fetch.timeout.ms 2000, election.timeout.ms 1000)" %
           (len(s), statistics.median(s), pct(90), pct(99), s[-1], s[0]), flush=True)
+    if in_logs:
+        t = sorted(in_logs)
+        print("the same from the logs (kill to the new leader's \"is the leader of epoch\" line), %d kills: "
+              "median %.3f s, p99 %.3f s, max %.3f s" %
+              (len(t), statistics.median(t), t[min(len(t) - 1, int(round(0.99 * (len(t) - 1))))], t[-1]))
     check(not cr.errors.get(56), "%d CreateTopics were answered KAFKA_STORAGE_ERROR (56) during elections; "
           "NOT_CONTROLLER (41) is Kafka's answer while no controller is known, the one clients retry"
           % cr.errors.get(56, 0))
