@@ -621,10 +621,18 @@ def _become_subreaper():
 
 
 def free_port_block(n, tries=200):
-    """A base port P with P..P+n-1 all free on loopback right now."""
+    """A base port P with P..P+n-1 all free on loopback right now, below
+    the kernel's ephemeral range (so no outgoing connection takes one of
+    them between this probe and the nodes' start)."""
     import random
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
     for _ in range(tries):
-        base = random.randrange(20000, 60000 - n)
+        base = random.randrange(10000, max(low, 10000 + 2 * n) - n)
         socks = []
         try:
             for p in range(base, base + n):
@@ -784,16 +792,36 @@ class Cluster:
             self._sh("down", check_rc=False)
         self._stop_reaper = True
 
+    SANITIZER = re.compile(r"ERROR: (AddressSanitizer|LeakSanitizer|ThreadSanitizer)|runtime error: ")
+
+    def sanitizer_reports(self):
+        """{node: the first lines of a sanitizer's report in its log}."""
+        out = {}
+        for i in self.ids():
+            lines = self.log_text(i).splitlines()
+            for k, line in enumerate(lines):
+                if self.SANITIZER.search(line):
+                    out[i] = "\n".join(lines[max(0, k - 3):k + 25])
+                    break
+        return out
+
     def cleanup(self):
         """Stop the nodes and remove their files (kept, and named, when
-        STRATA_KEEP_CLUSTER is set)."""
+        STRATA_KEEP_CLUSTER is set).  A sanitizer's report in a node's log
+        (a sanitizer build) fails the test."""
         self.stop()
-        if os.environ.get("STRATA_KEEP_CLUSTER"):
+        reports = self.sanitizer_reports()
+        keep = os.environ.get("STRATA_KEEP_CLUSTER") or reports
+        if keep:
             print("the cluster's files are kept in %s" % self.dir, flush=True)
         else:
             shutil.rmtree(self.root, ignore_errors=True)
         if self in _clusters:
             _clusters.remove(self)
+        for i, text in sorted(reports.items()):
+            print("---- node %d's log holds a sanitizer report:\n%s" % (i, text), flush=True)
+        if reports:
+            fail("sanitizer reports in the logs of node(s) %s" % sorted(reports))
 
     # -- what the nodes say
     def conn(self, i, timeout=5):

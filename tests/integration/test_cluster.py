@@ -46,7 +46,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kwire  # noqa: E402
-from strata_harness import Cluster, binary, check, fail, kstr, run  # noqa: E402
+from strata_harness import BIN, Cluster, binary, check, fail, kstr, run  # noqa: E402
 
 SESSION_MS = 3000
 SLACK_MS = 3000  # the fencing check's period, a heartbeat in flight, a commit
@@ -203,7 +203,7 @@ try:
         if r != (0, 0, ctl, epoch):  # the rest still runs; the test fails at its end
             later.append("node %d refuses a BeginQuorumEpoch v0 of its own leader and epoch: %r" % (i, r))
             print("FAILS (at the end): " + later[-1], flush=True)
-    if os.path.exists(binary("strata")):
+    if os.path.exists(os.path.join(BIN, "strata")):
         rc, sout, serr = run([binary("strata"), "cluster", "--bootstrap", cl.bootstrap([1]), "status"],
                              check_rc=False, timeout=30)
         if "unknown command" in serr:
