@@ -11,7 +11,11 @@
 #   --base-port P    node i listens for clients on P + 2(i-1) and for the
 #                    quorum on P + 2(i-1) + 1 (default 19092)
 #   --override k=v   passed to every node (repeatable)
-#   --no-build       use build/bin/stratad as it is
+#   --node-override I k=v
+#                    passed to node I only, after the others (repeatable;
+#                    e.g. a voter list of its own)
+#   --no-build       use build/bin/stratad as it is ($STRATA_BIN_DIR/stratad
+#                    when that is set)
 #
 # Node ids are 1..N; every node is a voter of controller.quorum.voters and
 # they share one cluster.id, made at the first `up` of DIR and kept in
@@ -24,15 +28,17 @@ build=1
 cmd=""
 n=""
 overrides=()
+node_overrides=() # "I k=v" each
 while [ $# -gt 0 ]; do
     case "$1" in
     --dir) dir="$2"; shift 2 ;;
     --base-port) base="$2"; shift 2 ;;
     --override) overrides+=("--override" "$2"); shift 2 ;;
+    --node-override) node_overrides+=("$2 $3"); shift 3 ;;
     --no-build) build=0; shift ;;
     up|down|status) cmd="$1"; shift ;;
     [0-9]*) n="$1"; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "cluster.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -74,6 +80,10 @@ up)
         mkdir -p "$nd"
         if alive "$i"; then echo "node $i is running already (pid $(cat "$nd/pid"))"; continue; fi
         p=$((base + 2 * (i - 1)))
+        mine=()
+        for o in "${node_overrides[@]+"${node_overrides[@]}"}"; do
+            [ "${o%% *}" = "$i" ] && mine+=("--override" "${o#* }")
+        done
         echo "==== start $(date -u +%FT%TZ) ====" >>"$nd/stratad.log"
         nohup "$stratad" --config "$root/config/server.properties" \
             --override node.id="$i" \
@@ -86,7 +96,7 @@ up)
             --override log.dirs="$nd/logs" \
             --override remote.log.cache.dir="$nd/cache" \
             --override objectstore.file.root="$dir/bucket" \
-            "${overrides[@]}" >>"$nd/stratad.log" 2>&1 </dev/null &
+            "${overrides[@]+"${overrides[@]}"}" "${mine[@]+"${mine[@]}"}" >>"$nd/stratad.log" 2>&1 </dev/null &
         echo $! >"$nd/pid"
     done
     # ready when each answers on its client port

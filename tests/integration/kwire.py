@@ -2,7 +2,7 @@
 kwire - just enough of Kafka's wire format, in classic (non-flexible)
 versions, for tests that must send requests by hand: record batches with
 CRC32C, Produce v3, Fetch v4, ListOffsets v1, DeleteRecords v0,
-IncrementalAlterConfigs v0, CreateTopics v0, Metadata v1.
+IncrementalAlterConfigs v0, CreateTopics v0, Metadata v5.
 
 Responses are parsed with a small cursor; every function returns plain
 tuples and lists.
@@ -295,3 +295,61 @@ def describe_cluster(conn):
         c.skip_tags()
         brokers.append((bid, host, port, rack))
     return err, cluster_id, controller, brokers
+
+
+def metadata(conn, topics=None):
+    """Metadata v5 (topics None: all): a dict with brokers {id: (host,
+    port, rack)}, cluster_id, controller_id and topics {name: (error,
+    {partition: dict(error, leader, replicas, isr, offline)})}."""
+    if topics is None:
+        body = struct.pack(">i", -1)
+    else:
+        body = struct.pack(">i", len(topics)) + b"".join(kstr(t) for t in topics)
+    c = conn.call(3, 5, body + b"\x00")  # allow_auto_topic_creation false
+    c.take(">i")  # throttle
+    brokers = {}
+    for _ in range(c.take(">i")):
+        bid = c.take(">i")
+        host = c.string()
+        port = c.take(">i")
+        brokers[bid] = (host, port, c.string())
+    cluster_id = c.string()
+    controller = c.take(">i")
+    out = {}
+
+    def ints():
+        return [c.take(">i") for _ in range(max(c.take(">i"), 0))]
+
+    for _ in range(c.take(">i")):
+        terr = c.take(">h")
+        name = c.string()
+        c.take(">b")  # is_internal
+        parts = {}
+        for _ in range(c.take(">i")):
+            perr, idx, leader = c.take(">hii")
+            parts[idx] = dict(error=perr, leader=leader, replicas=ints(), isr=ints(), offline=ints())
+        out[name] = (terr, parts)
+    return dict(brokers=brokers, cluster_id=cluster_id, controller_id=controller, topics=out)
+
+
+def describe_configs(conn, topics):
+    """DescribeConfigs v0 of topics: {topic: (error, {name: value})}."""
+    body = struct.pack(">i", len(topics))
+    for t in topics:
+        body += struct.pack(">b", 2) + kstr(t) + struct.pack(">i", -1)
+    c = conn.call(32, 0, body)
+    c.take(">i")  # throttle
+    out = {}
+    for _ in range(c.take(">i")):
+        err = c.take(">h")
+        c.string()
+        c.take(">b")
+        name = c.string()
+        configs = {}
+        for _ in range(max(c.take(">i"), 0)):
+            k = c.string()
+            v = c.string()
+            c.take(">bbb")
+            configs[k] = v
+        out[name] = (err, configs)
+    return out

@@ -598,3 +598,344 @@ def check_acked_topic(broker, topic, partitions, size, acks, what, timeout=300):
     for at, k in acks.items():
         check(keys.get(at) == k, "%s: %s was acknowledged at %d-%d, which holds %s" % (what, k, at[0], at[1], keys.get(at)))
     return nexts
+
+
+# ---- a cluster of combined nodes, started by scripts/cluster.sh
+#
+# cluster.sh starts every node in the background and exits, so the nodes
+# are orphans: this process makes itself their subreaper (PR_SET_CHILD_
+# SUBREAPER) and a thread reaps them, so that a node killed or refusing to
+# start is gone at once (a zombie would look alive to `kill -0`).
+
+CLUSTER_SH = os.path.join(ROOT, "scripts", "cluster.sh")
+_clusters = []
+
+
+def _become_subreaper():
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def free_port_block(n, tries=200):
+    """A base port P with P..P+n-1 all free on loopback right now, below
+    the kernel's ephemeral range (so no outgoing connection takes one of
+    them between this probe and the nodes' start)."""
+    import random
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    for _ in range(tries):
+        base = random.randrange(10000, max(low, 10000 + 2 * n) - n)
+        socks = []
+        try:
+            for p in range(base, base + n):
+                s = socket.socket()
+                s.bind(("127.0.0.1", p))
+                socks.append(s)
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no %d consecutive free ports" % n)
+
+
+class Cluster:
+    """N combined (broker + controller) nodes, ids 1..N, started with
+    scripts/cluster.sh under a temporary root.  Node i serves clients on
+    port(i) and the quorum on quorum_port(i).  node_overrides {i: {k: v}}
+    are passed to node i only (cluster.sh --node-override)."""
+
+    LEADER_LINE = re.compile(r"raft: node (\d+) is the leader of epoch (\d+)")
+
+    def __init__(self, n=3, overrides=None, node_overrides=None, root=None):
+        self.n = n
+        self.root = root or tempfile.mkdtemp(prefix="strata-cluster-")
+        self.dir = os.path.join(self.root, "cluster")
+        self.base = free_port_block(2 * n)
+        self.overrides = dict(overrides or {})
+        self.node_overrides = {i: dict(v) for i, v in (node_overrides or {}).items()}
+        self.exits = {}  # pid -> wait status, of nodes reaped
+        self._reaping = _become_subreaper()
+        self._stop_reaper = False
+        if self._reaping:
+            import threading
+            self._reaper = threading.Thread(target=self._reap_loop, daemon=True)
+            self._reaper.start()
+        _clusters.append(self)
+
+    # -- addresses and files
+    def port(self, i):
+        return self.base + 2 * (i - 1)
+
+    def quorum_port(self, i):
+        return self.port(i) + 1
+
+    def bootstrap(self, nodes=None):
+        return ",".join("127.0.0.1:%d" % self.port(i) for i in (nodes or self.ids()))
+
+    def ids(self):
+        return list(range(1, self.n + 1))
+
+    def node_dir(self, i):
+        return os.path.join(self.dir, "node-%d" % i)
+
+    def logfile(self, i):
+        return os.path.join(self.node_dir(i), "stratad.log")
+
+    def metadata_dir(self, i):
+        return os.path.join(self.node_dir(i), "logs", "__cluster_metadata-0")
+
+    def cluster_id(self):
+        with open(os.path.join(self.dir, "cluster.id")) as f:
+            return f.read().strip()
+
+    # -- processes
+    def _reap_loop(self):
+        while not self._stop_reaper:
+            for i in self.ids():
+                pid = self.pid(i)
+                if pid is None or pid in self.exits:
+                    continue
+                try:
+                    got, status = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    continue
+                if got == pid:
+                    self.exits[pid] = status
+            time.sleep(0.02)
+
+    def pid(self, i):
+        try:
+            with open(os.path.join(self.node_dir(i), "pid")) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            return None
+
+    def pids(self):
+        return {i: self.pid(i) for i in self.ids()}
+
+    def alive(self, i):
+        pid = self.pid(i)
+        if pid is None or pid in self.exits:
+            return False
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    def live(self):
+        return [i for i in self.ids() if self.alive(i)]
+
+    def _sh(self, *args, node_overrides=None, timeout=120, check_rc=True):
+        cmd = ["bash", CLUSTER_SH] + list(args) + ["--dir", self.dir, "--base-port", str(self.base),
+                                                    "--no-build"]
+        for k, v in self.overrides.items():
+            cmd += ["--override", "%s=%s" % (k, v)]
+        nov = {i: dict(v) for i, v in self.node_overrides.items()}
+        for i, v in (node_overrides or {}).items():
+            nov.setdefault(i, {}).update(v)
+        for i, v in sorted(nov.items()):
+            for k, val in v.items():
+                cmd += ["--node-override", str(i), "%s=%s" % (k, val)]
+        env = dict(os.environ, STRATA_BIN_DIR=BIN)
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, env=env)
+        out = p.stdout.decode(errors="replace")
+        if check_rc and p.returncode != 0:
+            self.explain()
+            fail("cluster.sh %s exited %d:\n%s" % (args[0], p.returncode, out))
+        return p.returncode, out
+
+    def up(self, wait=True, timeout=60, node_overrides=None, check_rc=True):
+        """cluster.sh up N: starts every node that is not running.  With
+        wait, returns once every node names the same controller and lists
+        every node as a live broker.  Returns (rc, output)."""
+        rc, out = self._sh("up", str(self.n), node_overrides=node_overrides, check_rc=check_rc)
+        if rc == 0 and wait:
+            self.wait_stable(timeout=timeout)
+        return rc, out
+
+    def restart(self, i, wait=True, timeout=60, **kw):
+        check(not self.alive(i), "restart(%d): node %d is running" % (i, i))
+        return self.up(wait=wait, timeout=timeout, **kw)
+
+    def kill(self, i, sig=signal.SIGKILL):
+        """Signal node i; for SIGKILL and SIGTERM, wait until it is gone."""
+        pid = self.pid(i)
+        check(pid is not None and self.alive(i), "kill(%d): node %d is not running" % (i, i))
+        os.kill(pid, sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            deadline = time.time() + 30
+            while self.alive(i):
+                if time.time() > deadline:
+                    self.explain()
+                    fail("node %d (pid %d) did not stop after signal %d" % (i, pid, sig))
+                time.sleep(0.005)
+
+    def stop(self):
+        """cluster.sh down (stopped nodes are continued first)."""
+        for i in self.live():
+            try:
+                os.kill(self.pid(i), signal.SIGCONT)
+            except OSError:
+                pass
+        if os.path.isdir(self.dir):
+            self._sh("down", check_rc=False)
+        self._stop_reaper = True
+
+    SANITIZER = re.compile(r"ERROR: (AddressSanitizer|LeakSanitizer|ThreadSanitizer)|runtime error: ")
+
+    def sanitizer_reports(self):
+        """{node: the first lines of a sanitizer's report in its log}."""
+        out = {}
+        for i in self.ids():
+            lines = self.log_text(i).splitlines()
+            for k, line in enumerate(lines):
+                if self.SANITIZER.search(line):
+                    out[i] = "\n".join(lines[max(0, k - 3):k + 25])
+                    break
+        return out
+
+    def cleanup(self):
+        """Stop the nodes and remove their files (kept, and named, when
+        STRATA_KEEP_CLUSTER is set).  A sanitizer's report in a node's log
+        (a sanitizer build) fails the test."""
+        self.stop()
+        reports = self.sanitizer_reports()
+        keep = os.environ.get("STRATA_KEEP_CLUSTER") or reports
+        if keep:
+            print("the cluster's files are kept in %s" % self.dir, flush=True)
+        else:
+            shutil.rmtree(self.root, ignore_errors=True)
+        if self in _clusters:
+            _clusters.remove(self)
+        for i, text in sorted(reports.items()):
+            print("---- node %d's log holds a sanitizer report:\n%s" % (i, text), flush=True)
+        if reports:
+            fail("sanitizer reports in the logs of node(s) %s" % sorted(reports))
+
+    # -- what the nodes say
+    def conn(self, i, timeout=5):
+        import kwire
+        return kwire.Conn(self.port(i), timeout=timeout)
+
+    def metadata(self, i, topics=None, timeout=5):
+        """Metadata v5 from node i (kwire.metadata's dict)."""
+        import kwire
+        c = self.conn(i, timeout)
+        try:
+            return kwire.metadata(c, topics)
+        finally:
+            c.close()
+
+    def controller_id(self, i, timeout=2):
+        """The controller node i names, None when it does not answer."""
+        try:
+            return self.metadata(i, topics=[], timeout=timeout)["controller_id"]
+        except (OSError, ConnectionError, struct.error, AssertionError):
+            return None
+
+    def leader_id(self, nodes=None):
+        """The controller every live node (or each of nodes) names, when
+        they agree on one that is running; else None."""
+        nodes = nodes or self.live()
+        ids = {self.controller_id(i) for i in nodes}
+        if len(ids) == 1:
+            (lid,) = ids
+            if lid is not None and lid >= 0 and self.alive(lid):
+                return lid
+        return None
+
+    def wait_leader(self, nodes=None, timeout=30):
+        lid = [None]
+
+        def agreed():
+            lid[0] = self.leader_id(nodes)
+            return lid[0] is not None
+        self.wait(agreed, timeout, "the nodes %s to agree on a controller" % (nodes or self.live()))
+        return lid[0]
+
+    def wait_stable(self, timeout=60):
+        """Every live node names the same controller and lists every live
+        node as an (unfenced) broker."""
+        want = set(self.live())
+
+        def stable():
+            if self.leader_id() is None:
+                return False
+            for i in want:
+                try:
+                    if set(self.metadata(i, topics=[])["brokers"]) != want:
+                        return False
+                except (OSError, ConnectionError, struct.error, AssertionError):
+                    return False
+            return True
+        self.wait(stable, timeout, "nodes %s to agree on a controller and list each other" % sorted(want))
+
+    def leaders_from_logs(self):
+        """[(epoch, node)] of every "is the leader of epoch" line, by epoch."""
+        out = set()
+        for i in self.ids():
+            for node, epoch in self.LEADER_LINE.findall(self.log_text(i)):
+                out.add((int(epoch), int(node)))
+        return sorted(out)
+
+    def log_text(self, i):
+        try:
+            with open(self.logfile(i), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def log_tail(self, i, n=40):
+        return "\n".join(self.log_text(i).splitlines()[-n:])
+
+    def wait(self, pred, timeout, what, interval=0.05):
+        """Poll pred until it holds; a node that does not answer (a
+        connection error, a cut answer) counts as not yet."""
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            try:
+                if pred():
+                    return True
+            except (OSError, ConnectionError, struct.error) as e:
+                last = e
+            time.sleep(interval)
+        self.explain()
+        fail("timed out after %ss waiting for %s%s" % (timeout, what, " (last error: %s)" % last if last else ""))
+
+    def explain(self, n=None):
+        """Print each node's state and the end of its log."""
+        n = n or int(os.environ.get("STRATA_LOG_LINES", "40"))
+        for i in self.ids():
+            pid = self.pid(i)
+            state = "running" if self.alive(i) else "not running"
+            if pid in self.exits:
+                st = self.exits[pid]
+                state += " (exit %s)" % (os.WEXITSTATUS(st) if os.WIFEXITED(st) else "signal %d" % os.WTERMSIG(st))
+            print("---- node %d (pid %s, %s, port %d); its log ends:\n%s" %
+                  (i, pid, state, self.port(i), self.log_tail(i, n)), flush=True)
+
+    def explain_failure(self, exc):
+        """For `except SystemExit as e`."""
+        if exc.code:
+            self.explain()
+
+
+@atexit.register
+def _stop_clusters():
+    for c in list(_clusters):
+        try:
+            c.stop()
+        except Exception as e:  # noqa: BLE001 (best effort at exit)
+            print("stopping a cluster at exit: %s" % e)

@@ -1,0 +1,136 @@
+"""
+tcpproxy - a TCP proxy for fault tests: listens on a loopback port and
+forwards each connection to a target, until told otherwise.
+
+Modes (set_mode):
+  pass       bytes flow both ways (a new connection is connected to the
+             target);
+  blackhole  a network partition as the peers see it: connections stay
+             open but every byte either side sends is dropped; new
+             connections are accepted and held, never connected.  Going
+             back to pass closes every connection that lost bytes or was
+             held (their streams are cut mid-frame), so the peers
+             reconnect;
+  reset      every connection is closed, new ones are closed at once.
+
+In a test:  p = TcpProxy(("127.0.0.1", port)).start(); p.port; p.set_mode(...)
+By hand:    python3 tcpproxy.py LISTEN_PORT HOST:PORT, then type a mode per
+            line on stdin.
+"""
+import select
+import socket
+import sys
+import threading
+
+PASS, BLACKHOLE, RESET = "pass", "blackhole", "reset"
+
+
+class TcpProxy:
+    def __init__(self, target, listen_port=0, name=None):
+        self.target = target
+        self.name = name or "proxy->%s:%d" % target
+        self.ls = socket.socket()
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind(("127.0.0.1", listen_port))
+        self.ls.listen(64)
+        self.port = self.ls.getsockname()[1]
+        self.mode = PASS
+        self.lock = threading.Lock()
+        self.conns = []  # [client, upstream or None, cut flag list]
+        self.dropped = 0  # bytes dropped while blackholed
+        self.accepted = 0
+        self.closed = False
+
+    def start(self):
+        threading.Thread(target=self._accept_loop, name=self.name, daemon=True).start()
+        return self
+
+    def set_mode(self, mode):
+        assert mode in (PASS, BLACKHOLE, RESET), mode
+        with self.lock:
+            self.mode = mode
+            doomed = []
+            if mode == RESET:
+                doomed, self.conns = self.conns, []
+            elif mode == PASS:
+                doomed = [c for c in self.conns if c[2][0] or c[1] is None]
+                self.conns = [c for c in self.conns if c not in doomed]
+        for c in doomed:
+            self._close(c)
+
+    def close(self):
+        self.closed = True
+        self.set_mode(RESET)
+        self.ls.close()
+
+    @staticmethod
+    def _close(c):
+        for s in c[:2]:
+            if s is not None:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+
+    def _accept_loop(self):
+        while not self.closed:
+            try:
+                cs, _ = self.ls.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            with self.lock:
+                mode = self.mode
+            if mode == RESET:
+                cs.close()
+                continue
+            up = None
+            if mode == PASS:
+                try:
+                    up = socket.create_connection(self.target, timeout=5)
+                    up.settimeout(None)
+                except OSError:
+                    cs.close()  # the target is down: as a refused connect
+                    continue
+            c = [cs, up, [False]]
+            with self.lock:
+                self.conns.append(c)
+            threading.Thread(target=self._pump, args=(c,), daemon=True).start()
+
+    def _pump(self, c):
+        cs, up, cut = c
+        socks = [s for s in (cs, up) if s is not None]
+        try:
+            while True:
+                r, _, _ = select.select(socks, [], [], 0.5)
+                with self.lock:
+                    if c not in self.conns:
+                        return
+                    mode = self.mode
+                for s in r:
+                    data = s.recv(65536)
+                    if not data:
+                        raise EOFError
+                    if mode != PASS or up is None:
+                        cut[0] = True
+                        self.dropped += len(data)
+                        continue
+                    (up if s is cs else cs).sendall(data)
+        except (OSError, EOFError, ValueError):
+            pass
+        finally:
+            with self.lock:
+                if c in self.conns:
+                    self.conns.remove(c)
+            self._close(c)
+
+
+if __name__ == "__main__":
+    host, _, port = sys.argv[2].rpartition(":")
+    p = TcpProxy((host or "127.0.0.1", int(port)), int(sys.argv[1])).start()
+    print("listening on 127.0.0.1:%d, forwarding to %s" % (p.port, sys.argv[2]), flush=True)
+    for line in sys.stdin:
+        if line.strip():
+            p.set_mode(line.strip())
+            print("mode %s" % p.mode, flush=True)
