@@ -144,6 +144,22 @@ st_err_t st_ctl__commit_records(st_controller_t *c, const st_ctl_rec_t *recs, in
     return e;
 }
 
+/* What an operation answers when its commit failed: NOT_CONTROLLER and
+ * REQUEST_TIMED_OUT as they are (a client retries them: the quorum is
+ * electing, or this node lost it), anything else is the metadata log's. */
+static void commit_failed(st_op_result_t *res, st_err_t e) {
+    if (e == ST_E_NOT_CONTROLLER || e == ST_E_REQUEST_TIMED_OUT) {
+        res->error = e;
+        snprintf(res->message, sizeof res->message,
+                 e == ST_E_NOT_CONTROLLER
+                     ? "This node is not the active controller (the quorum is electing one)."
+                     : "The metadata quorum did not commit the change in time.");
+        return;
+    }
+    res->error = ST_E_KAFKA_STORAGE_ERROR;
+    snprintf(res->message, sizeof res->message, "metadata log write failed: %s", st_err_msg(e));
+}
+
 /* ---- thread ----------------------------------------------------------- */
 
 void st_controller_submit(st_controller_t *c, st_controller_job_cb fn, void *arg) {
@@ -540,8 +556,7 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
     st_err_t e = commit(c, &p);
     pending_fini(&p);
     if (e) {
-        res->error = ST_E_KAFKA_STORAGE_ERROR;
-        snprintf(res->message, sizeof res->message, "metadata log write failed: %s", st_err_msg(e));
+        commit_failed(res, e);
         goto out;
     }
     ST_INFO("controller", "created topic %.*s with %d partitions (replication factor %d)",
@@ -575,8 +590,7 @@ void st_controller_delete_topic(st_controller_t *c, const char *name, size_t len
     st_err_t e = commit(c, &p);
     pending_fini(&p);
     if (e) {
-        res->error = ST_E_KAFKA_STORAGE_ERROR;
-        snprintf(res->message, sizeof res->message, "metadata log write failed");
+        commit_failed(res, e);
     } else {
         ST_INFO("controller", "deleted topic %s", tname);
     }
@@ -638,10 +652,7 @@ void st_controller_create_partitions(st_controller_t *c, const char *name, size_
         add_partition_record(&p, &tid, t->nparts + i, reps + (size_t)i * (size_t)rf, rf);
     st_err_t e = commit(c, &p);
     pending_fini(&p);
-    if (e) {
-        res->error = ST_E_KAFKA_STORAGE_ERROR;
-        snprintf(res->message, sizeof res->message, "metadata log write failed");
-    }
+    if (e) commit_failed(res, e);
 out:
     free(reps);
     free(brokers);
@@ -789,10 +800,8 @@ void st_controller_alter_configs(st_controller_t *c, int resource_type, const ch
                                    st_str(kv[k].value)};
             pending_add(&p, ST_MREC_CONFIG, 0, &cr);
         }
-        if (commit(c, &p)) {
-            res->error = ST_E_KAFKA_STORAGE_ERROR;
-            snprintf(res->message, sizeof res->message, "metadata log write failed");
-        }
+        st_err_t ce = commit(c, &p);
+        if (ce) commit_failed(res, ce);
         pending_fini(&p);
     }
     for (int i = 0; i < cnt; i++) {

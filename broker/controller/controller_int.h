@@ -89,6 +89,9 @@ struct st_controller {
     st_metalog_t *ml;
     st_raft_t *raft;
     int64_t applied_end; /* every entry below it is in the image */
+    int32_t voter_ids[ST_RAFT_MAX_VOTERS]; /* this node's voter set, ascending */
+    int nvoter_ids;
+    int32_t voters_checked_epoch; /* the last LeaderChange compared with it */
     peer_t *peers;       /* the other voters */
     int npeers;
     pending_req_t *pending;

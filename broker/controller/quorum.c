@@ -350,6 +350,50 @@ static void op_send(void *arg, int32_t dest, const st_raft_msg_t *msg) {
 
 /* ---- apply and leader changes -------------------------------------------------------- */
 
+/* A LeaderChange names the leader's voter set: a node configured with
+ * another controller.quorum.voters says so (the Raft's own messages carry
+ * no voter set, so this is where a disagreement shows). */
+static void check_voters(st_controller_t *c, const st_raft_entry_t *e) {
+    if (e->epoch == c->voters_checked_epoch) return;
+    c->voters_checked_epoch = e->epoch;
+    st_rd_t r;
+    st_rd_init(&r, e->data, (size_t)e->len);
+    st_rd_i16(&r); /* version */
+    int32_t leader = st_rd_i32(&r);
+    int64_t n = (int64_t)st_rd_uvarint(&r) - 1;
+    int32_t ids[ST_RAFT_MAX_VOTERS];
+    int k = 0, bad = r.err || n < 0 || n > ST_RAFT_MAX_VOTERS;
+    for (int64_t i = 0; i < n && !bad; i++) {
+        ids[k++] = st_rd_i32(&r);
+        for (uint64_t t = st_rd_uvarint(&r); t > 0 && !r.err; t--) { /* tagged fields */
+            st_rd_uvarint(&r);
+            st_rd_bytes(&r, (size_t)st_rd_uvarint(&r));
+        }
+        bad = r.err;
+    }
+    if (bad) {
+        ST_WARN("quorum", "the LeaderChange record of epoch %d does not decode", (int)e->epoch);
+        return;
+    }
+    int same = k == c->nvoter_ids;
+    for (int i = 0; i < k && same; i++) {
+        int found = 0;
+        for (int j = 0; j < c->nvoter_ids; j++) found |= ids[i] == c->voter_ids[j];
+        same = found;
+    }
+    if (same) return;
+    char theirs[256] = "", ours[256] = "";
+    for (int i = 0; i < k; i++)
+        snprintf(theirs + strlen(theirs), sizeof theirs - strlen(theirs), "%s%d", i ? "," : "",
+                 (int)ids[i]);
+    for (int i = 0; i < c->nvoter_ids; i++)
+        snprintf(ours + strlen(ours), sizeof ours - strlen(ours), "%s%d", i ? "," : "",
+                 (int)c->voter_ids[i]);
+    ST_ERROR("quorum", "controller.quorum.voters disagree: node %d, leader of epoch %d, has the "
+                       "voters %s, this node has %s; give every node the same voter list",
+             (int)leader, (int)e->epoch, theirs, ours);
+}
+
 static void op_apply(void *arg, const st_raft_entry_t *entries, int n) {
     st_controller_t *c = host(arg);
     const uint8_t **batches = st_malloc(sizeof *batches * (size_t)(n ? n : 1));
@@ -362,6 +406,7 @@ static void op_apply(void *arg, const st_raft_entry_t *entries, int n) {
             c->wait_seen_us = st_mono_us();
         }
         c->applied_end = e->base_offset + e->record_count;
+        if (e->control == ST_RAFT_CONTROL_LEADER_CHANGE) check_voters(c, e);
         if (e->control) continue;
         batches[nb] = e->data;
         lens[nb] = e->len;
@@ -464,6 +509,9 @@ st_err_t st_ctl__quorum_open(st_controller_t *c, char *err, size_t errlen) {
             ids[j] = ids[j - 1];
             ids[j - 1] = t;
         }
+    memcpy(c->voter_ids, ids, sizeof ids[0] * (size_t)nvoters);
+    c->nvoter_ids = nvoters;
+    c->voters_checked_epoch = -1;
     if (c->npeers > 0 && !c->cfg.net) {
         snprintf(err, errlen, "a quorum of %d voters needs the network", nvoters);
         return ST_E_CONFIG;
