@@ -289,6 +289,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     };
     if (ndirs == 0 || st_logmgr_open(&lcfg, &srv.logs, err, sizeof err)) {
         fprintf(stderr, "stratad: %s\n", ndirs ? err : "log.dirs is empty");
+        st_free_strv(dirs, ndirs);
         return 1;
     }
     /* Cleaning passes a crash interrupted are finished or undone as each
@@ -306,6 +307,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
             fprintf(stderr, "stratad: object store: %s\n", err);
             st_os_destroy(os);
             st_logmgr_close(srv.logs);
+            st_free_strv(dirs, ndirs);
             return 1;
         }
         char cache_dir[4200];
@@ -333,6 +335,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
             fprintf(stderr, "stratad: %s\n", err);
             st_os_destroy(os);
             st_logmgr_close(srv.logs);
+            st_free_strv(dirs, ndirs);
             return 1;
         }
         st_replicas_set_tier(srv.rm, tier);
@@ -345,6 +348,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     if (st_controller_open(&ccfg, srv.logs, st_replicas_sync, srv.rm, &srv.ctl, err, sizeof err)) {
         fprintf(stderr, "stratad: %s\n", err);
         st_logmgr_close(srv.logs);
+        st_free_strv(dirs, ndirs);
         return 1;
     }
     srv.groups = st_server_groups_new(&srv);
