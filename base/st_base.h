@@ -104,6 +104,9 @@
     X(THROTTLING_QUOTA_EXCEEDED, 89, 1, 89, "throttling quota exceeded")               \
     X(RESOURCE_NOT_FOUND, 91, 0, 91, "resource not found")                             \
     X(DUPLICATE_RESOURCE, 92, 0, 92, "duplicate resource")                             \
+    X(INCONSISTENT_VOTER_SET, 94, 0, 94, "inconsistent voter set")                     \
+    X(SNAPSHOT_NOT_FOUND, 98, 0, 98, "snapshot not found")                             \
+    X(POSITION_OUT_OF_RANGE, 99, 0, 99, "position out of range")                       \
     X(UNKNOWN_TOPIC_ID, 100, 1, 100, "unknown topic id")                               \
     X(DUPLICATE_BROKER_REGISTRATION, 101, 0, 101, "duplicate broker registration")     \
     X(BROKER_ID_NOT_REGISTERED, 102, 0, 102, "broker id not registered")               \

@@ -133,6 +133,18 @@ static void changes_fini(changes_t *ch) {
     free(ch->v);
 }
 
+/* Commits `first` (when set) and the PartitionChangeRecords in ch as one
+ * batch. */
+static st_err_t commit_changes(st_controller_t *c, const st_ctl_rec_t *first, const changes_t *ch) {
+    int k = 0;
+    st_ctl_rec_t *recs = st_malloc(sizeof *recs * (size_t)(ch->n + 1));
+    if (first) recs[k++] = *first;
+    for (int i = 0; i < ch->n; i++) recs[k++] = (st_ctl_rec_t){ST_MREC_PARTITION_CHANGE, &ch->v[i]};
+    st_err_t e = st_ctl__commit_records(c, recs, k);
+    free(recs);
+    return e;
+}
+
 static int is_live(const st_meta_image_t *img, int32_t id, int32_t except) {
     if (id == except) return 0;
     const st_meta_broker_t *b = image_broker(img, id);
@@ -213,15 +225,12 @@ static st_err_t write_fencing(st_controller_t *c, int32_t id, int fence) {
     changes_t ch = {0};
     if (fence) fence_changes(c, c->image, id, &ch);
     else unfence_changes(c->image, id, &ch);
-    st_ctl_rec_t *recs = st_malloc(sizeof *recs * (size_t)(ch.n + 1));
-    recs[0] = (st_ctl_rec_t){fence ? ST_MREC_FENCE_BROKER : ST_MREC_UNFENCE_BROKER, &f};
-    for (int i = 0; i < ch.n; i++) recs[i + 1] = (st_ctl_rec_t){ST_MREC_PARTITION_CHANGE, &ch.v[i]};
-    st_err_t e = st_ctl__commit_records(c, recs, ch.n + 1);
+    st_ctl_rec_t rec = {fence ? ST_MREC_FENCE_BROKER : ST_MREC_UNFENCE_BROKER, &f};
+    st_err_t e = commit_changes(c, &rec, &ch);
     if (!e)
         ST_INFO("controller", "broker %d %s; %d partition%s changed leader or ISR", (int)id,
                 fence ? "fenced (no heartbeat within broker.session.timeout.ms)" : "unfenced",
                 ch.n, ch.n == 1 ? "" : "s");
-    free(recs);
     changes_fini(&ch);
     return e;
 }
@@ -576,7 +585,7 @@ static st_err_t elect_one(st_controller_t *c, const st_meta_topic_t *t,
 }
 
 void st_controller_elect_leaders(st_controller_t *c, int election_type, st_elect_request_t *parts,
-                                 int nparts, int all) {
+                                 int nparts) {
     changes_t ch = {0};
     const st_meta_image_t *img = c->image;
     st_err_t e = !leads(c) ? ST_E_NOT_CONTROLLER : election_type == 0 || election_type == 1 ? ST_OK
@@ -602,12 +611,8 @@ void st_controller_elect_leaders(st_controller_t *c, int election_type, st_elect
                              sizeof p->message);
         if (ch.n > before) p->changed = before;
     }
-    (void)all;
     if (ch.n > 0) {
-        st_ctl_rec_t *recs = st_malloc(sizeof *recs * (size_t)ch.n);
-        for (int i = 0; i < ch.n; i++) recs[i] = (st_ctl_rec_t){ST_MREC_PARTITION_CHANGE, &ch.v[i]};
-        st_err_t ce = st_ctl__commit_records(c, recs, ch.n);
-        free(recs);
+        st_err_t ce = commit_changes(c, NULL, &ch);
         if (ce)
             for (int i = 0; i < nparts; i++)
                 if (parts[i].changed >= 0) {
@@ -654,13 +659,10 @@ static void rebalance_job(st_controller_t *c, void *arg) {
             }
     }
     if (ch.n > 0) {
-        st_ctl_rec_t *recs = st_malloc(sizeof *recs * (size_t)ch.n);
-        for (int i = 0; i < ch.n; i++) recs[i] = (st_ctl_rec_t){ST_MREC_PARTITION_CHANGE, &ch.v[i]};
-        if (st_ctl__commit_records(c, recs, ch.n) == ST_OK)
+        if (commit_changes(c, NULL, &ch) == ST_OK)
             ST_INFO("controller", "leader rebalance: %d partition%s back on their preferred "
                                   "replica",
                     ch.n, ch.n == 1 ? "" : "s");
-        free(recs);
     }
     changes_fini(&ch);
 }

@@ -164,7 +164,7 @@ typedef struct st_elect_request {
     int changed; /* internal */
 } st_elect_request_t;
 void st_controller_elect_leaders(st_controller_t *c, int election_type, st_elect_request_t *parts,
-                                 int nparts, int all);
+                                 int nparts);
 
 /* Run fn(c, arg) on the controller thread. */
 typedef void (*st_controller_job_cb)(st_controller_t *c, void *arg);

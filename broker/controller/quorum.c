@@ -134,6 +134,17 @@ static void on_unreachable(st_controller_t *c, ctl_event_t *ev) {
     st_raft_leader_unreachable(c->raft, ev->from);
 }
 
+/* An answer's bytes live only during the netclient's callback: the event
+ * keeps a copy (ev->frame) and the body decoded from it (ev->arena). */
+static st_err_t event_decode(ctl_event_t *ev, const st_netclient_resp_t *resp, void **body) {
+    ev->frame = st_malloc(resp->len ? resp->len : 1);
+    memcpy(ev->frame, resp->frame, resp->len);
+    st_netclient_resp_t own = *resp;
+    own.frame = ev->frame;
+    own.body = ev->frame + (resp->body - resp->frame);
+    return st_netclient_decode(&own, &ev->arena, body);
+}
+
 /* A loop thread: our request to dest was answered (or failed). */
 static void on_answer(st_netclient_t *nc, const st_netclient_resp_t *resp, void *arg) {
     (void)nc;
@@ -157,15 +168,10 @@ static void on_answer(st_netclient_t *nc, const st_netclient_resp_t *resp, void 
     }
     ctl_event_t *ev = st_calloc(1, sizeof *ev);
     st_arena_init(&ev->arena, 4096);
-    ev->frame = st_malloc(resp->len ? resp->len : 1);
-    memcpy(ev->frame, resp->frame, resp->len);
-    st_netclient_resp_t own = *resp;
-    own.frame = ev->frame;
-    own.body = ev->frame + (resp->body - resp->frame);
     void *body = NULL;
     int16_t werr;
     char why[256];
-    st_err_t e = st_netclient_decode(&own, &ev->arena, &body);
+    st_err_t e = event_decode(ev, resp, &body);
     if (!e)
         e = st_raft_wire_decode(o->api_key, o->version, 1, body, &records_ops, &ev->arena,
                                 &ev->msg, &werr, why, sizeof why);
@@ -201,12 +207,7 @@ static void on_own_answer(st_netclient_t *nc, const st_netclient_resp_t *resp, v
     ev->from = o->dest;
     ev->err = resp->err;
     if (!resp->err) {
-        ev->frame = st_malloc(resp->len ? resp->len : 1);
-        memcpy(ev->frame, resp->frame, resp->len);
-        st_netclient_resp_t own = *resp;
-        own.frame = ev->frame;
-        own.body = ev->frame + (resp->body - resp->frame);
-        ev->err = st_netclient_decode(&own, &ev->arena, &ev->body);
+        ev->err = event_decode(ev, resp, &ev->body);
         if (ev->err) ev->body = NULL;
     }
     st_controller_t *c = o->c;

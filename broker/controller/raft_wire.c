@@ -50,7 +50,7 @@ static st_str_t cluster_str(const char *cid) { return cid ? st_str(cid) : ST_STR
 /* Top-level code for a Raft error: only INCONSISTENT_CLUSTER_ID lives
  * there; the partition then carries NONE. */
 static void split_error(int16_t code, int16_t *top, int16_t *part) {
-    if (code == ST_KAFKA_INCONSISTENT_CLUSTER_ID) {
+    if (code == ST_RAFT_ERR_INCONSISTENT_CLUSTER_ID) {
         *top = code;
         *part = 0;
     } else {
@@ -289,7 +289,7 @@ static int refuse_target(st_str_t topic, int has_name, const st_uuid_t *id, int 
                          int32_t part, int ntopics, int16_t *wire_error, char *why,
                          size_t whylen) {
     if (ntopics != 1 || npart != 1) {
-        *wire_error = ST_KAFKA_INVALID_REQUEST;
+        *wire_error = (int16_t)ST_E_INVALID_REQUEST;
         snprintf(why, whylen, "names %d topics and %d partitions; the metadata quorum takes "
                               "exactly one of each (__cluster_metadata-0)",
                  ntopics, npart);
@@ -298,7 +298,7 @@ static int refuse_target(st_str_t topic, int has_name, const st_uuid_t *id, int 
     int named = has_name ? st_str_eq(topic, ST_META_LOG_TOPIC)
                          : !memcmp(id->b, st_metadata_topic_id.b, 16);
     if (!named || part != 0) {
-        *wire_error = ST_KAFKA_UNKNOWN_TOPIC_OR_PARTITION;
+        *wire_error = (int16_t)ST_E_UNKNOWN_TOPIC_OR_PARTITION;
         if (has_name)
             snprintf(why, whylen, "names %.*s-%d, not __cluster_metadata-0",
                      topic.len > 0 ? (int)ST_MIN(topic.len, 255) : 0, topic.p ? topic.p : "",
@@ -407,7 +407,7 @@ st_err_t st_raft_wire_decode(int16_t api_key, int16_t version, int is_response, 
             int n = version >= 1 ? p->preferred_candidates.n : p->preferred_successors.n;
             if (n < 0) n = 0;
             if (n > ST_RAFT_MAX_VOTERS) {
-                *wire_error = ST_KAFKA_INVALID_REQUEST;
+                *wire_error = (int16_t)ST_E_INVALID_REQUEST;
                 snprintf(why, whylen, "names %d preferred successors; a quorum has at most %d "
                                       "voters",
                          n, ST_RAFT_MAX_VOTERS);
@@ -482,7 +482,7 @@ st_err_t st_raft_wire_decode(int16_t api_key, int16_t version, int is_response, 
                 st_err_t err = ro->decode(ro->arg, p->records.p, (size_t)p->records.len, a, &e,
                                           &n, bwhy, sizeof bwhy);
                 if (err) {
-                    *wire_error = ST_KAFKA_INVALID_REQUEST;
+                    *wire_error = (int16_t)ST_E_INVALID_REQUEST;
                     snprintf(why, whylen, "Fetch response records: %s", bwhy);
                     return ST_E_CORRUPT;
                 }
@@ -530,7 +530,7 @@ st_err_t st_raft_wire_decode(int16_t api_key, int16_t version, int is_response, 
             q->len = p->unaligned_records.len > 0 ? p->unaligned_records.len : 0;
             if (p->position < 0 || p->size < 0 || q->len > p->size ||
                 p->position > p->size - q->len) {
-                *wire_error = ST_KAFKA_INVALID_REQUEST;
+                *wire_error = (int16_t)ST_E_INVALID_REQUEST;
                 snprintf(why, whylen,
                          "FetchSnapshot answer: %d bytes at position %lld of a snapshot of "
                          "%lld bytes",
@@ -543,7 +543,7 @@ st_err_t st_raft_wire_decode(int16_t api_key, int16_t version, int is_response, 
         break;
     }
 #undef TARGET
-    *wire_error = ST_KAFKA_INVALID_REQUEST;
+    *wire_error = (int16_t)ST_E_INVALID_REQUEST;
     snprintf(why, whylen, "API %d carries no Raft message", (int)api_key);
     return ST_E_INVALID_REQUEST;
 }

@@ -31,20 +31,6 @@
 /* Kafka's fixed id of the metadata topic: 15 zero bytes and a 1. */
 extern const st_uuid_t st_metadata_topic_id;
 
-/* Kafka's wire codes the Raft answers with that broker/base has no name
- * for (KIP-595). */
-enum {
-    ST_KAFKA_INCONSISTENT_CLUSTER_ID = ST_RAFT_ERR_INCONSISTENT_CLUSTER_ID,
-    ST_KAFKA_INCONSISTENT_VOTER_SET = ST_RAFT_ERR_INCONSISTENT_VOTER_SET,
-    ST_KAFKA_FENCED_LEADER_EPOCH = 74,
-    ST_KAFKA_UNKNOWN_LEADER_EPOCH = 75,
-    ST_KAFKA_NOT_LEADER_OR_FOLLOWER = 6,
-    ST_KAFKA_UNKNOWN_TOPIC_OR_PARTITION = 3,
-    ST_KAFKA_INVALID_REQUEST = 42,
-    ST_KAFKA_SNAPSHOT_NOT_FOUND = ST_RAFT_ERR_SNAPSHOT_NOT_FOUND,
-    ST_KAFKA_POSITION_OUT_OF_RANGE = ST_RAFT_ERR_POSITION_OUT_OF_RANGE
-};
-
 typedef struct st_raft_records_ops {
     void *arg;
     /* The entries as concatenated record batches, appended to out. */

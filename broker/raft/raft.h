@@ -184,12 +184,12 @@ void st_raft_leader_change_encode(int32_t leader_id, const int32_t *voters, int 
  * sets the request's on the response, so raft can tell a current answer
  * from a late or duplicated one.
  */
-/* Kafka's wire codes that raft answers with and st_base's table does not
- * name (Errors.java numbering). */
-#define ST_RAFT_ERR_INCONSISTENT_VOTER_SET 94
-#define ST_RAFT_ERR_SNAPSHOT_NOT_FOUND 98
-#define ST_RAFT_ERR_POSITION_OUT_OF_RANGE 99
-#define ST_RAFT_ERR_INCONSISTENT_CLUSTER_ID 104
+/* Kafka's wire codes the Raft answers with, from st_base's one table (a
+ * Kafka code's st_err_t is its wire number). */
+#define ST_RAFT_ERR_INCONSISTENT_VOTER_SET ((int16_t)ST_E_INCONSISTENT_VOTER_SET)
+#define ST_RAFT_ERR_SNAPSHOT_NOT_FOUND ((int16_t)ST_E_SNAPSHOT_NOT_FOUND)
+#define ST_RAFT_ERR_POSITION_OUT_OF_RANGE ((int16_t)ST_E_POSITION_OUT_OF_RANGE)
+#define ST_RAFT_ERR_INCONSISTENT_CLUSTER_ID ((int16_t)ST_E_INCONSISTENT_CLUSTER_ID)
 
 typedef enum st_raft_msg_type {
     ST_RAFT_VOTE_REQUEST = 1,

@@ -707,7 +707,7 @@ typedef struct elect_ctx {
 static void elect_work(st_server_t *srv, st_controller_t *ctl, void *arg) {
     (void)srv;
     elect_ctx_t *x = arg;
-    st_controller_elect_leaders(ctl, x->type, x->parts, x->n, x->all);
+    st_controller_elect_leaders(ctl, x->type, x->parts, x->n);
 }
 
 static void elect_done(st_server_t *srv, st_request_t *req, void *arg) {

@@ -182,7 +182,7 @@ static void test_vote(void **state) {
     st_raft_msg_t r = {.type = ST_RAFT_VOTE_RESPONSE};
     r.u.vote_resp = (st_raft_vote_response_t){0, 2, 7, 1};
     for (int16_t v = 0; v <= 2; v++) roundtrip(&r, v);
-    r.u.vote_resp = (st_raft_vote_response_t){ST_KAFKA_FENCED_LEADER_EPOCH, 1, 9, 0};
+    r.u.vote_resp = (st_raft_vote_response_t){(int16_t)ST_E_FENCED_LEADER_EPOCH, 1, 9, 0};
     roundtrip(&r, 2);
 }
 
@@ -205,7 +205,7 @@ static void test_quorum_epochs(void **state) {
     roundtrip(&r, 0);
     roundtrip(&r, 1);
     r.type = ST_RAFT_END_QUORUM_EPOCH_RESPONSE;
-    r.u.epoch_resp = (st_raft_epoch_response_t){ST_KAFKA_NOT_LEADER_OR_FOLLOWER, -1, 13};
+    r.u.epoch_resp = (st_raft_epoch_response_t){(int16_t)ST_E_NOT_LEADER_OR_FOLLOWER, -1, 13};
     roundtrip(&r, 0);
     roundtrip(&r, 1);
 }
@@ -242,7 +242,7 @@ static void test_fetch(void **state) {
     q->snapshot_id = (st_raft_snapshot_id_t){2048, 9};
     roundtrip(&r, 15);
     /* INCONSISTENT_CLUSTER_ID goes top level and comes back as the code */
-    q->error_code = ST_KAFKA_INCONSISTENT_CLUSTER_ID;
+    q->error_code = ST_RAFT_ERR_INCONSISTENT_CLUSTER_ID;
     roundtrip(&r, 15);
 }
 
@@ -280,7 +280,7 @@ static void test_refusals(void **state) {
     b->topics.v[0].topic_name = st_str("orders");
     assert_int_equal(st_raft_wire_decode(ST_API_VOTE, 2, 0, b, &ro, &a, &out, &werr, why, sizeof why),
                      ST_E_INVALID_REQUEST);
-    assert_int_equal(werr, ST_KAFKA_UNKNOWN_TOPIC_OR_PARTITION);
+    assert_int_equal(werr, (int16_t)ST_E_UNKNOWN_TOPIC_OR_PARTITION);
     assert_non_null(strstr(why, "names orders-0, not __cluster_metadata-0"));
     b->topics.v[0].topic_name = st_str("__cluster_metadata");
     b->topics.v[0].partitions.v[0].partition_index = 1;
@@ -290,7 +290,7 @@ static void test_refusals(void **state) {
     b->topics.n = 0;
     assert_int_equal(st_raft_wire_decode(ST_API_VOTE, 2, 0, b, &ro, &a, &out, &werr, why, sizeof why),
                      ST_E_INVALID_REQUEST);
-    assert_int_equal(werr, ST_KAFKA_INVALID_REQUEST);
+    assert_int_equal(werr, (int16_t)ST_E_INVALID_REQUEST);
     assert_non_null(strstr(why, "names 0 topics"));
 
     /* Fetch v13+: by topic id */
