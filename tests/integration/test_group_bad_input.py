@@ -31,6 +31,7 @@ E_NONE, E_UNKNOWN_TOPIC, E_METADATA_TOO_LARGE = 0, 3, 12
 E_ILLEGAL_GENERATION, E_INCONSISTENT_PROTOCOL, E_INVALID_GROUP_ID = 22, 23, 24
 E_UNKNOWN_MEMBER, E_INVALID_SESSION, E_REBALANCE, E_UNKNOWN_SERVER = 25, 26, 27, -1
 E_NON_EMPTY, E_SUBSCRIBED = 68, 86
+E_LOAD_IN_PROGRESS, E_NOT_COORDINATOR = 14, 16
 
 
 def kbytes(b):
@@ -302,6 +303,13 @@ try:
     check(b.stop() == 0, "stratad did not stop cleanly")
     b.start()
     g = G(b.port)
+    # the coordinator loads its partitions after the restart; until then a
+    # client is told COORDINATOR_LOAD_IN_PROGRESS (or NOT_COORDINATOR before
+    # the partition is known) and retries, as this does
+    deadline = time.time() + 20
+    while any(g.describe(grp)[0] in (E_LOAD_IN_PROGRESS, E_NOT_COORDINATOR) for grp in ("g-big", "solo")):
+        check(time.time() < deadline, "the groups were still loading 20 s after the restart")
+        time.sleep(0.05)
     check(g.describe("g-big") == (0, "Stable", [ma]), "g-big after restart: %s" % (g.describe("g-big"),))
     check(g.fetch_offsets("g-big", TOPIC, [0])[0][0] == 3, "g-big's offset after restart")
     check(g.fetch_offsets("solo", TOPIC, [0])[0][:2] == (5, "m"), "solo's offset after restart")
