@@ -105,6 +105,7 @@
     X(RESOURCE_NOT_FOUND, 91, 0, 91, "resource not found")                             \
     X(DUPLICATE_RESOURCE, 92, 0, 92, "duplicate resource")                             \
     X(INCONSISTENT_VOTER_SET, 94, 0, 94, "inconsistent voter set")                     \
+    X(INVALID_UPDATE_VERSION, 95, 0, 95, "invalid update version")                     \
     X(SNAPSHOT_NOT_FOUND, 98, 0, 98, "snapshot not found")                             \
     X(POSITION_OUT_OF_RANGE, 99, 0, 99, "position out of range")                       \
     X(UNKNOWN_TOPIC_ID, 100, 1, 100, "unknown topic id")                               \
@@ -112,6 +113,7 @@
     X(BROKER_ID_NOT_REGISTERED, 102, 0, 102, "broker id not registered")               \
     X(INCONSISTENT_TOPIC_ID, 103, 1, 103, "inconsistent topic id")                     \
     X(INCONSISTENT_CLUSTER_ID, 104, 0, 104, "inconsistent cluster id")                 \
+    X(INELIGIBLE_REPLICA, 107, 0, 107, "ineligible replica")                           \
     X(OFFSET_MOVED_TO_TIERED_STORAGE, 109, 0, 109, "offset moved to tiered storage")   \
     /* internal codes: never on the wire as such */                                    \
     X(NOMEM, 1000, 0, -1, "out of memory")                                             \

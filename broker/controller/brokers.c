@@ -666,3 +666,122 @@ static void rebalance_job(st_controller_t *c, void *arg) {
     }
     changes_fini(&ch);
 }
+
+/* ---- AlterPartition: a leader's ISR change ------------------------------------------------ */
+
+static int has_id(const int32_t *v, int n, int32_t id) {
+    for (int i = 0; i < n; i++)
+        if (v[i] == id) return 1;
+    return 0;
+}
+
+/* One partition of an AlterPartition (Kafka's
+ * ReplicationControlManager.alterPartition): only its leader at its
+ * current leader epoch may change the ISR, from the partition epoch it
+ * last saw, to replicas that are live; the leader stays in it. */
+static st_err_t alter_one(st_controller_t *c, int32_t broker, const st_meta_topic_t *t,
+                          const st_alter_partition_req_part_t *qp, const int32_t *isr, int nisr,
+                          changes_t *ch) {
+    const st_meta_image_t *img = c->image;
+    if (!t || qp->partition_index < 0 || qp->partition_index >= t->nparts)
+        return ST_E_UNKNOWN_TOPIC_OR_PARTITION;
+    const st_meta_partition_t *mp = &t->parts[qp->partition_index];
+    if (mp->leader != broker) return ST_E_NOT_LEADER_OR_FOLLOWER;
+    if (qp->leader_epoch != mp->leader_epoch)
+        return qp->leader_epoch < mp->leader_epoch ? ST_E_FENCED_LEADER_EPOCH : ST_E_UNKNOWN_LEADER_EPOCH;
+    if (qp->partition_epoch != mp->partition_epoch) return ST_E_INVALID_UPDATE_VERSION;
+    if (nisr < 1 || !has_id(isr, nisr, broker)) return ST_E_INVALID_REQUEST;
+    for (int i = 0; i < nisr; i++) {
+        if (!has_id(mp->replicas, mp->nreplicas, isr[i]) || has_id(isr, i, isr[i]))
+            return ST_E_INVALID_REQUEST;
+        /* a replica joining must be live (KIP-841) */
+        if (!has_id(mp->isr, mp->nisr, isr[i]) && !is_live(img, isr[i], -1))
+            return ST_E_INELIGIBLE_REPLICA;
+    }
+    int same = nisr == mp->nisr;
+    for (int i = 0; i < nisr && same; i++) same = has_id(mp->isr, mp->nisr, isr[i]);
+    if (!same) changes_add(ch, t, mp, ST_MREC_NO_LEADER_CHANGE, isr, nisr);
+    return ST_OK;
+}
+
+void st_controller_alter_partition(st_controller_t *c, int version,
+                                   const st_alter_partition_req_t *q, st_alter_partition_resp_t *r,
+                                   st_arena_t *a) {
+    st_schema_defaults(&st_alter_partition_resp_schema, r);
+    ST_ARRAY_ALLOC(r->topics, a, q->topics.n);
+    changes_t ch = {0};
+    st_err_t whole = !leads(c) ? ST_E_NOT_CONTROLLER : ST_OK;
+    const st_meta_broker_t *b = image_broker(c->image, q->broker_id);
+    if (!whole && (!b || (q->broker_epoch >= 0 && q->broker_epoch != b->epoch)))
+        whole = ST_E_STALE_BROKER_EPOCH;
+    if (whole) {
+        r->error_code = st_err_wire(whole);
+        r->topics.n = 0;
+        return;
+    }
+    /* each partition's answer; -1 until the batch is committed */
+    int n = 0;
+    for (int i = 0; i < q->topics.n; i++) n += q->topics.v[i].partitions.n;
+    int *change_of = st_malloc(sizeof(int) * (size_t)(n + 1));
+    int k = 0;
+    for (int i = 0; i < q->topics.n; i++) {
+        const st_alter_partition_req_topic_t *qt = &q->topics.v[i];
+        st_alter_partition_resp_topic_t *rt = &r->topics.v[i];
+        st_schema_defaults(&st_alter_partition_resp_topic_schema, rt);
+        rt->topic_name = qt->topic_name;
+        rt->topic_id = qt->topic_id;
+        ST_ARRAY_ALLOC(rt->partitions, a, qt->partitions.n);
+        const st_meta_topic_t *t = version >= 2 ? st_image_topic_by_id(c->image, &qt->topic_id)
+                                                : st_image_topic(c->image, qt->topic_name.p,
+                                                                 (size_t)ST_MAX(qt->topic_name.len, 0));
+        for (int j = 0; j < qt->partitions.n; j++, k++) {
+            const st_alter_partition_req_part_t *qp = &qt->partitions.v[j];
+            st_alter_partition_resp_part_t *rp = &rt->partitions.v[j];
+            st_schema_defaults(&st_alter_partition_resp_part_schema, rp);
+            rp->partition_index = qp->partition_index;
+            int nisr = version >= 3 ? qp->new_isr_with_epochs.n : qp->new_isr.n;
+            int32_t *isr = st_arena_alloc(a, sizeof(int32_t) * (size_t)(nisr > 0 ? nisr : 1));
+            for (int m = 0; m < nisr; m++)
+                isr[m] = version >= 3 ? qp->new_isr_with_epochs.v[m].broker_id : qp->new_isr.v[m];
+            int before = ch.n;
+            st_err_t e = !t && version >= 2 ? ST_E_UNKNOWN_TOPIC_ID
+                                            : alter_one(c, q->broker_id, t, qp, isr, nisr, &ch);
+            rp->error_code = st_err_wire(e);
+            change_of[k] = e ? -2 : ch.n > before ? before : -1;
+        }
+    }
+    st_err_t ce = ch.n ? commit_changes(c, NULL, &ch) : ST_OK;
+    if (!ce && ch.n)
+        ST_INFO("controller", "AlterPartition from broker %d: %d ISR change%s", (int)q->broker_id,
+                ch.n, ch.n == 1 ? "" : "s");
+    /* answer with the partitions as they are now */
+    k = 0;
+    for (int i = 0; i < q->topics.n; i++) {
+        const st_alter_partition_req_topic_t *qt = &q->topics.v[i];
+        st_alter_partition_resp_topic_t *rt = &r->topics.v[i];
+        const st_meta_topic_t *t = version >= 2 ? st_image_topic_by_id(c->image, &qt->topic_id)
+                                                : st_image_topic(c->image, qt->topic_name.p,
+                                                                 (size_t)ST_MAX(qt->topic_name.len, 0));
+        for (int j = 0; j < qt->partitions.n; j++, k++) {
+            st_alter_partition_resp_part_t *rp = &rt->partitions.v[j];
+            if (change_of[k] == -2) continue;
+            if (ce && change_of[k] >= 0) {
+                rp->error_code = st_err_wire(ce);
+                continue;
+            }
+            const st_meta_partition_t *mp = t && rp->partition_index < t->nparts
+                                                ? &t->parts[rp->partition_index]
+                                                : NULL;
+            if (!mp) continue;
+            rp->leader_id = mp->leader;
+            rp->leader_epoch = mp->leader_epoch;
+            rp->partition_epoch = mp->partition_epoch;
+            int32_t *isr = st_arena_alloc(a, sizeof(int32_t) * (size_t)(mp->nisr + 1));
+            memcpy(isr, mp->isr, sizeof(int32_t) * (size_t)mp->nisr);
+            rp->isr.v = isr;
+            rp->isr.n = mp->nisr;
+        }
+    }
+    free(change_of);
+    changes_fini(&ch);
+}

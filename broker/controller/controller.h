@@ -166,6 +166,23 @@ typedef struct st_elect_request {
 void st_controller_elect_leaders(st_controller_t *c, int election_type, st_elect_request_t *parts,
                                  int nparts);
 
+/* AlterPartition (controller thread; brokers.c): the active controller's
+ * answer to a leader's ISR change, committed as PartitionChange records;
+ * the answer names each partition as it is now.  r lives in a. */
+void st_controller_alter_partition(st_controller_t *c, int version,
+                                   const st_alter_partition_req_t *q, st_alter_partition_resp_t *r,
+                                   st_arena_t *a);
+
+/* This broker's own AlterPartition (the replica layer's ISR change),
+ * carried out by the active controller: on the controller thread when this
+ * node is it, else sent to it.  done runs once, on the controller thread or
+ * a loop, with the answer, or with an error and NULL.  q, at version
+ * ST_ALTER_PARTITION_VERSION, stays the caller's until done. */
+#define ST_ALTER_PARTITION_VERSION 2
+typedef void (*st_alter_done_cb)(void *arg, st_err_t e, const st_alter_partition_resp_t *r);
+void st_controller_send_alter_partition(st_controller_t *c, const st_alter_partition_req_t *q,
+                                        st_alter_done_cb done, void *arg);
+
 /* Run fn(c, arg) on the controller thread. */
 typedef void (*st_controller_job_cb)(st_controller_t *c, void *arg);
 void st_controller_submit(st_controller_t *c, st_controller_job_cb fn, void *arg);

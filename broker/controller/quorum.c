@@ -901,6 +901,59 @@ int st_controller_forward(st_controller_t *c, st_request_t *req) {
     return 1;
 }
 
+/* ---- this broker's AlterPartition ----------------------------------------------------- */
+
+typedef struct alter_send {
+    const st_alter_partition_req_t *q;
+    st_alter_done_cb done;
+    void *arg;
+} alter_send_t;
+
+static void on_alter_answer(st_netclient_t *nc, const st_netclient_resp_t *resp, void *arg) {
+    (void)nc;
+    alter_send_t *s = arg;
+    st_arena_t a;
+    st_arena_init(&a, 1024);
+    void *body = NULL;
+    st_err_t e = resp->err ? resp->err : st_netclient_decode(resp, &a, &body);
+    s->done(s->arg, e, e ? NULL : body);
+    st_arena_fini(&a);
+    free(s);
+}
+
+static void alter_job(st_controller_t *c, void *arg) {
+    alter_send_t *s = arg;
+    if (c->raft && st_raft_role(c->raft) == ST_RAFT_LEADER) {
+        st_arena_t a;
+        st_arena_init(&a, 1024);
+        st_alter_partition_resp_t r;
+        st_controller_alter_partition(c, ST_ALTER_PARTITION_VERSION, s->q, &r, &a);
+        s->done(s->arg, ST_OK, &r);
+        st_arena_fini(&a);
+        free(s);
+        return;
+    }
+    int32_t leader = c->raft ? st_raft_leader_id(c->raft) : -1;
+    peer_t *p = NULL;
+    for (int i = 0; i < c->npeers && !p; i++)
+        if (c->peers[i].id == leader) p = &c->peers[i];
+    st_err_t e = p && p->nc_admin ? st_netclient_send(p->nc_admin, ST_API_ALTER_PARTITION,
+                                                      ST_ALTER_PARTITION_VERSION, s->q, 0,
+                                                      on_alter_answer, s)
+                                  : ST_E_NOT_CONTROLLER;
+    if (e) {
+        s->done(s->arg, e, NULL);
+        free(s);
+    }
+}
+
+void st_controller_send_alter_partition(st_controller_t *c, const st_alter_partition_req_t *q,
+                                        st_alter_done_cb done, void *arg) {
+    alter_send_t *s = st_malloc(sizeof *s);
+    *s = (alter_send_t){q, done, arg};
+    st_controller_submit(c, alter_job, s);
+}
+
 /* ---- stopping ------------------------------------------------------------------------- */
 
 typedef struct stop_wait {

@@ -573,23 +573,18 @@ static int seg_for_offset(st_log_t *log, int64_t offset) {
     return best;
 }
 
-st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
-                     st_log_read_t *out) {
+/* Read up to `bound` (the high watermark for consumers, the leo for
+ * followers).  Lock held. */
+static st_err_t read_locked(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
+                            int64_t bound, st_log_read_t *out) {
     st_err_t e = ST_OK;
-    memset(out, 0, sizeof *out);
-    pthread_mutex_lock(&log->lock);
     out->high_watermark = log->high_watermark;
     out->log_start_offset = log->log_start_offset;
     out->leo = log->leo;
-    if (log->offline || log->closed) {
-        e = log->closed ? ST_E_NOT_LEADER_OR_FOLLOWER : ST_E_KAFKA_STORAGE_ERROR;
-        goto out;
-    }
-    if (offset < log->log_start_offset || offset > log->high_watermark) {
-        e = ST_E_OFFSET_OUT_OF_RANGE;
-        goto out;
-    }
-    if (offset == log->high_watermark) goto out; /* nothing yet */
+    if (log->offline || log->closed)
+        return log->closed ? ST_E_NOT_LEADER_OR_FOLLOWER : ST_E_KAFKA_STORAGE_ERROR;
+    if (offset < log->log_start_offset || offset > bound) return ST_E_OFFSET_OUT_OF_RANGE;
+    if (offset == bound) return ST_OK; /* nothing yet */
     for (int i = seg_for_offset(log, offset); i < log->nsegs; i++) {
         st_segment_t *s = log->segs[i];
         int64_t pos;
@@ -606,16 +601,16 @@ st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, int min_o
             e = ST_OK;
             continue; /* the offset lies in a gap: the next segment has it */
         }
-        if (e || b.base_offset >= log->high_watermark) {
+        if (e || b.base_offset >= bound) {
             st_file_release(f);
             break;
         }
-        /* Stop at the high watermark: the end of the segment when the whole
-         * segment is below it, else the batch holding the watermark. */
+        /* Stop at the bound: the end of the segment when the whole segment
+         * is below it, else the batch holding the bound. */
         int64_t end = s->size;
-        if (log->high_watermark < s->next_offset) {
+        if (bound < s->next_offset) {
             int64_t hwpos;
-            if (st_log__seg_find(s, f, log->high_watermark, &hwpos, NULL) == ST_OK) end = hwpos;
+            if (st_log__seg_find(s, f, bound, &hwpos, NULL) == ST_OK) end = hwpos;
         }
         int64_t len = max_bytes;
         if (b.size > max_bytes) {
@@ -632,7 +627,23 @@ st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, int min_o
         out->len = (int32_t)len;
         break;
     }
-out:
+    return e;
+}
+
+st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
+                     st_log_read_t *out) {
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&log->lock);
+    st_err_t e = read_locked(log, offset, max_bytes, min_one, log->high_watermark, out);
+    pthread_mutex_unlock(&log->lock);
+    return e;
+}
+
+st_err_t st_log_read_replica(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
+                             st_log_read_t *out) {
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&log->lock);
+    st_err_t e = read_locked(log, offset, max_bytes, min_one, log->leo, out);
     pthread_mutex_unlock(&log->lock);
     return e;
 }

@@ -205,6 +205,10 @@ typedef struct st_log_read {
 
 st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
                      st_log_read_t *out);
+/* The same up to the leo instead of the high watermark: what a follower
+ * fetches from its leader. */
+st_err_t st_log_read_replica(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
+                             st_log_read_t *out);
 
 /* First offset whose record timestamp is >= ts; ST_E_NOT_FOUND when none. */
 st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int64_t *found_ts,

@@ -264,7 +264,7 @@ static const st_api_t api_table[] = {
      * their keys as unknown and advertises none of them.  The metadata
      * quorum's (Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum,
      * FetchSnapshot), the brokers' lifecycle (BrokerRegistration,
-     * BrokerHeartbeat) and ElectLeaders are served. */
+     * BrokerHeartbeat), ElectLeaders and AlterPartition are served. */
     {ST_API_OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 0, 0, -1, 4,
      &st_offset_for_leader_epoch_req_schema, &st_offset_for_leader_epoch_resp_schema, 0, 4},
     {ST_API_ELECT_LEADERS, "ElectLeaders", 0, 0, 2, 2, &st_elect_leaders_req_schema,
@@ -276,7 +276,7 @@ static const st_api_t api_table[] = {
      &st_end_quorum_epoch_resp_schema, 0, 1},
     {ST_API_DESCRIBE_QUORUM, "DescribeQuorum", 0, 0, 2, 0, &st_describe_quorum_req_schema,
      &st_describe_quorum_resp_schema, 0, 2},
-    {ST_API_ALTER_PARTITION, "AlterPartition", 0, 0, -1, 0, &st_alter_partition_req_schema,
+    {ST_API_ALTER_PARTITION, "AlterPartition", 0, 0, 3, 0, &st_alter_partition_req_schema,
      &st_alter_partition_resp_schema, 0, 3},
     {ST_API_FETCH_SNAPSHOT, "FetchSnapshot", 0, 0, 1, 0, &st_fetch_snapshot_req_schema,
      &st_fetch_snapshot_resp_schema, 0, 1},

@@ -10,6 +10,45 @@
 
 #include <stdlib.h>
 
+/* Replicas of one partition: Kafka's bound on a replica list is far above
+ * any cluster this serves; a longer list from the image is cut here. */
+#define ST_REPLICA_MAX 64
+
+typedef struct st_follower {
+    int32_t id;
+    int64_t leo; /* -1: not heard from since this broker became leader */
+    int64_t last_caught_up_ms;
+    int64_t last_fetch_ms; /* -1: none yet */
+    int64_t last_fetch_leader_leo;
+} st_follower_t;
+
+/* Guarded by the partition's rlock. */
+typedef struct st_replica_state {
+    int leading; /* this broker leads at leader_epoch */
+    int32_t leader, leader_epoch, partition_epoch;
+    int32_t replicas[ST_REPLICA_MAX];
+    int nreplicas;
+    int32_t isr[ST_REPLICA_MAX]; /* committed */
+    int nisr;
+    /* the ISR proposed in AlterPartition and not answered yet (-1: none) */
+    int32_t pending[ST_REPLICA_MAX + 1];
+    int npending;
+    int64_t pending_sent_ms;
+    int32_t partition_epoch_sent;
+    /* while leading: every other replica */
+    st_follower_t followers[ST_REPLICA_MAX];
+    int nfollowers;
+    int64_t epoch_start_offset; /* the leo when this broker began to lead at leader_epoch */
+} st_replica_state_t;
+
+static void rs_free(st_replica_state_t *rs) { free(rs); }
+
+static int has_id(const int32_t *v, int n, int32_t id) {
+    for (int i = 0; i < n; i++)
+        if (v[i] == id) return 1;
+    return 0;
+}
+
 typedef struct topic_entry {
     char *name;
     st_uuid_t id;
@@ -26,6 +65,10 @@ struct st_replicas {
     st_logmgr_t *logs;
     st_net_t *net;
     st_tier_t *tier;
+    st_controller_t *ctl;
+    st_fetchers_t *fetchers;
+    st_loop_ticker_t isr_ticker; /* on loop 0 */
+    int64_t next_isr_check_ms;
     pthread_rwlock_t lock;
     topic_entry_t *buckets[NBUCKETS];
     topic_entry_t *by_id[NBUCKETS];
@@ -61,6 +104,15 @@ st_replicas_t *st_replicas_new(const st_broker_config_t *cfg, st_logmgr_t *logs)
 }
 
 void st_replicas_set_net(st_replicas_t *rm, st_net_t *net) { rm->net = net; }
+void st_replicas_set_controller(st_replicas_t *rm, st_controller_t *ctl) {
+    rm->ctl = ctl;
+    rm->fetchers = st_fetchers_new(rm, rm->cfg, rm->net, ctl);
+    st_meta_image_t *img = st_controller_image(ctl);
+    if (img) {
+        st_fetchers_update(rm->fetchers, img); /* the image of the start-up */
+        st_image_release(img);
+    }
+}
 void st_replicas_set_tier(st_replicas_t *rm, st_tier_t *tier) { rm->tier = tier; }
 
 static st_partition_t *partition_keep(st_partition_t *p) {
@@ -68,9 +120,13 @@ static st_partition_t *partition_keep(st_partition_t *p) {
     return p;
 }
 
+st_partition_t *st_partition_keep(st_partition_t *p) { return partition_keep(p); }
+
 void st_partition_release(st_partition_t *p) {
     if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
     if (p->log) st_log_release(p->log);
+    rs_free(p->rs);
+    pthread_mutex_destroy(&p->rlock);
     free(p->topic);
     free(p);
 }
@@ -94,6 +150,7 @@ void st_replicas_destroy(st_replicas_t *rm) {
             t = next;
         }
     }
+    st_fetchers_destroy(rm->fetchers);
     pthread_rwlock_destroy(&rm->lock);
     free(rm);
 }
@@ -114,6 +171,75 @@ st_partition_t *st_replicas_lookup(st_replicas_t *rm, const char *topic, size_t 
         p = partition_keep(t->parts[partition]);
     pthread_rwlock_unlock(&rm->lock);
     return p;
+}
+
+static void wake_watchers(st_partition_t *p);
+static st_follower_t *follower_of(st_replica_state_t *rs, int32_t id);
+
+/* Take the image's view of the partition (controller thread): leader,
+ * epochs, replicas, ISR.  Becoming leader at a new epoch starts the
+ * followers afresh (their log ends unknown, the in-sync ones caught up as
+ * of now, as Kafka's makeLeader does).  Returns 1 when the role or epoch
+ * changed. */
+static int rs_from_image(st_partition_t *p, const st_meta_partition_t *mp) {
+    int32_t self = p->owner->cfg->node_id;
+    int64_t now = st_mono_ms();
+    pthread_mutex_lock(&p->rlock);
+    st_replica_state_t *rs = p->rs;
+    int was_leading = rs->leading;
+    int32_t old_epoch = rs->leader_epoch, old_leader = rs->leader;
+    rs->leader = mp->leader;
+    rs->leader_epoch = mp->leader_epoch;
+    if (mp->partition_epoch != rs->partition_epoch) rs->npending = -1; /* answered by the image */
+    rs->partition_epoch = mp->partition_epoch;
+    rs->nreplicas = ST_MIN(mp->nreplicas, ST_REPLICA_MAX);
+    memcpy(rs->replicas, mp->replicas, sizeof(int32_t) * (size_t)rs->nreplicas);
+    rs->nisr = ST_MIN(mp->nisr, ST_REPLICA_MAX);
+    memcpy(rs->isr, mp->isr, sizeof(int32_t) * (size_t)rs->nisr);
+    rs->leading = mp->leader == self;
+    int changed = was_leading != rs->leading || old_epoch != rs->leader_epoch || old_leader != rs->leader;
+    if (rs->leading && changed) {
+        st_log_offsets_t o;
+        st_log_offsets(p->log, &o);
+        rs->epoch_start_offset = o.leo;
+        rs->npending = -1;
+        rs->nfollowers = 0;
+        for (int i = 0; i < rs->nreplicas; i++) {
+            if (rs->replicas[i] == self) continue;
+            st_follower_t *f = &rs->followers[rs->nfollowers++];
+            f->id = rs->replicas[i];
+            f->leo = -1;
+            f->last_caught_up_ms = has_id(rs->isr, rs->nisr, f->id) ? now : 0;
+            f->last_fetch_ms = -1;
+            f->last_fetch_leader_leo = -1;
+        }
+    } else if (rs->leading) {
+        /* the same epoch, new replicas (a reassignment): keep what is known */
+        st_follower_t keep[ST_REPLICA_MAX];
+        int n = 0;
+        for (int i = 0; i < rs->nreplicas; i++) {
+            if (rs->replicas[i] == self) continue;
+            st_follower_t *f = follower_of(rs, rs->replicas[i]);
+            keep[n] = f ? *f : (st_follower_t){rs->replicas[i], -1, 0, -1, -1};
+            n++;
+        }
+        memcpy(rs->followers, keep, sizeof(st_follower_t) * (size_t)n);
+        rs->nfollowers = n;
+    } else {
+        rs->nfollowers = 0;
+        rs->npending = -1;
+    }
+    __atomic_store_n(&p->leader, rs->leader, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->leader_epoch, rs->leader_epoch, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->isr_size, rs->nisr, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&p->rlock);
+    if (changed && rs->leading)
+        ST_INFO("replica", "%s-%d: leader at epoch %d from offset %lld", p->topic, (int)p->index,
+                (int)mp->leader_epoch, (long long)rs->epoch_start_offset);
+    else if (changed && mp->leader >= 0)
+        ST_INFO("replica", "%s-%d: following broker %d at epoch %d", p->topic, (int)p->index,
+                (int)mp->leader, (int)mp->leader_epoch);
+    return changed;
 }
 
 st_err_t st_partition_check_leader(const st_partition_t *p) {
@@ -170,14 +296,312 @@ static void on_log_change(st_log_t *log, void *arg) {
     }
 }
 
+/* ---- replica state ------------------------------------------------------------------- */
+
+int32_t st_partition_leader_epoch(const st_partition_t *p) {
+    return __atomic_load_n(&p->leader_epoch, __ATOMIC_ACQUIRE);
+}
+int32_t st_partition_isr_size(const st_partition_t *p) {
+    return __atomic_load_n(&p->isr_size, __ATOMIC_ACQUIRE);
+}
+int32_t st_partition_min_isr(const st_partition_t *p) {
+    return __atomic_load_n(&p->min_insync_replicas, __ATOMIC_ACQUIRE);
+}
+
+int64_t st_partition_high_watermark(st_partition_t *p) {
+    st_log_offsets_t o;
+    st_log_offsets(p->log, &o);
+    return o.high_watermark;
+}
+
+static int self_id(const st_partition_t *p) { return p->owner->cfg->node_id; }
+
+static st_follower_t *follower_of(st_replica_state_t *rs, int32_t id) {
+    for (int i = 0; i < rs->nfollowers; i++)
+        if (rs->followers[i].id == id) return &rs->followers[i];
+    return NULL;
+}
+
+/* The ISR the high watermark waits for: the committed one and, while an
+ * AlterPartition is in flight, the proposed one too (the larger of the
+ * two, KIP-497: a replica being added counts at once, one being removed
+ * until the removal is committed). */
+static int in_maximal_isr(const st_replica_state_t *rs, int32_t id) {
+    return has_id(rs->isr, rs->nisr, id) || (rs->npending >= 0 && has_id(rs->pending, rs->npending, id));
+}
+
+/* Move the high watermark to the smallest log end over the maximal ISR
+ * (Kafka's maybeIncrementLeaderHW).  rlock held; 1 when it moved. */
+static int advance_hw_locked(st_partition_t *p) {
+    st_replica_state_t *rs = p->rs;
+    if (!rs->leading) return 0;
+    st_log_offsets_t o;
+    st_log_offsets(p->log, &o);
+    int64_t hw = o.leo;
+    for (int i = 0; i < rs->nfollowers; i++) {
+        const st_follower_t *f = &rs->followers[i];
+        if (!in_maximal_isr(rs, f->id)) continue;
+        if (f->leo < 0) return 0; /* not heard from since this broker became leader */
+        if (f->leo < hw) hw = f->leo;
+    }
+    if (hw <= o.high_watermark) return 0;
+    st_log_set_high_watermark(p->log, hw);
+    return 1;
+}
+
+static void propose_isr(st_partition_t *p, const int32_t *isr, int n);
+
+static void wake_watchers(st_partition_t *p) { on_log_change(p->log, p); }
+
 st_err_t st_partition_append(st_partition_t *p, uint8_t *records, size_t len,
                              st_append_info_t *info) {
-    st_err_t e = st_log_append(p->log, records, len, p->leader_epoch, st_now_ms(), info);
-    /* One replica: the ISR is this broker alone, so what is appended is
-     * committed. */
-    if (!e) st_log_set_high_watermark(p->log, info->last_offset + 1);
+    pthread_mutex_lock(&p->rlock);
+    st_err_t e = ST_E_NOT_LEADER_OR_FOLLOWER;
+    int moved = 0;
+    if (p->rs->leading) {
+        e = st_log_append(p->log, records, len, p->rs->leader_epoch, st_now_ms(), info);
+        /* alone in the ISR, what is appended is committed at once */
+        if (!e) moved = advance_hw_locked(p);
+    }
+    pthread_mutex_unlock(&p->rlock);
+    if (moved) wake_watchers(p);
     return e;
 }
+
+int st_partition_committed(st_partition_t *p, int64_t need, st_err_t *e) {
+    *e = ST_OK;
+    pthread_mutex_lock(&p->rlock);
+    int leading = p->rs->leading;
+    int nisr = p->rs->nisr;
+    pthread_mutex_unlock(&p->rlock);
+    if (!leading) {
+        *e = ST_E_NOT_LEADER_OR_FOLLOWER;
+        return 1;
+    }
+    if (st_partition_high_watermark(p) < need) return 0;
+    if (nisr < st_partition_min_isr(p)) *e = ST_E_NOT_ENOUGH_REPLICAS_AFTER_APPEND;
+    return 1;
+}
+
+/* Kafka's Replica.updateFetchStateOrThrow: a fetch at the leader's log end
+ * means caught up now; one at or past where the leader's log ended at the
+ * follower's previous fetch means caught up as of that fetch. */
+static void follower_fetched(st_follower_t *f, int64_t fetch_offset, int64_t leader_leo,
+                             int64_t now) {
+    if (fetch_offset >= leader_leo) f->last_caught_up_ms = now;
+    else if (f->last_fetch_ms >= 0 && fetch_offset >= f->last_fetch_leader_leo)
+        f->last_caught_up_ms = ST_MAX(f->last_caught_up_ms, f->last_fetch_ms);
+    f->leo = fetch_offset;
+    f->last_fetch_ms = now;
+    f->last_fetch_leader_leo = leader_leo;
+}
+
+st_err_t st_partition_follower_fetch(st_partition_t *p, int32_t replica_id, int32_t current_leader_epoch,
+                                     int64_t fetch_offset, int32_t last_fetched_epoch,
+                                     int32_t *div_epoch, int64_t *div_end) {
+    *div_epoch = -1;
+    *div_end = -1;
+    int64_t now = st_mono_ms();
+    int moved = 0, propose = 0;
+    int32_t isr[ST_REPLICA_MAX + 1];
+    int nisr = 0;
+    pthread_mutex_lock(&p->rlock);
+    st_replica_state_t *rs = p->rs;
+    st_err_t e = st_check_leader_epoch(current_leader_epoch, rs->leader_epoch);
+    st_follower_t *f = follower_of(rs, replica_id);
+    if (!e && !rs->leading) e = ST_E_NOT_LEADER_OR_FOLLOWER;
+    if (!e && !f) e = ST_E_NOT_LEADER_OR_FOLLOWER; /* not one of its replicas */
+    st_log_offsets_t o;
+    st_log_offsets(p->log, &o);
+    if (!e && fetch_offset > o.leo) e = ST_E_OFFSET_OUT_OF_RANGE;
+    if (!e && fetch_offset < o.log_start_offset)
+        e = p->tier ? ST_E_OFFSET_MOVED_TO_TIERED_STORAGE : ST_E_OFFSET_OUT_OF_RANGE;
+    if (!e && last_fetched_epoch >= 0) {
+        /* KIP-320: where the leader's log leaves the follower's epoch */
+        int32_t ep;
+        int64_t end;
+        st_log_end_offset_for_epoch(p->log, last_fetched_epoch, &ep, &end);
+        if (end < fetch_offset || ep < last_fetched_epoch) {
+            *div_epoch = ep;
+            *div_end = end;
+            goto out; /* the follower truncates first; its position is not known yet */
+        }
+    }
+    if (e) goto out;
+    follower_fetched(f, fetch_offset, o.leo, now);
+    moved = advance_hw_locked(p);
+    /* Kafka's isFollowerInSync: caught up with the high watermark and into
+     * this leader's epoch */
+    if (!in_maximal_isr(rs, replica_id) && rs->npending < 0 &&
+        fetch_offset >= st_partition_high_watermark(p) && fetch_offset >= rs->epoch_start_offset &&
+        rs->nisr < ST_REPLICA_MAX) {
+        memcpy(isr, rs->isr, sizeof(int32_t) * (size_t)rs->nisr);
+        nisr = rs->nisr;
+        isr[nisr++] = replica_id;
+        propose = 1;
+    }
+out:
+    pthread_mutex_unlock(&p->rlock);
+    if (moved) wake_watchers(p);
+    if (propose) {
+        ST_INFO("replica", "%s-%d: follower %d caught up at offset %lld: asking for it in the ISR",
+                p->topic, (int)p->index, (int)replica_id, (long long)fetch_offset);
+        propose_isr(p, isr, nisr);
+    }
+    return e;
+}
+
+/* ---- ISR changes (AlterPartition) ------------------------------------------------------ */
+
+typedef struct alter_op {
+    st_partition_t *p; /* kept */
+    st_arena_t a;
+    st_alter_partition_req_t q;
+    int32_t leader_epoch, partition_epoch;
+} alter_op_t;
+
+static void on_alter_done(void *arg, st_err_t e, const st_alter_partition_resp_t *r) {
+    alter_op_t *op = arg;
+    st_partition_t *p = op->p;
+    const st_alter_partition_resp_part_t *rp = NULL;
+    if (!e && r) {
+        e = st_err_from_wire(r->error_code);
+        if (!e && r->topics.n == 1 && r->topics.v[0].partitions.n == 1)
+            rp = &r->topics.v[0].partitions.v[0];
+        if (!e && !rp) e = ST_E_UNKNOWN_SERVER_ERROR;
+        if (!e) e = st_err_from_wire(rp->error_code);
+    }
+    int moved = 0;
+    pthread_mutex_lock(&p->rlock);
+    st_replica_state_t *rs = p->rs;
+    if (rs->leading && rs->leader_epoch == op->leader_epoch) {
+        if (!e && rp->partition_epoch > rs->partition_epoch && rp->isr.n > 0 &&
+            rp->isr.n <= ST_REPLICA_MAX) {
+            /* committed: the image brings the same, perhaps later */
+            memcpy(rs->isr, rp->isr.v, sizeof(int32_t) * (size_t)rp->isr.n);
+            rs->nisr = rp->isr.n;
+            rs->partition_epoch = rp->partition_epoch;
+            __atomic_store_n(&p->isr_size, rs->nisr, __ATOMIC_RELEASE);
+        }
+        if (rs->partition_epoch_sent == op->partition_epoch) rs->npending = -1;
+        moved = advance_hw_locked(p);
+    }
+    pthread_mutex_unlock(&p->rlock);
+    if (e)
+        ST_LOG_RATELIMITED(ST_LOG_WARN, "replica", 5000, "%s-%d: AlterPartition failed: %s",
+                           p->topic, (int)p->index, st_err_name(e));
+    if (moved || !e) wake_watchers(p);
+    st_arena_fini(&op->a);
+    st_partition_release(p);
+    free(op);
+}
+
+/* Ask the active controller for ISR isr (one proposal in flight at a
+ * time: rs->npending). */
+static void propose_isr(st_partition_t *p, const int32_t *isr, int n) {
+    st_replicas_t *rm = p->owner;
+    if (!rm->ctl) return;
+    alter_op_t *op = st_calloc(1, sizeof *op);
+    op->p = partition_keep(p);
+    st_arena_init(&op->a, 512);
+    pthread_mutex_lock(&p->rlock);
+    st_replica_state_t *rs = p->rs;
+    if (!rs->leading || rs->npending >= 0) {
+        pthread_mutex_unlock(&p->rlock);
+        st_arena_fini(&op->a);
+        st_partition_release(p);
+        free(op);
+        return;
+    }
+    memcpy(rs->pending, isr, sizeof(int32_t) * (size_t)n);
+    rs->npending = n;
+    rs->pending_sent_ms = st_mono_ms();
+    rs->partition_epoch_sent = rs->partition_epoch;
+    op->leader_epoch = rs->leader_epoch;
+    op->partition_epoch = rs->partition_epoch;
+    pthread_mutex_unlock(&p->rlock);
+
+    st_alter_partition_req_t *q = &op->q;
+    st_schema_defaults(&st_alter_partition_req_schema, q);
+    q->broker_id = self_id(p);
+    q->broker_epoch = -1;
+    ST_ARRAY_ALLOC(q->topics, &op->a, 1);
+    st_alter_partition_req_topic_t *t = &q->topics.v[0];
+    st_schema_defaults(&st_alter_partition_req_topic_schema, t);
+    t->topic_name = st_str(p->topic);
+    t->topic_id = p->topic_id;
+    ST_ARRAY_ALLOC(t->partitions, &op->a, 1);
+    st_alter_partition_req_part_t *qp = &t->partitions.v[0];
+    st_schema_defaults(&st_alter_partition_req_part_schema, qp);
+    qp->partition_index = p->index;
+    qp->leader_epoch = op->leader_epoch;
+    qp->partition_epoch = op->partition_epoch;
+    int32_t *v = st_arena_alloc(&op->a, sizeof(int32_t) * (size_t)(n ? n : 1));
+    memcpy(v, isr, sizeof(int32_t) * (size_t)n);
+    qp->new_isr.v = v;
+    qp->new_isr.n = n;
+    st_controller_send_alter_partition(rm->ctl, q, on_alter_done, op);
+}
+
+/* The leader's periodic check (Kafka's maybeShrinkIsr): followers in the
+ * ISR that have not caught up for replica.lag.time.max.ms leave it; a
+ * proposal unanswered for as long is dropped so that it can be made
+ * again. */
+static void check_isr(st_partition_t *p, int64_t now) {
+    int64_t lag = p->owner->cfg->replica_lag_time_max_ms;
+    int32_t isr[ST_REPLICA_MAX + 1];
+    int n = 0, out = 0;
+    pthread_mutex_lock(&p->rlock);
+    st_replica_state_t *rs = p->rs;
+    if (rs->leading && rs->npending >= 0 && now - rs->pending_sent_ms > lag) rs->npending = -1;
+    if (rs->leading && rs->npending < 0) {
+        for (int i = 0; i < rs->nisr; i++) {
+            st_follower_t *f = follower_of(rs, rs->isr[i]);
+            if (f && now - f->last_caught_up_ms > lag) {
+                ST_WARN("replica", "%s-%d: follower %d has not caught up for %lld ms "
+                                   "(replica.lag.time.max.ms %lld): shrinking the ISR",
+                        p->topic, (int)p->index, (int)f->id,
+                        (long long)(now - f->last_caught_up_ms), (long long)lag);
+                out++;
+                continue;
+            }
+            isr[n++] = rs->isr[i];
+        }
+    }
+    pthread_mutex_unlock(&p->rlock);
+    if (out && n > 0) propose_isr(p, isr, n);
+}
+
+static int64_t isr_tick(st_loop_ticker_t *t, int64_t now) {
+    st_replicas_t *rm = (st_replicas_t *)((char *)t - offsetof(st_replicas_t, isr_ticker));
+    int64_t every = ST_MAX(rm->cfg->replica_lag_time_max_ms / 2, 10);
+    if (now < rm->next_isr_check_ms) return rm->next_isr_check_ms - now;
+    rm->next_isr_check_ms = now + every;
+    int n = 0;
+    st_partition_t **all = st_replicas_all(rm, &n);
+    for (int i = 0; i < n; i++) {
+        check_isr(all[i], now);
+        st_partition_release(all[i]);
+    }
+    free(all);
+    return every;
+}
+
+static void isr_stop(st_loop_ticker_t *t) { (void)t; }
+
+static void add_ticker(void *arg) {
+    st_replicas_t *rm = arg;
+    st_loop_ticker_add(st_net_loop(rm->net, 0), &rm->isr_ticker);
+}
+
+void st_replicas_start(st_replicas_t *rm) {
+    if (!rm->net) return;
+    rm->isr_ticker.tick = isr_tick;
+    rm->isr_ticker.stop = isr_stop;
+    rm->next_isr_check_ms = st_mono_ms() + ST_MAX(rm->cfg->replica_lag_time_max_ms / 2, 10);
+    st_loop_post(st_net_loop(rm->net, 0), add_ticker, rm);
+}
+
 
 /* ---- tiered storage -------------------------------------------------------- */
 
@@ -299,20 +723,26 @@ static st_partition_t *partition_open(st_replicas_t *rm, const st_meta_topic_t *
     p->topic = st_strdup(t->name);
     p->topic_id = t->id;
     p->index = mp->id;
-    p->leader_epoch = mp->leader_epoch;
-    __atomic_store_n(&p->leader, mp->leader, __ATOMIC_RELAXED);
     p->min_insync_replicas = min_isr;
-    p->isr_size = mp->nisr;
     p->owner = rm;
+    pthread_mutex_init(&p->rlock, NULL);
+    p->rs = st_calloc(1, sizeof *p->rs);
+    p->rs->leader = -1;
+    p->rs->leader_epoch = -1;
+    p->rs->partition_epoch = -1;
+    p->rs->npending = -1;
     st_err_t e = st_logmgr_open_log(rm->logs, t->name, mp->id, &t->id, lc, &p->log);
     if (e) {
         ST_ERROR("replica", "%s-%d: cannot open log: %s", t->name, (int)mp->id, st_err_msg(e));
+        rs_free(p->rs);
+        pthread_mutex_destroy(&p->rlock);
         free(p->topic);
         free(p);
         return NULL;
     }
     st_log_set_notify(p->log, on_log_change, p);
     if (lc->remote) tier_attach(rm, p, lc);
+    rs_from_image(p, mp);
     return p;
 }
 
@@ -401,10 +831,8 @@ void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new
                     st_tier_retention_t ret = {lc.retention_ms, lc.retention_bytes};
                     st_tier_part_set_retention(p->tier, &ret);
                 }
-                p->min_insync_replicas = min_isr;
-                p->leader_epoch = mp->leader_epoch;
-                __atomic_store_n(&p->leader, mp->leader, __ATOMIC_RELAXED);
-                p->isr_size = mp->nisr;
+                __atomic_store_n(&p->min_insync_replicas, min_isr, __ATOMIC_RELEASE);
+                if (rs_from_image(p, mp)) wake_watchers(p); /* parked writes learn the news */
                 ne->parts[k] = p;
             } else if (is_replica_here(rm, mp)) {
                 ne->parts[k] = partition_open(rm, t, mp, &lc, min_isr);
@@ -435,4 +863,5 @@ void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new
             free(old);
         }
     }
+    st_fetchers_update(rm->fetchers, new_img);
 }

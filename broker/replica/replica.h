@@ -3,16 +3,30 @@
  * metadata image, and the wake-ups of requests waiting on them.
  *
  * A st_partition_t joins a partition log to what the request handlers need
- * (topic id, leader epoch, min.insync.replicas, effective config) and to
- * the loops whose parked requests watch it: after an append or a flush the
- * log's notify callback wakes exactly those loops.
+ * (topic id, leader epoch, min.insync.replicas, effective config), to the
+ * loops whose parked requests watch it (after an append, a flush or a move
+ * of the high watermark the log's notify callback wakes exactly those
+ * loops) and to its replica state: who leads it at which epoch, its
+ * replicas and ISR, and, while this broker leads it, where each follower's
+ * log ends (Kafka's Partition and its Replica states).
  *
- * Replication comes later; today every partition has one replica, this
- * broker is its leader, the ISR is {this broker} and the high watermark
- * follows the log end after each append.
+ * Leader: appends stamp the leader epoch; each follower's fetch tells its
+ * log end (st_partition_follower_fetch); the high watermark is the
+ * smallest log end over the ISR; a follower that caught up joins the ISR
+ * and one that has not caught up for replica.lag.time.max.ms leaves it,
+ * both through AlterPartition to the active controller, whose
+ * PartitionChange record is the truth (until it is committed the leader
+ * counts the larger of the two ISRs for the high watermark and the
+ * committed one for min.insync.replicas, KIP-497).
+ * Follower: fetcher.c fetches from the leader and appends as follower.
  *
- * Threads: lookups from any thread (read lock); st_replicas_sync on the
- * controller thread (write lock).  Partitions are refcounted.
+ * Threads: lookups from any thread (read lock of the table); the table and
+ * the image's fields (leader, epochs, replicas, ISR) change in
+ * st_replicas_sync on the controller thread; the followers' states on the
+ * loops that serve their fetches.  Every replica-state field is guarded by
+ * the partition's rlock; leader, leader_epoch, isr_size and
+ * min_insync_replicas are also kept as atomics for lock-free reads on the
+ * request path (written only under rlock).  Partitions are refcounted.
  */
 #ifndef ST_REPLICA_H
 #define ST_REPLICA_H
@@ -23,18 +37,28 @@
 #include "net.h"
 #include "st_tiering.h"
 
+/* Leader epoch fencing (KIP-320): -1 accepts any; an older epoch is
+ * FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH. */
+static inline st_err_t st_check_leader_epoch(int32_t requested, int32_t current) {
+    if (requested < 0 || requested == current) return ST_OK;
+    return requested < current ? ST_E_FENCED_LEADER_EPOCH : ST_E_UNKNOWN_LEADER_EPOCH;
+}
+
 typedef struct st_partition {
     int refs;
     char *topic;
     st_uuid_t topic_id;
     int32_t index;
     st_log_t *log;
-    int32_t leader_epoch;
-    int32_t leader; /* atomic: the broker that leads it (the image's), -1: none */
-    int32_t min_insync_replicas;
-    int32_t isr_size;
+    int32_t leader_epoch;        /* atomic */
+    int32_t leader;              /* atomic: the broker that leads it (the image's), -1: none */
+    int32_t min_insync_replicas; /* atomic */
+    int32_t isr_size;            /* atomic: the committed ISR's */
     uint64_t waiters; /* atomic: bit i = loop i has a parked request here */
     struct st_replicas *owner;
+    /* replica state, under rlock */
+    pthread_mutex_t rlock;
+    struct st_replica_state *rs;
     /* tiered storage (NULL when the topic is not tiered) */
     st_tier_part_t *tier;
     int64_t remote_start, remote_end; /* atomic: [start, end) in the bucket */
@@ -76,8 +100,53 @@ int st_partition_is_remote(st_partition_t *p, int64_t offset);
 /* Ask to be woken (st_loop_wake of loop_index) at the next change. */
 void st_partition_watch(st_partition_t *p, int loop_index);
 
-/* Append validated batches as leader; moves the high watermark. */
+/* Append validated batches as leader (stamped with the leader epoch);
+ * moves the high watermark when the ISR is this broker alone.
+ * NOT_LEADER_OR_FOLLOWER when this broker does not lead p now. */
 st_err_t st_partition_append(st_partition_t *p, uint8_t *records, size_t len,
                              st_append_info_t *info);
+
+int32_t st_partition_leader_epoch(const st_partition_t *p);
+int32_t st_partition_isr_size(const st_partition_t *p);
+int32_t st_partition_min_isr(const st_partition_t *p);
+int64_t st_partition_high_watermark(st_partition_t *p);
+
+/* A follower's fetch at the leader (Kafka's Partition.fetchRecords for a
+ * replica): checks that this broker leads p at current_leader_epoch (-1:
+ * unchecked) and that replica_id is one of its replicas, finds where the
+ * follower's log diverged from the leader's (last_fetched_epoch >= 0,
+ * KIP-320: *div_epoch / *div_end set, no records to send), records the
+ * follower's log end (fetch_offset) and may move the high watermark or
+ * propose the follower for the ISR.  Errors: NOT_LEADER_OR_FOLLOWER,
+ * FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, OFFSET_OUT_OF_RANGE (past the
+ * leo), OFFSET_MOVED_TO_TIERED_STORAGE (below the local log start of a
+ * tiered partition). */
+st_err_t st_partition_follower_fetch(st_partition_t *p, int32_t replica_id, int32_t current_leader_epoch,
+                                     int64_t fetch_offset, int32_t last_fetched_epoch,
+                                     int32_t *div_epoch, int64_t *div_end);
+
+/* Whether this broker leads p, and whether an acks=all write ending before
+ * `need` is committed: 1 committed, 0 not yet; *e set when it never will
+ * be (NOT_LEADER_OR_FOLLOWER) or is but the ISR is below
+ * min.insync.replicas (NOT_ENOUGH_REPLICAS_AFTER_APPEND). */
+int st_partition_committed(st_partition_t *p, int64_t need, st_err_t *e);
+
+/* The controller (AlterPartition goes to its active node; the fetchers
+ * start with its image) and the leader's periodic ISR check (a ticker on
+ * loop 0, started by st_replicas_start before the loops start). */
+void st_replicas_set_controller(st_replicas_t *rm, st_controller_t *ctl);
+void st_replicas_start(st_replicas_t *rm);
+
+st_partition_t *st_partition_keep(st_partition_t *p);
+
+/* ---- fetcher.c: the follower's fetchers ------------------------------------ */
+typedef struct st_fetchers st_fetchers_t;
+st_fetchers_t *st_fetchers_new(st_replicas_t *rm, const st_broker_config_t *cfg, st_net_t *net,
+                               st_controller_t *ctl);
+/* After each image (controller thread): fetchers for new sources, and
+ * every fetcher rebuilds its partition list.  A fetcher closes its
+ * connection when its loop stops. */
+void st_fetchers_update(st_fetchers_t *fs, const st_meta_image_t *img);
+void st_fetchers_destroy(st_fetchers_t *fs);
 
 #endif /* ST_REPLICA_H */

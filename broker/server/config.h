@@ -61,6 +61,14 @@ typedef struct st_broker_config {
     int log_flush_on_ack;
     int64_t file_delete_delay_ms;
     int unclean_leader_election_enable;
+    /* replication (the follower's fetchers, the leader's ISR) */
+    int32_t num_replica_fetchers;
+    int32_t replica_fetch_max_bytes;
+    int32_t replica_fetch_response_max_bytes;
+    int32_t replica_fetch_min_bytes;
+    int32_t replica_fetch_wait_max_ms;
+    int32_t replica_fetch_backoff_ms;
+    int64_t replica_lag_time_max_ms;
     int64_t metadata_log_segment_bytes;
     char *logger_level;
     char *logger_debug;

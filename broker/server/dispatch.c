@@ -43,6 +43,7 @@ static const struct {
     {ST_API_BROKER_REGISTRATION, st_handle_broker_registration},
     {ST_API_BROKER_HEARTBEAT, st_handle_broker_heartbeat},
     {ST_API_ELECT_LEADERS, st_handle_elect_leaders},
+    {ST_API_ALTER_PARTITION, st_handle_alter_partition},
 };
 
 st_handler_fn st_handler_for(int16_t key) {

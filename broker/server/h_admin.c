@@ -785,3 +785,35 @@ void st_handle_elect_leaders(st_server_t *srv, st_request_t *req) {
     }
     st_server_via_controller(srv, req, elect_work, elect_done, x);
 }
+
+/* ---- AlterPartition (from a partition's leader) ----------------------------------- */
+
+typedef struct isr_ctx {
+    const st_alter_partition_req_t *q;
+    int version;
+    st_arena_t a; /* the answer's, built on the controller thread */
+    st_alter_partition_resp_t r;
+} isr_ctx_t;
+
+static void isr_work(st_server_t *srv, st_controller_t *ctl, void *arg) {
+    (void)srv;
+    isr_ctx_t *x = arg;
+    st_controller_alter_partition(ctl, x->version, x->q, &x->r, &x->a);
+}
+
+static void isr_done(st_server_t *srv, st_request_t *req, void *arg) {
+    (void)srv;
+    isr_ctx_t *x = arg;
+    st_request_respond(req, &x->r);
+    st_arena_fini(&x->a);
+    free(x);
+}
+
+void st_handle_alter_partition(st_server_t *srv, st_request_t *req) {
+    if (st_controller_forward(srv->ctl, req)) return;
+    isr_ctx_t *x = st_calloc(1, sizeof *x);
+    x->q = req->body;
+    x->version = req->hdr.api_version;
+    st_arena_init(&x->a, 1024);
+    st_server_via_controller(srv, req, isr_work, isr_done, x);
+}

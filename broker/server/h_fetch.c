@@ -18,6 +18,7 @@ typedef struct fetch_op {
     st_request_t *req;
     st_partition_t **parts; /* per requested partition, NULL when unknown */
     int nparts;
+    int32_t replica_id; /* >= 0: a follower's fetch */
 } fetch_op_t;
 
 /* The file references a response holds (local segments, cached remote
@@ -62,6 +63,19 @@ static st_err_t read_partition(fetch_op_t *op, st_partition_t *p, int64_t offset
     memset(d, 0, sizeof *d);
     st_log_read_t rd = {0};
     st_err_t e = ST_OK;
+    if (op->replica_id >= 0) {
+        /* a follower reads up to the log end, never from the bucket */
+        if (limit > 0) e = st_log_read_replica(p->log, offset, limit, min_one, &rd);
+        st_log_offsets_t o;
+        st_log_offsets(p->log, &o);
+        d->high_watermark = o.high_watermark;
+        d->log_start_offset = o.log_start_offset;
+        if (e) return e;
+        d->file = rd.file;
+        d->pos = rd.pos;
+        d->len = rd.file ? rd.len : 0;
+        return ST_OK;
+    }
     if (limit > 0) e = st_log_read(p->log, offset, limit, min_one, &rd);
     st_log_offsets_t o;
     st_log_offsets(p->log, &o);
@@ -119,8 +133,37 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
                 if (errors) (*errors)++;
                 continue;
             }
-            st_err_t e = st_check_leader_epoch(qp->current_leader_epoch, p->leader_epoch);
-            if (!e) e = st_partition_check_leader(p);
+            st_err_t e = ST_OK;
+            if (op->replica_id >= 0) {
+                /* the follower's position, and where its log left the leader's */
+                int32_t div_epoch;
+                int64_t div_end;
+                e = st_partition_follower_fetch(p, op->replica_id, qp->current_leader_epoch,
+                                                qp->fetch_offset, qp->last_fetched_epoch,
+                                                &div_epoch, &div_end);
+                if (!e && div_epoch >= 0) {
+                    rp->diverging_epoch.epoch = div_epoch;
+                    rp->diverging_epoch.end_offset = div_end;
+                    rp->high_watermark = st_partition_high_watermark(p);
+                    rp->last_stable_offset = rp->high_watermark;
+                    rp->log_start_offset = -1;
+                    if (errors) (*errors)++; /* answered at once */
+                    continue;
+                }
+                if (e == ST_E_OFFSET_MOVED_TO_TIERED_STORAGE || e == ST_E_OFFSET_OUT_OF_RANGE) {
+                    st_log_offsets_t o;
+                    st_log_offsets(p->log, &o);
+                    rp->error_code = st_err_wire(e);
+                    rp->high_watermark = o.high_watermark;
+                    rp->last_stable_offset = o.high_watermark;
+                    rp->log_start_offset = o.log_start_offset; /* the local one */
+                    if (errors) (*errors)++;
+                    continue;
+                }
+            } else {
+                e = st_check_leader_epoch(qp->current_leader_epoch, st_partition_leader_epoch(p));
+                if (!e) e = st_partition_check_leader(p);
+            }
             /* The smaller of the partition's limit and what the response
              * has left, also for the first partition: only the batch that
              * min_one lets through may pass both (KIP-74). */
@@ -135,7 +178,7 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
                 rp->error_code = st_err_wire(e);
                 if (e == ST_E_FENCED_LEADER_EPOCH || e == ST_E_UNKNOWN_LEADER_EPOCH) {
                     rp->current_leader.leader_id = st_controller_id(op->srv->ctl);
-                    rp->current_leader.leader_epoch = p->leader_epoch;
+                    rp->current_leader.leader_epoch = st_partition_leader_epoch(p);
                 }
                 if (errors) (*errors)++;
                 continue;
@@ -203,6 +246,7 @@ void st_handle_fetch(st_server_t *srv, st_request_t *req) {
     fetch_op_t *op = st_calloc(1, sizeof *op);
     op->srv = srv;
     op->req = req;
+    op->replica_id = req->hdr.api_version >= 15 ? q->replica_state.replica_id : q->replica_id;
     for (int i = 0; i < q->topics.n; i++) op->nparts += q->topics.v[i].partitions.n;
     op->parts = st_calloc((size_t)op->nparts + 1, sizeof *op->parts);
     int k = 0;

@@ -184,7 +184,7 @@ static void slot_compute(offsets_job_t *job, offsets_slot_t *sl) {
                                            NULL);
     int64_t offset = -1, ts = -1;
     int32_t epoch = -1;
-    st_err_t e = p ? st_check_leader_epoch(sl->leader_epoch, p->leader_epoch)
+    st_err_t e = p ? st_check_leader_epoch(sl->leader_epoch, st_partition_leader_epoch(p))
                    : ST_E_UNKNOWN_TOPIC_OR_PARTITION;
     if (!e) e = st_partition_check_leader(p);
     if (!e) e = list_one(p, sl->timestamp, job->loop, &offset, &ts, &epoch);

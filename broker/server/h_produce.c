@@ -5,9 +5,12 @@
  *   acks=0   no response; an error closes the connection (the client's
  *            only way to learn of it, as in Kafka)
  *   acks=1   answer after the append
- *   acks=-1  with log.flush.on.ack, answer once a group-commit fsync has
- *            covered every appended batch (parked; REQUEST_TIMED_OUT after
- *            timeout_ms); min.insync.replicas is checked before appending
+ *   acks=-1  answer once the high watermark passes every appended batch
+ *            (every in-sync replica has it) and, with log.flush.on.ack,
+ *            once a group-commit fsync has covered it (parked;
+ *            REQUEST_TIMED_OUT after timeout_ms); min.insync.replicas is
+ *            checked before appending (NOT_ENOUGH_REPLICAS) and when the
+ *            write is committed (NOT_ENOUGH_REPLICAS_AFTER_APPEND)
  *
  * A request's life:
  *
@@ -50,7 +53,9 @@
 
 typedef struct produce_wait {
     st_partition_t *part;
-    int64_t need; /* durable when flushed_offset >= need */
+    int64_t need; /* committed when the high watermark (and, with
+                   * log.flush.on.ack, the flushed offset) reach it */
+    int flush;
     st_produce_resp_part_t *out;
 } produce_wait_t;
 
@@ -86,10 +91,16 @@ static int produce_try(st_delayed_t *d) {
         st_partition_watch(w->part, loop);
         st_log_offsets_t o;
         st_log_offsets(w->part->log, &o);
+        st_err_t e = ST_OK;
         if (o.offline) {
-            w->out->error_code = st_err_wire(ST_E_KAFKA_STORAGE_ERROR);
-        } else if (o.flushed_offset < w->need) {
+            e = ST_E_KAFKA_STORAGE_ERROR;
+        } else if (!st_partition_committed(w->part, w->need, &e) ||
+                   (!e && w->flush && o.flushed_offset < w->need)) {
             return 0;
+        }
+        if (e) {
+            w->out->error_code = st_err_wire(e);
+            w->out->error_message = st_str(st_err_msg(e));
         }
         st_partition_release(w->part);
         w->part = NULL;
@@ -105,7 +116,11 @@ static void produce_expire(st_delayed_t *d) {
         if (!w->part) continue;
         st_log_offsets_t o;
         st_log_offsets(w->part->log, &o);
-        if (o.flushed_offset < w->need) {
+        if (o.high_watermark < w->need) {
+            w->out->error_code = st_err_wire(ST_E_REQUEST_TIMED_OUT);
+            w->out->error_message = st_str("the in-sync replicas did not all have the write "
+                                           "within timeout.ms");
+        } else if (w->flush && o.flushed_offset < w->need) {
             w->out->error_code = st_err_wire(ST_E_REQUEST_TIMED_OUT);
             w->out->error_message = st_str("the write was not made durable within timeout.ms");
         }
@@ -298,9 +313,10 @@ static void produce_finish(produce_op_t *op) {
         pp->out->base_offset = info.base_offset;
         pp->out->log_append_time_ms = info.log_append_time;
         pp->out->log_start_offset = info.log_start_offset;
-        if (q->acks == -1 && srv->cfg.log_flush_on_ack) {
-            st_logmgr_request_flush(srv->logs, pp->p->log);
-            op->waits[op->nwaits++] = (produce_wait_t){pp->p, info.last_offset + 1, pp->out};
+        if (q->acks == -1) {
+            int flush = srv->cfg.log_flush_on_ack;
+            if (flush) st_logmgr_request_flush(srv->logs, pp->p->log);
+            op->waits[op->nwaits++] = (produce_wait_t){pp->p, info.last_offset + 1, flush, pp->out};
         } else {
             st_partition_release(pp->p);
         }
@@ -406,10 +422,10 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
             if (qp->records.len <= 0) {
                 e = ST_E_INVALID_RECORD;
                 snprintf(why, sizeof why, "no records");
-            } else if (acks == -1 && p->isr_size < p->min_insync_replicas) {
+            } else if (acks == -1 && st_partition_isr_size(p) < st_partition_min_isr(p)) {
                 e = ST_E_NOT_ENOUGH_REPLICAS;
                 snprintf(why, sizeof why, "%d in-sync replica(s), min.insync.replicas is %d",
-                         p->isr_size, p->min_insync_replicas);
+                         st_partition_isr_size(p), st_partition_min_isr(p));
             } else if (qp->records.len > lc.segment_bytes) {
                 e = ST_E_RECORD_LIST_TOO_LARGE;
                 snprintf(why, sizeof why, "%d bytes of records exceed segment.bytes %lld",

@@ -351,6 +351,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
         st_free_strv(dirs, ndirs);
         return 1;
     }
+    st_replicas_set_controller(srv.rm, srv.ctl);
     srv.groups = st_server_groups_new(&srv);
     st_log_cleaner_t *cleaner = st_server_cleaner_new(&srv);
     srv.workers = st_pool_new(srv.cfg.num_io_threads, "io-worker");
@@ -367,6 +368,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     else
         ST_INFO("server", "no bound on the memory of requests (queued.max.request.bytes=%lld)",
                 (long long)srv.cfg.queued_max_request_bytes);
+    st_replicas_start(srv.rm);
     st_net_start(srv.net);
 
     ST_INFO("server", "stratad node %d of cluster %s is serving at %s:%d (CRC32C %s)",

@@ -117,6 +117,7 @@ void st_handle_begin_quorum_epoch(st_server_t *srv, st_request_t *req);
 void st_handle_end_quorum_epoch(st_server_t *srv, st_request_t *req);
 void st_handle_fetch_snapshot(st_server_t *srv, st_request_t *req);
 void st_handle_describe_quorum(st_server_t *srv, st_request_t *req);
+void st_handle_alter_partition(st_server_t *srv, st_request_t *req);
 void st_handle_elect_leaders(st_server_t *srv, st_request_t *req);
 void st_handle_broker_registration(st_server_t *srv, st_request_t *req);
 void st_handle_broker_heartbeat(st_server_t *srv, st_request_t *req);
@@ -126,13 +127,6 @@ void st_handle_raft_fetch(st_server_t *srv, st_request_t *req);
 struct st_group_coord *st_server_groups_new(st_server_t *srv);
 /* The log cleaner (not started), or NULL when log.cleaner.enable is off. */
 st_log_cleaner_t *st_server_cleaner_new(st_server_t *srv);
-
-/* Leader epoch fencing (KIP-320): -1 accepts any; an older epoch is
- * FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH. */
-static inline st_err_t st_check_leader_epoch(int32_t requested, int32_t current) {
-    if (requested < 0 || requested == current) return ST_OK;
-    return requested < current ? ST_E_FENCED_LEADER_EPOCH : ST_E_UNKNOWN_LEADER_EPOCH;
-}
 
 /* Authorized operations (KIP-430) as Kafka reports them without an
  * authorizer: every operation the resource type supports
