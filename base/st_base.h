@@ -80,6 +80,7 @@
     X(INVALID_PRODUCER_ID_MAPPING, 49, 0, 49,                                          \
       "the producer id is not assigned to its transactional id")                       \
     X(TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 53, 0, 53, "transactional id authorization failed") \
+    X(OPERATION_NOT_ATTEMPTED, 55, 0, 55, "operation not attempted")                   \
     X(KAFKA_STORAGE_ERROR, 56, 1, 56, "storage error: log directory offline")          \
     X(LOG_DIR_NOT_FOUND, 57, 0, 57, "log directory not found")                         \
     X(UNKNOWN_PRODUCER_ID, 59, 0, 59, "unknown producer id")                           \

@@ -47,6 +47,10 @@ struct st_tier_part {
     int rerun;       /* asked for while the job ran; t->lock and p->lock */
     int closing, delete_remote;
     int loaded;
+    /* this broker leads the partition: only then does the job write to
+     * the bucket; a follower that becomes leader reads the manifest again
+     * first (another leader wrote it meanwhile).  p->lock. */
+    int leading, reload;
     int64_t last_upload_ms;
     int64_t last_sweep_ms;
     char *last_error; /* NULL: none */
@@ -730,6 +734,12 @@ static void part_job(void *arg) {
         part_forget(p);
         goto out;
     }
+    pthread_mutex_lock(&p->lock);
+    int leading = p->leading;
+    if (p->reload) p->loaded = 0;
+    p->reload = 0;
+    pthread_mutex_unlock(&p->lock);
+    if (!leading) goto out; /* only the leader uploads, sweeps and deletes */
     if (!p->loaded) {
         char *why = NULL;
         st_manifest_t m;
@@ -977,6 +987,7 @@ st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id
     st_tier_part_t *p = st_calloc(1, sizeof *p);
     p->tier = t;
     p->refs = 1;
+    p->leading = 1;
     pthread_mutex_init(&p->lock, NULL);
     p->topic = st_strdup(topic);
     p->topic_id = st_strdup(topic_id);
@@ -1073,6 +1084,15 @@ void st_tier_part_set_retention(st_tier_part_t *p, const st_tier_retention_t *re
     pthread_mutex_lock(&p->lock);
     p->ret = *ret;
     pthread_mutex_unlock(&p->lock);
+}
+
+void st_tier_part_set_leader(st_tier_part_t *p, int leading) {
+    pthread_mutex_lock(&p->lock);
+    int was = p->leading;
+    p->leading = leading;
+    if (leading && !was) p->reload = 1;
+    pthread_mutex_unlock(&p->lock);
+    if (leading && !was) st_tier_part_kick(p);
 }
 
 void st_tier_part_kick(st_tier_part_t *p) {

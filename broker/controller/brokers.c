@@ -675,29 +675,35 @@ static int has_id(const int32_t *v, int n, int32_t id) {
     return 0;
 }
 
-/* One partition of an AlterPartition (Kafka's
- * ReplicationControlManager.alterPartition): only its leader at its
- * current leader epoch may change the ISR, from the partition epoch it
- * last saw, to replicas that are live; the leader stays in it. */
-static st_err_t alter_one(st_controller_t *c, int32_t broker, const st_meta_topic_t *t,
+/* One partition of an AlterPartition, checked in the order Kafka's
+ * ReplicationControlManager checks it: epochs ahead of this node's mean
+ * this node is behind (NOT_CONTROLLER, the leader looks again); only the
+ * leader at the current leader epoch may change the ISR, from the
+ * partition epoch it last saw, to replicas of the partition that are
+ * registered and not fenced, with itself in it. */
+static st_err_t alter_one(st_controller_t *c, int version, int32_t broker, const st_meta_topic_t *t,
                           const st_alter_partition_req_part_t *qp, const int32_t *isr, int nisr,
                           changes_t *ch) {
     const st_meta_image_t *img = c->image;
     if (!t || qp->partition_index < 0 || qp->partition_index >= t->nparts)
         return ST_E_UNKNOWN_TOPIC_OR_PARTITION;
     const st_meta_partition_t *mp = &t->parts[qp->partition_index];
-    if (mp->leader != broker) return ST_E_NOT_LEADER_OR_FOLLOWER;
-    if (qp->leader_epoch != mp->leader_epoch)
-        return qp->leader_epoch < mp->leader_epoch ? ST_E_FENCED_LEADER_EPOCH : ST_E_UNKNOWN_LEADER_EPOCH;
-    if (qp->partition_epoch != mp->partition_epoch) return ST_E_INVALID_UPDATE_VERSION;
+    if (qp->leader_epoch > mp->leader_epoch || qp->partition_epoch > mp->partition_epoch)
+        return ST_E_NOT_CONTROLLER;
+    if (qp->leader_epoch < mp->leader_epoch) return ST_E_FENCED_LEADER_EPOCH;
+    if (mp->leader != broker) return ST_E_INVALID_REQUEST;
+    if (qp->partition_epoch < mp->partition_epoch) return ST_E_INVALID_UPDATE_VERSION;
     if (nisr < 1 || !has_id(isr, nisr, broker)) return ST_E_INVALID_REQUEST;
-    for (int i = 0; i < nisr; i++) {
+    for (int i = 0; i < nisr; i++)
         if (!has_id(mp->replicas, mp->nreplicas, isr[i]) || has_id(isr, i, isr[i]))
             return ST_E_INVALID_REQUEST;
-        /* a replica joining must be live (KIP-841) */
-        if (!has_id(mp->isr, mp->nisr, isr[i]) && !is_live(img, isr[i], -1))
-            return ST_E_INELIGIBLE_REPLICA;
-    }
+    for (int i = 0; i < nisr; i++)
+        if (!is_live(img, isr[i], -1)) {
+            ST_LOG_RATELIMITED(ST_LOG_INFO, "controller", 5000,
+                               "AlterPartition from broker %d for %s-%d: replica %d is fenced or "
+                               "not registered", (int)broker, t->name, (int)mp->id, (int)isr[i]);
+            return version > 1 ? ST_E_INELIGIBLE_REPLICA : ST_E_OPERATION_NOT_ATTEMPTED;
+        }
     int same = nisr == mp->nisr;
     for (int i = 0; i < nisr && same; i++) same = has_id(mp->isr, mp->nisr, isr[i]);
     if (!same) changes_add(ch, t, mp, ST_MREC_NO_LEADER_CHANGE, isr, nisr);
@@ -745,7 +751,7 @@ void st_controller_alter_partition(st_controller_t *c, int version,
                 isr[m] = version >= 3 ? qp->new_isr_with_epochs.v[m].broker_id : qp->new_isr.v[m];
             int before = ch.n;
             st_err_t e = !t && version >= 2 ? ST_E_UNKNOWN_TOPIC_ID
-                                            : alter_one(c, q->broker_id, t, qp, isr, nisr, &ch);
+                                            : alter_one(c, version, q->broker_id, t, qp, isr, nisr, &ch);
             rp->error_code = st_err_wire(e);
             change_of[k] = e ? -2 : ch.n > before ? before : -1;
         }

@@ -28,6 +28,15 @@ st_meta_image_t *st_controller_image(st_controller_t *c) {
     return img;
 }
 
+int st_controller_broker_ready(st_controller_t *c) {
+    pthread_mutex_lock(&c->lock);
+    int ready = 0;
+    for (int i = 0; i < c->image->nbrokers; i++)
+        if (c->image->brokers[i].id == c->cfg.broker->node_id) ready = !c->image->brokers[i].fenced;
+    pthread_mutex_unlock(&c->lock);
+    return ready;
+}
+
 const char *st_controller_cluster_id(const st_controller_t *c) { return c->cluster_id; }
 int32_t st_controller_id(st_controller_t *c) {
     pthread_mutex_lock(&c->lock);

@@ -105,6 +105,10 @@ void st_controller_start(st_controller_t *c);
 void st_controller_stop(st_controller_t *c);
 void st_controller_close(st_controller_t *c);
 st_meta_image_t *st_controller_image(st_controller_t *c);
+/* Whether this broker is registered and unfenced in the image it holds:
+ * until then (a start-up catching up with the metadata log) the image may
+ * lack topics that exist. */
+int st_controller_broker_ready(st_controller_t *c);
 const char *st_controller_cluster_id(const st_controller_t *c);
 /* The active controller (the Raft's leader), -1 while none is known. */
 int32_t st_controller_id(st_controller_t *c);

@@ -232,7 +232,9 @@ static int rs_from_image(st_partition_t *p, const st_meta_partition_t *mp) {
     __atomic_store_n(&p->leader, rs->leader, __ATOMIC_RELEASE);
     __atomic_store_n(&p->leader_epoch, rs->leader_epoch, __ATOMIC_RELEASE);
     __atomic_store_n(&p->isr_size, rs->nisr, __ATOMIC_RELEASE);
+    int leading = rs->leading;
     pthread_mutex_unlock(&p->rlock);
+    if (p->tier) st_tier_part_set_leader(p->tier, leading); /* only a leader writes the bucket */
     if (changed && rs->leading)
         ST_INFO("replica", "%s-%d: leader at epoch %d from offset %lld", p->topic, (int)p->index,
                 (int)mp->leader_epoch, (long long)rs->epoch_start_offset);
@@ -410,7 +412,10 @@ st_err_t st_partition_follower_fetch(st_partition_t *p, int32_t replica_id, int3
     st_err_t e = st_check_leader_epoch(current_leader_epoch, rs->leader_epoch);
     st_follower_t *f = follower_of(rs, replica_id);
     if (!e && !rs->leading) e = ST_E_NOT_LEADER_OR_FOLLOWER;
-    if (!e && !f) e = ST_E_NOT_LEADER_OR_FOLLOWER; /* not one of its replicas */
+    /* not one of its replicas: with an epoch that matches, the replica set
+     * may be newer than this broker's view (a reassignment), so the
+     * follower retries (Kafka's followerReplicaOrThrow) */
+    if (!e && !f) e = current_leader_epoch >= 0 ? ST_E_UNKNOWN_LEADER_EPOCH : ST_E_NOT_LEADER_OR_FOLLOWER;
     st_log_offsets_t o;
     st_log_offsets(p->log, &o);
     if (!e && fetch_offset > o.leo) e = ST_E_OFFSET_OUT_OF_RANGE;

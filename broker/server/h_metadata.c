@@ -66,6 +66,7 @@ static void respond(st_server_t *srv, st_request_t *req) {
     st_metadata_resp_t r;
     st_schema_defaults(&st_metadata_resp_schema, &r);
     st_meta_image_t *img = st_controller_image(srv->ctl);
+    int ready = st_controller_broker_ready(srv->ctl);
     int nb = 0;
     for (int i = 0; i < img->nbrokers; i++) nb += !img->brokers[i].fenced;
     ST_ARRAY_ALLOC(r.brokers, &req->arena, nb);
@@ -109,6 +110,9 @@ static void respond(st_server_t *srv, st_request_t *req) {
             ST_ARRAY_ALLOC(out->partitions, &req->arena, 0);
             if (qt->name.len < 0) out->error_code = st_err_wire(ST_E_UNKNOWN_TOPIC_ID);
             else if (!name_valid(qt->name)) out->error_code = st_err_wire(ST_E_INVALID_TOPIC_EXCEPTION);
+            /* a node still catching up with the metadata log cannot tell
+             * that a topic does not exist: clients retry this one */
+            else if (!ready) out->error_code = st_err_wire(ST_E_LEADER_NOT_AVAILABLE);
             else out->error_code = st_err_wire(ST_E_UNKNOWN_TOPIC_OR_PARTITION);
         }
     }
@@ -139,7 +143,8 @@ static void create_done(st_server_t *srv, st_request_t *req, void *arg) {
 
 void st_handle_metadata(st_server_t *srv, st_request_t *req) {
     st_metadata_req_t *q = req->body;
-    if (q->topics.n > 0 && q->allow_auto_topic_creation && srv->cfg.auto_create_topics_enable) {
+    if (q->topics.n > 0 && q->allow_auto_topic_creation && srv->cfg.auto_create_topics_enable &&
+        st_controller_broker_ready(srv->ctl)) {
         st_meta_image_t *img = st_controller_image(srv->ctl);
         md_ctx_t *ctx = st_arena_alloc(&req->arena, sizeof *ctx);
         ctx->create = st_arena_alloc(&req->arena, sizeof(char *) * (size_t)q->topics.n);
