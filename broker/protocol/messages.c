@@ -264,8 +264,9 @@ static const st_api_t api_table[] = {
      * their keys as unknown and advertises none of them.  The metadata
      * quorum's (Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum,
      * FetchSnapshot), the brokers' lifecycle (BrokerRegistration,
-     * BrokerHeartbeat), ElectLeaders and AlterPartition are served. */
-    {ST_API_OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 0, 0, -1, 4,
+     * BrokerHeartbeat), ElectLeaders, AlterPartition and
+     * OffsetForLeaderEpoch are served. */
+    {ST_API_OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 0, 0, 4, 4,
      &st_offset_for_leader_epoch_req_schema, &st_offset_for_leader_epoch_resp_schema, 0, 4},
     {ST_API_ELECT_LEADERS, "ElectLeaders", 0, 0, 2, 2, &st_elect_leaders_req_schema,
      &st_elect_leaders_resp_schema, 0, 2},

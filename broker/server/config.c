@@ -307,10 +307,10 @@ static const st_cfg_desc_t broker_rows[] = {
          100000, NULL, 0,
          "Partitions of __consumer_offsets when it is created (on first use); groups are placed "
          "by abs(hash(group.id)) % this count."),
-    BROW("offsets.topic.replication.factor", ST_CFG_INT, offsets_topic_replication_factor, "1",
+    BROW("offsets.topic.replication.factor", ST_CFG_INT, offsets_topic_replication_factor, "3",
          1, 32767, NULL, 0,
-         "Replication factor of __consumer_offsets when it is created (Kafka's default is 3; "
-         "one broker needs 1)."),
+         "Replication factor of __consumer_offsets when it is created, capped by the brokers "
+         "alive then."),
     BROW("offsets.topic.segment.bytes", ST_CFG_INT, offsets_topic_segment_bytes, "104857600",
          14, I32MAX, NULL, 0, "segment.bytes of __consumer_offsets when it is created."),
     BROW("offsets.retention.minutes", ST_CFG_INT, offsets_retention_minutes, "10080", 1, I32MAX,

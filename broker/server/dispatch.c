@@ -13,6 +13,7 @@ static const struct {
     {ST_API_PRODUCE, st_handle_produce},
     {ST_API_FETCH, st_handle_fetch},
     {ST_API_LIST_OFFSETS, st_handle_list_offsets},
+    {ST_API_OFFSET_FOR_LEADER_EPOCH, st_handle_offset_for_leader_epoch},
     {ST_API_METADATA, st_handle_metadata},
     {ST_API_API_VERSIONS, st_handle_api_versions},
     {ST_API_CREATE_TOPICS, st_handle_create_topics},

@@ -176,8 +176,11 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
             rp->log_start_offset = d.log_start_offset;
             if (e) {
                 rp->error_code = st_err_wire(e);
-                if (e == ST_E_FENCED_LEADER_EPOCH || e == ST_E_UNKNOWN_LEADER_EPOCH) {
-                    rp->current_leader.leader_id = st_controller_id(op->srv->ctl);
+                if (e == ST_E_FENCED_LEADER_EPOCH || e == ST_E_UNKNOWN_LEADER_EPOCH ||
+                    e == ST_E_NOT_LEADER_OR_FOLLOWER) {
+                    /* where to go instead (the partition's leader, not the
+                     * controller) */
+                    rp->current_leader.leader_id = __atomic_load_n(&p->leader, __ATOMIC_ACQUIRE);
                     rp->current_leader.leader_epoch = st_partition_leader_epoch(p);
                 }
                 if (errors) (*errors)++;

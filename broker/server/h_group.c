@@ -13,8 +13,9 @@
  *                       parked JoinGroup / SyncGroup completes; post it back
  *   loop thread         wait, when the coordinator wrote for the groups
  *                       the response speaks of, until __consumer_offsets is
- *                       flushed that far (log.flush.on.ack, as acks=all
- *                       does); respond
+ *                       flushed that far and its high watermark passed it
+ *                       (every in-sync replica has it, as acks=all
+ *                       waits); respond
  *
  * The request, its arena and its body belong to exactly one thread at a
  * time: the handoffs go through the coordinator's queue and the loop's
@@ -112,7 +113,12 @@ static int durable_try(st_delayed_t *d) {
         st_partition_watch(w->part, loop);
         st_log_offsets_t o;
         st_log_offsets(w->part->log, &o);
-        if (!o.offline && o.flushed_offset < w->offset) return 0;
+        /* in every in-sync replica (a replicated __consumer_offsets) and
+         * flushed; a coordinator that lost the partition answers what it
+         * has (the next coordinator replays the log) */
+        st_err_t e;
+        if (!o.offline && (o.flushed_offset < w->offset || !st_partition_committed(w->part, w->offset, &e)))
+            return 0;
     }
     st_request_respond(op->req, op->resp);
     return 1;
@@ -240,7 +246,13 @@ void st_server_offsets_topic_spec(st_server_t *srv, st_new_topic_t *t,
     t->name = ST_GROUP_OFFSETS_TOPIC;
     t->name_len = strlen(ST_GROUP_OFFSETS_TOPIC);
     t->num_partitions = st_group_coord_num_partitions(srv->groups);
-    t->replication_factor = (int16_t)srv->cfg.offsets_topic_replication_factor;
+    /* capped by the brokers alive when it is made, so that one node (or a
+     * cluster still starting) gets it at all */
+    st_meta_image_t *img = st_controller_image(srv->ctl);
+    int live = 0;
+    for (int i = 0; img && i < img->nbrokers; i++) live += !img->brokers[i].fenced;
+    if (img) st_image_release(img);
+    t->replication_factor = (int16_t)ST_MAX(1, ST_MIN(srv->cfg.offsets_topic_replication_factor, live));
     t->configs = cf->kv;
     t->nconfigs = 2;
 }

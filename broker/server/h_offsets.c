@@ -383,3 +383,55 @@ void st_handle_delete_records(st_server_t *srv, st_request_t *req) {
     if (changed) st_logmgr_checkpoint(srv->logs);
     st_request_respond(req, &r);
 }
+
+/* ---- OffsetForLeaderEpoch (KIP-101, KIP-320) -------------------------------------------- */
+
+/* Where leader epoch `epoch` ends in p's log: the largest epoch at or below
+ * it and the offset where the next one starts (the log end for the
+ * latest).  The current leader epoch ends at the log end even before a
+ * batch carries it (Kafka's leader writes it into its epoch cache when it
+ * takes over). */
+static void epoch_end(st_partition_t *p, int32_t epoch, int32_t *out_epoch, int64_t *out_end) {
+    int32_t current = st_partition_leader_epoch(p);
+    if (epoch >= 0 && epoch >= current) {
+        st_log_offsets_t o;
+        st_log_offsets(p->log, &o);
+        *out_epoch = epoch == current ? current : -1;
+        *out_end = epoch == current ? o.leo : -1;
+        return;
+    }
+    st_log_end_offset_for_epoch(p->log, epoch, out_epoch, out_end);
+}
+
+void st_handle_offset_for_leader_epoch(st_server_t *srv, st_request_t *req) {
+    st_offset_for_leader_epoch_req_t *q = req->body;
+    st_offset_for_leader_epoch_resp_t r;
+    st_schema_defaults(&st_offset_for_leader_epoch_resp_schema, &r);
+    /* -2 (every version below 3) is the debug reader, which any replica
+     * answers; consumers (-1) and followers ask the leader */
+    int32_t replica = req->hdr.api_version >= 3 ? q->replica_id : -2;
+    ST_ARRAY_ALLOC(r.topics, &req->arena, q->topics.n);
+    for (int i = 0; i < q->topics.n; i++) {
+        const st_offset_for_leader_epoch_req_topic_t *qt = &q->topics.v[i];
+        st_offset_for_leader_epoch_resp_topic_t *rt = &r.topics.v[i];
+        st_schema_defaults(&st_offset_for_leader_epoch_resp_topic_schema, rt);
+        rt->topic = qt->topic;
+        ST_ARRAY_ALLOC(rt->partitions, &req->arena, qt->partitions.n);
+        for (int j = 0; j < qt->partitions.n; j++) {
+            const st_offset_for_leader_epoch_req_part_t *qp = &qt->partitions.v[j];
+            st_offset_for_leader_epoch_resp_part_t *rp = &rt->partitions.v[j];
+            st_schema_defaults(&st_offset_for_leader_epoch_resp_part_schema, rp);
+            rp->partition = qp->partition;
+            int known = 0;
+            st_partition_t *p = st_replicas_lookup(srv->rm, qt->topic.p, (size_t)ST_MAX(qt->topic.len, 0),
+                                                   qp->partition, &known);
+            st_err_t e = !p ? (known == 2 ? ST_E_NOT_LEADER_OR_FOLLOWER : ST_E_UNKNOWN_TOPIC_OR_PARTITION)
+                            : st_check_leader_epoch(qp->current_leader_epoch, st_partition_leader_epoch(p));
+            if (!e && replica != -2) e = st_partition_check_leader(p);
+            if (!e) epoch_end(p, qp->leader_epoch, &rp->leader_epoch, &rp->end_offset);
+            rp->error_code = st_err_wire(e);
+            st_partition_release(p);
+        }
+    }
+    st_request_respond(req, &r);
+}

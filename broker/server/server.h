@@ -117,6 +117,7 @@ void st_handle_begin_quorum_epoch(st_server_t *srv, st_request_t *req);
 void st_handle_end_quorum_epoch(st_server_t *srv, st_request_t *req);
 void st_handle_fetch_snapshot(st_server_t *srv, st_request_t *req);
 void st_handle_describe_quorum(st_server_t *srv, st_request_t *req);
+void st_handle_offset_for_leader_epoch(st_server_t *srv, st_request_t *req);
 void st_handle_alter_partition(st_server_t *srv, st_request_t *req);
 void st_handle_elect_leaders(st_server_t *srv, st_request_t *req);
 void st_handle_broker_registration(st_server_t *srv, st_request_t *req);

@@ -21,6 +21,9 @@ integration.replication - partitions replicated over three combined nodes.
    writes are refused with NOT_ENOUGH_REPLICAS while acks=1 ones are
    taken; once the follower runs again it catches up, rejoins the ISR,
    acks=all is taken again, and its log equals the leader's.
+   OffsetForLeaderEpoch on the leader names where each epoch its log holds
+   ends (the first offset of the next one) and the current one at the log
+   end; a follower refuses a consumer's (NOT_LEADER_OR_FOLLOWER).
 3. Bad input, each answered with Kafka's error while the rest carries on:
      - a produce to a follower: NOT_LEADER_OR_FOLLOWER;
      - a follower fetch from a replica id that is not a replica:
@@ -147,6 +150,31 @@ def wait_same_replicas(topic, p, nodes, timeout=30):
     return got["n"], got["start"]
 
 
+def offset_for_epoch(node, topic, p, epoch, replica_id=-1, current=-1):
+    """OffsetForLeaderEpoch v3 of one partition: (error, epoch, end offset)."""
+    body = struct.pack(">ii", replica_id, 1) + kwire.kstr(topic) + struct.pack(">iiii", 1, p, current, epoch)
+    c = cl.conn(node)
+    try:
+        r = c.call(23, 3, body)
+        r.take(">i")
+        check(r.take(">i") == 1, "one topic")
+        r.string()
+        check(r.take(">i") == 1, "one partition")
+        err, _idx, ep, end = r.take(">hiiq")
+        return err, ep, end
+    finally:
+        c.close()
+
+
+def epoch_starts(node, topic, p):
+    """{leader epoch: first offset} from node's local batches."""
+    out = {}
+    for base, b in sorted(replica_batches(node, topic, p).items()):
+        ep = struct.unpack_from(">i", b, 12)[0]
+        out.setdefault(ep, base)
+    return out
+
+
 def produce_one(node, topic, p, acks):
     c = cl.conn(node)
     try:
@@ -245,6 +273,21 @@ try:
         n, start = wait_same_replicas(TOPIC, p, cl.ids())
         print("%s-%d: %d records; the 3 replicas hold the same %d bytes of batches from offset %d" %
               (TOPIC, p, counts[p], n, start), flush=True)
+    # OffsetForLeaderEpoch (KIP-320): where each epoch ends on the leader
+    st = partition_state(TOPIC, 0)
+    starts = epoch_starts(st["leader"], TOPIC, 0)
+    eps = sorted(starts)
+    for a, b in zip(eps, eps[1:]):
+        got = offset_for_epoch(st["leader"], TOPIC, 0, a)
+        check(got == (0, a, starts[b]), "OffsetForLeaderEpoch of epoch %d: %s, the log says it ends at %d" % (a, got, starts[b]))
+    cur = leader_epoch(TOPIC, 0, st["leader"])
+    err, ep, end = offset_for_epoch(st["leader"], TOPIC, 0, cur, current=cur)
+    leo = cl.conn(st["leader"]).list_offsets(TOPIC, 0, -1)[1]
+    check((err, ep, end) == (0, cur, leo), "OffsetForLeaderEpoch of the current epoch: %s, log end %d" % ((err, ep, end), leo))
+    fol = [r for r in st["replicas"] if r != st["leader"]][0]
+    check(offset_for_epoch(fol, TOPIC, 0, cur)[0] == E_NOT_LEADER, "OffsetForLeaderEpoch from a consumer at a follower")
+    print("OffsetForLeaderEpoch on %s-0: epochs %s end where the next starts; the current one (%d) at the "
+          "log end %d" % (TOPIC, eps, cur, leo), flush=True)
     print("%d acknowledged records, none lost; failover (kill to new leader) median %.2f s, max %.2f s "
           "(broker.session.timeout.ms 2500)" % (len(acks), statistics.median(times), max(times)), flush=True)
 
@@ -255,7 +298,8 @@ try:
     wait_isr("isr2", 1, 2)
     st = partition_state("isr2", 0)
     lead, follower = st["leader"], [r for r in st["replicas"] if r != st["leader"]][0]
-    check(produce_one(lead, "isr2", 0, -1)[1] == 0, "acks=all with the whole ISR")
+    r = produce_one(lead, "isr2", 0, -1)
+    check(r[1] == 0, "acks=all with the whole ISR: error %d" % r[1])
     os.kill(cl.pid(follower), signal.SIGSTOP)
     try:
         t0 = time.time()
