@@ -64,12 +64,14 @@ static void note_bad(const char *fmt, const char *a, int b) {
 
 static int pipeline_send_next(void);
 
-/* Served keys that must be there, and described-only keys that must not
- * be advertised (stratad has no handler for them yet). */
-/* served: the client APIs, and the quorum's and brokers' lifecycle ones */
-static const int16_t must_have[] = {0, 1, 3, 18, 19, 43, 52, 53, 54, 55, 59, 60, 62, 63};
-/* described for the client only: OffsetForLeaderEpoch, AlterPartition */
-static const int16_t must_not[] = {23, 56};
+/* Served keys that must be there, and keys stratad does not serve that
+ * must not be advertised. */
+/* served: the client APIs, OffsetForLeaderEpoch, the quorum's and the
+ * brokers' lifecycle ones, AlterPartition */
+static const int16_t must_have[] = {0, 1, 3, 18, 19, 23, 43, 52, 53, 54, 55, 56, 59, 60, 62, 63};
+/* not served: transactions (InitProducerId, AddPartitionsToTxn, EndTxn)
+ * and SASL (SaslHandshake) */
+static const int16_t must_not[] = {17, 22, 24, 26};
 
 static void check_body(const st_netclient_resp_t *resp) {
     st_arena_t a;
