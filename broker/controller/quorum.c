@@ -923,6 +923,12 @@ static void on_alter_answer(st_netclient_t *nc, const st_netclient_resp_t *resp,
 
 static void alter_job(st_controller_t *c, void *arg) {
     alter_send_t *s = arg;
+    if (c->quiesced) {
+        /* stopping: the loops may be gone, so nothing more is sent */
+        s->done(s->arg, ST_E_NOT_CONTROLLER, NULL);
+        free(s);
+        return;
+    }
     if (c->raft && st_raft_role(c->raft) == ST_RAFT_LEADER) {
         st_arena_t a;
         st_arena_init(&a, 1024);

@@ -25,7 +25,8 @@
  * fetchers' loops, which rebuild their lists when it moved.
  *
  * Threads: st_fetchers_update on the controller thread (creates fetchers,
- * posts them to their loops); everything else of a fetcher on its loop.
+ * posts them to their loops); everything else of a fetcher on its loop,
+ * but st_fetchers_destroy, after the loops stopped.
  */
 #include "replica.h"
 
@@ -96,6 +97,9 @@ void st_fetchers_destroy(st_fetchers_t *fs) {
     if (!fs) return;
     for (int i = 0; i < fs->n; i++) {
         fetcher_t *f = fs->v[i];
+        f->stopped = 1;
+        if (f->nc) st_netclient_destroy(f->nc); /* a fetch in flight ends CANCELLED */
+        f->nc = NULL;
         parts_release(f);
         sent_release(f);
         free(f);
@@ -295,7 +299,7 @@ out:
     st_arena_fini(&a);
     /* the answer may come from the client's own ticker, after this
      * fetcher's in the same round: another round sends the next fetch now */
-    st_loop_wake(f->loop);
+    if (!f->stopped) st_loop_wake(f->loop);
 }
 
 static void send_fetch(fetcher_t *f, int64_t now) {
@@ -380,11 +384,12 @@ static int64_t fetcher_tick(st_loop_ticker_t *t, int64_t now) {
     return next < 0 ? f->fs->cfg->replica_fetch_backoff_ms : next;
 }
 
+/* The loop is exiting: nothing more is sent.  The client goes in
+ * st_fetchers_destroy, after the loops stopped (a client destroyed on its
+ * loop is freed at the loop's next round, which an exiting loop has not). */
 static void fetcher_stop(st_loop_ticker_t *t) {
     fetcher_t *f = (fetcher_t *)((char *)t - offsetof(fetcher_t, ticker));
     f->stopped = 1;
-    if (f->nc) st_netclient_destroy(f->nc); /* the fetch in flight ends CANCELLED */
-    f->nc = NULL;
 }
 
 static void fetcher_attach(void *arg) {
