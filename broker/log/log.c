@@ -50,7 +50,7 @@ static st_err_t epoch_write(st_log_t *log) {
         st_buf_printf(&b, "%d %lld\n", log->epochs[i].epoch, (long long)log->epochs[i].start);
     char path[4096];
     snprintf(path, sizeof path, "%s/leader-epoch-checkpoint", log->dir);
-    st_err_t e = st_write_file_atomic(path, b.data, b.len);
+    st_err_t e = st_log__write_file_atomic(st_log__mgr_fcache(log->mgr), path, b.data, b.len);
     st_buf_fini(&b);
     return e;
 }
@@ -131,7 +131,7 @@ static st_err_t write_partition_metadata(st_log_t *log, const st_uuid_t *topic_i
     if (!topic_id || st_uuid_is_zero(topic_id)) return ST_OK;
     st_uuid_format(topic_id, idtext);
     int n = snprintf(body, sizeof body, "version: 0\ntopic_id: %s\n", idtext);
-    return st_write_file_atomic(path, body, (size_t)n);
+    return st_log__write_file_atomic(st_log__mgr_fcache(log->mgr), path, body, (size_t)n);
 }
 
 /* The partition's directory listing: segment base offsets (sorted) and the
@@ -253,7 +253,7 @@ st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int
         /* Everything that survived validation is now on disk. */
         st_file_t *f;
         if (st_log__seg_keep(active_seg(log), ST_SEG_LOG, &f) == ST_OK) {
-            if (fsync(f->fd) == 0) log->flushed_offset = log->leo;
+            if (st_log__sync(fc, f->fd, 0) == ST_OK) log->flushed_offset = log->leo;
             st_file_release(f);
         }
     }
@@ -281,7 +281,7 @@ void st_log__close(st_log_t *log, int clean) {
             if (last && (trimmed || log->flushed_offset < log->leo)) {
                 st_file_t *f;
                 if (st_log__seg_keep(s, ST_SEG_LOG, &f) == ST_OK) {
-                    fsync(f->fd);
+                    st_log__sync(st_log__mgr_fcache(log->mgr), f->fd, 0);
                     st_file_release(f);
                 }
             }
@@ -375,14 +375,14 @@ static st_err_t roll_locked(st_log_t *log) {
     e = st_log__seg_write_indexes(old, 1);
     /* The closed segment's data reaches disk before the new one starts, so
      * a recovery only ever needs to look at the last segment's tail. */
-    if (!e && fdatasync(f->fd) != 0) e = st_err_from_errno(errno);
+    if (!e) e = st_log__sync(st_log__mgr_fcache(log->mgr), f->fd, 1);
     if (e) {
         st_log__seg_close(s);
         st_log__seg_unlink_files(log->dir, log->leo);
         goto out;
     }
     segs_push(log, s);
-    st_fsync_dir(log->dir);
+    st_log__sync_dir(st_log__mgr_fcache(log->mgr), log->dir);
     ST_DEBUG("log", WHAT_FMT ": rolled segment at offset %lld", WHAT_ARGS(log),
              (long long)log->leo);
 out:
@@ -896,7 +896,7 @@ st_err_t st_log_flush(st_log_t *log) {
     pthread_mutex_unlock(&log->lock);
 
     for (int i = 0; i < nfiles; i++) {
-        if (!e && fdatasync(files[i]->fd) != 0) e = st_err_from_errno(errno);
+        if (!e) e = st_log__sync(st_log__mgr_fcache(log->mgr), files[i]->fd, 1);
         st_file_release(files[i]);
     }
     int64_t flush_due = -1;
@@ -1002,7 +1002,7 @@ st_err_t st_log_truncate_fully(st_log_t *log, int64_t offset) {
     segs_push(log, s);
     log->log_start_offset = log->leo = log->high_watermark = log->flushed_offset = offset;
     st_log__epoch_truncate_from(log, 0);
-    st_fsync_dir(log->dir);
+    st_log__sync_dir(st_log__mgr_fcache(log->mgr), log->dir);
 out:
     pthread_mutex_unlock(&log->lock);
     return e;
@@ -1038,7 +1038,7 @@ st_err_t st_log_truncate_to(st_log_t *log, int64_t offset) {
     if (log->high_watermark > log->leo) log->high_watermark = log->leo;
     if (log->flushed_offset > log->leo) log->flushed_offset = log->leo;
     st_log__epoch_truncate_from(log, log->leo);
-    if (removed) st_fsync_dir(log->dir);
+    if (removed) st_log__sync_dir(st_log__mgr_fcache(log->mgr), log->dir);
     ST_INFO("log", WHAT_FMT ": truncated to offset %lld (was %lld, %d segments removed)",
             WHAT_ARGS(log), (long long)log->leo, (long long)old_leo, removed);
 out:

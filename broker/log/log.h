@@ -69,6 +69,16 @@ typedef void (*st_log_notify_cb)(st_log_t *log, void *arg);
 
 /* ---- log manager: log.dirs, locks, checkpoints, flusher, janitor ------ */
 
+/* How the log library makes files durable: fsync(2), or fdatasync(2) when
+ * data_only; returns 0, or -1 with errno set.  Every fsync of a segment,
+ * an index, a checkpoint or a directory goes through it, so a test can
+ * count the calls, see which thread makes them and under which lock, hold
+ * them or fail them. */
+typedef struct st_log_sync_ops {
+    int (*sync)(void *arg, int fd, int data_only);
+    void *arg;
+} st_log_sync_ops_t;
+
 typedef struct st_logmgr_config {
     char **dirs;
     int ndirs;
@@ -95,6 +105,9 @@ int st_logmgr_clean_start(const st_logmgr_t *m);
 const char *st_logmgr_pick_dir(st_logmgr_t *m);
 /* Dirs already holding <topic>-<partition>, or NULL. */
 const char *st_logmgr_find_dir(st_logmgr_t *m, const char *topic, int32_t partition);
+/* Sync through ops (NULL: the system calls) from here on; borrowed, it
+ * outlives the manager.  Call before any log opens. */
+void st_logmgr_set_sync_ops(st_logmgr_t *m, const st_log_sync_ops_t *ops);
 /* Start the flusher and janitor threads. */
 void st_logmgr_start(st_logmgr_t *m);
 /* Stop threads, close every log cleanly, write checkpoints and the clean

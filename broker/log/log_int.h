@@ -54,6 +54,14 @@ st_err_t st_log__fcache_keep(st_fcache_t *c, st_fslot_t *s, const char *dir, int
 /* The slot goes away (segment closed): the cache drops its reference. */
 void st_log__fcache_forget(st_fcache_t *c, st_fslot_t *s);
 void st_log__fcache_stats(st_fcache_t *c, st_log_file_stats_t *out);
+/* Syncing through the manager's st_log_sync_ops_t (NULL: the system
+ * calls); set once before any log opens. */
+void st_log__fcache_set_sync(st_fcache_t *c, const st_log_sync_ops_t *ops);
+st_err_t st_log__sync(st_fcache_t *c, int fd, int data_only);
+st_err_t st_log__sync_dir(st_fcache_t *c, const char *dir);
+/* tmp file, fsync, rename, fsync of the directory (a checkpoint). */
+st_err_t st_log__write_file_atomic(st_fcache_t *c, const char *path, const void *data,
+                                   size_t len);
 /* The manager's cache (logmgr.c). */
 st_fcache_t *st_log__mgr_fcache(st_logmgr_t *m);
 /* The log's next flush.ms deadline moved earlier (logmgr.c): wake the

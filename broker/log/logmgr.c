@@ -159,9 +159,9 @@ static void write_checkpoints(st_logmgr_t *m) {
         }
         char path[4096];
         snprintf(path, sizeof path, "%s/recovery-point-offset-checkpoint", m->dirs[d].path);
-        st_err_t e = st_write_file_atomic(path, rec.data, rec.len);
+        st_err_t e = st_log__write_file_atomic(m->fc, path, rec.data, rec.len);
         snprintf(path, sizeof path, "%s/log-start-offset-checkpoint", m->dirs[d].path);
-        if (!e) e = st_write_file_atomic(path, start.data, start.len);
+        if (!e) e = st_log__write_file_atomic(m->fc, path, start.data, start.len);
         if (e)
             ST_LOG_RATELIMITED(ST_LOG_ERROR, "log", 10000, "%s: cannot write checkpoints: %s",
                                m->dirs[d].path, st_err_msg(e));
@@ -314,7 +314,7 @@ st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *
         /* The marker describes one stop only: remove it now that we run. */
         snprintf(path, sizeof path, "%s/" CLEAN_MARKER, m->dirs[i].path);
         unlink(path);
-        st_fsync_dir(m->dirs[i].path);
+        st_log__sync_dir(m->fc, m->dirs[i].path);
     }
     if (!m->clean) ST_WARN("log", "the previous stop was not clean: recovering logs");
     *out = m;
@@ -562,6 +562,10 @@ int st_logmgr_nlogs(st_logmgr_t *m) {
     int n = m->nlogs;
     pthread_mutex_unlock(&m->lock);
     return n;
+}
+
+void st_logmgr_set_sync_ops(st_logmgr_t *m, const st_log_sync_ops_t *ops) {
+    st_log__fcache_set_sync(m->fc, ops);
 }
 
 void st_logmgr_start(st_logmgr_t *m) {

@@ -140,9 +140,10 @@ st_err_t st_log__seg_write_index_fds(st_segment_t *s, int index_fd, int timeinde
     s->dirty_index = 0;
     if (final) {
         if (ftruncate(index_fd, (off_t)s->nidx * 8) != 0 ||
-            ftruncate(timeindex_fd, (off_t)s->ntidx * 12) != 0 || fdatasync(index_fd) != 0 ||
-            fdatasync(timeindex_fd) != 0)
+            ftruncate(timeindex_fd, (off_t)s->ntidx * 12) != 0)
             e = st_err_from_errno(errno);
+        if (!e) e = st_log__sync(s->fc, index_fd, 1);
+        if (!e) e = st_log__sync(s->fc, timeindex_fd, 1);
         if (!e) s->indexes_final = 1;
     }
     return e;
@@ -174,10 +175,9 @@ st_err_t st_log__seg_truncate(st_segment_t *s, int64_t offset, int32_t index_int
         goto out;
     }
     if (e) goto out;
-    if (ftruncate(f->fd, cut) != 0 || fdatasync(f->fd) != 0) {
-        e = st_err_from_errno(errno);
-        goto out;
-    }
+    if (ftruncate(f->fd, cut) != 0) e = st_err_from_errno(errno);
+    if (!e) e = st_log__sync(s->fc, f->fd, 1);
+    if (e) goto out;
     s->size = s->prealloc_end = cut;
     while (s->nidx && s->idx[s->nidx - 1].pos >= cut) s->nidx--;
     int32_t prev_rel = s->nidx ? s->idx[s->nidx - 1].rel : -1;
@@ -387,7 +387,8 @@ static st_err_t scan_from(st_segment_t *s, int fd, int64_t pos, int validate, in
                 what, (long long)s->base_offset, (long long)pos, (long long)s->next_offset, reason,
                 (long long)(file_size - pos));
         if (ftruncate(fd, pos) != 0) return st_err_from_errno(errno);
-        if (fsync(fd) != 0) return st_err_from_errno(errno);
+        st_err_t e = st_log__sync(s->fc, fd, 0);
+        if (e) return e;
     }
     return ST_OK;
 }

@@ -679,10 +679,15 @@ static st_log_config_t default_cfg(void) {
     return c;
 }
 
+/* What env_open gives the manager to sync with (NULL: the system calls). */
+static const st_log_sync_ops_t *env_sync_ops;
+
 static st_err_t mgr_open(const char *dir, st_logmgr_t **out, char *err, size_t errlen) {
     char *dirs[1] = {(char *)dir};
     st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, 0, NULL};
-    return st_logmgr_open(&mc, out, err, errlen);
+    st_err_t e = st_logmgr_open(&mc, out, err, errlen);
+    if (!e) st_logmgr_set_sync_ops(*out, env_sync_ops);
+    return e;
 }
 
 static const st_uuid_t topic_id = {{0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x47, 0x88, 0x99, 0xaa,
@@ -1826,6 +1831,136 @@ static int wait_flushed(st_log_t *log, int64_t want) {
     return 0;
 }
 
+/* ======================================================================
+ * No fsync on the produce path
+ * ==================================================================== */
+
+/* A sync hook that counts the calls made on the test's own thread (and
+ * those made while the log's lock is held), and holds every call from any
+ * other thread (the flusher) until it is let go. */
+typedef struct sync_spy {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    pthread_t test_thread;
+    st_log_t *log;   /* whose lock is looked at; NULL: none */
+    int on_test;     /* calls on the test's thread */
+    int under_lock;  /* of them, with the log's lock held */
+    int held;        /* calls from other threads waiting now */
+    int other_total; /* calls from other threads, all */
+    int gate_open;
+} sync_spy_t;
+
+static int spy_sync(void *arg, int fd, int data_only) {
+    sync_spy_t *sp = arg;
+    if (pthread_equal(pthread_self(), sp->test_thread)) {
+        pthread_mutex_lock(&sp->mu);
+        sp->on_test++;
+        /* one thread only here: EBUSY means this thread holds the lock */
+        if (sp->log) {
+            if (pthread_mutex_trylock(&sp->log->lock) == 0) pthread_mutex_unlock(&sp->log->lock);
+            else sp->under_lock++;
+        }
+        pthread_mutex_unlock(&sp->mu);
+    } else {
+        pthread_mutex_lock(&sp->mu);
+        sp->other_total++;
+        sp->held++;
+        pthread_cond_broadcast(&sp->cond);
+        while (!sp->gate_open) pthread_cond_wait(&sp->cond, &sp->mu);
+        sp->held--;
+        pthread_mutex_unlock(&sp->mu);
+    }
+    return data_only ? fdatasync(fd) : fsync(fd);
+}
+
+/* Wait (bounded: 10 s) until a call from another thread is held. */
+static int spy_wait_held(sync_spy_t *sp) {
+    pthread_mutex_lock(&sp->mu);
+    int64_t until = st_mono_ms() + 10000;
+    while (!sp->held && st_mono_ms() < until) st_cond_wait_ms(&sp->cond, &sp->mu, 100);
+    int held = sp->held;
+    pthread_mutex_unlock(&sp->mu);
+    return held;
+}
+
+/* Appends that roll segments (and start new leader epochs) make no fsync
+ * on the appending thread and none under the log's lock: the rolled
+ * segments are synced by the flusher, which the roll asks, and appends go
+ * on while the flusher's fsync is held (Kafka's roll schedules
+ * flushUptoOffsetExclusive on the background scheduler). */
+static void test_log_roll_syncs_on_the_flusher(void **state) {
+    (void)state;
+    sync_spy_t sp;
+    memset(&sp, 0, sizeof sp);
+    pthread_mutex_init(&sp.mu, NULL);
+    pthread_cond_init(&sp.cond, NULL);
+    sp.test_thread = pthread_self();
+    st_log_sync_ops_t ops = {spy_sync, &sp};
+    env_sync_ops = &ops;
+    env_t e;
+    env_init(&e, 3000, 400);
+    env_sync_ops = NULL;
+    sp.log = e.log;
+
+    /* No flusher running: every sync would be the appender's own. */
+    sp.on_test = sp.under_lock = 0;
+    for (int epoch = 0; epoch < 4; epoch++) append_many(&e, 30, 4, 1700000000000, epoch);
+    st_log_offsets_t o;
+    st_log_offsets(e.log, &o);
+    assert_true(o.nsegments >= 4);
+    if (sp.on_test)
+        fail_msg("%d fsync calls on the appending thread across %d segment rolls (%d with the "
+                 "log's lock held)", sp.on_test, o.nsegments - 1, sp.under_lock);
+
+    /* The flush syncs what the rolls left, without the lock, and raises
+     * the flushed offset over every rolled segment. */
+    assert_true(o.flushed_offset < o.leo);
+    assert_int_equal(st_log_flush(e.log), ST_OK);
+    assert_true(sp.on_test >= o.nsegments); /* every unsynced .log at least */
+    assert_int_equal(sp.under_lock, 0);
+    st_log_offsets(e.log, &o);
+    assert_true(o.flushed_offset == e.md.leo);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/leader-epoch-checkpoint", e.pdir);
+    char *text = slurp(path, NULL);
+    assert_non_null(strstr(text, "\n3 "));
+    free(text);
+
+    /* With the flusher running and its fsync held, appends that roll go
+     * on, and the log's lock is free while the flusher waits. */
+    st_logmgr_start(e.m);
+    sp.on_test = 0;
+    int64_t segs_before = o.nsegments;
+    while (!__atomic_load_n(&sp.held, __ATOMIC_SEQ_CST)) {
+        append_many(&e, 10, 4, 1700000100000, 4);
+        st_log_offsets(e.log, &o);
+        if (o.nsegments > segs_before + 2) break;
+    }
+    if (!spy_wait_held(&sp))
+        fail_msg("no fsync reached the flusher after %d segment rolls",
+                 (int)(o.nsegments - segs_before));
+    assert_int_equal(pthread_mutex_trylock(&e.log->lock), 0);
+    pthread_mutex_unlock(&e.log->lock);
+    int64_t segs_held = o.nsegments;
+    append_many(&e, 40, 4, 1700000200000, 5);
+    st_log_offsets(e.log, &o);
+    assert_true(o.nsegments >= segs_held + 2);
+    assert_int_equal(sp.on_test, 0);
+    assert_true(o.flushed_offset < e.md.leo);
+
+    pthread_mutex_lock(&sp.mu);
+    sp.gate_open = 1;
+    pthread_cond_broadcast(&sp.cond);
+    pthread_mutex_unlock(&sp.mu);
+    assert_true(wait_flushed(e.log, e.md.leo));
+    assert_int_equal(sp.on_test, 0);
+    st_log_set_high_watermark(e.log, e.md.leo);
+    verify_reads(&e, 0, 1 << 20);
+    env_fini(&e);
+    pthread_mutex_destroy(&sp.mu);
+    pthread_cond_destroy(&sp.cond);
+}
+
 static void test_logmgr_group_commit_flush(void **state) {
     (void)state;
     env_t e;
@@ -2484,6 +2619,7 @@ int main(void) {
         cmocka_unit_test(test_log_index_rebuild),
         cmocka_unit_test(test_logmgr_lock),
         cmocka_unit_test(test_logmgr_group_commit_flush),
+        cmocka_unit_test(test_log_roll_syncs_on_the_flusher),
         cmocka_unit_test(test_logmgr_delete_log_and_append_time),
         cmocka_unit_test(test_logmgr_open_files_bounded),
         cmocka_unit_test(test_fcache_bound_and_eviction),
