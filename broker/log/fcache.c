@@ -180,7 +180,7 @@ void st_log__fcache_stats(st_fcache_t *c, st_log_file_stats_t *out) {
 void st_log__fcache_set_sync(st_fcache_t *c, const st_log_sync_ops_t *ops) { c->sync = ops; }
 
 st_err_t st_log__sync(st_fcache_t *c, int fd, int data_only) {
-    int rc = c->sync && c->sync->sync ? c->sync->sync(c->sync->arg, fd, data_only)
+    int rc = c && c->sync && c->sync->sync ? c->sync->sync(c->sync->arg, fd, data_only)
              : data_only                 ? fdatasync(fd)
                                          : fsync(fd);
     return rc == 0 ? ST_OK : st_err_from_errno(errno);

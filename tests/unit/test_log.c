@@ -1658,6 +1658,93 @@ static void test_log_crash_bad_crc(void **state) {
     }
 }
 
+/* A crash after several rolls that nobody synced: the segments past the
+ * recovery point (recovery-point-offset-checkpoint, written after a flush)
+ * are read whole at the reopen, the log is cut at the first bad batch even
+ * in a closed segment, and the segments after the cut go (their offsets
+ * would leave a gap).  Nothing below the recovery point is lost.  which 0:
+ * the tail of a closed segment lost (the pages a lost fsync never wrote);
+ * 1: a flipped byte in the first batch of a closed segment whose index
+ * files were written. */
+static void test_log_crash_unsynced_segments(void **state) {
+    (void)state;
+    for (int which = 0; which < 2; which++) {
+        env_t e, c;
+        env_init(&e, 3000, 400);
+        append_many(&e, 40, 4, 1700000000000, 1);
+        assert_int_equal(st_log_flush(e.log), ST_OK);
+        st_logmgr_checkpoint(e.m);
+        int64_t recovery_point = e.md.leo;
+        int nb_flushed = e.md.nb;
+        append_many(&e, 60, 4, 1700000100000, 2);
+        append_many(&e, 30, 4, 1700000200000, 3);
+        st_log_offsets_t o;
+        st_log_offsets(e.log, &o);
+        assert_true(o.flushed_offset == recovery_point);
+        crash_copy(&e, &c);
+        env_fini(&e);
+
+        /* the second closed segment wholly past the recovery point */
+        int64_t bases[256];
+        int n = list_segments(c.pdir, bases, 256);
+        int k = 0, past = 0;
+        while (k < n - 1 && (bases[k] < recovery_point || ++past < 2)) k++;
+        assert_true(k < n - 2); /* closed, with segments after it */
+        /* its batches in the model */
+        int first = 0;
+        while (c.md.b[first].base < bases[k]) first++;
+        int last = first;
+        while (last + 1 < c.md.nb && c.md.b[last + 1].base < bases[k + 1]) last++;
+        assert_true(last - first >= 2);
+        int victim = which == 0 ? first + (last - first) / 2 + 1 : first;
+        int64_t pos = 0;
+        for (int i = first; i < victim; i++) pos += (int64_t)c.md.b[i].size;
+        char path[4400];
+        seg_path(&c, bases[k], ".log", path, sizeof path);
+        if (which == 0) {
+            assert_int_equal(truncate(path, pos + (int64_t)c.md.b[victim].size / 2), 0);
+        } else {
+            int fd = open(path, O_RDWR);
+            assert_true(fd >= 0);
+            uint8_t byte;
+            pos += (int64_t)c.md.b[victim].size - 5;
+            assert_int_equal(pread(fd, &byte, 1, pos), 1);
+            byte ^= 0x04;
+            assert_int_equal(pwrite(fd, &byte, 1, pos), 1);
+            close(fd);
+        }
+
+        capture_start();
+        env_open(&c);
+        capture_stop();
+        assert_non_null(strstr(captured, "truncating segment"));
+        assert_non_null(strstr(captured, which == 0 ? "torn" : "CRC32C mismatch"));
+        free(captured);
+        while (c.md.nb > victim) model_pop(&c.md);
+        assert_true(c.md.nb >= nb_flushed);
+        st_log_offsets(c.log, &o);
+        if (o.leo != c.md.leo)
+            fail_msg("case %d: the log ends at %lld after recovery; the first bad batch was at "
+                     "%lld", which, (long long)o.leo, (long long)c.md.leo);
+        assert_int_equal(o.nsegments, k + 1); /* the later segments are gone */
+        assert_int_equal(list_segments(c.pdir, bases, 256), k + 1);
+        assert_int_equal(st_log_latest_epoch(c.log), 2);
+        st_log_set_high_watermark(c.log, c.md.leo);
+        verify_reads(&c, 0, 1 << 20);
+        verify_every_offset(&c, 0);
+        check_index_invariants(&c);
+        /* The log continues from the cut, in the cut segment. */
+        append_batch(&c, 3, TC_NONE, 1700000300000, 1, 4);
+        verify_reads(&c, 0, 1 << 20);
+        env_close(&c);
+        env_open(&c);
+        st_log_set_high_watermark(c.log, c.md.leo);
+        verify_reads(&c, 0, 1 << 20);
+        assert_int_equal(st_log_latest_epoch(c.log), 4);
+        env_fini(&c);
+    }
+}
+
 /* A crash right after a roll, and with nothing lost at all. */
 static void test_log_crash_intact(void **state) {
     (void)state;
@@ -2616,6 +2703,7 @@ int main(void) {
         cmocka_unit_test(test_log_crash_torn_tail),
         cmocka_unit_test(test_log_crash_bad_crc),
         cmocka_unit_test(test_log_crash_intact),
+        cmocka_unit_test(test_log_crash_unsynced_segments),
         cmocka_unit_test(test_log_index_rebuild),
         cmocka_unit_test(test_logmgr_lock),
         cmocka_unit_test(test_logmgr_group_commit_flush),
