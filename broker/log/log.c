@@ -3,7 +3,11 @@
  * DeleteRecords, retention, roll, flush, the leader-epoch cache.
  *
  * Lock: log->lock guards every field of the log and its segments.  The
- * notify callback and fsync run without it.  Segment files come from the
+ * notify callback and every fsync run without it, with one exception named
+ * at st_log_truncate_to: an append never waits for the disk.  A roll only
+ * switches segments; the flusher (st_log_flush) syncs what rolled, the
+ * directory and the leader-epoch checkpoint, and only then raises
+ * flushed_offset, which the manager checkpoints as the recovery point.  Segment files come from the
  * manager's cache (fcache.c) under the lock, each kept for one operation
  * (or handed to a reader); a failure to get a descriptor (ST_E_NOFILE)
  * leaves the log online, a failed write or fsync takes it offline.
@@ -59,14 +63,15 @@ st_err_t st_log__epoch_checkpoint(st_log_t *log) {
     pthread_mutex_lock(&log->epoch_file_lock);
     pthread_mutex_lock(&log->lock);
     int64_t gen = log->epoch_gen;
-    int skip = gen == log->epoch_gen_written || log->closed || log->offline;
+    int skip = gen == __atomic_load_n(&log->epoch_gen_written, __ATOMIC_RELAXED) || log->closed ||
+               log->offline;
     if (!skip) epoch_text(log, &b);
     pthread_mutex_unlock(&log->lock);
     if (!skip) {
         char path[4096];
         snprintf(path, sizeof path, "%s/leader-epoch-checkpoint", log->dir);
         e = st_log__write_file_atomic(st_log__mgr_fcache(log->mgr), path, b.data, b.len);
-        if (!e) log->epoch_gen_written = gen;
+        if (!e) __atomic_store_n(&log->epoch_gen_written, gen, __ATOMIC_RELAXED);
         else ST_WARN("log", WHAT_FMT ": cannot write leader-epoch-checkpoint: %s", WHAT_ARGS(log),
                      st_err_msg(e));
     }
@@ -241,7 +246,7 @@ st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int
     if (!ls.has_partition_metadata) e = write_partition_metadata(log, topic_id);
     if (e) goto fail;
     if (ls.has_epochs) st_log__epoch_load(log);
-    log->epoch_gen_written = log->epoch_gen; /* what the file holds */
+    __atomic_store_n(&log->epoch_gen_written, log->epoch_gen, __ATOMIC_RELAXED); /* the file's */
 
     int validating = 0;
     for (int i = 0; i < ls.nbases; i++) {
@@ -946,7 +951,7 @@ static st_err_t flush_round(st_log_t *log, int *more) {
         idx_pending = log->segs[i]->indexes_unsynced;
     if (log->offline || log->closed ||
         (target <= log->flushed_offset && rolls == log->rolls_synced && !idx_pending &&
-         log->epoch_gen == log->epoch_gen_written)) {
+         log->epoch_gen == __atomic_load_n(&log->epoch_gen_written, __ATOMIC_RELAXED))) {
         /* epoch_gen_written read without its lock: a stale value only
          * costs a round that writes nothing */
         e = log->offline ? ST_E_KAFKA_STORAGE_ERROR : ST_OK;
@@ -1043,6 +1048,9 @@ int st_log_closed_segments(st_log_t *log, int64_t from, st_log_segment_info_t *o
         st_segment_t *s = log->segs[i];
         if (s->base_offset < from || s->size == 0) continue;
         if (s->next_offset > log->high_watermark) break;
+        /* A rolled segment is offered once the flusher synced it: a crash
+         * cannot then cut locally what the bucket already holds. */
+        if (s->next_offset > log->flushed_offset) break;
         st_log_segment_info_t *o = &out[n++];
         memset(o, 0, sizeof *o);
         o->base_offset = s->base_offset;

@@ -233,15 +233,18 @@ int32_t st_log_latest_epoch(st_log_t *log);
  * and drop segments wholly below it.  *low_out is the new log start. */
 st_err_t st_log_delete_records(st_log_t *log, int64_t offset, int64_t *low_out);
 
-/* Close the active segment and start a new one (tests and tools). */
+/* Close the active segment and start a new one (tests and tools); the
+ * flusher is asked to sync the closed one, as after a roll by an append. */
 st_err_t st_log_roll(st_log_t *log);
 
 /* Retention: drop closed segments past retention.ms / retention.bytes.
  * Returns the number deleted. */
 int st_log_apply_retention(st_log_t *log, int64_t now_ms);
 
-/* fsync everything appended so far; returns after the flushed offset has
- * moved.  ST_E_NOFILE (the log stays online) when a file could not be
+/* fsync everything appended so far (rolled segments with their index
+ * files and the directory, the leader-epoch checkpoint); returns after the
+ * flushed offset has moved.  Blocks on the disk: the flusher's (or a
+ * caller's that may wait), never under the log's lock.  ST_E_NOFILE (the log stays online) when a file could not be
  * opened for want of descriptors; KAFKA_STORAGE_ERROR when the fsync failed
  * (the log is offline). */
 st_err_t st_log_flush(st_log_t *log);
@@ -265,7 +268,8 @@ typedef struct st_log_segment_info {
 } st_log_segment_info_t;
 
 /* Up to max closed segments with base_offset >= from, wholly below the high
- * watermark, oldest first; their index files are complete on disk. */
+ * watermark and the flushed offset (data and index files synced), oldest
+ * first. */
 int st_log_closed_segments(st_log_t *log, int64_t from, st_log_segment_info_t *out, int max);
 /* Offsets below remote_end are in the bucket: local retention may delete
  * segments holding only those. */

@@ -12,8 +12,10 @@
  *   log-start-offset-checkpoint       then "topic partition offset" lines
  *
  * Threads: the flusher and the janitor; m->lock guards the log list, the
- * flush queue and the flush.ms deadline.  Lock order: manager, then log,
- * then the file cache (fcache.c, innermost).
+ * flush queue and the flush.ms deadline, and is never held across an
+ * fsync (appends take it to queue a flush).  Lock order: ckpt_lock, then
+ * the manager, then a log's epoch_file_lock, then the log, then the file
+ * cache (fcache.c, innermost).
  *
  * Start-up cost per partition is kept constant: the checkpoints are read
  * once into hash tables, the list of logs is indexed by position, and
