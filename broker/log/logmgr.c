@@ -601,6 +601,18 @@ void st_logmgr_close(st_logmgr_t *m) {
         pthread_join(m->flusher, NULL);
         pthread_join(m->janitor, NULL);
     }
+    /* Requests no flusher took (it never started: tests, a failed start)
+     * give their references back; the flushes below cover them. */
+    pthread_mutex_lock(&m->lock);
+    st_log_t *queued = m->flush_head;
+    m->flush_head = m->flush_tail = NULL;
+    pthread_mutex_unlock(&m->lock);
+    while (queued) {
+        st_log_t *next = queued->flush_next;
+        queued->flush_queued = 0;
+        st_log_release(queued);
+        queued = next;
+    }
     int n;
     st_log_t **logs = snapshot_logs(m, &n);
     int clean = 1;
