@@ -307,12 +307,22 @@ st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int
     log->high_watermark = log->leo; /* the replica layer lowers it if it must */
     st_log__epoch_truncate_from(log, log->leo);
     if (!clean) {
-        /* Everything that survived validation is now on disk. */
-        st_file_t *f;
-        if (st_log__seg_keep(active_seg(log), ST_SEG_LOG, &f) == ST_OK) {
-            if (st_log__sync(fc, f->fd, 0) == ST_OK) log->flushed_offset = log->leo;
-            st_file_release(f);
+        /* Everything that survived validation goes to disk: a killed
+         * process leaves its unsynced segments in the page cache, where
+         * recovery read them, and more than the active one may be there
+         * since rolls stopped syncing. */
+        int ok = 1;
+        for (int i = 0; i < log->nsegs && ok; i++) {
+            st_segment_t *sg = log->segs[i];
+            st_file_t *f;
+            if (sg->next_offset <= log->flushed_offset && i < log->nsegs - 1) continue;
+            ok = st_log__seg_keep(sg, ST_SEG_LOG, &f) == ST_OK;
+            if (ok) {
+                ok = st_log__sync(fc, f->fd, 1) == ST_OK;
+                st_file_release(f);
+            }
         }
+        if (ok && st_log__sync_dir(fc, log->dir) == ST_OK) log->flushed_offset = log->leo;
     }
     st_log__epoch_checkpoint(log); /* when recovery or the truncation above changed it */
     *out = log;

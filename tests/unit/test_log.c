@@ -2018,7 +2018,11 @@ static void test_log_roll_syncs_on_the_flusher(void **state) {
     st_logmgr_start(e.m);
     sp.on_test = 0;
     int64_t segs_before = o.nsegments;
-    while (!__atomic_load_n(&sp.held, __ATOMIC_SEQ_CST)) {
+    for (;;) {
+        pthread_mutex_lock(&sp.mu);
+        int held = sp.held;
+        pthread_mutex_unlock(&sp.mu);
+        if (held) break;
         append_many(&e, 10, 4, 1700000100000, 4);
         st_log_offsets(e.log, &o);
         if (o.nsegments > segs_before + 2) break;
