@@ -103,7 +103,8 @@ int main(int argc, char **argv) {
     qsort(roll_lat, (size_t)rolls, sizeof *roll_lat, cmp_i64);
     printf("appends=%d value_bytes=%d segment_bytes=%lld rolls=%d seconds=%.3f p50_us=%lld "
            "p99_us=%lld p999_us=%lld max_us=%lld roll_p50_us=%lld roll_p99_us=%lld\n",
-           count, value_bytes, (long long)segment_bytes, rolls, secs, (long long)pct(lat, count, 0.5),
+           count, value_bytes, (long long)segment_bytes, rolls, secs,
+           (long long)pct(lat, count, 0.5),
            (long long)pct(lat, count, 0.99), (long long)pct(lat, count, 0.999),
            (long long)lat[count - 1], rolls ? (long long)pct(roll_lat, rolls, 0.5) : 0,
            rolls ? (long long)pct(roll_lat, rolls, 0.99) : 0);

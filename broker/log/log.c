@@ -7,10 +7,11 @@
  * at st_log_truncate_to: an append never waits for the disk.  A roll only
  * switches segments; the flusher (st_log_flush) syncs what rolled, the
  * directory and the leader-epoch checkpoint, and only then raises
- * flushed_offset, which the manager checkpoints as the recovery point.  Segment files come from the
- * manager's cache (fcache.c) under the lock, each kept for one operation
- * (or handed to a reader); a failure to get a descriptor (ST_E_NOFILE)
- * leaves the log online, a failed write or fsync takes it offline.
+ * flushed_offset, which the manager checkpoints as the recovery point.
+ * Segment files come from the manager's cache (fcache.c) under the lock,
+ * each kept for one operation (or handed to a reader); a failure to get a
+ * descriptor (ST_E_NOFILE) leaves the log online, a failed write or fsync
+ * takes it offline.
  */
 #include "log_int.h"
 
@@ -956,11 +957,12 @@ static st_err_t flush_round(st_log_t *log, int *more) {
     *more = 0;
     pthread_mutex_lock(&log->lock);
     int64_t target = log->leo, truncations = log->truncations, rolls = log->rolls;
+    int64_t rolls_synced = log->rolls_synced;
     int idx_pending = 0;
     for (int i = 0; i < log->nsegs - 1 && !idx_pending; i++)
         idx_pending = log->segs[i]->indexes_unsynced;
     if (log->offline || log->closed ||
-        (target <= log->flushed_offset && rolls == log->rolls_synced && !idx_pending &&
+        (target <= log->flushed_offset && rolls == rolls_synced && !idx_pending &&
          log->epoch_gen == __atomic_load_n(&log->epoch_gen_written, __ATOMIC_RELAXED))) {
         /* epoch_gen_written read without its lock: a stale value only
          * costs a round that writes nothing */
@@ -1005,7 +1007,7 @@ static st_err_t flush_round(st_log_t *log, int *more) {
         if (!e) e = st_log__sync(fc, files[i]->fd, 1);
         st_file_release(files[i]);
     }
-    if (!e && rolls != log->rolls_synced) e = st_log__sync_dir(fc, log->dir);
+    if (!e && rolls != rolls_synced) e = st_log__sync_dir(fc, log->dir);
     int64_t flush_due = -1;
     pthread_mutex_lock(&log->lock);
     if (e) {
@@ -1158,7 +1160,8 @@ st_err_t st_log_truncate_to(st_log_t *log, int64_t offset) {
         st_log__seg_close(s); /* readers keep their own file references */
     }
     log->truncations++;
-    /* The cut is synced here, under the lock: the only fsync left under it.
+    /* The cut is synced here, under the lock (with the cleaner's swap, the
+     * only fsyncs left under it).
      * A truncation comes from the replica fetcher or the Raft (a follower,
      * or a leader that lost its leadership), never from a produce, which a
      * follower refuses before it reaches the log; and the cut must be on

@@ -244,9 +244,10 @@ int st_log_apply_retention(st_log_t *log, int64_t now_ms);
 /* fsync everything appended so far (rolled segments with their index
  * files and the directory, the leader-epoch checkpoint); returns after the
  * flushed offset has moved.  Blocks on the disk: the flusher's (or a
- * caller's that may wait), never under the log's lock.  ST_E_NOFILE (the log stays online) when a file could not be
- * opened for want of descriptors; KAFKA_STORAGE_ERROR when the fsync failed
- * (the log is offline). */
+ * caller's that may wait), never under the log's lock.  ST_E_NOFILE (the
+ * log stays online) when a file could not be opened for want of
+ * descriptors; KAFKA_STORAGE_ERROR when the fsync failed (the log is
+ * offline). */
 st_err_t st_log_flush(st_log_t *log);
 
 /* ---- tiered storage ---------------------------------------------------- */
