@@ -55,8 +55,12 @@ static void epoch_text(st_log_t *log, st_buf_t *b) {
 
 /* Write leader-epoch-checkpoint when the cache changed since the last
  * write.  Never under log->lock: the file's fsyncs must not stall the
- * appends (Kafka moved them off the produce path too, KAFKA-15046).  Call
- * without the log's lock. */
+ * appends.  Kafka (KAFKA-15046) took the fsyncs after truncations out of
+ * the log's lock but still syncs a new epoch's entry inside the append;
+ * here that one waits for the flusher as well, which is safe because the
+ * file holds the epochs of every offset below flushed_offset before
+ * flushed_offset moves, and recovery takes the epochs past the recovery
+ * point from the batches it re-reads.  Call without the log's lock. */
 st_err_t st_log__epoch_checkpoint(st_log_t *log) {
     st_err_t e = ST_OK;
     st_buf_t b;
