@@ -1135,16 +1135,18 @@ out:
     pthread_mutex_unlock(&log->lock);
     if (!e) {
         /* the removals and the new segment are durable before this returns,
-         * but no append waits for it: the lock is free */
+         * but no append waits for it: the lock is free; the recovery and
+         * log-start points on disk come down with it (st_log_truncate_to) */
         st_log__sync_dir(st_log__mgr_fcache(log->mgr), log->dir);
         st_log__epoch_checkpoint(log);
+        st_logmgr_checkpoint(log->mgr);
     }
     return e;
 }
 
 st_err_t st_log_truncate_to(st_log_t *log, int64_t offset) {
     st_err_t e = ST_OK;
-    int removed = 0;
+    int removed = 0, lowered = 0;
     pthread_mutex_lock(&log->lock);
     if (log->closed || log->offline) {
         e = log->closed ? ST_E_NOT_LEADER_OR_FOLLOWER : ST_E_KAFKA_STORAGE_ERROR;
@@ -1179,7 +1181,8 @@ st_err_t st_log_truncate_to(st_log_t *log, int64_t offset) {
     }
     log->leo = active_seg(log)->next_offset;
     if (log->high_watermark > log->leo) log->high_watermark = log->leo;
-    if (log->flushed_offset > log->leo) log->flushed_offset = log->leo;
+    lowered = log->flushed_offset > log->leo;
+    if (lowered) log->flushed_offset = log->leo;
     st_log__epoch_truncate_from(log, log->leo);
     ST_INFO("log", WHAT_FMT ": truncated to offset %lld (was %lld, %d segments removed)",
             WHAT_ARGS(log), (long long)log->leo, (long long)old_leo, removed);
@@ -1187,5 +1190,11 @@ out:
     pthread_mutex_unlock(&log->lock);
     if (!e && removed) st_log__sync_dir(st_log__mgr_fcache(log->mgr), log->dir);
     if (!e) st_log__epoch_checkpoint(log); /* the truncating thread, without the lock */
+    /* The recovery point on disk may lie above the cut: bring it down
+     * before the caller appends what replaces the cut (Kafka's
+     * LogManager.truncateTo checkpoints the dir's recovery points), or
+     * after a crash the reopen would trust the new, unsynced segments
+     * below it without reading them. */
+    if (!e && lowered) st_logmgr_checkpoint(log->mgr);
     return e;
 }

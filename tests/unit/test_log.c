@@ -1745,6 +1745,69 @@ static void test_log_crash_unsynced_segments(void **state) {
     }
 }
 
+/* A truncation below the recovery point on disk, then new segments that
+ * nobody synced, then a crash: the recovery point must have come down with
+ * the truncation (Kafka's LogManager.truncateTo checkpoints the recovery
+ * points of the dir), or the reopen trusts the new segments below the old
+ * recovery point without reading them and serves what a lost fsync left. */
+static void test_log_crash_after_truncation(void **state) {
+    (void)state;
+    env_t e, c;
+    env_init(&e, 3000, 400);
+    append_many(&e, 100, 4, 1700000000000, 1);
+    assert_int_equal(st_log_flush(e.log), ST_OK);
+    st_logmgr_checkpoint(e.m);
+    int64_t old_rp = e.md.leo;
+    int j = e.md.nb / 4;
+    int64_t cut = e.md.b[j].base;
+    assert_int_equal(st_log_truncate_to(e.log, cut), ST_OK);
+    while (e.md.nb > j) model_pop(&e.md);
+    append_many(&e, 100, 4, 1700000100000, 2);
+    assert_true(e.md.leo > old_rp);
+    crash_copy(&e, &c);
+    env_fini(&e);
+
+    /* a closed segment of the new data, wholly below the old recovery point */
+    int64_t bases[256];
+    int n = list_segments(c.pdir, bases, 256);
+    int k = 0;
+    while (k < n - 1 && bases[k] <= cut) k++; /* the first one after the cut */
+    assert_true(k < n - 1 && bases[k + 1] <= old_rp);
+    int first = 0;
+    while (c.md.b[first].base < bases[k]) first++;
+    int last = first;
+    while (last + 1 < c.md.nb && c.md.b[last + 1].base < bases[k + 1]) last++;
+    assert_true(last - first >= 2);
+    int victim = first + (last - first) / 2;
+    int64_t pos = 0;
+    for (int i = first; i < victim; i++) pos += (int64_t)c.md.b[i].size;
+    char path[4400];
+    seg_path(&c, bases[k], ".log", path, sizeof path);
+    /* a page the lost fsync never wrote: zeros inside the batch's records */
+    uint8_t zeros[16] = {0};
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, zeros, sizeof zeros, pos + (int64_t)c.md.b[victim].size - 20), 16);
+    close(fd);
+
+    capture_start();
+    env_open(&c);
+    capture_stop();
+    if (!strstr(captured, "CRC32C mismatch"))
+        fail_msg("segment %lld (below the recovery point %lld of before the truncation to "
+                 "%lld) has zeros in a batch, and the reopen did not read it:\n%s",
+                 (long long)bases[k], (long long)old_rp, (long long)cut, captured);
+    free(captured);
+    while (c.md.nb > victim) model_pop(&c.md);
+    st_log_offsets_t o;
+    st_log_offsets(c.log, &o);
+    assert_true(o.leo == c.md.leo);
+    st_log_set_high_watermark(c.log, c.md.leo);
+    verify_reads(&c, 0, 1 << 20);
+    verify_every_offset(&c, 0);
+    env_fini(&c);
+}
+
 /* A crash right after a roll, and with nothing lost at all. */
 static void test_log_crash_intact(void **state) {
     (void)state;
@@ -2708,6 +2771,7 @@ int main(void) {
         cmocka_unit_test(test_log_crash_bad_crc),
         cmocka_unit_test(test_log_crash_intact),
         cmocka_unit_test(test_log_crash_unsynced_segments),
+        cmocka_unit_test(test_log_crash_after_truncation),
         cmocka_unit_test(test_log_index_rebuild),
         cmocka_unit_test(test_logmgr_lock),
         cmocka_unit_test(test_logmgr_group_commit_flush),
