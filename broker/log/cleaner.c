@@ -534,7 +534,7 @@ static st_err_t swap_group_locked(pass_t *p, int g0, int g1) {
         char what[300];
         snprintf(what, sizeof what, WHAT_FMT, WHAT_ARGS(log));
         int64_t next_base = log->segs[i0 + (g1 - g0) + 1]->base_offset;
-        e = st_log__seg_recover(ns, log->dir, 0, 0, next_base, &log->cfg, what);
+        e = st_log__seg_recover(ns, log->dir, 0, 0, next_base, &log->cfg, what, NULL, NULL);
         if (e) {
             st_log__seg_close(ns);
             ns = NULL;

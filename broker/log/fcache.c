@@ -44,6 +44,7 @@ struct st_fcache {
     int nopen;
     st_fslot_t head; /* list sentinel */
     int64_t opens, hits, evictions, nofile;
+    const st_log_sync_ops_t *sync; /* NULL: fsync(2) / fdatasync(2) */
 };
 
 st_fcache_t *st_log__fcache_new(int max_open) {
@@ -172,4 +173,45 @@ void st_log__fcache_stats(st_fcache_t *c, st_log_file_stats_t *out) {
     out->evictions = c->evictions;
     out->nofile = c->nofile;
     pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- syncing ------------------------------------------------------------ */
+
+void st_log__fcache_set_sync(st_fcache_t *c, const st_log_sync_ops_t *ops) { c->sync = ops; }
+
+st_err_t st_log__sync(st_fcache_t *c, int fd, int data_only) {
+    int rc = c && c->sync && c->sync->sync ? c->sync->sync(c->sync->arg, fd, data_only)
+             : data_only                 ? fdatasync(fd)
+                                         : fsync(fd);
+    return rc == 0 ? ST_OK : st_err_from_errno(errno);
+}
+
+st_err_t st_log__sync_dir(st_fcache_t *c, const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return st_err_from_errno(errno);
+    st_err_t e = st_log__sync(c, fd, 0);
+    close(fd);
+    return e;
+}
+
+st_err_t st_log__write_file_atomic(st_fcache_t *c, const char *path, const void *data,
+                                   size_t len) {
+    char tmp[4200], dir[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return st_err_from_errno(errno);
+    st_err_t e = st_pwrite_all(fd, data, len, 0);
+    if (!e) e = st_log__sync(c, fd, 0);
+    close(fd);
+    if (!e && rename(tmp, path) != 0) e = st_err_from_errno(errno);
+    if (e) {
+        unlink(tmp);
+        return e;
+    }
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) return st_log__sync_dir(c, ".");
+    if (slash == dir) return st_log__sync_dir(c, "/");
+    *slash = 0;
+    return st_log__sync_dir(c, dir);
 }

@@ -3,10 +3,15 @@
  * DeleteRecords, retention, roll, flush, the leader-epoch cache.
  *
  * Lock: log->lock guards every field of the log and its segments.  The
- * notify callback and fsync run without it.  Segment files come from the
- * manager's cache (fcache.c) under the lock, each kept for one operation
- * (or handed to a reader); a failure to get a descriptor (ST_E_NOFILE)
- * leaves the log online, a failed write or fsync takes it offline.
+ * notify callback and every fsync run without it, with one exception named
+ * at st_log_truncate_to: an append never waits for the disk.  A roll only
+ * switches segments; the flusher (st_log_flush) syncs what rolled, the
+ * directory and the leader-epoch checkpoint, and only then raises
+ * flushed_offset, which the manager checkpoints as the recovery point.
+ * Segment files come from the manager's cache (fcache.c) under the lock,
+ * each kept for one operation (or handed to a reader); a failure to get a
+ * descriptor (ST_E_NOFILE) leaves the log online, a failed write or fsync
+ * takes it offline.
  */
 #include "log_int.h"
 
@@ -42,15 +47,40 @@ static void segs_remove_first(st_log_t *log, int n) {
  *   N                 number of entries
  *   <epoch> <offset>  N lines: the first offset appended in each epoch
  */
-static st_err_t epoch_write(st_log_t *log) {
+static void epoch_text(st_log_t *log, st_buf_t *b) {
+    st_buf_printf(b, "0\n%d\n", log->nepochs);
+    for (int i = 0; i < log->nepochs; i++)
+        st_buf_printf(b, "%d %lld\n", log->epochs[i].epoch, (long long)log->epochs[i].start);
+}
+
+/* Write leader-epoch-checkpoint when the cache changed since the last
+ * write.  Never under log->lock: the file's fsyncs must not stall the
+ * appends.  Kafka (KAFKA-15046) took the fsyncs after truncations out of
+ * the log's lock but still syncs a new epoch's entry inside the append;
+ * here that one waits for the flusher as well, which is safe because the
+ * file holds the epochs of every offset below flushed_offset before
+ * flushed_offset moves, and recovery takes the epochs past the recovery
+ * point from the batches it re-reads.  Call without the log's lock. */
+st_err_t st_log__epoch_checkpoint(st_log_t *log) {
+    st_err_t e = ST_OK;
     st_buf_t b;
     st_buf_init(&b);
-    st_buf_printf(&b, "0\n%d\n", log->nepochs);
-    for (int i = 0; i < log->nepochs; i++)
-        st_buf_printf(&b, "%d %lld\n", log->epochs[i].epoch, (long long)log->epochs[i].start);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/leader-epoch-checkpoint", log->dir);
-    st_err_t e = st_write_file_atomic(path, b.data, b.len);
+    pthread_mutex_lock(&log->epoch_file_lock);
+    pthread_mutex_lock(&log->lock);
+    int64_t gen = log->epoch_gen;
+    int skip = gen == __atomic_load_n(&log->epoch_gen_written, __ATOMIC_RELAXED) || log->closed ||
+               log->offline;
+    if (!skip) epoch_text(log, &b);
+    pthread_mutex_unlock(&log->lock);
+    if (!skip) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/leader-epoch-checkpoint", log->dir);
+        e = st_log__write_file_atomic(st_log__mgr_fcache(log->mgr), path, b.data, b.len);
+        if (!e) __atomic_store_n(&log->epoch_gen_written, gen, __ATOMIC_RELAXED);
+        else ST_WARN("log", WHAT_FMT ": cannot write leader-epoch-checkpoint: %s", WHAT_ARGS(log),
+                     st_err_msg(e));
+    }
+    pthread_mutex_unlock(&log->epoch_file_lock);
     st_buf_fini(&b);
     return e;
 }
@@ -69,15 +99,13 @@ void st_log__epoch_assign(st_log_t *log, int32_t epoch, int64_t start) {
     if (epoch < 0) return;
     if (log->nepochs && log->epochs[log->nepochs - 1].epoch >= epoch) return;
     epoch_push(log, epoch, start);
-    st_err_t e = epoch_write(log);
-    if (e) ST_WARN("log", WHAT_FMT ": cannot write leader-epoch-checkpoint: %s", WHAT_ARGS(log),
-                   st_err_msg(e));
+    log->epoch_gen++; /* the flusher writes it (st_log_flush) */
 }
 
 void st_log__epoch_truncate_from(st_log_t *log, int64_t offset) {
     int n = log->nepochs;
     while (log->nepochs && log->epochs[log->nepochs - 1].start >= offset) log->nepochs--;
-    if (n != log->nepochs) epoch_write(log);
+    if (n != log->nepochs) log->epoch_gen++;
 }
 
 /* The log now starts at offset: entries wholly before it go, and the one
@@ -89,7 +117,7 @@ static void epoch_truncate_start(st_log_t *log, int64_t offset) {
     memmove(log->epochs, log->epochs + k, sizeof *log->epochs * (size_t)(log->nepochs - k));
     log->nepochs -= k;
     if (log->epochs[0].start < offset) log->epochs[0].start = offset;
-    epoch_write(log);
+    log->epoch_gen++;
 }
 
 st_err_t st_log__epoch_load(st_log_t *log) {
@@ -131,7 +159,7 @@ static st_err_t write_partition_metadata(st_log_t *log, const st_uuid_t *topic_i
     if (!topic_id || st_uuid_is_zero(topic_id)) return ST_OK;
     st_uuid_format(topic_id, idtext);
     int n = snprintf(body, sizeof body, "version: 0\ntopic_id: %s\n", idtext);
-    return st_write_file_atomic(path, body, (size_t)n);
+    return st_log__write_file_atomic(st_log__mgr_fcache(log->mgr), path, body, (size_t)n);
 }
 
 /* The partition's directory listing: segment base offsets (sorted) and the
@@ -185,11 +213,18 @@ static st_err_t list_dir(const char *dir, dir_listing_t *out) {
     return ST_OK;
 }
 
+/* A batch that survived a validating recovery: its epoch starts there
+ * unless the cache knows it already. */
+static void recovered_batch(void *arg, const st_batch_info_t *b) {
+    st_log__epoch_assign(arg, b->leader_epoch, b->base_offset);
+}
+
 st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int32_t partition,
                       const st_uuid_t *topic_id, const st_log_config_t *cfg, int clean,
                       int64_t log_start_hint, int64_t recovery_point, st_log_t **out) {
     st_log_t *log = st_calloc(1, sizeof *log);
     pthread_mutex_init(&log->lock, NULL);
+    pthread_mutex_init(&log->epoch_file_lock, NULL);
     log->refs = 1;
     log->mgr = m;
     log->mgr_index = -1;
@@ -216,7 +251,9 @@ st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int
     if (!ls.has_partition_metadata) e = write_partition_metadata(log, topic_id);
     if (e) goto fail;
     if (ls.has_epochs) st_log__epoch_load(log);
+    __atomic_store_n(&log->epoch_gen_written, log->epoch_gen, __ATOMIC_RELAXED); /* the file's */
 
+    int validating = 0;
     for (int i = 0; i < ls.nbases; i++) {
         st_segment_t *s;
         e = st_log__seg_open(fc, log->dir, ls.bases[i], 0, &s);
@@ -227,7 +264,32 @@ st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int
          * point, and always the active one. */
         int64_t seg_end = is_last ? INT64_MAX : ls.bases[i + 1];
         int validate = !clean && (is_last || seg_end > recovery_point);
-        e = st_log__seg_recover(s, dir, validate, is_last, is_last ? 0 : ls.bases[i + 1], cfg, what);
+        if (validate && !validating) {
+            /* From here the data may not all have been synced, nor the
+             * epoch checkpoint written for it: the epochs are taken from
+             * the batches that survive (Kafka's LogSegment.recover assigns
+             * them to the cache the same way). */
+            validating = 1;
+            st_log__epoch_truncate_from(log, ls.bases[i]);
+        }
+        e = st_log__seg_recover(s, dir, validate, is_last, is_last ? 0 : ls.bases[i + 1], cfg, what,
+                                validate ? recovered_batch : NULL, log);
+        if (!e && !is_last && s->next_offset != ls.bases[i + 1]) {
+            /* A closed segment was cut (its end never reached the disk):
+             * what follows would leave a gap, so it goes, and this one is
+             * recovered again as the active segment (Kafka's recoverLog
+             * deletes the unflushed segments after a truncated one). */
+            ST_WARN("log", "%s: segment %020lld ends at offset %lld, not %lld: removing the %d "
+                    "segments after it", what, (long long)ls.bases[i], (long long)s->next_offset,
+                    (long long)ls.bases[i + 1], ls.nbases - 1 - i);
+            for (int k = i + 1; k < ls.nbases; k++) st_log__seg_unlink_files(dir, ls.bases[k]);
+            st_log__sync_dir(fc, dir);
+            ls.nbases = i + 1;
+            st_log__seg_close(s);
+            e = st_log__seg_open(fc, log->dir, ls.bases[i], 0, &s);
+            if (e) break;
+            e = st_log__seg_recover(s, dir, 1, 1, 0, cfg, what, recovered_batch, log);
+        }
         if (e) {
             st_log__seg_close(s);
             break;
@@ -250,13 +312,24 @@ st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int
     log->high_watermark = log->leo; /* the replica layer lowers it if it must */
     st_log__epoch_truncate_from(log, log->leo);
     if (!clean) {
-        /* Everything that survived validation is now on disk. */
-        st_file_t *f;
-        if (st_log__seg_keep(active_seg(log), ST_SEG_LOG, &f) == ST_OK) {
-            if (fsync(f->fd) == 0) log->flushed_offset = log->leo;
-            st_file_release(f);
+        /* Everything that survived validation goes to disk: a killed
+         * process leaves its unsynced segments in the page cache, where
+         * recovery read them, and more than the active one may be there
+         * since rolls stopped syncing. */
+        int ok = 1;
+        for (int i = 0; i < log->nsegs && ok; i++) {
+            st_segment_t *sg = log->segs[i];
+            st_file_t *f;
+            if (sg->next_offset <= log->flushed_offset && i < log->nsegs - 1) continue;
+            ok = st_log__seg_keep(sg, ST_SEG_LOG, &f) == ST_OK;
+            if (ok) {
+                ok = st_log__sync(fc, f->fd, 1) == ST_OK;
+                st_file_release(f);
+            }
         }
+        if (ok && st_log__sync_dir(fc, log->dir) == ST_OK) log->flushed_offset = log->leo;
     }
+    st_log__epoch_checkpoint(log); /* when recovery or the truncation above changed it */
     *out = log;
     return ST_OK;
 fail:
@@ -267,6 +340,7 @@ fail:
 
 void st_log__close(st_log_t *log, int clean) {
     if (!log) return;
+    if (clean) st_log__epoch_checkpoint(log);
     pthread_mutex_lock(&log->lock);
     log->closed = 1;
     for (int i = 0; i < log->nsegs; i++) {
@@ -281,7 +355,7 @@ void st_log__close(st_log_t *log, int clean) {
             if (last && (trimmed || log->flushed_offset < log->leo)) {
                 st_file_t *f;
                 if (st_log__seg_keep(s, ST_SEG_LOG, &f) == ST_OK) {
-                    fsync(f->fd);
+                    st_log__sync(st_log__mgr_fcache(log->mgr), f->fd, 0);
                     st_file_release(f);
                 }
             }
@@ -307,6 +381,7 @@ void st_log_release(st_log_t *log) {
     free(log->parent);
     free(log->topic);
     pthread_mutex_destroy(&log->lock);
+    pthread_mutex_destroy(&log->epoch_file_lock);
     free(log);
 }
 
@@ -358,36 +433,34 @@ void st_log_offsets(st_log_t *log, st_log_offsets_t *out) {
 
 /* ---- append ------------------------------------------------------------- */
 
-/* Close the active segment and start the next.  Lock held.  ST_E_NOFILE
- * when a file could not be opened: nothing changed (the caller keeps the
- * log online); any other error means a write or fsync failed. */
+/* Close the active segment and start the next.  Lock held.  Only the
+ * switch happens here: the old segment's data, its index files and the
+ * new files' directory entries are synced by the flusher, which the caller
+ * asks once the lock is released (Kafka's roll leaves them to
+ * flushUptoOffsetExclusive on the scheduler).  Until then flushed_offset
+ * stays below what the roll closed, so the recovery point never passes an
+ * unsynced segment.  ST_E_NOFILE when a file could not be opened: nothing
+ * changed (the caller keeps the log online); any other error means a
+ * write failed. */
 static st_err_t roll_locked(st_log_t *log) {
     st_segment_t *old = active_seg(log), *s = NULL;
-    st_file_t *f = NULL;
-    st_err_t e = st_log__seg_keep(old, ST_SEG_LOG, &f); /* held for the fsync below */
-    if (e) return e;
-    e = st_log__seg_open(st_log__mgr_fcache(log->mgr), log->dir, log->leo, 1, &s);
+    st_err_t e = st_log__seg_open(st_log__mgr_fcache(log->mgr), log->dir, log->leo, 1, &s);
     if (e) {
         st_log__seg_unlink_files(log->dir, log->leo);
-        goto out;
+        return e;
     }
     st_log__seg_trim(old, 0);
-    e = st_log__seg_write_indexes(old, 1);
-    /* The closed segment's data reaches disk before the new one starts, so
-     * a recovery only ever needs to look at the last segment's tail. */
-    if (!e && fdatasync(f->fd) != 0) e = st_err_from_errno(errno);
+    e = st_log__seg_close_indexes(old);
     if (e) {
         st_log__seg_close(s);
         st_log__seg_unlink_files(log->dir, log->leo);
-        goto out;
+        return e;
     }
     segs_push(log, s);
-    st_fsync_dir(log->dir);
+    log->rolls++;
     ST_DEBUG("log", WHAT_FMT ": rolled segment at offset %lld", WHAT_ARGS(log),
              (long long)log->leo);
-out:
-    st_file_release(f);
-    return e;
+    return ST_OK;
 }
 
 static int needs_roll(st_log_t *log, size_t len, int64_t now_ms, int64_t count) {
@@ -467,7 +540,8 @@ static st_err_t append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
         count += (int32_t)st_be32_get(records + pos + ST_BATCH_LAST_DELTA_OFFSET) + 1;
         pos += blen + ST_BATCH_LOG_OVERHEAD;
     }
-    if (needs_roll(log, len, now_ms, count)) {
+    int rolled = needs_roll(log, len, now_ms, count);
+    if (rolled) {
         e = roll_locked(log);
         if (e) {
             e = failed(log, e, "segment roll");
@@ -524,8 +598,8 @@ static st_err_t append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
     if (log->cfg.flush_ms > 0 && log->flushed_offset >= log->leo)
         flush_due = log->last_flush_ms + log->cfg.flush_ms;
     log->leo = next;
-    want_flush = log->cfg.flush_messages > 0 &&
-                 log->leo - log->flushed_offset >= log->cfg.flush_messages;
+    want_flush = rolled || (log->cfg.flush_messages > 0 &&
+                            log->leo - log->flushed_offset >= log->cfg.flush_messages);
     info->log_start_offset = log->log_start_offset;
 out:
     pthread_mutex_unlock(&log->lock);
@@ -808,6 +882,7 @@ st_err_t st_log_delete_records(st_log_t *log, int64_t offset, int64_t *low_out) 
     *low_out = log->log_start_offset;
 out:
     pthread_mutex_unlock(&log->lock);
+    if (!e) st_log__epoch_checkpoint(log); /* on the request's worker, without the lock */
     return e;
 }
 
@@ -863,38 +938,72 @@ int st_log_apply_retention(st_log_t *log, int64_t now_ms) {
     if (n) drop_oldest(log, n, why);
 out:
     pthread_mutex_unlock(&log->lock);
+    if (n) st_log__epoch_checkpoint(log); /* on the janitor, without the lock */
     return n;
 }
 
 st_err_t st_log_roll(st_log_t *log) {
     pthread_mutex_lock(&log->lock);
+    int roll = !log->closed && !log->offline && active_seg(log)->size;
     st_err_t e = log->closed || log->offline ? ST_E_KAFKA_STORAGE_ERROR
-                 : active_seg(log)->size ? roll_locked(log) : ST_OK;
+                 : roll ? roll_locked(log) : ST_OK;
     pthread_mutex_unlock(&log->lock);
+    if (roll && !e) st_logmgr_request_flush(log->mgr, log);
     return e;
 }
 
 /* ---- flush -------------------------------------------------------------- */
 
-st_err_t st_log_flush(st_log_t *log) {
-    st_file_t *files[64];
-    int nfiles = 0;
+/* The files one flush round syncs, at most: whole segments only. */
+#define FLUSH_FILES_MAX 64
+
+/* One round of st_log_flush: under the lock, keep the files holding what
+ * is not yet durable, oldest segment first (the .log of every segment
+ * reaching past flushed_offset, the index files of segments a roll closed
+ * and nobody synced yet); without it, write the epoch checkpoint, sync the
+ * files and, after a roll, the directory; then raise flushed_offset to
+ * what was covered.  *more: the round stopped at FLUSH_FILES_MAX. */
+static st_err_t flush_round(st_log_t *log, int *more) {
+    st_file_t *files[FLUSH_FILES_MAX];
+    uint64_t idx_ids[FLUSH_FILES_MAX];
+    int nfiles = 0, nidx = 0;
     st_err_t e = ST_OK;
+    st_fcache_t *fc = st_log__mgr_fcache(log->mgr);
+    *more = 0;
     pthread_mutex_lock(&log->lock);
-    int64_t target = log->leo, truncations = log->truncations;
-    if (log->offline || log->closed || target <= log->flushed_offset) {
+    int64_t target = log->leo, truncations = log->truncations, rolls = log->rolls;
+    int64_t rolls_synced = log->rolls_synced;
+    int idx_pending = 0;
+    for (int i = 0; i < log->nsegs - 1 && !idx_pending; i++)
+        idx_pending = log->segs[i]->indexes_unsynced;
+    if (log->offline || log->closed ||
+        (target <= log->flushed_offset && rolls == rolls_synced && !idx_pending &&
+         log->epoch_gen == __atomic_load_n(&log->epoch_gen_written, __ATOMIC_RELAXED))) {
+        /* epoch_gen_written read without its lock: a stale value only
+         * costs a round that writes nothing */
         e = log->offline ? ST_E_KAFKA_STORAGE_ERROR : ST_OK;
         if (!log->offline) log->last_flush_ms = st_mono_ms();
         pthread_mutex_unlock(&log->lock);
         return e;
     }
-    /* Closed segments were synced when they rolled; the active one (and a
-     * segment closed since the last flush, whose roll synced it) remain. */
-    for (int i = log->nsegs - 1; i >= 0 && nfiles < (int)ST_ARRAY_SIZE(files); i--) {
-        e = st_log__seg_keep(log->segs[i], ST_SEG_LOG, &files[nfiles]);
+    for (int i = 0; i < log->nsegs; i++) {
+        st_segment_t *s = log->segs[i];
+        int want_log = s->next_offset > log->flushed_offset;
+        int want_idx = i < log->nsegs - 1 && s->indexes_unsynced;
+        if (!want_log && !want_idx) continue;
+        if (nfiles + want_log + 2 * want_idx > FLUSH_FILES_MAX) {
+            /* the rest next round; this one covers what lies before s */
+            if (s->base_offset < target) target = s->base_offset;
+            *more = 1;
+            break;
+        }
+        if (want_log && !e && !(e = st_log__seg_keep(s, ST_SEG_LOG, &files[nfiles]))) nfiles++;
+        if (want_idx && !e && !(e = st_log__seg_keep(s, ST_SEG_INDEX, &files[nfiles]))) nfiles++;
+        if (want_idx && !e && !(e = st_log__seg_keep(s, ST_SEG_TIMEINDEX, &files[nfiles]))) {
+            nfiles++;
+            idx_ids[nidx++] = s->id;
+        }
         if (e) break;
-        nfiles++;
-        if (log->segs[i]->base_offset <= log->flushed_offset) break;
     }
     if (e) {
         e = failed(log, e, "open for an fsync");
@@ -906,10 +1015,14 @@ st_err_t st_log_flush(st_log_t *log) {
     if (act->dirty_index) st_log__seg_write_indexes(act, 0);
     pthread_mutex_unlock(&log->lock);
 
+    /* The epochs of everything below target are in the file before
+     * flushed_offset says target. */
+    e = st_log__epoch_checkpoint(log);
     for (int i = 0; i < nfiles; i++) {
-        if (!e && fdatasync(files[i]->fd) != 0) e = st_err_from_errno(errno);
+        if (!e) e = st_log__sync(fc, files[i]->fd, 1);
         st_file_release(files[i]);
     }
+    if (!e && rolls != rolls_synced) e = st_log__sync_dir(fc, log->dir);
     int64_t flush_due = -1;
     pthread_mutex_lock(&log->lock);
     if (e) {
@@ -918,6 +1031,10 @@ st_err_t st_log_flush(st_log_t *log) {
         /* a truncation meanwhile may have put unsynced batches below target */
         if (target > log->flushed_offset && truncations == log->truncations)
             log->flushed_offset = target;
+        if (rolls > log->rolls_synced) log->rolls_synced = rolls;
+        for (int i = 0; i < log->nsegs; i++)
+            for (int k = 0; k < nidx; k++)
+                if (log->segs[i]->id == idx_ids[k]) log->segs[i]->indexes_unsynced = 0;
         log->last_flush_ms = st_mono_ms();
         /* appended meanwhile: the next flush.ms deadline starts now */
         if (log->cfg.flush_ms > 0 && log->flushed_offset < log->leo)
@@ -927,6 +1044,15 @@ st_err_t st_log_flush(st_log_t *log) {
     if (flush_due >= 0) st_log__mgr_flush_due(log->mgr, flush_due);
     if (!e) notify(log);
     return e ? ST_E_KAFKA_STORAGE_ERROR : ST_OK;
+}
+
+/* Sync everything appended so far.  On the flusher (or a caller that may
+ * wait for the disk), never with the log's lock held. */
+st_err_t st_log_flush(st_log_t *log) {
+    int more = 1;
+    st_err_t e = ST_OK;
+    while (!e && more) e = flush_round(log, &more);
+    return e;
 }
 
 /* The monotonic time at which flush.ms wants this log synced; INT64_MAX
@@ -949,6 +1075,9 @@ int st_log_closed_segments(st_log_t *log, int64_t from, st_log_segment_info_t *o
         st_segment_t *s = log->segs[i];
         if (s->base_offset < from || s->size == 0) continue;
         if (s->next_offset > log->high_watermark) break;
+        /* A rolled segment is offered once the flusher synced it: a crash
+         * cannot then cut locally what the bucket already holds. */
+        if (s->next_offset > log->flushed_offset) break;
         st_log_segment_info_t *o = &out[n++];
         memset(o, 0, sizeof *o);
         o->base_offset = s->base_offset;
@@ -1013,14 +1142,22 @@ st_err_t st_log_truncate_fully(st_log_t *log, int64_t offset) {
     segs_push(log, s);
     log->log_start_offset = log->leo = log->high_watermark = log->flushed_offset = offset;
     st_log__epoch_truncate_from(log, 0);
-    st_fsync_dir(log->dir);
 out:
     pthread_mutex_unlock(&log->lock);
+    if (!e) {
+        /* the removals and the new segment are durable before this returns,
+         * but no append waits for it: the lock is free; the recovery and
+         * log-start points on disk come down with it (st_log_truncate_to) */
+        st_log__sync_dir(st_log__mgr_fcache(log->mgr), log->dir);
+        st_log__epoch_checkpoint(log);
+        st_logmgr_checkpoint(log->mgr);
+    }
     return e;
 }
 
 st_err_t st_log_truncate_to(st_log_t *log, int64_t offset) {
     st_err_t e = ST_OK;
+    int removed = 0, lowered = 0;
     pthread_mutex_lock(&log->lock);
     if (log->closed || log->offline) {
         e = log->closed ? ST_E_NOT_LEADER_OR_FOLLOWER : ST_E_KAFKA_STORAGE_ERROR;
@@ -1032,13 +1169,21 @@ st_err_t st_log_truncate_to(st_log_t *log, int64_t offset) {
         goto out;
     }
     int64_t old_leo = log->leo;
-    int i = seg_for_offset(log, offset), removed = log->nsegs - 1 - i;
+    int i = seg_for_offset(log, offset);
+    removed = log->nsegs - 1 - i;
     while (log->nsegs - 1 > i) {
         st_segment_t *s = log->segs[--log->nsegs];
         st_log__seg_unlink(s, log->dir);
         st_log__seg_close(s); /* readers keep their own file references */
     }
     log->truncations++;
+    /* The cut is synced here, under the lock (with the cleaner's swap, the
+     * only fsyncs left under it).
+     * A truncation comes from the replica fetcher or the Raft (a follower,
+     * or a leader that lost its leadership), never from a produce, which a
+     * follower refuses before it reaches the log; and the cut must be on
+     * disk before the data that replaces it, or a crash could bring back
+     * batches of a lost epoch above the recovery point. */
     e = st_log__seg_truncate(log->segs[i], offset, log->cfg.index_interval_bytes);
     if (e) {
         go_offline(log, e, "truncation");
@@ -1047,12 +1192,20 @@ st_err_t st_log_truncate_to(st_log_t *log, int64_t offset) {
     }
     log->leo = active_seg(log)->next_offset;
     if (log->high_watermark > log->leo) log->high_watermark = log->leo;
-    if (log->flushed_offset > log->leo) log->flushed_offset = log->leo;
+    lowered = log->flushed_offset > log->leo;
+    if (lowered) log->flushed_offset = log->leo;
     st_log__epoch_truncate_from(log, log->leo);
-    if (removed) st_fsync_dir(log->dir);
     ST_INFO("log", WHAT_FMT ": truncated to offset %lld (was %lld, %d segments removed)",
             WHAT_ARGS(log), (long long)log->leo, (long long)old_leo, removed);
 out:
     pthread_mutex_unlock(&log->lock);
+    if (!e && removed) st_log__sync_dir(st_log__mgr_fcache(log->mgr), log->dir);
+    if (!e) st_log__epoch_checkpoint(log); /* the truncating thread, without the lock */
+    /* The recovery point on disk may lie above the cut: bring it down
+     * before the caller appends what replaces the cut (Kafka's
+     * LogManager.truncateTo checkpoints the dir's recovery points), or
+     * after a crash the reopen would trust the new, unsynced segments
+     * below it without reading them. */
+    if (!e && lowered) st_logmgr_checkpoint(log->mgr);
     return e;
 }

@@ -69,6 +69,16 @@ typedef void (*st_log_notify_cb)(st_log_t *log, void *arg);
 
 /* ---- log manager: log.dirs, locks, checkpoints, flusher, janitor ------ */
 
+/* How the log library makes files durable: fsync(2), or fdatasync(2) when
+ * data_only; returns 0, or -1 with errno set.  Every fsync of a segment,
+ * an index, a checkpoint or a directory goes through it, so a test can
+ * count the calls, see which thread makes them and under which lock, hold
+ * them or fail them. */
+typedef struct st_log_sync_ops {
+    int (*sync)(void *arg, int fd, int data_only);
+    void *arg;
+} st_log_sync_ops_t;
+
 typedef struct st_logmgr_config {
     char **dirs;
     int ndirs;
@@ -95,6 +105,9 @@ int st_logmgr_clean_start(const st_logmgr_t *m);
 const char *st_logmgr_pick_dir(st_logmgr_t *m);
 /* Dirs already holding <topic>-<partition>, or NULL. */
 const char *st_logmgr_find_dir(st_logmgr_t *m, const char *topic, int32_t partition);
+/* Sync through ops (NULL: the system calls) from here on; borrowed, it
+ * outlives the manager.  Call before any log opens. */
+void st_logmgr_set_sync_ops(st_logmgr_t *m, const st_log_sync_ops_t *ops);
 /* Start the flusher and janitor threads. */
 void st_logmgr_start(st_logmgr_t *m);
 /* Stop threads, close every log cleanly, write checkpoints and the clean
@@ -224,17 +237,21 @@ int32_t st_log_latest_epoch(st_log_t *log);
  * and drop segments wholly below it.  *low_out is the new log start. */
 st_err_t st_log_delete_records(st_log_t *log, int64_t offset, int64_t *low_out);
 
-/* Close the active segment and start a new one (tests and tools). */
+/* Close the active segment and start a new one (tests and tools); the
+ * flusher is asked to sync the closed one, as after a roll by an append. */
 st_err_t st_log_roll(st_log_t *log);
 
 /* Retention: drop closed segments past retention.ms / retention.bytes.
  * Returns the number deleted. */
 int st_log_apply_retention(st_log_t *log, int64_t now_ms);
 
-/* fsync everything appended so far; returns after the flushed offset has
- * moved.  ST_E_NOFILE (the log stays online) when a file could not be
- * opened for want of descriptors; KAFKA_STORAGE_ERROR when the fsync failed
- * (the log is offline). */
+/* fsync everything appended so far (rolled segments with their index
+ * files and the directory, the leader-epoch checkpoint); returns after the
+ * flushed offset has moved.  Blocks on the disk: the flusher's (or a
+ * caller's that may wait), never under the log's lock.  ST_E_NOFILE (the
+ * log stays online) when a file could not be opened for want of
+ * descriptors; KAFKA_STORAGE_ERROR when the fsync failed (the log is
+ * offline). */
 st_err_t st_log_flush(st_log_t *log);
 
 /* ---- tiered storage ---------------------------------------------------- */
@@ -256,7 +273,8 @@ typedef struct st_log_segment_info {
 } st_log_segment_info_t;
 
 /* Up to max closed segments with base_offset >= from, wholly below the high
- * watermark, oldest first; their index files are complete on disk. */
+ * watermark and the flushed offset (data and index files synced), oldest
+ * first. */
 int st_log_closed_segments(st_log_t *log, int64_t from, st_log_segment_info_t *out, int max);
 /* Offsets below remote_end are in the bucket: local retention may delete
  * segments holding only those. */

@@ -54,6 +54,15 @@ st_err_t st_log__fcache_keep(st_fcache_t *c, st_fslot_t *s, const char *dir, int
 /* The slot goes away (segment closed): the cache drops its reference. */
 void st_log__fcache_forget(st_fcache_t *c, st_fslot_t *s);
 void st_log__fcache_stats(st_fcache_t *c, st_log_file_stats_t *out);
+/* Syncing through the manager's st_log_sync_ops_t (NULL: the system
+ * calls); set once before any log opens.  c may be NULL (a segment built
+ * outside any log, the cleaner's): the system calls. */
+void st_log__fcache_set_sync(st_fcache_t *c, const st_log_sync_ops_t *ops);
+st_err_t st_log__sync(st_fcache_t *c, int fd, int data_only);
+st_err_t st_log__sync_dir(st_fcache_t *c, const char *dir);
+/* tmp file, fsync, rename, fsync of the directory (a checkpoint). */
+st_err_t st_log__write_file_atomic(st_fcache_t *c, const char *path, const void *data,
+                                   size_t len);
 /* The manager's cache (logmgr.c). */
 st_fcache_t *st_log__mgr_fcache(st_logmgr_t *m);
 /* The log's next flush.ms deadline moved earlier (logmgr.c): wake the
@@ -88,7 +97,9 @@ typedef struct st_segment {
     int64_t created_ms; /* for segment.ms */
     int dirty_index;    /* index entries not yet in the files */
     int nidx_written, ntidx_written; /* entries already in the files */
-    int indexes_final;  /* closed: the index files are complete and synced */
+    int indexes_final;  /* closed: the index files are complete (and synced unless
+                         * indexes_unsynced) */
+    int indexes_unsynced; /* closed by a roll: the flusher still syncs the index files */
 } st_segment_t;
 
 /*
@@ -123,6 +134,18 @@ struct st_log {
         int64_t start;
     } *epochs;
     int nepochs, capepochs;
+    /* Bumped by every change of the cache.  The checkpoint file is written
+     * outside log->lock (by the flusher, or after a truncation by the
+     * truncating thread), serialized by epoch_file_lock, which guards
+     * epoch_gen_written; the epochs of everything below flushed_offset are
+     * in the file before flushed_offset covers them. */
+    int64_t epoch_gen;
+    pthread_mutex_t epoch_file_lock; /* taken before log->lock, never under it */
+    int64_t epoch_gen_written;
+
+    /* Bumped by every roll: the new segment's files are in the directory
+     * once the flusher has synced it (rolls_synced, guarded by the lock). */
+    int64_t rolls, rolls_synced;
 
     int64_t last_flush_ms; /* monotonic: for flush.ms */
     /* Bumped by every truncation: an fsync that started before one must
@@ -144,15 +167,21 @@ st_err_t st_log__seg_open(st_fcache_t *fc, const char *dir, int64_t base, int cr
 /* A kept file of the segment (ST_SEG_*), through the cache.  Index files
  * are created when missing. */
 st_err_t st_log__seg_keep(st_segment_t *s, int kind, st_file_t **out);
+/* Called for each batch a validating recovery keeps, in order. */
+typedef void (*st_log__seg_batch_cb)(void *arg, const st_batch_info_t *b);
 /* Recover a segment: load indexes, and scan from the last trusted index
  * entry (all of it when the indexes are missing or wrong).  With validate,
- * every batch scanned is CRC-checked and a bad tail is truncated. */
+ * the whole segment is scanned, every batch CRC-checked (cb called for
+ * each batch kept, when not NULL) and a bad tail is truncated. */
 st_err_t st_log__seg_recover(st_segment_t *s, const char *dir, int validate, int is_last,
                              int64_t next_base, const st_log_config_t *cfg,
-                             const char *what);
+                             const char *what, st_log__seg_batch_cb cb, void *cb_arg);
 void st_log__seg_index_batch(st_segment_t *s, const st_batch_info_t *b, int64_t pos,
                              int32_t interval);
 st_err_t st_log__seg_write_indexes(st_segment_t *s, int final);
+/* A roll closes the segment: its index files complete (the closing time
+ * entry, cut to their entries) but not synced; the flusher syncs them. */
+st_err_t st_log__seg_close_indexes(st_segment_t *s);
 /* Cut the segment before the batch holding offset (the .log synced, the
  * index files cut to what stays), and index what stays as an active
  * segment.  Nothing to do when no batch holds offset or a later one. */
@@ -176,9 +205,11 @@ void st_log__seg_path(const char *dir, int64_t base, const char *ext, char *out,
  * batch's), or its max timestamp; -1 when empty. */
 int64_t st_log__seg_first_timestamp(const st_segment_t *s);
 
-/* Epoch cache (log.c). */
+/* Epoch cache (log.c): changed under log->lock, checkpointed by
+ * st_log__epoch_checkpoint without it. */
 void st_log__epoch_assign(st_log_t *log, int32_t epoch, int64_t start);
 void st_log__epoch_truncate_from(st_log_t *log, int64_t offset);
+st_err_t st_log__epoch_checkpoint(st_log_t *log);
 st_err_t st_log__epoch_load(st_log_t *log);
 
 /* Opening (log.c): loads segments from dir; used by the manager. */

@@ -12,8 +12,10 @@
  *   log-start-offset-checkpoint       then "topic partition offset" lines
  *
  * Threads: the flusher and the janitor; m->lock guards the log list, the
- * flush queue and the flush.ms deadline.  Lock order: manager, then log,
- * then the file cache (fcache.c, innermost).
+ * flush queue and the flush.ms deadline, and is never held across an
+ * fsync (appends take it to queue a flush).  Lock order: ckpt_lock, then
+ * the manager, then a log's epoch_file_lock, then the log, then the file
+ * cache (fcache.c, innermost).
  *
  * Start-up cost per partition is kept constant: the checkpoints are read
  * once into hash tables, the list of logs is indexed by position, and
@@ -61,6 +63,7 @@ struct st_logmgr {
 
     pthread_mutex_t lock;
     pthread_cond_t cond;
+    pthread_mutex_t ckpt_lock; /* one checkpoint writer at a time; taken before m->lock */
     st_log_t **logs;
     int nlogs, caplogs;
     st_log_t *flush_head, *flush_tail;
@@ -135,40 +138,51 @@ static void ckpt_free(ckpt_table_t *t) {
     memset(t, 0, sizeof *t);
 }
 
-/* Write both checkpoints of every dir.  Called without any log lock. */
+/* Write both checkpoints of every dir.  Called without any log lock.  The
+ * offsets are read under m->lock, the files written without it (an append
+ * takes m->lock to ask for a flush, so it must never wait for these
+ * fsyncs); ckpt_lock keeps two writers (the janitor, DeleteRecords, the
+ * close) in order, so an older snapshot never replaces a newer one. */
 static void write_checkpoints(st_logmgr_t *m) {
+    pthread_mutex_lock(&m->ckpt_lock);
+    st_buf_t *rec = st_calloc((size_t)m->ndirs, sizeof *rec);
+    st_buf_t *start = st_calloc((size_t)m->ndirs, sizeof *start);
     pthread_mutex_lock(&m->lock);
     for (int d = 0; d < m->ndirs; d++) {
-        st_buf_t rec, start;
-        st_buf_init(&rec);
-        st_buf_init(&start);
+        st_buf_init(&rec[d]);
+        st_buf_init(&start[d]);
         int n = 0;
         for (int i = 0; i < m->nlogs; i++)
             if (!strcmp(m->logs[i]->parent, m->dirs[d].path)) n++;
-        st_buf_printf(&rec, "0\n%d\n", n);
-        st_buf_printf(&start, "0\n%d\n", n);
+        st_buf_printf(&rec[d], "0\n%d\n", n);
+        st_buf_printf(&start[d], "0\n%d\n", n);
         for (int i = 0; i < m->nlogs; i++) {
             st_log_t *log = m->logs[i];
             if (strcmp(log->parent, m->dirs[d].path)) continue;
             st_log_offsets_t o;
             st_log_offsets(log, &o);
-            st_buf_printf(&rec, "%s %d %lld\n", log->topic, (int)log->partition,
+            st_buf_printf(&rec[d], "%s %d %lld\n", log->topic, (int)log->partition,
                           (long long)o.flushed_offset);
-            st_buf_printf(&start, "%s %d %lld\n", log->topic, (int)log->partition,
+            st_buf_printf(&start[d], "%s %d %lld\n", log->topic, (int)log->partition,
                           (long long)o.log_start_offset);
         }
+    }
+    pthread_mutex_unlock(&m->lock);
+    for (int d = 0; d < m->ndirs; d++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/recovery-point-offset-checkpoint", m->dirs[d].path);
-        st_err_t e = st_write_file_atomic(path, rec.data, rec.len);
+        st_err_t e = st_log__write_file_atomic(m->fc, path, rec[d].data, rec[d].len);
         snprintf(path, sizeof path, "%s/log-start-offset-checkpoint", m->dirs[d].path);
-        if (!e) e = st_write_file_atomic(path, start.data, start.len);
+        if (!e) e = st_log__write_file_atomic(m->fc, path, start[d].data, start[d].len);
         if (e)
             ST_LOG_RATELIMITED(ST_LOG_ERROR, "log", 10000, "%s: cannot write checkpoints: %s",
                                m->dirs[d].path, st_err_msg(e));
-        st_buf_fini(&rec);
-        st_buf_fini(&start);
+        st_buf_fini(&rec[d]);
+        st_buf_fini(&start[d]);
     }
-    pthread_mutex_unlock(&m->lock);
+    free(rec);
+    free(start);
+    pthread_mutex_unlock(&m->ckpt_lock);
 }
 
 /* ---- meta.properties ---------------------------------------------------- */
@@ -204,6 +218,7 @@ st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *
     st_logmgr_t *m = st_calloc(1, sizeof *m);
     m->cfg = *cfg;
     pthread_mutex_init(&m->lock, NULL);
+    pthread_mutex_init(&m->ckpt_lock, NULL);
     pthread_cond_init(&m->cond, NULL);
     m->dirs = st_calloc((size_t)cfg->ndirs, sizeof *m->dirs);
     m->ndirs = cfg->ndirs;
@@ -314,7 +329,7 @@ st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *
         /* The marker describes one stop only: remove it now that we run. */
         snprintf(path, sizeof path, "%s/" CLEAN_MARKER, m->dirs[i].path);
         unlink(path);
-        st_fsync_dir(m->dirs[i].path);
+        st_log__sync_dir(m->fc, m->dirs[i].path);
     }
     if (!m->clean) ST_WARN("log", "the previous stop was not clean: recovering logs");
     *out = m;
@@ -564,6 +579,10 @@ int st_logmgr_nlogs(st_logmgr_t *m) {
     return n;
 }
 
+void st_logmgr_set_sync_ops(st_logmgr_t *m, const st_log_sync_ops_t *ops) {
+    st_log__fcache_set_sync(m->fc, ops);
+}
+
 void st_logmgr_start(st_logmgr_t *m) {
     pthread_create(&m->flusher, NULL, flusher_main, m);
     pthread_create(&m->janitor, NULL, janitor_main, m);
@@ -581,6 +600,18 @@ void st_logmgr_close(st_logmgr_t *m) {
     if (m->started) {
         pthread_join(m->flusher, NULL);
         pthread_join(m->janitor, NULL);
+    }
+    /* Requests no flusher took (it never started: tests, a failed start)
+     * give their references back; the flushes below cover them. */
+    pthread_mutex_lock(&m->lock);
+    st_log_t *queued = m->flush_head;
+    m->flush_head = m->flush_tail = NULL;
+    pthread_mutex_unlock(&m->lock);
+    while (queued) {
+        st_log_t *next = queued->flush_next;
+        queued->flush_queued = 0;
+        st_log_release(queued);
+        queued = next;
     }
     int n;
     st_log_t **logs = snapshot_logs(m, &n);
@@ -613,6 +644,7 @@ void st_logmgr_close(st_logmgr_t *m) {
     free(m->logs);
     st_log__fcache_destroy(m->fc);
     pthread_mutex_destroy(&m->lock);
+    pthread_mutex_destroy(&m->ckpt_lock);
     pthread_cond_destroy(&m->cond);
     free(m);
 }

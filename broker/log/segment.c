@@ -112,9 +112,10 @@ void st_log__seg_index_batch(st_segment_t *s, const st_batch_info_t *b, int64_t 
 }
 
 /* Append the entries not yet in the files (the files only ever grow by
- * whole entries); with final, add the segment's closing time-index entry,
- * cut the files to their entries and sync them. */
-st_err_t st_log__seg_write_index_fds(st_segment_t *s, int index_fd, int timeindex_fd, int final) {
+ * whole entries); with final, add the segment's closing time-index entry
+ * and cut the files to their entries, and with sync as well sync them. */
+static st_err_t write_index_fds(st_segment_t *s, int index_fd, int timeindex_fd, int final,
+                                int sync) {
     if (final && s->max_timestamp >= 0)
         tidx_push(s, s->max_timestamp, (int32_t)(s->offset_of_max_timestamp - s->base_offset));
     if (!s->dirty_index && !final) return ST_OK;
@@ -140,21 +141,44 @@ st_err_t st_log__seg_write_index_fds(st_segment_t *s, int index_fd, int timeinde
     s->dirty_index = 0;
     if (final) {
         if (ftruncate(index_fd, (off_t)s->nidx * 8) != 0 ||
-            ftruncate(timeindex_fd, (off_t)s->ntidx * 12) != 0 || fdatasync(index_fd) != 0 ||
-            fdatasync(timeindex_fd) != 0)
+            ftruncate(timeindex_fd, (off_t)s->ntidx * 12) != 0)
             e = st_err_from_errno(errno);
+        if (!e && sync) e = st_log__sync(s->fc, index_fd, 1);
+        if (!e && sync) e = st_log__sync(s->fc, timeindex_fd, 1);
         if (!e) s->indexes_final = 1;
+        s->indexes_unsynced = !sync;
     }
     return e;
 }
 
+st_err_t st_log__seg_write_index_fds(st_segment_t *s, int index_fd, int timeindex_fd, int final) {
+    return write_index_fds(s, index_fd, timeindex_fd, final, final);
+}
+
+st_err_t st_log__seg_close_indexes(st_segment_t *s) {
+    if (s->indexes_final) return ST_OK;
+    st_file_t *fi = NULL, *ft = NULL;
+    st_err_t e = st_log__seg_keep(s, ST_SEG_INDEX, &fi);
+    if (!e) e = st_log__seg_keep(s, ST_SEG_TIMEINDEX, &ft);
+    if (!e) e = write_index_fds(s, fi->fd, ft->fd, 1, 0);
+    st_file_release(fi);
+    st_file_release(ft);
+    return e;
+}
+
 st_err_t st_log__seg_write_indexes(st_segment_t *s, int final) {
-    if (final && s->indexes_final) return ST_OK; /* closed and synced already */
+    if (final && s->indexes_final && !s->indexes_unsynced) return ST_OK; /* closed, synced */
     if (!s->dirty_index && !final) return ST_OK;
     st_file_t *fi = NULL, *ft = NULL;
     st_err_t e = st_log__seg_keep(s, ST_SEG_INDEX, &fi);
     if (!e) e = st_log__seg_keep(s, ST_SEG_TIMEINDEX, &ft);
-    if (!e) e = st_log__seg_write_index_fds(s, fi->fd, ft->fd, final);
+    if (!e && final && s->indexes_final) { /* closed by a roll: only the sync is left */
+        e = st_log__sync(s->fc, fi->fd, 1);
+        if (!e) e = st_log__sync(s->fc, ft->fd, 1);
+        if (!e) s->indexes_unsynced = 0;
+    } else if (!e) {
+        e = st_log__seg_write_index_fds(s, fi->fd, ft->fd, final);
+    }
     st_file_release(fi);
     st_file_release(ft);
     return e;
@@ -174,10 +198,9 @@ st_err_t st_log__seg_truncate(st_segment_t *s, int64_t offset, int32_t index_int
         goto out;
     }
     if (e) goto out;
-    if (ftruncate(f->fd, cut) != 0 || fdatasync(f->fd) != 0) {
-        e = st_err_from_errno(errno);
-        goto out;
-    }
+    if (ftruncate(f->fd, cut) != 0) e = st_err_from_errno(errno);
+    if (!e) e = st_log__sync(s->fc, f->fd, 1);
+    if (e) goto out;
     s->size = s->prealloc_end = cut;
     while (s->nidx && s->idx[s->nidx - 1].pos >= cut) s->nidx--;
     int32_t prev_rel = s->nidx ? s->idx[s->nidx - 1].rel : -1;
@@ -186,7 +209,7 @@ st_err_t st_log__seg_truncate(st_segment_t *s, int64_t offset, int32_t index_int
     s->offset_of_max_timestamp = s->ntidx ? s->base_offset + s->tidx[s->ntidx - 1].rel : -1;
     s->nidx_written = ST_MIN(s->nidx_written, s->nidx);
     s->ntidx_written = ST_MIN(s->ntidx_written, s->ntidx);
-    s->indexes_final = 0;
+    s->indexes_final = s->indexes_unsynced = 0;
     e = st_log__seg_keep(s, ST_SEG_INDEX, &fi);
     if (!e) e = st_log__seg_keep(s, ST_SEG_TIMEINDEX, &ft);
     if (!e && (ftruncate(fi->fd, (off_t)s->nidx_written * 8) != 0 ||
@@ -335,7 +358,7 @@ static int load_indexes(st_segment_t *s, int64_t last_rel, int log_fd, int index
  * first batch that is torn, misplaced or (with validate) fails its CRC, and
  * truncate the file there. */
 static st_err_t scan_from(st_segment_t *s, int fd, int64_t pos, int validate, int32_t interval,
-                          const char *what) {
+                          const char *what, st_log__seg_batch_cb cb, void *cb_arg) {
     int64_t file_size;
     struct stat st;
     if (fstat(fd, &st) != 0) return st_err_from_errno(errno);
@@ -377,6 +400,7 @@ static st_err_t scan_from(st_segment_t *s, int fd, int64_t pos, int validate, in
             }
         }
         st_log__seg_index_batch(s, &b, pos, interval);
+        if (cb) cb(cb_arg, &b);
         expect = st_batch_last_offset(&b) + 1;
         pos += b.size;
     }
@@ -387,7 +411,8 @@ static st_err_t scan_from(st_segment_t *s, int fd, int64_t pos, int validate, in
                 what, (long long)s->base_offset, (long long)pos, (long long)s->next_offset, reason,
                 (long long)(file_size - pos));
         if (ftruncate(fd, pos) != 0) return st_err_from_errno(errno);
-        if (fsync(fd) != 0) return st_err_from_errno(errno);
+        st_err_t e = st_log__sync(s->fc, fd, 0);
+        if (e) return e;
     }
     return ST_OK;
 }
@@ -407,7 +432,7 @@ static void shrink_arrays(st_segment_t *s) {
 
 static st_err_t recover_with(st_segment_t *s, st_file_t *flog, st_file_t *fidx, int validate,
                              int is_last, int64_t next_base, const st_log_config_t *cfg,
-                             const char *what) {
+                             const char *what, st_log__seg_batch_cb cb, void *cb_arg) {
     st_file_t *ftidx = NULL;
     int trusted = load_indexes(s, is_last ? -1 : next_base - 1 - s->base_offset, flog->fd, fidx->fd,
                                &ftidx);
@@ -415,6 +440,11 @@ static st_err_t recover_with(st_segment_t *s, st_file_t *flog, st_file_t *fidx, 
     if (!trusted && s->size > 0)
         ST_WARN("log", "%s: index of segment %020lld is missing or inconsistent; rebuilding",
                 what, (long long)s->base_offset);
+    /* A segment that may hold unsynced data is read whole: after a lost
+     * fsync any page of it may be missing, not only the tail, and index
+     * files written before the crash prove nothing about the data (Kafka's
+     * LogSegment.recover rebuilds the indexes from position 0). */
+    if (validate) trusted = 0;
     if (!trusted) {
         s->nidx = s->ntidx = 0;
         s->max_timestamp = s->offset_of_max_timestamp = -1;
@@ -473,7 +503,8 @@ static st_err_t recover_with(st_segment_t *s, st_file_t *flog, st_file_t *fidx, 
         s->next_offset = s->base_offset;
         s->nidx_written = s->ntidx_written = 0;
     }
-    e = scan_from(s, flog->fd, pos, validate, cfg->index_interval_bytes, what);
+    e = scan_from(s, flog->fd, pos, validate, cfg->index_interval_bytes, what, validate ? cb : NULL,
+                  cb_arg);
     if (e) goto out;
     if (ftruncate(flog->fd, s->size) != 0) { /* best effort: blocks past the data */ }
     s->prealloc_end = s->size;
@@ -486,7 +517,8 @@ out:
 }
 
 st_err_t st_log__seg_recover(st_segment_t *s, const char *dir, int validate, int is_last,
-                             int64_t next_base, const st_log_config_t *cfg, const char *what) {
+                             int64_t next_base, const st_log_config_t *cfg, const char *what,
+                             st_log__seg_batch_cb cb, void *cb_arg) {
     (void)dir;
     if (s->size == 0 && !validate) {
         /* Nothing to index, nothing to read: no file is opened (an idle
@@ -499,7 +531,7 @@ st_err_t st_log__seg_recover(st_segment_t *s, const char *dir, int validate, int
     st_file_t *flog = NULL, *fidx = NULL;
     st_err_t e = st_log__seg_keep(s, ST_SEG_LOG, &flog);
     if (!e) e = st_log__seg_keep(s, ST_SEG_INDEX, &fidx);
-    if (!e) e = recover_with(s, flog, fidx, validate, is_last, next_base, cfg, what);
+    if (!e) e = recover_with(s, flog, fidx, validate, is_last, next_base, cfg, what, cb, cb_arg);
     st_file_release(flog);
     st_file_release(fidx);
     return e;

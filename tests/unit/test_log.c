@@ -679,10 +679,15 @@ static st_log_config_t default_cfg(void) {
     return c;
 }
 
+/* What env_open gives the manager to sync with (NULL: the system calls). */
+static const st_log_sync_ops_t *env_sync_ops;
+
 static st_err_t mgr_open(const char *dir, st_logmgr_t **out, char *err, size_t errlen) {
     char *dirs[1] = {(char *)dir};
     st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, 0, NULL};
-    return st_logmgr_open(&mc, out, err, errlen);
+    st_err_t e = st_logmgr_open(&mc, out, err, errlen);
+    if (!e) st_logmgr_set_sync_ops(*out, env_sync_ops);
+    return e;
 }
 
 static const st_uuid_t topic_id = {{0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x47, 0x88, 0x99, 0xaa,
@@ -1653,6 +1658,156 @@ static void test_log_crash_bad_crc(void **state) {
     }
 }
 
+/* A crash after several rolls that nobody synced: the segments past the
+ * recovery point (recovery-point-offset-checkpoint, written after a flush)
+ * are read whole at the reopen, the log is cut at the first bad batch even
+ * in a closed segment, and the segments after the cut go (their offsets
+ * would leave a gap).  Nothing below the recovery point is lost.  which 0:
+ * the tail of a closed segment lost (the pages a lost fsync never wrote);
+ * 1: a flipped byte in the first batch of a closed segment whose index
+ * files were written. */
+static void test_log_crash_unsynced_segments(void **state) {
+    (void)state;
+    for (int which = 0; which < 2; which++) {
+        env_t e, c;
+        env_init(&e, 3000, 400);
+        append_many(&e, 40, 4, 1700000000000, 1);
+        assert_int_equal(st_log_flush(e.log), ST_OK);
+        st_logmgr_checkpoint(e.m);
+        int64_t recovery_point = e.md.leo;
+        int nb_flushed = e.md.nb;
+        append_many(&e, 60, 4, 1700000100000, 2);
+        append_many(&e, 30, 4, 1700000200000, 3);
+        st_log_offsets_t o;
+        st_log_offsets(e.log, &o);
+        assert_true(o.flushed_offset == recovery_point);
+        crash_copy(&e, &c);
+        env_fini(&e);
+
+        /* the second closed segment wholly past the recovery point */
+        int64_t bases[256];
+        int n = list_segments(c.pdir, bases, 256);
+        int k = 0, past = 0;
+        while (k < n - 1 && (bases[k] < recovery_point || ++past < 2)) k++;
+        assert_true(k < n - 2); /* closed, with segments after it */
+        /* its batches in the model */
+        int first = 0;
+        while (c.md.b[first].base < bases[k]) first++;
+        int last = first;
+        while (last + 1 < c.md.nb && c.md.b[last + 1].base < bases[k + 1]) last++;
+        assert_true(last - first >= 2);
+        int victim = which == 0 ? first + (last - first) / 2 + 1 : first;
+        int64_t pos = 0;
+        for (int i = first; i < victim; i++) pos += (int64_t)c.md.b[i].size;
+        char path[4400];
+        seg_path(&c, bases[k], ".log", path, sizeof path);
+        if (which == 0) {
+            assert_int_equal(truncate(path, pos + (int64_t)c.md.b[victim].size / 2), 0);
+        } else {
+            int fd = open(path, O_RDWR);
+            assert_true(fd >= 0);
+            uint8_t byte;
+            pos += (int64_t)c.md.b[victim].size - 5;
+            assert_int_equal(pread(fd, &byte, 1, pos), 1);
+            byte ^= 0x04;
+            assert_int_equal(pwrite(fd, &byte, 1, pos), 1);
+            close(fd);
+        }
+
+        capture_start();
+        env_open(&c);
+        capture_stop();
+        assert_non_null(strstr(captured, "truncating segment"));
+        assert_non_null(strstr(captured, which == 0 ? "torn" : "CRC32C mismatch"));
+        free(captured);
+        while (c.md.nb > victim) model_pop(&c.md);
+        assert_true(c.md.nb >= nb_flushed);
+        st_log_offsets(c.log, &o);
+        if (o.leo != c.md.leo)
+            fail_msg("case %d: the log ends at %lld after recovery; the first bad batch was at "
+                     "%lld", which, (long long)o.leo, (long long)c.md.leo);
+        assert_int_equal(o.nsegments, k + 1); /* the later segments are gone */
+        assert_int_equal(list_segments(c.pdir, bases, 256), k + 1);
+        assert_int_equal(st_log_latest_epoch(c.log), 2);
+        st_log_set_high_watermark(c.log, c.md.leo);
+        verify_reads(&c, 0, 1 << 20);
+        verify_every_offset(&c, 0);
+        check_index_invariants(&c);
+        /* The log continues from the cut, in the cut segment. */
+        append_batch(&c, 3, TC_NONE, 1700000300000, 1, 4);
+        verify_reads(&c, 0, 1 << 20);
+        env_close(&c);
+        env_open(&c);
+        st_log_set_high_watermark(c.log, c.md.leo);
+        verify_reads(&c, 0, 1 << 20);
+        assert_int_equal(st_log_latest_epoch(c.log), 4);
+        env_fini(&c);
+    }
+}
+
+/* A truncation below the recovery point on disk, then new segments that
+ * nobody synced, then a crash: the recovery point must have come down with
+ * the truncation (Kafka's LogManager.truncateTo checkpoints the recovery
+ * points of the dir), or the reopen trusts the new segments below the old
+ * recovery point without reading them and serves what a lost fsync left. */
+static void test_log_crash_after_truncation(void **state) {
+    (void)state;
+    env_t e, c;
+    env_init(&e, 3000, 400);
+    append_many(&e, 100, 4, 1700000000000, 1);
+    assert_int_equal(st_log_flush(e.log), ST_OK);
+    st_logmgr_checkpoint(e.m);
+    int64_t old_rp = e.md.leo;
+    int j = e.md.nb / 4;
+    int64_t cut = e.md.b[j].base;
+    assert_int_equal(st_log_truncate_to(e.log, cut), ST_OK);
+    while (e.md.nb > j) model_pop(&e.md);
+    append_many(&e, 100, 4, 1700000100000, 2);
+    assert_true(e.md.leo > old_rp);
+    crash_copy(&e, &c);
+    env_fini(&e);
+
+    /* a closed segment of the new data, wholly below the old recovery point */
+    int64_t bases[256];
+    int n = list_segments(c.pdir, bases, 256);
+    int k = 0;
+    while (k < n - 1 && bases[k] <= cut) k++; /* the first one after the cut */
+    assert_true(k < n - 1 && bases[k + 1] <= old_rp);
+    int first = 0;
+    while (c.md.b[first].base < bases[k]) first++;
+    int last = first;
+    while (last + 1 < c.md.nb && c.md.b[last + 1].base < bases[k + 1]) last++;
+    assert_true(last - first >= 2);
+    int victim = first + (last - first) / 2;
+    int64_t pos = 0;
+    for (int i = first; i < victim; i++) pos += (int64_t)c.md.b[i].size;
+    char path[4400];
+    seg_path(&c, bases[k], ".log", path, sizeof path);
+    /* a page the lost fsync never wrote: zeros inside the batch's records */
+    uint8_t zeros[16] = {0};
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, zeros, sizeof zeros, pos + (int64_t)c.md.b[victim].size - 20), 16);
+    close(fd);
+
+    capture_start();
+    env_open(&c);
+    capture_stop();
+    if (!strstr(captured, "CRC32C mismatch"))
+        fail_msg("segment %lld (below the recovery point %lld of before the truncation to "
+                 "%lld) has zeros in a batch, and the reopen did not read it:\n%s",
+                 (long long)bases[k], (long long)old_rp, (long long)cut, captured);
+    free(captured);
+    while (c.md.nb > victim) model_pop(&c.md);
+    st_log_offsets_t o;
+    st_log_offsets(c.log, &o);
+    assert_true(o.leo == c.md.leo);
+    st_log_set_high_watermark(c.log, c.md.leo);
+    verify_reads(&c, 0, 1 << 20);
+    verify_every_offset(&c, 0);
+    env_fini(&c);
+}
+
 /* A crash right after a roll, and with nothing lost at all. */
 static void test_log_crash_intact(void **state) {
     (void)state;
@@ -1824,6 +1979,140 @@ static int wait_flushed(st_log_t *log, int64_t want) {
         nanosleep(&ms, NULL);
     }
     return 0;
+}
+
+/* ======================================================================
+ * No fsync on the produce path
+ * ==================================================================== */
+
+/* A sync hook that counts the calls made on the test's own thread (and
+ * those made while the log's lock is held), and holds every call from any
+ * other thread (the flusher) until it is let go. */
+typedef struct sync_spy {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    pthread_t test_thread;
+    st_log_t *log;   /* whose lock is looked at; NULL: none */
+    int on_test;     /* calls on the test's thread */
+    int under_lock;  /* of them, with the log's lock held */
+    int held;        /* calls from other threads waiting now */
+    int other_total; /* calls from other threads, all */
+    int gate_open;
+} sync_spy_t;
+
+static int spy_sync(void *arg, int fd, int data_only) {
+    sync_spy_t *sp = arg;
+    if (pthread_equal(pthread_self(), sp->test_thread)) {
+        pthread_mutex_lock(&sp->mu);
+        sp->on_test++;
+        /* one thread only here: EBUSY means this thread holds the lock */
+        if (sp->log) {
+            if (pthread_mutex_trylock(&sp->log->lock) == 0) pthread_mutex_unlock(&sp->log->lock);
+            else sp->under_lock++;
+        }
+        pthread_mutex_unlock(&sp->mu);
+    } else {
+        pthread_mutex_lock(&sp->mu);
+        sp->other_total++;
+        sp->held++;
+        pthread_cond_broadcast(&sp->cond);
+        while (!sp->gate_open) pthread_cond_wait(&sp->cond, &sp->mu);
+        sp->held--;
+        pthread_mutex_unlock(&sp->mu);
+    }
+    return data_only ? fdatasync(fd) : fsync(fd);
+}
+
+/* Wait (bounded: 10 s) until a call from another thread is held. */
+static int spy_wait_held(sync_spy_t *sp) {
+    pthread_mutex_lock(&sp->mu);
+    int64_t until = st_mono_ms() + 10000;
+    while (!sp->held && st_mono_ms() < until) st_cond_wait_ms(&sp->cond, &sp->mu, 100);
+    int held = sp->held;
+    pthread_mutex_unlock(&sp->mu);
+    return held;
+}
+
+/* Appends that roll segments (and start new leader epochs) make no fsync
+ * on the appending thread and none under the log's lock: the rolled
+ * segments are synced by the flusher, which the roll asks, and appends go
+ * on while the flusher's fsync is held (Kafka's roll schedules
+ * flushUptoOffsetExclusive on the background scheduler). */
+static void test_log_roll_syncs_on_the_flusher(void **state) {
+    (void)state;
+    sync_spy_t sp;
+    memset(&sp, 0, sizeof sp);
+    pthread_mutex_init(&sp.mu, NULL);
+    pthread_cond_init(&sp.cond, NULL);
+    sp.test_thread = pthread_self();
+    st_log_sync_ops_t ops = {spy_sync, &sp};
+    env_sync_ops = &ops;
+    env_t e;
+    env_init(&e, 3000, 400);
+    env_sync_ops = NULL;
+    sp.log = e.log;
+
+    /* No flusher running: every sync would be the appender's own. */
+    sp.on_test = sp.under_lock = 0;
+    for (int epoch = 0; epoch < 4; epoch++) append_many(&e, 30, 4, 1700000000000, epoch);
+    st_log_offsets_t o;
+    st_log_offsets(e.log, &o);
+    assert_true(o.nsegments >= 4);
+    if (sp.on_test)
+        fail_msg("%d fsync calls on the appending thread across %d segment rolls (%d with the "
+                 "log's lock held)", sp.on_test, o.nsegments - 1, sp.under_lock);
+
+    /* The flush syncs what the rolls left, without the lock, and raises
+     * the flushed offset over every rolled segment. */
+    assert_true(o.flushed_offset < o.leo);
+    assert_int_equal(st_log_flush(e.log), ST_OK);
+    assert_true(sp.on_test >= o.nsegments); /* every unsynced .log at least */
+    assert_int_equal(sp.under_lock, 0);
+    st_log_offsets(e.log, &o);
+    assert_true(o.flushed_offset == e.md.leo);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/leader-epoch-checkpoint", e.pdir);
+    char *text = slurp(path, NULL);
+    assert_non_null(strstr(text, "\n3 "));
+    free(text);
+
+    /* With the flusher running and its fsync held, appends that roll go
+     * on, and the log's lock is free while the flusher waits. */
+    st_logmgr_start(e.m);
+    sp.on_test = 0;
+    int64_t segs_before = o.nsegments;
+    for (;;) {
+        pthread_mutex_lock(&sp.mu);
+        int held = sp.held;
+        pthread_mutex_unlock(&sp.mu);
+        if (held) break;
+        append_many(&e, 10, 4, 1700000100000, 4);
+        st_log_offsets(e.log, &o);
+        if (o.nsegments > segs_before + 2) break;
+    }
+    if (!spy_wait_held(&sp))
+        fail_msg("no fsync reached the flusher after %d segment rolls",
+                 (int)(o.nsegments - segs_before));
+    assert_int_equal(pthread_mutex_trylock(&e.log->lock), 0);
+    pthread_mutex_unlock(&e.log->lock);
+    int64_t segs_held = o.nsegments;
+    append_many(&e, 40, 4, 1700000200000, 5);
+    st_log_offsets(e.log, &o);
+    assert_true(o.nsegments >= segs_held + 2);
+    assert_int_equal(sp.on_test, 0);
+    assert_true(o.flushed_offset < e.md.leo);
+
+    pthread_mutex_lock(&sp.mu);
+    sp.gate_open = 1;
+    pthread_cond_broadcast(&sp.cond);
+    pthread_mutex_unlock(&sp.mu);
+    assert_true(wait_flushed(e.log, e.md.leo));
+    assert_int_equal(sp.on_test, 0);
+    st_log_set_high_watermark(e.log, e.md.leo);
+    verify_reads(&e, 0, 1 << 20);
+    env_fini(&e);
+    pthread_mutex_destroy(&sp.mu);
+    pthread_cond_destroy(&sp.cond);
 }
 
 static void test_logmgr_group_commit_flush(void **state) {
@@ -2481,9 +2770,12 @@ int main(void) {
         cmocka_unit_test(test_log_crash_torn_tail),
         cmocka_unit_test(test_log_crash_bad_crc),
         cmocka_unit_test(test_log_crash_intact),
+        cmocka_unit_test(test_log_crash_unsynced_segments),
+        cmocka_unit_test(test_log_crash_after_truncation),
         cmocka_unit_test(test_log_index_rebuild),
         cmocka_unit_test(test_logmgr_lock),
         cmocka_unit_test(test_logmgr_group_commit_flush),
+        cmocka_unit_test(test_log_roll_syncs_on_the_flusher),
         cmocka_unit_test(test_logmgr_delete_log_and_append_time),
         cmocka_unit_test(test_logmgr_open_files_bounded),
         cmocka_unit_test(test_fcache_bound_and_eviction),
