@@ -69,6 +69,18 @@ void st_server_handle(st_server_t *srv, st_request_t *req) {
     st_handler_for(req->api->key)(srv, req);
 }
 
+st_purgatory_t *st_server_loop_purgatory(st_loop_t *loop) {
+    return &((st_loop_state_t *)st_loop_user(loop))->purgatory;
+}
+
+void st_server_wake_all(void *loop) {
+    st_purgatory_notify_all(st_server_loop_purgatory(loop));
+    st_loop_wake(loop);
+}
+
+/* Retries the watchers of the keys notified since the last wake (see
+ * broker/delayed): a partition's watchers after its change, every parked
+ * request after st_server_wake_all. */
 void st_server_on_wake(st_loop_t *loop, void *arg) {
     (void)arg;
     st_loop_state_t *ls = st_loop_user(loop);
