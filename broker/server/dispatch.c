@@ -96,7 +96,11 @@ int64_t st_server_on_tick(st_loop_t *loop, int64_t now_ms, void *arg) {
 void st_server_on_drain(st_loop_t *loop, void *arg) {
     (void)arg;
     st_loop_state_t *ls = st_loop_user(loop);
-    if (ls) st_purgatory_drain(&ls->purgatory);
+    if (!ls) return;
+    st_purgatory_drain(&ls->purgatory);
+    ST_DEBUG("delayed", "loop %d: %llu try_complete calls in %llu wake passes",
+             st_loop_index(loop), (unsigned long long)ls->purgatory.tries,
+             (unsigned long long)ls->purgatory.seq);
 }
 
 /* ---- controller round trips --------------------------------------------- */
