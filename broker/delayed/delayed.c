@@ -1,8 +1,8 @@
 /*
  * delayed.c - the per-loop purgatory (see delayed.h).
  *
- * Parked operations sit on one list (deadlines, drain) and each watch of
- * theirs in the bucket of its key's hash; a pass retries only the
+ * Parked operations sit in a min-heap by deadline (expiry, drain) and each
+ * watch of theirs in the bucket of its key's hash; a pass retries only the
  * operations found in the buckets of the keys notified since the last
  * pass, each once (tried_seq), so an append to one partition costs the
  * watchers of that partition, not every long-poll of the loop.
@@ -54,13 +54,14 @@ static void unwatch_all(st_delayed_t *op) {
 
 void st_purgatory_init(st_purgatory_t *pg) {
     memset(pg, 0, sizeof *pg);
-    pg->next_due_ms = INT64_MAX;
     pthread_mutex_init(&pg->inbox_lock, NULL);
 }
 
 void st_purgatory_fini(st_purgatory_t *pg) {
     free(pg->batch);
     pg->batch = NULL;
+    free(pg->heap);
+    pg->heap = NULL;
     pthread_mutex_destroy(&pg->inbox_lock);
 }
 
@@ -94,12 +95,55 @@ static int try_op(st_purgatory_t *pg, st_delayed_t *op) {
     return op->try_complete(op);
 }
 
+/* ---- the deadline heap ---------------------------------------------------- */
+
+static void heap_set(st_purgatory_t *pg, int i, st_delayed_t *op) {
+    pg->heap[i] = op;
+    op->heap_idx = i;
+}
+
+static void sift_up(st_purgatory_t *pg, int i) {
+    st_delayed_t *op = pg->heap[i];
+    while (i > 0) {
+        int parent = (i - 1) / 2;
+        if (pg->heap[parent]->deadline_ms <= op->deadline_ms) break;
+        heap_set(pg, i, pg->heap[parent]);
+        i = parent;
+    }
+    heap_set(pg, i, op);
+}
+
+static void sift_down(st_purgatory_t *pg, int i) {
+    st_delayed_t *op = pg->heap[i];
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= pg->count) break;
+        if (c + 1 < pg->count && pg->heap[c + 1]->deadline_ms < pg->heap[c]->deadline_ms) c++;
+        if (op->deadline_ms <= pg->heap[c]->deadline_ms) break;
+        heap_set(pg, i, pg->heap[c]);
+        i = c;
+    }
+    heap_set(pg, i, op);
+}
+
+static void heap_push(st_purgatory_t *pg, st_delayed_t *op) {
+    if (pg->count == pg->capheap) {
+        pg->capheap = pg->capheap ? pg->capheap * 2 : 64;
+        pg->heap = st_realloc(pg->heap, sizeof *pg->heap * (size_t)pg->capheap);
+    }
+    heap_set(pg, pg->count++, op);
+    sift_up(pg, pg->count - 1);
+}
+
 static void unlink_op(st_purgatory_t *pg, st_delayed_t *op) {
-    if (op->prev) op->prev->next = op->next;
-    else pg->head = op->next;
-    if (op->next) op->next->prev = op->prev;
-    op->next = op->prev = NULL;
-    pg->count--;
+    int i = op->heap_idx;
+    st_delayed_t *last = pg->heap[--pg->count];
+    if (i < pg->count) {
+        heap_set(pg, i, last);
+        sift_down(pg, i);
+        sift_up(pg, last->heap_idx);
+    }
+    op->heap_idx = -1;
 }
 
 /* Finished (responded): out of every key, then released.  Exactly once. */
@@ -119,12 +163,7 @@ void st_purgatory_add(st_purgatory_t *pg, st_delayed_t *op) {
         finish(op);
         return;
     }
-    op->prev = NULL;
-    op->next = pg->head;
-    if (pg->head) pg->head->prev = op;
-    pg->head = op;
-    pg->count++;
-    if (op->deadline_ms < pg->next_due_ms) pg->next_due_ms = op->deadline_ms;
+    heap_push(pg, op);
 }
 
 void st_purgatory_notify(st_purgatory_t *pg, const void *key) {
@@ -161,7 +200,7 @@ void st_purgatory_wake(st_purgatory_t *pg) {
     pg->ninbox = 0;
     pg->inbox_all = 0;
     pthread_mutex_unlock(&pg->inbox_lock);
-    if (!pg->head || (!all && nkeys == 0)) return;
+    if (pg->count == 0 || (!all && nkeys == 0)) return;
 
     /* Collect first, then try: a try may add operations and watches (a
      * response lets the connection's next request in), never remove
@@ -169,7 +208,7 @@ void st_purgatory_wake(st_purgatory_t *pg) {
     uint64_t seq = ++pg->seq;
     int n = 0;
     if (all) {
-        for (st_delayed_t *op = pg->head; op; op = op->next) batch_push(pg, &n, op);
+        for (int i = 0; i < pg->count; i++) batch_push(pg, &n, pg->heap[i]);
     } else {
         for (int k = 0; k < nkeys; k++)
             for (st_delayed_watch_t *w = pg->buckets[key_bucket(pg->drained[k])]; w; w = w->next)
@@ -188,36 +227,22 @@ void st_purgatory_wake(st_purgatory_t *pg) {
 }
 
 int64_t st_purgatory_tick(st_purgatory_t *pg, int64_t now_ms) {
-    if (!pg->head) {
-        pg->next_due_ms = INT64_MAX;
-        return -1;
-    }
-    /* next_due_ms is a lower bound (operations that left only raise the
-     * true one): no walk over the long-polls until it is reached. */
-    if (now_ms < pg->next_due_ms) return pg->next_due_ms - now_ms;
-    int64_t next_due = INT64_MAX;
-    st_delayed_t *op = pg->head;
-    while (op) {
-        st_delayed_t *next = op->next;
-        if (op->deadline_ms <= now_ms) {
-            unlink_op(pg, op);
-            op->expire(op);
-            finish(op);
-        } else if (op->deadline_ms < next_due) {
-            next_due = op->deadline_ms;
-        }
-        op = next;
-    }
-    pg->next_due_ms = next_due;
-    return next_due == INT64_MAX ? -1 : next_due - now_ms;
-}
-
-void st_purgatory_drain(st_purgatory_t *pg) {
-    while (pg->head) {
-        st_delayed_t *op = pg->head;
+    /* expire() may let a new request in and park it: look at the heap's
+     * top again each time */
+    while (pg->count > 0 && pg->heap[0]->deadline_ms <= now_ms) {
+        st_delayed_t *op = pg->heap[0];
         unlink_op(pg, op);
         op->expire(op);
         finish(op);
     }
-    pg->next_due_ms = INT64_MAX;
+    return pg->count > 0 ? pg->heap[0]->deadline_ms - now_ms : -1;
+}
+
+void st_purgatory_drain(st_purgatory_t *pg) {
+    while (pg->count > 0) {
+        st_delayed_t *op = pg->heap[pg->count - 1];
+        unlink_op(pg, op);
+        op->expire(op);
+        finish(op);
+    }
 }

@@ -45,7 +45,7 @@ struct st_delayed {
     void (*destroy)(st_delayed_t *op);
     /* The purgatory's (zero before st_purgatory_add). */
     st_purgatory_t *pg;
-    st_delayed_t *next, *prev;
+    int heap_idx; /* in pg->heap while parked */
     st_delayed_watch_t *watches;
     int nwatches, capwatches;
     int cursor;         /* watches named so far in this try (see delayed.c) */
@@ -58,9 +58,10 @@ struct st_delayed {
 #define ST_PURGATORY_INBOX 256
 
 struct st_purgatory {
-    st_delayed_t *head; /* every parked operation (expiry, drain) */
-    int count;
-    int64_t next_due_ms; /* no parked operation is due before this */
+    /* every parked operation, a binary min-heap by deadline (Kafka keeps a
+     * timing wheel): a tick looks at the first due, not at every one */
+    st_delayed_t **heap;
+    int count, capheap;
     st_delayed_watch_t *buckets[ST_PURGATORY_BUCKETS];
     /* the inbox: any thread, under inbox_lock */
     pthread_mutex_t inbox_lock;

@@ -200,6 +200,57 @@ static void test_expiry_unlinks(void **state) {
     st_purgatory_fini(&pg);
 }
 
+/* Deadlines in any order, some operations completed by their keys in
+ * between: each tick expires exactly those due, and says when the next one
+ * is. */
+static int64_t expired_at_max;
+static int expired_late;
+static int64_t tick_now;
+
+static void dl_expire(st_delayed_t *d) {
+    top_t *op = (top_t *)d;
+    op->expires++;
+    if (d->deadline_ms > tick_now) expired_late++; /* expired before its deadline */
+    if (d->deadline_ms > expired_at_max) expired_at_max = d->deadline_ms;
+}
+
+static void test_deadlines_in_order(void **state) {
+    (void)state;
+    static top_t ops[NOPS];
+    int destroyed = 0;
+    st_purgatory_t pg;
+    st_purgatory_init(&pg);
+    unit_seed("delayed deadlines");
+    for (int i = 0; i < NOPS; i++) {
+        top_init(&ops[i], &destroyed, 1 + (int64_t)(unit_rand() % 10000), &keys[i], NULL);
+        ops[i].base.expire = dl_expire;
+        st_purgatory_add(&pg, &ops[i].base);
+    }
+    for (int i = 0; i < NOPS; i += 3) { /* leave from the middle of the heap */
+        __atomic_store_n(&ops[i].ready, 1, __ATOMIC_RELEASE);
+        st_purgatory_notify(&pg, &keys[i]);
+    }
+    st_purgatory_wake(&pg);
+    int completed = destroyed;
+    assert_int_equal(completed, (NOPS + 2) / 3);
+    expired_late = 0;
+    for (tick_now = 0; tick_now <= 10001; tick_now += 1 + (int64_t)(unit_rand() % 97)) {
+        int64_t next = st_purgatory_tick(&pg, tick_now);
+        int64_t want = INT64_MAX;
+        for (int i = 0; i < NOPS; i++)
+            if (!ops[i].expires && i % 3 && ops[i].base.deadline_ms < want)
+                want = ops[i].base.deadline_ms;
+        for (int i = 0; i < NOPS; i++)
+            if (i % 3) assert_int_equal(ops[i].expires, ops[i].base.deadline_ms <= tick_now);
+        assert_true(next == (want == INT64_MAX ? -1 : want - tick_now));
+    }
+    assert_int_equal(expired_late, 0);
+    assert_int_equal(destroyed, NOPS);
+    assert_int_equal(pg.count, 0);
+    for (int i = 0; i < NOPS; i += 3) assert_int_equal(ops[i].expires, 0);
+    st_purgatory_fini(&pg);
+}
+
 /* An operation that watches many keys (a fetch of many partitions) and
  * names them again at every try, as handlers do: each key wakes it once,
  * and it completes once. */
@@ -304,6 +355,7 @@ int main(void) {
         cmocka_unit_test(test_two_keys_complete_once),
         cmocka_unit_test(test_inbox_overflow_retries_all),
         cmocka_unit_test(test_expiry_unlinks),
+        cmocka_unit_test(test_deadlines_in_order),
         cmocka_unit_test(test_many_keys_one_op),
         cmocka_unit_test(test_cross_thread_wake_not_lost),
     };
