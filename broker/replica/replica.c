@@ -64,6 +64,7 @@ struct st_replicas {
     const st_broker_config_t *cfg;
     st_logmgr_t *logs;
     st_net_t *net;
+    st_purgatory_t *(*purgatory_of)(st_loop_t *loop);
     st_tier_t *tier;
     st_controller_t *ctl;
     st_fetchers_t *fetchers;
@@ -112,6 +113,9 @@ void st_replicas_set_controller(st_replicas_t *rm, st_controller_t *ctl) {
         st_fetchers_update(rm->fetchers, img); /* the image of the start-up */
         st_image_release(img);
     }
+}
+void st_replicas_set_purgatories(st_replicas_t *rm, st_purgatory_t *(*of_loop)(st_loop_t *loop)) {
+    rm->purgatory_of = of_loop;
 }
 void st_replicas_set_tier(st_replicas_t *rm, st_tier_t *tier) { rm->tier = tier; }
 
@@ -281,20 +285,27 @@ st_partition_t **st_replicas_all(st_replicas_t *rm, int *n) {
     return v;
 }
 
-void st_partition_watch(st_partition_t *p, int loop_index) {
+/* The bit says "loop i has a watcher of p that was not notified since it
+ * last looked"; the change takes the bits (so a burst of appends notifies
+ * each loop once until its watchers look again), and the purgatory's key
+ * says which of the loop's parked requests to retry. */
+void st_partition_watch(st_partition_t *p, st_delayed_t *op, int loop_index) {
+    st_delayed_watch(op, p);
     __atomic_or_fetch(&p->waiters, (uint64_t)1 << (loop_index & 63), __ATOMIC_ACQ_REL);
 }
 
-/* The log moved (append or flush): wake the loops that watch it. */
+/* The log moved (append or flush): notify p to the loops that watch it. */
 static void on_log_change(st_log_t *log, void *arg) {
     (void)log;
     st_partition_t *p = arg;
     uint64_t mask = __atomic_exchange_n(&p->waiters, 0, __ATOMIC_ACQ_REL);
     st_net_t *net = p->owner->net;
-    if (!net) return;
-    for (int i = 0; mask && i < st_net_nloops(net); i++) {
-        if (mask & ((uint64_t)1 << i)) st_loop_wake(st_net_loop(net, i));
-        mask &= ~((uint64_t)1 << i);
+    if (!net || !mask) return;
+    for (int i = 0; i < st_net_nloops(net); i++) {
+        if (!(mask & ((uint64_t)1 << (i & 63)))) continue; /* loops i and i+64 share a bit */
+        st_loop_t *loop = st_net_loop(net, i);
+        if (p->owner->purgatory_of) st_purgatory_notify(p->owner->purgatory_of(loop), p);
+        st_loop_wake(loop);
     }
 }
 

@@ -33,6 +33,7 @@
 
 #include "config.h"
 #include "controller.h"
+#include "delayed.h"
 #include "log.h"
 #include "net.h"
 #include "st_tiering.h"
@@ -68,6 +69,9 @@ typedef struct st_replicas st_replicas_t;
 
 st_replicas_t *st_replicas_new(const st_broker_config_t *cfg, st_logmgr_t *logs);
 void st_replicas_set_net(st_replicas_t *rm, st_net_t *net);
+/* Where a loop's parked requests wait (before st_net_start): a change of a
+ * partition is notified to the purgatory of each loop watching it. */
+void st_replicas_set_purgatories(st_replicas_t *rm, st_purgatory_t *(*of_loop)(st_loop_t *loop));
 /* The remote log manager (NULL: tiered storage off). */
 void st_replicas_set_tier(st_replicas_t *rm, st_tier_t *tier);
 void st_replicas_destroy(st_replicas_t *rm);
@@ -97,8 +101,11 @@ int64_t st_partition_log_start(st_partition_t *p);
 /* Whether offset lies in the remote part only (below the local start). */
 int st_partition_is_remote(st_partition_t *p, int64_t offset);
 
-/* Ask to be woken (st_loop_wake of loop_index) at the next change. */
-void st_partition_watch(st_partition_t *p, int loop_index);
+/* From op's try_complete on loop loop_index, before it reads p's state:
+ * retry op at p's next change (append, flush).  The partition is op's
+ * watch key in its loop's purgatory; the change notifies that key to the
+ * loops that watch p and wakes them, so only p's watchers are retried. */
+void st_partition_watch(st_partition_t *p, st_delayed_t *op, int loop_index);
 
 /* Append validated batches as leader (stamped with the leader epoch);
  * moves the high watermark when the ISR is this broker alone.

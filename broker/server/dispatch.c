@@ -71,6 +71,18 @@ void st_server_handle(st_server_t *srv, st_request_t *req) {
     st_handler_for(req->api->key)(srv, req);
 }
 
+st_purgatory_t *st_server_loop_purgatory(st_loop_t *loop) {
+    return &((st_loop_state_t *)st_loop_user(loop))->purgatory;
+}
+
+void st_server_wake_all(void *loop) {
+    st_purgatory_notify_all(st_server_loop_purgatory(loop));
+    st_loop_wake(loop);
+}
+
+/* Retries the watchers of the keys notified since the last wake (see
+ * broker/delayed): a partition's watchers after its change, every parked
+ * request after st_server_wake_all. */
 void st_server_on_wake(st_loop_t *loop, void *arg) {
     (void)arg;
     st_loop_state_t *ls = st_loop_user(loop);
@@ -86,7 +98,11 @@ int64_t st_server_on_tick(st_loop_t *loop, int64_t now_ms, void *arg) {
 void st_server_on_drain(st_loop_t *loop, void *arg) {
     (void)arg;
     st_loop_state_t *ls = st_loop_user(loop);
-    if (ls) st_purgatory_drain(&ls->purgatory);
+    if (!ls) return;
+    st_purgatory_drain(&ls->purgatory);
+    ST_DEBUG("delayed", "loop %d: %llu try_complete calls in %llu wake passes",
+             st_loop_index(loop), (unsigned long long)ls->purgatory.tries,
+             (unsigned long long)ls->purgatory.seq);
 }
 
 /* ---- controller round trips --------------------------------------------- */

@@ -46,7 +46,7 @@ static void let_go(held_t *h) {
     free(h->files);
 }
 
-static void wake_loop(void *arg) { st_loop_wake(arg); }
+static void wake_loop(void *arg) { st_server_wake_all(arg); }
 
 /* Data of one partition: a file range (local segment or cached remote
  * chunk), or none when nothing is there yet (a remote download running
@@ -215,7 +215,7 @@ static int fetch_try(st_delayed_t *d) {
     st_fetch_req_t *q = op->req->body;
     int loop = st_loop_index(op->req->loop);
     for (int i = 0; i < op->nparts; i++)
-        if (op->parts[i]) st_partition_watch(op->parts[i], loop);
+        if (op->parts[i]) st_partition_watch(op->parts[i], &op->base, loop);
     int errors = 0;
     int64_t bytes = fetch_pass(op, NULL, &errors);
     if (errors == 0 && bytes < q->min_bytes && q->max_wait_ms > 0) return 0;

@@ -110,7 +110,7 @@ static int durable_try(st_delayed_t *d) {
     for (int i = 0; i < op->nwaits; i++) {
         gwait_t *w = &op->waits[i];
         if (!w->part) continue;
-        st_partition_watch(w->part, loop);
+        st_partition_watch(w->part, &op->d, loop);
         st_log_offsets_t o;
         st_log_offsets(w->part->log, &o);
         /* in every in-sync replica (a replicated __consumer_offsets) and

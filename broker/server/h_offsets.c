@@ -34,7 +34,7 @@
 #define TS_EARLIEST_LOCAL -4 /* KIP-405 */
 #define TS_LATEST_TIERED -5  /* KIP-1005 */
 
-static void wake_loop(void *arg) { st_loop_wake(arg); }
+static void wake_loop(void *arg) { st_server_wake_all(arg); }
 
 /* The first remote record at or after from whose timestamp is >= ts, read
  * batch by batch from the cached chunks st_tier_read hands out. */
@@ -215,7 +215,9 @@ static void offsets_ran(void *arg) {
     for (int i = 0; i < job->nslots; i++) all &= job->slots[i].done;
     op->state = all ? OFFSETS_DONE : op->woken ? OFFSETS_IDLE : OFFSETS_WAITING;
     op->woken = 0;
-    st_loop_wake(job->loop); /* the parked request is tried again */
+    /* the parked request, its own watch key, is tried again */
+    st_purgatory_notify(st_server_loop_purgatory(job->loop), op);
+    st_loop_wake(job->loop);
 }
 
 static void offsets_work(void *arg) {
@@ -262,6 +264,7 @@ static void offsets_respond(st_request_t *req, offsets_job_t *job, const uint8_t
 static int offsets_try(st_delayed_t *d) {
     offsets_op_t *op = (offsets_op_t *)d;
     offsets_job_t *job = op->job;
+    st_delayed_watch(d, op); /* offsets_ran notifies it */
     switch (op->state) {
     case OFFSETS_RUNNING: op->woken = 1; return 0;
     case OFFSETS_DONE: break;

@@ -88,7 +88,7 @@ static int produce_try(st_delayed_t *d) {
     for (int i = 0; i < op->nwaits; i++) {
         produce_wait_t *w = &op->waits[i];
         if (!w->part) continue;
-        st_partition_watch(w->part, loop);
+        st_partition_watch(w->part, &op->base, loop);
         st_log_offsets_t o;
         st_log_offsets(w->part->log, &o);
         st_err_t e = ST_OK;

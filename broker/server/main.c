@@ -251,6 +251,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     st_loop_state_t *loop_states = st_calloc((size_t)st_net_nloops(srv.net), sizeof *loop_states);
     for (int i = 0; i < st_net_nloops(srv.net); i++) {
         loop_states[i].srv = &srv;
+        st_purgatory_init(&loop_states[i].purgatory);
         st_loop_set_user(st_net_loop(srv.net, i), &loop_states[i]);
     }
     /* An advertised address takes the port actually bound when it was 0,
@@ -297,6 +298,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
      * broker/log/cleaner.c): no second walk over every partition. */
     srv.rm = st_replicas_new(&srv.cfg, srv.logs);
     st_replicas_set_net(srv.rm, srv.net);
+    st_replicas_set_purgatories(srv.rm, st_server_loop_purgatory);
     st_os_t *os = NULL;
     st_tier_t *tier = NULL;
     if (srv.cfg.remote_log_storage_system_enable) {
@@ -391,7 +393,10 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     st_replicas_destroy(srv.rm);
     st_tier_destroy(tier); /* after the partitions let go of it */
     st_os_destroy(os);
-    for (int i = 0; i < st_net_nloops(srv.net); i++) st_produce_gates_free(&loop_states[i]);
+    for (int i = 0; i < st_net_nloops(srv.net); i++) {
+        st_produce_gates_free(&loop_states[i]);
+        st_purgatory_fini(&loop_states[i].purgatory); /* no notifier left (logs, tiering) */
+    }
     st_net_destroy(srv.net);
     free(loop_states);
     st_logmgr_close(srv.logs);

@@ -54,6 +54,14 @@ void st_server_on_wake(st_loop_t *loop, void *arg);
 int64_t st_server_on_tick(st_loop_t *loop, int64_t now_ms, void *arg);
 void st_server_on_drain(st_loop_t *loop, void *arg);
 
+/* The loop's purgatory (any thread: the address is fixed). */
+st_purgatory_t *st_server_loop_purgatory(st_loop_t *loop);
+/* From any thread (st_job_cb-shaped for tiering's callbacks): something
+ * without a watch key changed (a remote download ended), so every request
+ * parked on loop is retried.  A partition's change wakes only its watchers
+ * (st_partition_watch). */
+void st_server_wake_all(void *loop);
+
 static inline st_purgatory_t *st_req_purgatory(st_request_t *req) {
     return &((st_loop_state_t *)st_loop_user(req->loop))->purgatory;
 }
