@@ -131,6 +131,22 @@ settle() { sleep "$SETTLE_S"; }
 
 common=(-b "$bootstrap" -s "$SIZE" -a all -l "$LINGER_MS")
 
+# node_cpu: user + system CPU seconds the 3 nodes have used so far (their
+# pids from cluster.sh's pid files), to tell what a run cost them.
+node_cpu() {
+  local i pid total=0 t
+  for i in 1 2 3; do
+    pid=$(cat "$cluster/node-$i/pid")
+    t=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
+    total=$((total + t))
+  done
+  awk -v t="$total" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t / hz }'
+}
+# cpu_per_gb BEFORE AFTER RECORDS: node CPU seconds per GB of record values.
+cpu_per_gb() {
+  awk -v a="$1" -v b="$2" -v n="$3" -v s="$SIZE" 'BEGIN { printf "%.2f", (b - a) / (n * s / 1e9) }'
+}
+
 echo "strata replication benchmark: $(nproc) CPUs, 3 combined nodes on loopback, $PARTITIONS" \
      "partitions per topic, 1 KB records, acks=all, median of $REPEATS runs"
 rev="?"
@@ -152,17 +168,21 @@ echo "  $result" >&2
 leaders3=$(field leaders "$result")
 
 # 1. peak
-p1_rps=(); p1_mbs=(); p3_rps=(); p3_mbs=()
+p1_rps=(); p1_mbs=(); p3_rps=(); p3_mbs=(); p1_cpu=(); p3_cpu=()
 echo "  peak, $N_PEAK records:" >&2
 for r in $(seq 1 "$REPEATS"); do
   for rf in 1 3; do
     settle
+    c0=$(node_cpu)
     loadgen produce "${common[@]}" -t "rf$rf" -n "$N_PEAK"
-    echo "    RF $rf: $result" >&2
+    cpu=$(cpu_per_gb "$c0" "$(node_cpu)" "$N_PEAK")
+    echo "    RF $rf: $result node_cpu_s_per_gb=$cpu" >&2
     if [ "$rf" = 1 ]; then
       p1_rps+=("$(field records_per_s "$result")"); p1_mbs+=("$(field mb_per_s "$result")")
+      p1_cpu+=("$cpu")
     else
       p3_rps+=("$(field records_per_s "$result")"); p3_mbs+=("$(field mb_per_s "$result")")
+      p3_cpu+=("$cpu")
     fi
   done
 done
@@ -219,10 +239,10 @@ echo "Leaders of partitions 0..$((PARTITIONS - 1)): RF 1 topic $leaders1, RF 3 t
 echo
 echo "Peak produce, acks=all, $N_PEAK records of 1 KB (MB = 10^6 bytes of record values)"
 echo
-echo "| topic | records/s | MB/s | MB/s min - max |"
-echo "|-------|-----------|------|----------------|"
-echo "| RF 1, min.insync 1 | $peak1 | $(median "${p1_mbs[@]}") | $(spread "${p1_mbs[@]}") |"
-echo "| RF 3, min.insync 2 | $peak3 | $(median "${p3_mbs[@]}") | $(spread "${p3_mbs[@]}") |"
+echo "| topic | records/s | MB/s | MB/s min - max | nodes' CPU s per GB |"
+echo "|-------|-----------|------|----------------|---------------------|"
+echo "| RF 1, min.insync 1 | $peak1 | $(median "${p1_mbs[@]}") | $(spread "${p1_mbs[@]}") | $(median "${p1_cpu[@]}") |"
+echo "| RF 3, min.insync 2 | $peak3 | $(median "${p3_mbs[@]}") | $(spread "${p3_mbs[@]}") | $(median "${p3_cpu[@]}") |"
 echo
 echo "RF 3 / RF 1 throughput: $(ratio "$peak3" "$peak1") (aim >= 0.3)"
 echo
