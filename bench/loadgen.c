@@ -7,6 +7,19 @@
  *            the run fail.
  *   consume: assign every partition of the topic at the beginning (no
  *            consumer group) and read until N records have arrived.
+ *   topic:   create a topic (partitions, replication factor, configs) and
+ *            wait until every partition has a leader and a full ISR
+ *            (bench/replication.sh).
+ *
+ * Produce options for the replication benchmark: --rate sends at a fixed
+ * rate (record i is due at t0 + i / rate), --latency reports percentiles
+ * of each record's time from when it was due (or, without --rate, handed
+ * to librdkafka) to its delivery report, and --e2e runs a consumer in the
+ * same process, assigned at every partition's end before the clock
+ * starts, that reports the time from when each record was due to its
+ * delivery to the consumer (the time travels in the record's first bytes).
+ * Measuring from the due time, not the send time, keeps a producer that
+ * falls behind from hiding its delay (no coordinated omission).
  *
  * The payload is generated once from a fixed seed and is incompressible;
  * each record takes a different window of it so no two neighbours are
@@ -18,8 +31,11 @@
  * by people and by bench/run.sh alike.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,13 +55,32 @@ typedef struct opts {
     int quiet;
     const char *debug;
     const char *compression;
+    double rate;      /* records/s, 0: as fast as possible */
+    int latency;      /* report delivery latency percentiles */
+    int e2e;          /* a consumer reads along: produce-to-delivery */
+    int partitions;   /* topic mode */
+    int replication;  /* topic mode */
+    const char *configs[16];
+    int nconfigs;
 } opts_t;
 
 typedef struct dr_stats {
     long long delivered;
     long long failed;
     rd_kafka_resp_err_t first_err;
+    /* --latency: when record i was due (t_due, or t_sent without --rate),
+     * and each delivered record's latency in seconds */
+    double t0, rate;
+    double *t_sent;
+    float *lat;
+    long long nlat;
+    int measuring;
 } dr_stats_t;
+
+/* --e2e: the first bytes of every value measured carry this mark and the
+ * time the record was due (CLOCK_MONOTONIC, ns). */
+#define E2E_MAGIC 0x5354524245324531ull /* "STRBE2E1" */
+#define E2E_HDR 16
 
 static double now_s(void) {
     struct timespec ts;
@@ -68,7 +103,17 @@ static void usage(FILE *out) {
             "  -T, --timeout S            give up after S seconds (300)\n"
             "  -q, --quiet                no progress on stderr\n"
             "  -d, --debug CONTEXTS       librdkafka debug contexts (e.g. protocol,msg)\n"
+            "  -r, --rate N               produce: N records/s (default: as fast as possible)\n"
+            "  -L, --latency              produce: delivery latency percentiles (lat_*_ms)\n"
+            "  -E, --e2e                  produce: a consumer reads along; produce-to-delivery\n"
+            "                             percentiles (e2e_*_ms); needs --size >= 16\n"
+            "  -p, --partitions N         topic: partitions (3)\n"
+            "  -R, --replication-factor N topic: replication factor (1)\n"
+            "  -c, --config KEY=VALUE     topic: a topic config (repeatable)\n"
             "  -h, --help                 this text\n"
+            "\n"
+            "       strata-loadgen topic --bootstrap HOST:PORT --topic T -p N -R N [-c K=V ...]\n"
+            "  creates T and waits until every partition has a leader and a full ISR\n"
             "\n"
             "Prints one line: mode=... records=... seconds=... records_per_s=...\n"
             "mb_per_s=... errors=...  (MB = 10^6 bytes of record values).  Exits 1\n"
@@ -96,8 +141,32 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
         if (st->failed++ == 0) st->first_err = m->err;
     } else {
         st->delivered++;
+        if (st->lat && st->measuring) {
+            long long i = (long long)(intptr_t)m->_private;
+            double due = st->t_sent ? st->t_sent[i] : st->t0 + (double)i / st->rate;
+            st->lat[st->nlat++] = (float)(now_s() - due);
+        }
     }
 }
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* "NAME_p50_ms=.. NAME_p99_ms=.. NAME_max_ms=.. " of v (sorted here),
+ * nearest rank. */
+static void fmt_pcts(char *out, size_t cap, const char *name, float *v, long long n) {
+    if (n <= 0) {
+        snprintf(out, cap, "%s_p50_ms=- %s_p99_ms=- %s_max_ms=- ", name, name, name);
+        return;
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_float);
+    long long k50 = (n * 50 + 99) / 100 - 1, k99 = (n * 99 + 99) / 100 - 1;
+    snprintf(out, cap, "%s_p50_ms=%.3f %s_p99_ms=%.3f %s_max_ms=%.3f ", name, v[k50] * 1e3, name,
+             v[k99] * 1e3, name, v[n - 1] * 1e3);
+}
+
 
 /* Incompressible bytes from a fixed seed (xorshift64*), so every run sends
  * the same data. */
@@ -125,9 +194,143 @@ static void print_result(const opts_t *o, const char *extra, long long records, 
     fflush(stdout);
 }
 
+static rd_kafka_topic_partition_list_t *all_partitions(rd_kafka_t *rk, const opts_t *o);
+
+/* --e2e: a consumer in this process, on its own thread, reading what the
+ * run produces. */
+typedef struct e2e {
+    rd_kafka_t *rk;
+    float *lat;
+    long long n, cap, errors;
+    atomic_int stop;
+    pthread_t th;
+} e2e_t;
+
+static void *e2e_main(void *arg) {
+    e2e_t *e = arg;
+    while (!atomic_load(&e->stop) && e->n < e->cap) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(e->rk, 100);
+        if (!m) continue;
+        double t = now_s();
+        if (m->err) {
+            if (e->errors++ < 5)
+                fprintf(stderr, "strata-loadgen: e2e consume: %s\n", rd_kafka_message_errstr(m));
+        } else if (m->len >= E2E_HDR) {
+            uint64_t magic;
+            double due;
+            memcpy(&magic, m->payload, sizeof magic);
+            memcpy(&due, (const unsigned char *)m->payload + 8, sizeof due);
+            /* records without the mark (the warm-up ones) are not counted */
+            if (magic == E2E_MAGIC) e->lat[e->n++] = (float)(t - due);
+        }
+        rd_kafka_message_destroy(m);
+    }
+    return NULL;
+}
+
+/* Assign every partition at its current end (so the consumer gets exactly
+ * what is produced from now on) and start the thread. */
+static int e2e_start(e2e_t *e, const opts_t *o) {
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    set(conf, "bootstrap.servers", o->bootstrap);
+    if (o->debug) set(conf, "debug", o->debug);
+    set(conf, "group.id", "strata-loadgen-e2e");
+    set(conf, "enable.auto.commit", "false");
+    set(conf, "enable.auto.offset.store", "false");
+    set(conf, "enable.partition.eof", "false");
+    rd_kafka_conf_set_log_cb(conf, on_log);
+    e->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+    if (!e->rk) {
+        fprintf(stderr, "strata-loadgen: %s\n", err);
+        return 1;
+    }
+    rd_kafka_poll_set_consumer(e->rk);
+    rd_kafka_topic_partition_list_t *parts = all_partitions(e->rk, o);
+    if (!parts) return 1;
+    for (int i = 0; i < parts->cnt; i++) {
+        int64_t lo = 0, hi = 0;
+        rd_kafka_resp_err_t qe = rd_kafka_query_watermark_offsets(
+            e->rk, o->topic, parts->elems[i].partition, &lo, &hi, 10000);
+        if (qe) {
+            fprintf(stderr, "strata-loadgen: e2e: end of partition %d: %s\n",
+                    parts->elems[i].partition, rd_kafka_err2str(qe));
+            rd_kafka_topic_partition_list_destroy(parts);
+            return 1;
+        }
+        parts->elems[i].offset = hi;
+    }
+    rd_kafka_resp_err_t ae = rd_kafka_assign(e->rk, parts);
+    rd_kafka_topic_partition_list_destroy(parts);
+    if (ae) {
+        fprintf(stderr, "strata-loadgen: e2e assign: %s\n", rd_kafka_err2str(ae));
+        return 1;
+    }
+    if (pthread_create(&e->th, NULL, e2e_main, e)) {
+        fprintf(stderr, "strata-loadgen: e2e: no thread\n");
+        return 1;
+    }
+    /* Let it connect to every leader and park its first fetches, so that
+     * the first measured records do not pay for connection set-up. */
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
+    return 0;
+}
+
+/* Wait up to wait_s for the consumer to have every record, then stop it. */
+static void e2e_stop(e2e_t *e, double wait_s) {
+    double until = now_s() + wait_s;
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    while (now_s() < until && e->n < e->cap) nanosleep(&ts, NULL);
+    atomic_store(&e->stop, 1);
+    pthread_join(e->th, NULL);
+    rd_kafka_consumer_close(e->rk);
+}
+
+/* Sleep s seconds (monotonic), serving delivery reports meanwhile. */
+static void idle(rd_kafka_t *rk, double s) {
+    if (s >= 2e-3) {
+        rd_kafka_poll(rk, (int)(s * 1000)); /* returns early on a report */
+        return;
+    }
+    rd_kafka_poll(rk, 0);
+    struct timespec ts = {0, (long)(s * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* One more warm-up record to every partition (explicitly), so that the
+ * connection to each partition's leader is up before the clock starts. */
+static int warm_every_partition(rd_kafka_t *rk, const opts_t *o, const unsigned char *payload,
+                                dr_stats_t *st) {
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, o->topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, rkt, &md, 10000);
+    rd_kafka_topic_destroy(rkt);
+    int n = (!e && md->topic_cnt == 1 && !md->topics[0].err) ? md->topics[0].partition_cnt : 0;
+    if (md) rd_kafka_metadata_destroy(md);
+    if (n <= 0) {
+        fprintf(stderr, "strata-loadgen: metadata for %s: %s\n", o->topic, rd_kafka_err2str(e));
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(o->topic), RD_KAFKA_V_PARTITION(i),
+                              RD_KAFKA_V_VALUE((void *)payload, (size_t)o->size), RD_KAFKA_V_END);
+        if (e) break;
+    }
+    if (e || rd_kafka_flush(rk, o->timeout_s * 1000) || st->failed) {
+        fprintf(stderr, "strata-loadgen: warm-up records failed: %s\n",
+                rd_kafka_err2str(e ? e : st->failed ? st->first_err : RD_KAFKA_RESP_ERR__TIMED_OUT));
+        return 1;
+    }
+    return 0;
+}
+
 static int run_produce(const opts_t *o) {
     char err[512], buf[64];
     dr_stats_t st = {0};
+    e2e_t e2e = {0};
+    int e2e_on = 0;
+    unsigned char *val = NULL;
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     set(conf, "bootstrap.servers", o->bootstrap);
     if (o->debug) set(conf, "debug", o->debug);
@@ -157,7 +360,17 @@ static int run_produce(const opts_t *o) {
      * larger than any batch. */
     size_t pool_len = (size_t)o->size + (1u << 20);
     unsigned char *payload = make_payload(pool_len);
-    if (!payload) {
+    if (o->latency || o->e2e) {
+        st.lat = malloc((size_t)o->count * sizeof *st.lat);
+        if (o->rate <= 0) st.t_sent = malloc((size_t)o->count * sizeof *st.t_sent);
+    }
+    if (o->e2e) {
+        e2e.cap = o->count;
+        e2e.lat = malloc((size_t)o->count * sizeof *e2e.lat);
+        val = malloc((size_t)o->size);
+    }
+    if (!payload || ((o->latency || o->e2e) && !st.lat) || (o->rate <= 0 && st.lat && !st.t_sent) ||
+        (o->e2e && (!e2e.lat || !val))) {
         fprintf(stderr, "strata-loadgen: out of memory\n");
         rd_kafka_destroy(rk);
         return 1;
@@ -175,15 +388,52 @@ static int run_produce(const opts_t *o) {
         rd_kafka_destroy(rk);
         return 1;
     }
+    int rc = 0;
+    /* With latencies measured, every leader's connection is warmed too. */
+    if ((o->latency || o->e2e || o->rate > 0) && warm_every_partition(rk, o, payload, &st)) rc = 1;
+    if (!rc && o->e2e) {
+        e2e_on = 1;
+        if (e2e_start(&e2e, o)) rc = 1;
+    }
+    if (rc) goto out;
     st.delivered = 0;
 
     double t0 = now_s(), deadline = t0 + o->timeout_s, next_report = t0 + 5;
+    st.t0 = t0;
+    st.rate = o->rate;
+    st.measuring = 1;
+    /* At a fixed rate the loop sends what is due and sleeps at least this
+     * long between rounds (a round's records are late by up to this much,
+     * which their latency includes). */
+    const double quantum = 250e-6;
     size_t off = 0;
     long long sent = 0;
-    int rc = 0;
     while (sent < o->count) {
-        e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(o->topic),
-                              RD_KAFKA_V_VALUE(payload + off, (size_t)o->size), RD_KAFKA_V_END);
+        double due = 0;
+        if (o->rate > 0) {
+            due = t0 + (double)sent / o->rate;
+            double t = now_s();
+            if (due > t) {
+                idle(rk, due - t > quantum ? due - t : quantum);
+                if (now_s() > deadline) break;
+                continue;
+            }
+        }
+        void *v = payload + off;
+        int flags = 0;
+        if (o->e2e) {
+            uint64_t magic = E2E_MAGIC;
+            double when = o->rate > 0 ? due : now_s();
+            memcpy(val, payload + off, (size_t)o->size);
+            memcpy(val, &magic, sizeof magic);
+            memcpy(val + 8, &when, sizeof when);
+            v = val;
+            flags = RD_KAFKA_MSG_F_COPY;
+        }
+        if (st.t_sent) st.t_sent[sent] = now_s();
+        e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(o->topic), RD_KAFKA_V_MSGFLAGS(flags),
+                              RD_KAFKA_V_VALUE(v, (size_t)o->size),
+                              RD_KAFKA_V_OPAQUE((void *)(intptr_t)sent), RD_KAFKA_V_END);
         if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
             rd_kafka_poll(rk, 5);
             if (now_s() > deadline) break;
@@ -220,11 +470,146 @@ static int run_produce(const opts_t *o) {
         rc = 1;
     }
     long long lost = o->count - st.delivered - st.failed;
-    char extra[32];
-    snprintf(extra, sizeof extra, "acks=%s ", o->acks);
-    print_result(o, extra, st.delivered, st.delivered * (long long)o->size, secs, st.failed + lost);
+    char extra[512];
+    int len = snprintf(extra, sizeof extra, "acks=%s ", o->acks);
+    if (o->rate > 0) len += snprintf(extra + len, sizeof extra - (size_t)len, "rate=%.0f ", o->rate);
+    if (st.lat) fmt_pcts(extra + len, sizeof extra - (size_t)len, "lat", st.lat, st.nlat);
+    len = (int)strlen(extra);
+    if (o->e2e) {
+        e2e_stop(&e2e, 10);
+        e2e_on = 0;
+        if (e2e.n < o->count) {
+            fprintf(stderr, "strata-loadgen: e2e: %lld of %lld records consumed\n", e2e.n, o->count);
+            rc = 1;
+        }
+        fmt_pcts(extra + len, sizeof extra - (size_t)len, "e2e", e2e.lat, e2e.n);
+        len = (int)strlen(extra);
+        snprintf(extra + len, sizeof extra - (size_t)len, "e2e_records=%lld ", e2e.n);
+    }
+    print_result(o, extra, st.delivered, st.delivered * (long long)o->size, secs,
+                 st.failed + lost + e2e.errors);
+out:
+    if (e2e_on) e2e_stop(&e2e, 0);
+    if (e2e.rk) rd_kafka_destroy(e2e.rk);
     rd_kafka_destroy(rk);
     free(payload);
+    free(val);
+    free(st.lat);
+    free(st.t_sent);
+    free(e2e.lat);
+    return rc;
+}
+
+/* topic mode: create the topic, then wait until every partition has a
+ * leader and replicas == ISR == the replication factor. */
+static int run_topic(const opts_t *o) {
+    char err[512];
+    int rc = 1;
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    set(conf, "bootstrap.servers", o->bootstrap);
+    if (o->debug) set(conf, "debug", o->debug);
+    rd_kafka_conf_set_log_cb(conf, on_log);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (!rk) {
+        fprintf(stderr, "strata-loadgen: %s\n", err);
+        return 1;
+    }
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(o->topic, o->partitions, o->replication, err,
+                                                    sizeof err);
+    rd_kafka_event_t *ev = NULL;
+    if (!nt) {
+        fprintf(stderr, "strata-loadgen: topic %s: %s\n", o->topic, err);
+        goto out;
+    }
+    for (int i = 0; i < o->nconfigs; i++) {
+        char kv[256];
+        snprintf(kv, sizeof kv, "%s", o->configs[i]);
+        char *eq = strchr(kv, '=');
+        if (!eq) {
+            fprintf(stderr, "strata-loadgen: --config %s: not KEY=VALUE\n", o->configs[i]);
+            goto out;
+        }
+        *eq = 0;
+        if (rd_kafka_NewTopic_set_config(nt, kv, eq + 1)) {
+            fprintf(stderr, "strata-loadgen: --config %s refused\n", o->configs[i]);
+            goto out;
+        }
+    }
+    rd_kafka_AdminOptions_set_operation_timeout(ao, 10000, err, sizeof err);
+    rd_kafka_AdminOptions_set_request_timeout(ao, 15000, err, sizeof err);
+    /* A cluster just started may have no controller yet, or too few
+     * unfenced brokers for the replication factor: try again until the
+     * timeout.  TOPIC_ALREADY_EXISTS after a retry means an earlier try
+     * got through. */
+    double deadline = now_s() + o->timeout_s;
+    for (int attempt = 0;; attempt++) {
+        rd_kafka_CreateTopics(rk, &nt, 1, ao, q);
+        ev = rd_kafka_queue_poll(q, 30000);
+        const rd_kafka_CreateTopics_result_t *res = ev ? rd_kafka_event_CreateTopics_result(ev) : NULL;
+        size_t cnt = 0;
+        const rd_kafka_topic_result_t **tr =
+            res ? rd_kafka_CreateTopics_result_topics(res, &cnt) : NULL;
+        rd_kafka_resp_err_t te = !res                     ? RD_KAFKA_RESP_ERR__TIMED_OUT
+                                 : rd_kafka_event_error(ev) ? rd_kafka_event_error(ev)
+                                 : cnt != 1                 ? RD_KAFKA_RESP_ERR__BAD_MSG
+                                                            : rd_kafka_topic_result_error(tr[0]);
+        if (!te || (attempt > 0 && te == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)) break;
+        const char *why = !res ? "no answer"
+                          : rd_kafka_event_error(ev) ? rd_kafka_event_error_string(ev)
+                          : cnt != 1                 ? "no topic in the answer"
+                                                     : rd_kafka_topic_result_error_string(tr[0]);
+        if (now_s() >= deadline || te == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS ||
+            te == RD_KAFKA_RESP_ERR_INVALID_CONFIG) {
+            fprintf(stderr, "strata-loadgen: CreateTopics %s: %s\n", o->topic, why);
+            goto out;
+        }
+        if (!o->quiet) fprintf(stderr, "strata-loadgen: CreateTopics %s: %s; again\n", o->topic, why);
+        if (ev) rd_kafka_event_destroy(ev);
+        ev = NULL;
+        struct timespec ts = {0, 500 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    /* Wait for leaders and a full ISR on every partition. */
+    char leaders[256] = "";
+    while (now_s() < deadline) {
+        rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, o->topic, NULL);
+        const struct rd_kafka_metadata *md = NULL;
+        rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, rkt, &md, 10000);
+        rd_kafka_topic_destroy(rkt);
+        int ready = !e && md->topic_cnt == 1 && !md->topics[0].err &&
+                    md->topics[0].partition_cnt == o->partitions;
+        size_t len = 0;
+        leaders[0] = 0;
+        for (int i = 0; ready && i < md->topics[0].partition_cnt; i++) {
+            const rd_kafka_metadata_partition_t *mp = &md->topics[0].partitions[i];
+            if (mp->err || mp->leader < 0 || mp->replica_cnt != o->replication ||
+                mp->isr_cnt != o->replication)
+                ready = 0;
+            else if (len < sizeof leaders - 16)
+                len += (size_t)snprintf(leaders + len, sizeof leaders - len, "%s%d", i ? "," : "",
+                                        (int)mp->leader);
+        }
+        if (md) rd_kafka_metadata_destroy(md);
+        if (ready) {
+            printf("mode=topic topic=%s partitions=%d replication_factor=%d leaders=%s\n", o->topic,
+                   o->partitions, o->replication, leaders);
+            fflush(stdout);
+            rc = 0;
+            goto out;
+        }
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "strata-loadgen: %s: no full ISR on every partition after %d s\n", o->topic,
+            o->timeout_s);
+out:
+    if (ev) rd_kafka_event_destroy(ev);
+    if (nt) rd_kafka_NewTopic_destroy(nt);
+    rd_kafka_AdminOptions_destroy(ao);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_destroy(rk);
     return rc;
 }
 
@@ -335,7 +720,9 @@ int main(int argc, char **argv) {
                 .acks = "1",
                 .linger_ms = 5,
                 .timeout_s = 300,
-                .compression = "none"};
+                .compression = "none",
+                .partitions = 3,
+                .replication = 1};
     static const struct option longopts[] = {
         {"bootstrap", required_argument, NULL, 'b'}, {"topic", required_argument, NULL, 't'},
         {"count", required_argument, NULL, 'n'},     {"size", required_argument, NULL, 's'},
@@ -343,10 +730,14 @@ int main(int argc, char **argv) {
         {"timeout", required_argument, NULL, 'T'},   {"quiet", no_argument, NULL, 'q'},
         {"debug", required_argument, NULL, 'd'},     {"help", no_argument, NULL, 'h'},
         {"compression", required_argument, NULL, 'z'},
+        {"rate", required_argument, NULL, 'r'},      {"latency", no_argument, NULL, 'L'},
+        {"e2e", no_argument, NULL, 'E'},             {"partitions", required_argument, NULL, 'p'},
+        {"replication-factor", required_argument, NULL, 'R'},
+        {"config", required_argument, NULL, 'c'},
         {NULL, 0, NULL, 0}};
     int ch;
     char *end;
-    while ((ch = getopt_long(argc, argv, "b:t:n:s:a:l:T:qd:hz:", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "b:t:n:s:a:l:T:qd:hz:r:LEp:R:c:", longopts, NULL)) != -1) {
         errno = 0;
         switch (ch) {
         case 'b': o.bootstrap = optarg; break;
@@ -359,10 +750,22 @@ int main(int argc, char **argv) {
         case 'q': o.quiet = 1; break;
         case 'd': o.debug = optarg; break;
         case 'z': o.compression = optarg; break;
+        case 'r': o.rate = strtod(optarg, &end); break;
+        case 'L': o.latency = 1; break;
+        case 'E': o.e2e = 1; break;
+        case 'p': o.partitions = (int)strtol(optarg, &end, 10); break;
+        case 'R': o.replication = (int)strtol(optarg, &end, 10); break;
+        case 'c':
+            if (o.nconfigs == (int)(sizeof o.configs / sizeof o.configs[0])) {
+                fprintf(stderr, "strata-loadgen: at most 16 --config\n");
+                return 2;
+            }
+            o.configs[o.nconfigs++] = optarg;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
-        if (strchr("nslT", ch) && (errno || *end || end == optarg)) {
+        if (strchr("nslTrpR", ch) && (errno || *end || end == optarg)) {
             fprintf(stderr, "strata-loadgen: -%c %s: not a number\n", ch, optarg);
             return 2;
         }
@@ -377,12 +780,18 @@ int main(int argc, char **argv) {
                         "positive\n");
         return 2;
     }
+    if (o.rate < 0 || o.partitions <= 0 || o.replication <= 0 || (o.e2e && o.size < E2E_HDR)) {
+        fprintf(stderr, "strata-loadgen: --rate must be >= 0, --partitions and "
+                        "--replication-factor positive, --size >= 16 with --e2e\n");
+        return 2;
+    }
     if (strcmp(o.acks, "0") && strcmp(o.acks, "1") && strcmp(o.acks, "all")) {
         fprintf(stderr, "strata-loadgen: --acks must be 0, 1 or all\n");
         return 2;
     }
     if (strcmp(o.mode, "produce") == 0) return run_produce(&o);
     if (strcmp(o.mode, "consume") == 0) return run_consume(&o);
+    if (strcmp(o.mode, "topic") == 0) return run_topic(&o);
     fprintf(stderr, "strata-loadgen: unknown mode '%s'\n", o.mode);
     usage(stderr);
     return 2;
