@@ -410,6 +410,10 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
                                           : ST_E_UNKNOWN_TOPIC_OR_PARTITION)
                                  : st_partition_check_leader(pp->p);
             if (le) {
+                /* let go of it here: a partition kept would be validated
+                 * and appended to below */
+                st_partition_release(pp->p);
+                pp->p = NULL;
                 set_error(req, out, le, NULL);
                 op->any_error = 1;
                 continue;

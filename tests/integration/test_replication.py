@@ -337,8 +337,13 @@ try:
     lead = st["leader"]
     fol = [r for r in st["replicas"] if r != lead][0]
     epoch = leader_epoch(TOPIC, 0, lead)
-    r = produce_one(fol, TOPIC, 0, -1)
-    check(r[1] == E_NOT_LEADER, "produce to follower %d: error %d" % (fol, r[1]))
+    leo_before = len(replica_batches(fol, TOPIC, 0))
+    for acks in (-1, 1) * 10:
+        # a partition kept for a refused write was once validated with no
+        # limits (INVALID_TIMESTAMP) and appended to the follower's log
+        r = produce_one(fol, TOPIC, 0, acks)
+        check(r[1] == E_NOT_LEADER, "produce (acks=%d) to follower %d: error %d" % (acks, fol, r[1]))
+    check(len(replica_batches(fol, TOPIC, 0)) == leo_before, "the follower's log took no write")
     err, _ = fetch_v11(lead, TOPIC, 0, 0, 99)
     check(err == E_NOT_LEADER, "fetch as replica 99 without an epoch: error %d" % err)
     err, _ = fetch_v11(lead, TOPIC, 0, 0, 99, epoch)
