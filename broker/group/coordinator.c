@@ -123,7 +123,7 @@ static void start_load(st_group_coord_t *c, int32_t partition, st_partition_t *p
     pt->load_pos = o.log_start_offset;
     st_gstate_set_partition(c->state, partition, ST_GPART_LOADING);
     ST_INFO("group", "loading %s-%d (offsets %lld..%lld)", ST_GROUP_OFFSETS_TOPIC, (int)partition,
-            (long long)o.log_start_offset, (long long)o.high_watermark);
+            (long long)o.log_start_offset, (long long)o.leo);
 }
 
 typedef struct replay {
@@ -143,7 +143,10 @@ static int replay_record(const st_record_t *r, void *arg) {
 static int load_step(st_group_coord_t *c, int32_t partition) {
     part_t *pt = &c->parts[partition];
     st_log_read_t rd;
-    st_err_t e = st_log_read(pt->p->log, pt->load_pos, c->cfg.load_buffer_bytes, 1, &rd);
+    /* to the log end, as Kafka's loader reads (FetchIsolation.LOG_END): a
+     * new leader's high watermark may still be behind commits its old
+     * leader acknowledged, and those must not be lost with the move */
+    st_err_t e = st_log_read_replica(pt->p->log, pt->load_pos, c->cfg.load_buffer_bytes, 1, &rd);
     if (e == ST_E_OFFSET_OUT_OF_RANGE && pt->load_pos < rd.log_start_offset) {
         pt->load_pos = rd.log_start_offset; /* DeleteRecords or compaction moved the start */
         return 0;

@@ -10,7 +10,7 @@
 const { Kafka, logLevel } = require('kafkajs')
 
 const [bootstrap, group, topic, a4, a5, a6] = process.argv.slice(2)
-const kafka = new Kafka({ clientId: 'strata-js-group', brokers: [bootstrap], logLevel: logLevel.NOTHING,
+const kafka = new Kafka({ clientId: 'strata-js-group', brokers: bootstrap.split(','), logLevel: process.env.STRATA_JS_LOG ? logLevel.WARN : logLevel.NOTHING,
                           retry: { retries: 10, initialRetryTime: 100 } })
 const out = line => process.stdout.write(line + '\n')
 const sleep = ms => new Promise(r => setTimeout(r, ms))
