@@ -1044,6 +1044,10 @@ static void *loop_main(void *arg) {
             }
         }
     }
+    /* Jobs posted while the loop drained (an outbound client's send from
+     * another thread holds the client until its job runs: left in the
+     * mailbox, the client was never freed) */
+    loop_drain_mail(loop);
     while (loop->conns) conn_close(loop->conns, NULL);
     /* Outbound clients fail what is still in flight (CANCELLED), once. */
     for (st_loop_ticker_t *t = loop->tickers; t; t = t->next)
