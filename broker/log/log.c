@@ -704,22 +704,24 @@ static st_err_t read_locked(st_log_t *log, int64_t offset, int32_t max_bytes, in
     return e;
 }
 
-st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
-                     st_log_read_t *out) {
+static st_err_t read_to(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one, int to_leo,
+                        st_log_read_t *out) {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&log->lock);
-    st_err_t e = read_locked(log, offset, max_bytes, min_one, log->high_watermark, out);
+    st_err_t e = read_locked(log, offset, max_bytes, min_one,
+                             to_leo ? log->leo : log->high_watermark, out);
     pthread_mutex_unlock(&log->lock);
     return e;
 }
 
+st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
+                     st_log_read_t *out) {
+    return read_to(log, offset, max_bytes, min_one, 0, out);
+}
+
 st_err_t st_log_read_replica(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
                              st_log_read_t *out) {
-    memset(out, 0, sizeof *out);
-    pthread_mutex_lock(&log->lock);
-    st_err_t e = read_locked(log, offset, max_bytes, min_one, log->leo, out);
-    pthread_mutex_unlock(&log->lock);
-    return e;
+    return read_to(log, offset, max_bytes, min_one, 1, out);
 }
 
 /* ---- timestamps --------------------------------------------------------- */

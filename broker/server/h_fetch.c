@@ -63,25 +63,17 @@ static st_err_t read_partition(fetch_op_t *op, st_partition_t *p, int64_t offset
     memset(d, 0, sizeof *d);
     st_log_read_t rd = {0};
     st_err_t e = ST_OK;
-    if (op->replica_id >= 0) {
-        /* a follower reads up to the log end, never from the bucket */
-        if (limit > 0) e = st_log_read_replica(p->log, offset, limit, min_one, &rd);
-        st_log_offsets_t o;
-        st_log_offsets(p->log, &o);
-        d->high_watermark = o.high_watermark;
-        d->log_start_offset = o.log_start_offset;
-        if (e) return e;
-        d->file = rd.file;
-        d->pos = rd.pos;
-        d->len = rd.file ? rd.len : 0;
-        return ST_OK;
-    }
-    if (limit > 0) e = st_log_read(p->log, offset, limit, min_one, &rd);
+    /* a follower reads up to the log end and never from the bucket; its
+     * log start is the leader's local one */
+    int follower = op->replica_id >= 0;
+    if (limit > 0)
+        e = follower ? st_log_read_replica(p->log, offset, limit, min_one, &rd)
+                     : st_log_read(p->log, offset, limit, min_one, &rd);
     st_log_offsets_t o;
     st_log_offsets(p->log, &o);
     d->high_watermark = o.high_watermark;
-    d->log_start_offset = st_partition_log_start(p);
-    if (e == ST_E_OFFSET_OUT_OF_RANGE && st_partition_is_remote(p, offset)) {
+    d->log_start_offset = follower ? o.log_start_offset : st_partition_log_start(p);
+    if (!follower && e == ST_E_OFFSET_OUT_OF_RANGE && st_partition_is_remote(p, offset)) {
         /* Below the local log start: from the bucket, never blocking. */
         st_tier_read_t tr;
         e = st_tier_read(p->tier, offset, limit, min_one ? ST_TIER_READ_MIN_ONE : 0, &tr, wake_loop,
