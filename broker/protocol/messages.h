@@ -45,6 +45,7 @@ enum st_api_key {
     ST_API_FETCH_SNAPSHOT = 59,
     ST_API_DESCRIBE_CLUSTER = 60,
     ST_API_BROKER_REGISTRATION = 62,
+    ST_API_DESCRIBE_PRODUCERS = 61,
     ST_API_BROKER_HEARTBEAT = 63,
     ST_API_ALLOCATE_PRODUCER_IDS = 67
 };
@@ -1301,7 +1302,7 @@ ST_SCHEMA_DECLARE(st_broker_heartbeat_resp, ST_BROKER_HEARTBEAT_RESP)
  * the producer's current id and epoch so it can bump its epoch (KIP-360),
  * v4 PRODUCER_FENCED for a fenced epoch (KIP-588), v5 KIP-890's. ------- */
 #define ST_INIT_PRODUCER_ID_REQ(X, S)                                                   \
-    X(S, STRING, transactional_id, V(0), NUL(0), NT, 0, _)                             \
+    X(S, STRING, transactional_id, V(0), NUL(0), NT, ST_DEF_NULL, _)                   \
     X(S, INT32, transaction_timeout_ms, V(0), NN, NT, 0, _)                            \
     X(S, INT64, producer_id, V(3), NN, NT, -1, _)                                      \
     X(S, INT16, producer_epoch, V(3), NN, NT, -1, _)
@@ -1327,6 +1328,43 @@ ST_SCHEMA_DECLARE(st_allocate_producer_ids_req, ST_ALLOCATE_PRODUCER_IDS_REQ)
     X(S, INT64, producer_id_start, V(0), NN, NT, 0, _)                                 \
     X(S, INT32, producer_id_len, V(0), NN, NT, 0, _)
 ST_SCHEMA_DECLARE(st_allocate_producer_ids_resp, ST_ALLOCATE_PRODUCER_IDS_RESP)
+
+/* ---- DescribeProducers (61, KIP-664): the producer state a partition's
+ * leader holds; flexible from v0. --------------------------------------- */
+#define ST_DESCRIBE_PRODUCERS_REQ_TOPIC(X, S)                                           \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY_INT32, partition_indexes, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_describe_producers_req_topic, ST_DESCRIBE_PRODUCERS_REQ_TOPIC)
+
+#define ST_DESCRIBE_PRODUCERS_REQ(X, S)                                                 \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_describe_producers_req_topic)
+ST_SCHEMA_DECLARE(st_describe_producers_req, ST_DESCRIBE_PRODUCERS_REQ)
+
+#define ST_PRODUCER_STATE(X, S)                                                         \
+    X(S, INT64, producer_id, V(0), NN, NT, 0, _)                                       \
+    X(S, INT32, producer_epoch, V(0), NN, NT, 0, _)                                    \
+    X(S, INT32, last_sequence, V(0), NN, NT, -1, _)                                    \
+    X(S, INT64, last_timestamp, V(0), NN, NT, -1, _)                                   \
+    X(S, INT32, coordinator_epoch, V(0), NN, NT, 0, _)                                 \
+    X(S, INT64, current_txn_start_offset, V(0), NN, NT, -1, _)
+ST_SCHEMA_DECLARE(st_producer_state, ST_PRODUCER_STATE)
+
+#define ST_DESCRIBE_PRODUCERS_RESP_PART(X, S)                                           \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, ST_DEF_NULL, _)                      \
+    X(S, ARRAY, active_producers, V(0), NN, NT, 0, st_producer_state)
+ST_SCHEMA_DECLARE(st_describe_producers_resp_part, ST_DESCRIBE_PRODUCERS_RESP_PART)
+
+#define ST_DESCRIBE_PRODUCERS_RESP_TOPIC(X, S)                                          \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_describe_producers_resp_part)
+ST_SCHEMA_DECLARE(st_describe_producers_resp_topic, ST_DESCRIBE_PRODUCERS_RESP_TOPIC)
+
+#define ST_DESCRIBE_PRODUCERS_RESP(X, S)                                                \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_describe_producers_resp_topic)
+ST_SCHEMA_DECLARE(st_describe_producers_resp, ST_DESCRIBE_PRODUCERS_RESP)
 
 /* Every schema above, for tests that walk them all: X(schema). */
 #define ST_ALL_SCHEMAS(X)                                                               \
@@ -1407,7 +1445,10 @@ ST_SCHEMA_DECLARE(st_allocate_producer_ids_resp, ST_ALLOCATE_PRODUCER_IDS_RESP)
     X(st_broker_reg_listener) X(st_broker_reg_feature) X(st_broker_registration_req)   \
     X(st_broker_registration_resp) X(st_broker_heartbeat_req)                          \
     X(st_broker_heartbeat_resp) X(st_init_producer_id_req) X(st_init_producer_id_resp)    \
-    X(st_allocate_producer_ids_req) X(st_allocate_producer_ids_resp)
+    X(st_allocate_producer_ids_req) X(st_allocate_producer_ids_resp)                   \
+    X(st_describe_producers_req_topic) X(st_describe_producers_req) X(st_producer_state) \
+    X(st_describe_producers_resp_part) X(st_describe_producers_resp_topic)             \
+    X(st_describe_producers_resp)
 
 #include "msg_dsl_end.h"
 
