@@ -379,10 +379,10 @@ st_err_t st_log__pstate_decode(const uint8_t *p, size_t len, int64_t now_ms, int
     *why = NULL;
     if (rd.err) *why = "shorter than its header";
     else if (version != SNAP_VERSION) *why = "unknown version";
-    else if (crc != st_crc32c(0, p + SNAP_CRC_FROM, len - SNAP_CRC_FROM)) *why = "CRC32C mismatch";
     else if (count < 0 || (size_t)count != st_rd_left(&rd) / SNAP_ENTRY ||
              st_rd_left(&rd) % SNAP_ENTRY)
         *why = "entry count does not match its length";
+    else if (crc != st_crc32c(0, p + SNAP_CRC_FROM, len - SNAP_CRC_FROM)) *why = "CRC32C mismatch";
     if (*why) return ST_CORRUPT_BKPT;
     for (int32_t i = 0; i < count; i++) {
         st_pstate_entry_t e;
