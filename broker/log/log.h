@@ -3,8 +3,9 @@
  * recovery, retention, and the log directories that hold them.
  *
  * A partition replica is a directory <topic>-<partition> holding, per
- * segment, <20-digit base offset>.log / .index / .timeindex, and a
- * leader-epoch-checkpoint and partition.metadata (Kafka's layout).
+ * segment, <20-digit base offset>.log / .index / .timeindex, producer
+ * state snapshots <20-digit offset>.snapshot, and a leader-epoch-checkpoint
+ * and partition.metadata (Kafka's layout).
  *
  * Offsets of a log, always: log_start_offset <= high_watermark <= leo, and
  * flushed_offset <= leo.  Consumers read below the high watermark; the

@@ -179,20 +179,25 @@ static void add_batch(st_pstate_entry_t *e, int16_t epoch, int32_t first_seq, in
     e->last_timestamp = ts;
 }
 
+/* A transaction marker (a control batch) carries no sequence: it moves
+ * the epoch and the last timestamp (Kafka's appendEndTxnMarker).  Its
+ * coordinator epoch and the end of the transaction are in its record,
+ * which the transaction work reads. */
+static void apply_marker(st_pstate_entry_t *e, int16_t epoch, int64_t ts) {
+    if (e->epoch != epoch) {
+        e->epoch = epoch;
+        e->nbatches = 0;
+    }
+    e->last_timestamp = ts;
+}
+
 /* A batch as a follower or a replay sees it: no checks (Kafka's
  * REPLICATION origin), the state follows the log. */
 static void apply_replicated(st_pstate_t *t, const st_batch_info_t *b) {
     if (b->producer_id < 0) return;
     st_pstate_entry_t *e = upsert(t, b->producer_id);
     if (b->attributes & ST_ATTR_CONTROL) {
-        /* A transaction marker carries no sequence: it moves the epoch and
-         * the last timestamp.  Its coordinator epoch and the end of the
-         * transaction are in its record (the transaction work reads it). */
-        if (e->epoch != b->producer_epoch) {
-            e->epoch = b->producer_epoch;
-            e->nbatches = 0;
-        }
-        e->last_timestamp = b->max_timestamp;
+        apply_marker(e, b->producer_epoch, b->max_timestamp);
         return;
     }
     add_batch(e, b->producer_epoch, b->base_sequence, batch_last_seq(b), st_batch_last_offset(b),
@@ -220,6 +225,7 @@ void st_log__pstate_apply(st_log_t *log, const uint8_t *records, size_t len) {
  *   - a new epoch must start at sequence 0, the same epoch continue at the
  *     last sequence + 1; a producer with no state is taken at any sequence
  *     (KIP-360: its state may have expired or gone with retention).
+ * A transaction marker the broker writes is held to the epoch only.
  * Later batches of the same append are checked against the state the
  * earlier ones leave (the stage), which st_log__pstate_commit makes the
  * log's once the write succeeded.  Offsets and timestamps are those the
@@ -236,7 +242,8 @@ st_err_t st_log__pstate_check(st_log_t *log, const uint8_t *records, size_t len,
         if (b.producer_id < 0) continue;
         int32_t last_seq = batch_last_seq(&b);
         const st_pstate_entry_t *cur = st_log__pstate_lookup(&log->pstate, b.producer_id);
-        if (cur && cur->epoch == b.producer_epoch) {
+        int control = (b.attributes & ST_ATTR_CONTROL) != 0; /* never from a client */
+        if (cur && cur->epoch == b.producer_epoch && !control) {
             for (int i = 0; i < cur->nbatches; i++) {
                 const st_pstate_batch_t *m = &cur->batches[i];
                 if (m->first_seq != b.base_sequence || m->last_seq != last_seq) continue;
@@ -264,7 +271,7 @@ st_err_t st_log__pstate_check(st_log_t *log, const uint8_t *records, size_t len,
                                (int)cur->epoch, (int)b.base_sequence, (int)last_seq);
             return ST_E_INVALID_PRODUCER_EPOCH;
         }
-        if (cur && b.producer_epoch != cur->epoch && b.base_sequence != 0) {
+        if (cur && b.producer_epoch != cur->epoch && b.base_sequence != 0 && !control) {
             ST_LOG_RATELIMITED(ST_LOG_WARN, "log", 10000,
                                WHAT_FMT ": batch of producer %lld refused: its new epoch %d "
                                "(was %d) starts at sequence %d, not 0: OUT_OF_ORDER_SEQUENCE_NUMBER",
@@ -272,7 +279,7 @@ st_err_t st_log__pstate_check(st_log_t *log, const uint8_t *records, size_t len,
                                (int)cur->epoch, (int)b.base_sequence);
             return ST_E_OUT_OF_ORDER_SEQUENCE_NUMBER;
         }
-        if (cur && b.producer_epoch == cur->epoch) {
+        if (cur && b.producer_epoch == cur->epoch && !control) {
             int32_t last = cur->nbatches ? cur->batches[cur->nbatches - 1].last_seq : -1;
             if (!in_sequence(last, b.base_sequence)) {
                 ST_LOG_RATELIMITED(ST_LOG_WARN, "log", 10000,
@@ -291,8 +298,11 @@ st_err_t st_log__pstate_check(st_log_t *log, const uint8_t *records, size_t len,
             e = upsert(stage, b.producer_id);
             if (was) *e = *was;
         }
-        add_batch(e, b.producer_epoch, b.base_sequence, last_seq, base + b.last_offset_delta,
-                  b.last_offset_delta, lat >= 0 ? lat : b.max_timestamp);
+        if (control)
+            apply_marker(e, b.producer_epoch, lat >= 0 ? lat : b.max_timestamp);
+        else
+            add_batch(e, b.producer_epoch, b.base_sequence, last_seq, base + b.last_offset_delta,
+                      b.last_offset_delta, lat >= 0 ? lat : b.max_timestamp);
     }
     return ST_OK;
 }

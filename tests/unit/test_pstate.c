@@ -455,6 +455,60 @@ static void test_pstate_log_append_time(void **state) {
     env_fini(&e);
 }
 
+/* A transaction marker the broker writes (a control batch with the
+ * producer's id) moves the epoch without a sequence; an older epoch is
+ * fenced.  A follower takes it the same way. */
+static void marker(st_buf_t *b, int64_t pid, int16_t epoch) {
+    size_t start = b->len;
+    uint8_t value[6] = {0, 0, 0, 0, 0, 3}; /* version 0, coordinator epoch 3 */
+    st_batch_build_control(b, 0, 1, value, sizeof value, st_now_ms());
+    uint8_t *h = b->data + start;
+    st_be64_put(h + ST_BATCH_PRODUCER_ID_OFFSET, (uint64_t)pid);
+    st_be16_put(h + ST_BATCH_PRODUCER_EPOCH_OFFSET, (uint16_t)epoch);
+    size_t size = b->len - start;
+    st_be32_put(h + ST_BATCH_CRC_OFFSET,
+                st_crc32c(0, h + ST_BATCH_ATTR_OFFSET, size - ST_BATCH_ATTR_OFFSET));
+}
+
+static void test_pstate_markers(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e, 1 << 20);
+    produce_ok(&e, 30, 2, 0, 2, 0);
+    st_buf_t b;
+    st_append_info_t info;
+    st_buf_init(&b);
+    marker(&b, 30, 1);
+    assert_int_equal(st_log_append(e.log, b.data, b.len, 0, st_now_ms(), &info),
+                     ST_E_INVALID_PRODUCER_EPOCH);
+    b.len = 0;
+    marker(&b, 30, 3); /* KIP-890: the marker carries the bumped epoch */
+    assert_int_equal(st_log_append(e.log, b.data, b.len, 0, st_now_ms(), &info), ST_OK);
+    assert_int_equal(info.base_offset, 2);
+    st_log_set_high_watermark(e.log, 3);
+    expect_producer(e.log, 30, 3, -1);
+    produce_refused(&e, 30, 3, 2, 1, ST_E_OUT_OF_ORDER_SEQUENCE_NUMBER);
+    produce_refused(&e, 30, 2, 2, 1, ST_E_INVALID_PRODUCER_EPOCH);
+    produce_ok(&e, 30, 3, 0, 1, 3);
+    st_buf_fini(&b);
+    /* the same state after a replay of the log */
+    env_close(&e);
+    int64_t snaps[16];
+    int ns = list_snapshots(e.pdir, snaps, 16);
+    for (int i = 0; i < ns; i++) {
+        char path[4400];
+        snap_file(&e, snaps[i], path, sizeof path);
+        assert_int_equal(unlink(path), 0);
+    }
+    char marker_path[4400];
+    snprintf(marker_path, sizeof marker_path, "%s/.strata-clean-shutdown", e.dir);
+    assert_int_equal(unlink(marker_path), 0);
+    env_open(&e);
+    assert_int_equal(replayed(e.log), 3);
+    expect_producer(e.log, 30, 3, 0);
+    env_fini(&e);
+}
+
 /* ======================================================================
  * Followers
  * ==================================================================== */
@@ -913,6 +967,7 @@ int main(void) {
         cmocka_unit_test(test_pstate_one_append_many_batches),
         cmocka_unit_test(test_pstate_five_batches_kept),
         cmocka_unit_test(test_pstate_log_append_time),
+        cmocka_unit_test(test_pstate_markers),
         cmocka_unit_test(test_pstate_follower_builds_the_same_state),
         cmocka_unit_test(test_pstate_snapshot_format),
         cmocka_unit_test(test_pstate_snapshots_at_roll_and_close),
