@@ -29,6 +29,7 @@
 
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 void st_cli_topics_usage(FILE *out) {
     fprintf(out,
@@ -401,55 +402,75 @@ static void print_producers(const prow_t *r, int64_t now) {
     }
 }
 
-static int describe(const st_cli_ctx_t *ctx, const char *topic) {
-    char err[1024], leader_err[1024] = "";
-    int rc = ST_CLI_EXIT_FAIL;
-    st_arena_t a;
-    st_arena_init(&a, 1 << 16);
-    st_metadata_resp_t *md;
-    const char *cfg = "";
-    if (metadata(ctx, &a, topic, &md, err, sizeof err)) goto fail;
-    const st_metadata_topic_t *t = NULL;
-    for (int i = 0; i < md->topics.n && !t; i++)
-        if (st_str_eq(md->topics.v[i].name, topic)) t = &md->topics.v[i];
-    if (!t || t->error_code == st_err_wire(ST_E_UNKNOWN_TOPIC_OR_PARTITION)) {
-        st_snprintf_marked(err, sizeof err, "topic '%s' does not exist (the broker at %s says "
-                           "UNKNOWN_TOPIC_OR_PARTITION)", topic, ctx->bootstrap);
-        goto fail;
-    }
-    if (t->error_code && t->partitions.n == 0) {
-        st_snprintf_marked(err, sizeof err, "topic '%s': %s", topic, wire_name(t->error_code));
-        goto fail;
-    }
-    if (configs(ctx, &a, topic, &cfg, err, sizeof err)) goto fail;
+/* What one attempt of describe learnt. */
+typedef struct view {
+    const st_metadata_topic_t *t;
+    const char *configs;
+    prow_t *rows; /* by partition */
+    int nrows;
+    char leader_err[1024]; /* the first leader that could not be asked, "" if none */
+} view_t;
 
-    int nrows = t->partitions.n;
-    st_metadata_partition_t *parts = t->partitions.v;
-    qsort(parts, (size_t)nrows, sizeof *parts, cmp_part);
-    prow_t *rows = st_arena_alloc(&a, sizeof *rows * (size_t)(nrows ? nrows : 1));
-    for (int i = 0; i < nrows; i++) {
-        rows[i].md = &parts[i];
-        rows[i].log_start = rows[i].high_watermark = -1;
+static int retriable(int16_t code) { return code && st_err_retriable(st_err_from_wire(code)); }
+
+/* One attempt: Metadata and DescribeConfigs from the bootstrap broker,
+ * then each leader.  Returns 1 with err said when the topic cannot be
+ * described at all; sets *retry when a partition's answer may change
+ * soon (a leader moving or being elected). */
+static int look(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic, view_t *v, char *err,
+                size_t errlen, int *retry) {
+    st_metadata_resp_t *md;
+    memset(v, 0, sizeof *v);
+    *retry = 0;
+    if (metadata(ctx, a, topic, &md, err, errlen)) return 1;
+    for (int i = 0; i < md->topics.n && !v->t; i++)
+        if (st_str_eq(md->topics.v[i].name, topic)) v->t = &md->topics.v[i];
+    if (!v->t || v->t->error_code == st_err_wire(ST_E_UNKNOWN_TOPIC_OR_PARTITION)) {
+        st_snprintf_marked(err, errlen, "topic '%s' does not exist (the broker at %s says "
+                           "UNKNOWN_TOPIC_OR_PARTITION)", topic, ctx->bootstrap);
+        return 1;
+    }
+    if (v->t->error_code && v->t->partitions.n == 0) {
+        st_snprintf_marked(err, errlen, "topic '%s': %s", topic, wire_name(v->t->error_code));
+        *retry = retriable(v->t->error_code);
+        return 1;
+    }
+    if (configs(ctx, a, topic, &v->configs, err, errlen)) return 1;
+
+    v->nrows = v->t->partitions.n;
+    st_metadata_partition_t *parts = v->t->partitions.v;
+    qsort(parts, (size_t)v->nrows, sizeof *parts, cmp_part);
+    v->rows = st_arena_alloc(a, sizeof *v->rows * (size_t)(v->nrows ? v->nrows : 1));
+    for (int i = 0; i < v->nrows; i++) {
+        v->rows[i].md = &parts[i];
+        v->rows[i].log_start = v->rows[i].high_watermark = -1;
     }
     /* each leader once */
-    for (int i = 0; i < nrows; i++) {
-        int32_t leader = rows[i].md->leader_id;
+    for (int i = 0; i < v->nrows; i++) {
+        int32_t leader = v->rows[i].md->leader_id;
         int seen = leader < 0;
-        for (int j = 0; j < i && !seen; j++) seen = rows[j].md->leader_id == leader;
+        for (int j = 0; j < i && !seen; j++) seen = v->rows[j].md->leader_id == leader;
         if (seen) continue;
         char why[1024];
-        if (from_leader(md, &a, topic, rows, nrows, leader, why, sizeof why) && !leader_err[0])
-            snprintf(leader_err, sizeof leader_err, "%s", why);
+        if (from_leader(md, a, topic, v->rows, v->nrows, leader, why, sizeof why) &&
+            !v->leader_err[0])
+            snprintf(v->leader_err, sizeof v->leader_err, "%s", why);
     }
+    for (int i = 0; i < v->nrows; i++)
+        *retry |= retriable(v->rows[i].md->error_code) || retriable(v->rows[i].offsets_err) ||
+                  (v->rows[i].prod_state == PROD_ERROR && retriable(v->rows[i].prod_err));
+    return 0;
+}
 
+static void print_view(st_arena_t *a, const char *topic, const view_t *v) {
     char id[23];
-    st_uuid_format(&t->topic_id, id);
+    st_uuid_format(&v->t->topic_id, id);
     printf("Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
-           topic, id, nrows, nrows > 0 ? parts[0].replica_nodes.n : 0, cfg);
+           topic, id, v->nrows, v->nrows > 0 ? v->rows[0].md->replica_nodes.n : 0, v->configs);
     printf("\n%-9s %6s %12s %-16s %-16s %-16s %16s %14s\n", "PARTITION", "LEADER", "LEADER-EPOCH",
            "REPLICAS", "ISR", "OFFLINE", "LOG-START-OFFSET", "HIGH-WATERMARK");
-    for (int i = 0; i < nrows; i++) {
-        const prow_t *r = &rows[i];
+    for (int i = 0; i < v->nrows; i++) {
+        const prow_t *r = &v->rows[i];
         char start[24] = "-", hw[24] = "-";
         if (r->log_start >= 0) snprintf(start, sizeof start, "%lld", (long long)r->log_start);
         if (r->high_watermark >= 0)
@@ -457,16 +478,37 @@ static int describe(const st_cli_ctx_t *ctx, const char *topic) {
         int16_t perr = r->md->error_code ? r->md->error_code : r->offsets_err;
         printf("%-9d %6d %12d %-16s %-16s %-16s %16s %14s%s%s\n", (int)r->md->partition_index,
                (int)r->md->leader_id, (int)r->md->leader_epoch,
-               ids(&a, r->md->replica_nodes.v, r->md->replica_nodes.n),
-               ids(&a, r->md->isr_nodes.v, r->md->isr_nodes.n),
-               ids(&a, r->md->offline_replicas.v, r->md->offline_replicas.n), start, hw,
+               ids(a, r->md->replica_nodes.v, r->md->replica_nodes.n),
+               ids(a, r->md->isr_nodes.v, r->md->isr_nodes.n),
+               ids(a, r->md->offline_replicas.v, r->md->offline_replicas.n), start, hw,
                perr ? "  " : "", perr ? wire_name(perr) : "");
     }
     int64_t now = st_now_ms();
-    for (int i = 0; i < nrows; i++) print_producers(&rows[i], now);
-    if (leader_err[0]) {
+    for (int i = 0; i < v->nrows; i++) print_producers(&v->rows[i], now);
+}
+
+/* Asks again, for about 5 s, while a partition is between leaders (as
+ * Kafka's admin client retries retriable errors); then shows what the
+ * last attempt learnt. */
+static int describe(const st_cli_ctx_t *ctx, const char *topic) {
+    char err[1024];
+    int rc = ST_CLI_EXIT_FAIL, retry = 0;
+    st_arena_t a;
+    view_t v;
+    for (int attempt = 1;; attempt++) {
+        st_arena_init(&a, 1 << 16);
+        int failed = look(ctx, &a, topic, &v, err, sizeof err, &retry);
+        if (!retry || attempt == 20) {
+            if (failed) goto fail;
+            break;
+        }
+        st_arena_fini(&a);
+        usleep(250 * 1000);
+    }
+    print_view(&a, topic, &v);
+    if (v.leader_err[0]) {
         /* printed what is known; what a leader should have said is not */
-        snprintf(err, sizeof err, "%s", leader_err);
+        snprintf(err, sizeof err, "%s", v.leader_err);
         goto fail;
     }
     rc = ST_CLI_EXIT_OK;
