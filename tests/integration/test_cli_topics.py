@@ -24,7 +24,9 @@
      of Metadata, the high watermarks, the producers.  A follower killed:
      once it is fenced, every partition's ISR lacks it, its offline
      replicas name it, no partition is led by it, the high watermarks are
-     the same; with the dead node as bootstrap: exit 1 naming its address.
+     the same; before it is fenced, its partitions are shown without
+     offsets and the command exits 1 naming it; with the dead node as
+     bootstrap: exit 1 naming its address.
 """
 import os
 import re
@@ -275,6 +277,20 @@ def three_nodes():
         alive = [i for i in cl.ids() if i != victim]
         cl.kill(victim)
         killed = time.time()
+        # before it is fenced (broker.session.timeout.ms) Metadata still
+        # names it the leader of its partitions: those are shown unknown,
+        # the others whole, and the command fails naming the dead leader
+        rc, out, err = strata("127.0.0.1:%d" % cl.port(ctl), "describe", topic)
+        show("describe %.1f s after kill -9 of node %d, a leader" % (time.time() - killed, victim), rc, out, err)
+        check(time.time() - killed < SESSION_MS / 1000.0 - 0.5, "too slow to see the dead leader unfenced")
+        check(rc == 1 and "broker %d, a partition leader" % victim in err and
+              "127.0.0.1:%d" % cl.port(victim) in err and err.count("\n") == 1, "exit %d, %r" % (rc, err))
+        _h, _c, parts, prods = parse_describe(out)
+        for p, n in counts.items():
+            dead = leader_of[p] == victim
+            check(parts[p]["hw"] == (-1 if dead else n), "partition %d (leader %d): %s" % (p, leader_of[p], parts[p]))
+            if dead:
+                check(prods[p] == "unknown (broker %d did not answer)" % victim, "partition %d: %r" % (p, prods[p]))
         state = {}
 
         def shrunk():
