@@ -370,11 +370,12 @@ static void when(char *out, size_t n, int64_t ts_ms, int64_t now_ms) {
 
 static void print_producers(const prow_t *r, int64_t now) {
     int32_t leader = r->md->leader_id;
-    printf("\nPartition %d (leader %d):\n", (int)r->md->partition_index, (int)leader);
     if (leader < 0) {
-        printf("  producers: no leader\n");
+        printf("\nPartition %d (leader none):\n  producers: no leader\n",
+               (int)r->md->partition_index);
         return;
     }
+    printf("\nPartition %d (leader %d):\n", (int)r->md->partition_index, (int)leader);
     switch (r->prod_state) {
     case PROD_NOT_SERVED: printf("  producers: not served by broker %d\n", (int)leader); return;
     case PROD_UNKNOWN: printf("  producers: unknown (broker %d did not answer)\n", (int)leader); return;
@@ -475,9 +476,11 @@ static void print_view(st_arena_t *a, const char *topic, const view_t *v) {
         if (r->log_start >= 0) snprintf(start, sizeof start, "%lld", (long long)r->log_start);
         if (r->high_watermark >= 0)
             snprintf(hw, sizeof hw, "%lld", (long long)r->high_watermark);
+        char leader[16] = "none"; /* kafka-topics.sh's word for no leader */
+        if (r->md->leader_id >= 0) snprintf(leader, sizeof leader, "%d", (int)r->md->leader_id);
         int16_t perr = r->md->error_code ? r->md->error_code : r->offsets_err;
-        printf("%-9d %6d %12d %-16s %-16s %-16s %16s %14s%s%s\n", (int)r->md->partition_index,
-               (int)r->md->leader_id, (int)r->md->leader_epoch,
+        printf("%-9d %6s %12d %-16s %-16s %-16s %16s %14s%s%s\n", (int)r->md->partition_index,
+               leader, (int)r->md->leader_epoch,
                ids(a, r->md->replica_nodes.v, r->md->replica_nodes.n),
                ids(a, r->md->isr_nodes.v, r->md->isr_nodes.n),
                ids(a, r->md->offline_replicas.v, r->md->offline_replicas.n), start, hw,
