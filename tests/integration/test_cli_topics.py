@@ -78,9 +78,10 @@ def parse_describe(out):
         m = PART.match(line)
         if m and cur is None:
             g = m.groups()
-            parts[int(g[0])] = dict(leader=-1 if g[1] == "none" else int(g[1]), epoch=int(g[2]), replicas=ids(g[3]), isr=ids(g[4]),
-                                    offline=ids(g[5]), start=-1 if g[6] == "-" else int(g[6]),
-                                    hw=-1 if g[7] == "-" else int(g[7]), error=(g[8] or "").strip())
+            parts[int(g[0])] = dict(leader=-1 if g[1] == "none" else int(g[1]), epoch=int(g[2]),
+                                    replicas=ids(g[3]), isr=ids(g[4]), offline=ids(g[5]),
+                                    start=-1 if g[6] == "-" else int(g[6]), hw=-1 if g[7] == "-" else int(g[7]),
+                                    error=(g[8] or "").strip())
             continue
         m = re.match(r"^Partition (\d+) \(leader (none|\d+)\):$", line)
         if m:
@@ -136,13 +137,14 @@ def produce(bootstrap, topic, partition, n):
          "-X", "acks=all"], input=b"".join(b"%s-%d-%d\n" % (topic.encode(), partition, i) for i in range(n)))
 
 
-def check_producers(port, topic, served, leader_of, prods, counts, what):
+def check_producers(port_of, topic, served, leader_of, prods, counts, what):
+    """port_of(node): the client port of a node."""
     for p, n in counts.items():
         if not served[leader_of[p]]:
             check(prods.get(p) == "not served by broker %d" % leader_of[p],
                   "%s: partition %d's producers: %r" % (what, p, prods.get(p)))
             continue
-        batches = batch_producers(port, topic, p)
+        batches = batch_producers(port_of(leader_of[p]), topic, p)
         pids = {b[0] for b in batches}
         check(len(pids) == 1 and min(pids) >= 0, "%s: partition %d written by producers %s" % (what, p, pids))
         check(sum(b[3] for b in batches) == n, "%s: partition %d holds %s" % (what, p, batches))
@@ -219,7 +221,7 @@ def single():
             check(r["hw"] == n and r["start"] == (2 if p == 0 else 0), "partition %d offsets: %s" % (p, r))
         served = {1: serves_describe_producers(b.port)}
         print("broker 1 serves DescribeProducers: %s" % served[1])
-        check_producers(b.port, topic, served, {0: 1, 1: 1}, prods, counts, "single broker")
+        check_producers(lambda _node: b.port, topic, served, {0: 1, 1: 1}, prods, counts, "single broker")
 
         rc, out, err = strata(b.bootstrap, "describe", other)
         head, _c, parts, prods = parse_describe(out)
@@ -269,7 +271,7 @@ def three_nodes():
                       "partition %d: %s" % (p, r))
                 check(r["leader"] == leader_of[p] and r["hw"] == n and r["start"] == 0,
                       "partition %d: %s (leader %d, %d records)" % (p, r, leader_of[p], n))
-            check_producers(cl.port(leader_of[0]), topic, served, leader_of, prods, counts, "through node %d" % node)
+            check_producers(cl.port, topic, served, leader_of, prods, counts, "through node %d" % node)
 
         # a follower dies: fenced after the session timeout, out of every ISR
         ctl = cl.wait_leader()
