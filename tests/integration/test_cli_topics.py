@@ -21,12 +21,14 @@
   3. 3 nodes: a topic of 3 partitions, replication factor 3,
      min.insync.replicas=2, an idempotent producer per partition.  Through
      two different bootstrap nodes: replicas and ISR {1,2,3}, the leader
-     of Metadata, the high watermarks, the producers.  A follower killed:
-     once it is fenced, every partition's ISR lacks it, its offline
-     replicas name it, no partition is led by it, the high watermarks are
-     the same; before it is fenced, its partitions are shown without
-     offsets and the command exits 1 naming it; with the dead node as
-     bootstrap: exit 1 naming its address.
+     of Metadata, the high watermarks, the producers.  A node that is not
+     the controller (the leader of one partition, a follower of the
+     others) killed: before it is fenced, its partition is shown without
+     offsets and the command exits 1 naming it; once it is fenced, every
+     partition's ISR lacks it, its offline replicas name it, no partition
+     is led by it, the high watermarks are the same and the producers
+     those of the batches (the new leader's, for the partition that
+     moved); with the dead node as bootstrap: exit 1 naming its address.
 """
 import os
 import re
@@ -115,11 +117,11 @@ def serves_describe_producers(port):
         c.close()
 
 
-def batch_producers(port, topic, partition):
-    """[(producer id, epoch, base sequence, records)] of the partition's batches."""
+def batch_producers(port, topic, partition, offset=0):
+    """[(producer id, epoch, base sequence, records)] of the partition's batches from offset."""
     c = Conn(port)
     try:
-        err, _hw, _start, data = c.fetch(topic, partition, 0)
+        err, _hw, _start, data = c.fetch(topic, partition, offset)
     finally:
         c.close()
     check(err == 0, "Fetch %s-%d: error %d" % (topic, partition, err))
@@ -137,17 +139,18 @@ def produce(bootstrap, topic, partition, n):
          "-X", "acks=all"], input=b"".join(b"%s-%d-%d\n" % (topic.encode(), partition, i) for i in range(n)))
 
 
-def check_producers(port_of, topic, served, leader_of, prods, counts, what):
-    """port_of(node): the client port of a node."""
+def check_producers(port_of, topic, served, leader_of, prods, counts, what, starts=None):
+    """port_of(node): the client port of a node; starts {partition: log start}."""
     for p, n in counts.items():
         if not served[leader_of[p]]:
             check(prods.get(p) == "not served by broker %d" % leader_of[p],
                   "%s: partition %d's producers: %r" % (what, p, prods.get(p)))
             continue
-        batches = batch_producers(port_of(leader_of[p]), topic, p)
+        batches = batch_producers(port_of(leader_of[p]), topic, p, (starts or {}).get(p, 0))
         pids = {b[0] for b in batches}
         check(len(pids) == 1 and min(pids) >= 0, "%s: partition %d written by producers %s" % (what, p, pids))
-        check(sum(b[3] for b in batches) == n, "%s: partition %d holds %s" % (what, p, batches))
+        check(batches[-1][2] + batches[-1][3] == n, "%s: partition %d's batches end at sequence %d, not %d: %s" %
+              (what, p, batches[-1][2] + batches[-1][3] - 1, n - 1, batches))
         got = prods.get(p)
         check(isinstance(got, list) and len(got) == 1, "%s: partition %d's producers: %r" % (what, p, got))
         (g,) = got
@@ -221,7 +224,8 @@ def single():
             check(r["hw"] == n and r["start"] == (2 if p == 0 else 0), "partition %d offsets: %s" % (p, r))
         served = {1: serves_describe_producers(b.port)}
         print("broker 1 serves DescribeProducers: %s" % served[1])
-        check_producers(lambda _node: b.port, topic, served, {0: 1, 1: 1}, prods, counts, "single broker")
+        check_producers(lambda _node: b.port, topic, served, {0: 1, 1: 1}, prods, counts, "single broker",
+                        starts={0: 2})
 
         rc, out, err = strata(b.bootstrap, "describe", other)
         head, _c, parts, prods = parse_describe(out)
@@ -317,10 +321,14 @@ def three_nodes():
         if not caught_up():
             wait_for(caught_up, 15, interval=0.2, what="the high watermarks %s again" % counts)
             show("describe %.1f s later, high watermarks back" % (time.time() - shrunk_at), *state["d"])
-        parts = parse_describe(state["d"][1])[2]
+        _h, _c, parts, prods = parse_describe(state["d"][1])
         for p, n in counts.items():
             check(sorted(parts[p]["replicas"]) == [1, 2, 3] and sorted(parts[p]["isr"]) == alive,
                   "partition %d after the kill: %s" % (p, parts[p]))
+        # the new leader of the dead node's partition rebuilt its producers
+        # from the batches it appended as a follower
+        check_producers(cl.port, topic, served, {p: r["leader"] for p, r in parts.items()}, prods, counts,
+                        "after node %d's partition moved" % victim)
 
         rc, out, err = strata("127.0.0.1:%d" % cl.port(victim), "describe", topic)
         show("describe through the dead node", rc, out, err)
