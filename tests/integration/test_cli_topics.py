@@ -12,12 +12,12 @@
      replication factor; `describe` shows the topic id of the partition's
      partition.metadata, the configs given (and not an untouched one), per
      partition leader, replicas, ISR, log start and high watermark as the
-     test made them; and the producers: when the broker lists
-     DescribeProducers in ApiVersions, per partition the one producer id
+     test made them; and the producers (DescribeProducers, which
+     stratad must list in ApiVersions): per partition the one producer id
      found in the partition's batches, its last sequence = records - 1,
      epoch 0, no coordinator epoch or transaction, a timestamp of the last
-     minute; when it does not, "producers: not served by broker 1".  An
-     unknown topic -> exit 1 and a sentence saying it does not exist.
+     minute.  An unknown topic -> exit 1 and a sentence saying it does
+     not exist.
   3. 3 nodes: a topic of 3 partitions, replication factor 3,
      min.insync.replicas=2, an idempotent producer per partition.  Through
      two different bootstrap nodes: replicas and ISR {1,2,3}, the leader
@@ -71,7 +71,7 @@ PROD = re.compile(r"^  (\d+)\s+(-?\d+)\s+(-?\d+)\s+(-?\d+)\s+(\S+Z) \((\d+) s ag
 
 def parse_describe(out):
     """(header {field: value}, configs {k: v}, partitions {p: dict}, producers
-    {p: [dict] | "not served by broker N" | other text})."""
+    {p: [dict] | the text after "producers: "})."""
     lines = out.splitlines()
     head = dict(re.findall(r"(\w+): ([^\t]*)", lines[0]))
     configs = dict(kv.split("=", 1) for kv in head.get("Configs", "").split(",") if kv)
@@ -139,13 +139,9 @@ def produce(bootstrap, topic, partition, n):
          "-X", "acks=all"], input=b"".join(b"%s-%d-%d\n" % (topic.encode(), partition, i) for i in range(n)))
 
 
-def check_producers(port_of, topic, served, leader_of, prods, counts, what, starts=None):
+def check_producers(port_of, topic, leader_of, prods, counts, what, starts=None):
     """port_of(node): the client port of a node; starts {partition: log start}."""
     for p, n in counts.items():
-        if not served[leader_of[p]]:
-            check(prods.get(p) == "not served by broker %d" % leader_of[p],
-                  "%s: partition %d's producers: %r" % (what, p, prods.get(p)))
-            continue
         batches = batch_producers(port_of(leader_of[p]), topic, p, (starts or {}).get(p, 0))
         pids = {b[0] for b in batches}
         check(len(pids) == 1 and min(pids) >= 0, "%s: partition %d written by producers %s" % (what, p, pids))
@@ -222,17 +218,15 @@ def single():
             check(r["leader"] == 1 and r["replicas"] == [1] and r["isr"] == [1] and r["offline"] == [] and
                   r["epoch"] >= 0 and not r["error"], "partition %d: %s" % (p, r))
             check(r["hw"] == n and r["start"] == (2 if p == 0 else 0), "partition %d offsets: %s" % (p, r))
-        served = {1: serves_describe_producers(b.port)}
-        print("broker 1 serves DescribeProducers: %s" % served[1])
-        check_producers(lambda _node: b.port, topic, served, {0: 1, 1: 1}, prods, counts, "single broker",
+        check(serves_describe_producers(b.port), "stratad does not list DescribeProducers (61) in ApiVersions")
+        check_producers(lambda _node: b.port, topic, {0: 1, 1: 1}, prods, counts, "single broker",
                         starts={0: 2})
 
         rc, out, err = strata(b.bootstrap, "describe", other)
         head, _c, parts, prods = parse_describe(out)
         check(rc == 0 and sorted(parts) == [0, 1, 2] and all(r["hw"] == 0 for r in parts.values()),
               "describe %s: exit %d, %s" % (other, rc, parts))
-        if served[1]:
-            check(all(prods[p] == "none" for p in parts), "no producers in %s: %s" % (other, prods))
+        check(all(prods[p] == "none" for p in parts), "no producers in %s: %s" % (other, prods))
 
         rc, out, err = strata(b.bootstrap, "describe", "cli-topics-nope")
         show("describe of an unknown topic", rc, out, err)
@@ -260,8 +254,7 @@ def three_nodes():
         counts = {0: 5, 1: 6, 2: 7}
         for p, n in counts.items():
             produce(cl.bootstrap(), topic, p, n)
-        served = {i: serves_describe_producers(cl.port(i)) for i in cl.ids()}
-        print("leaders %s; DescribeProducers served: %s" % (leader_of, served))
+        print("leaders %s" % leader_of)
         for node in (1, 2):
             rc, out, err = strata("127.0.0.1:%d" % cl.port(node), "describe", topic)
             show("describe %s through node %d" % (topic, node), rc, out, err)
@@ -275,7 +268,7 @@ def three_nodes():
                       "partition %d: %s" % (p, r))
                 check(r["leader"] == leader_of[p] and r["hw"] == n and r["start"] == 0,
                       "partition %d: %s (leader %d, %d records)" % (p, r, leader_of[p], n))
-            check_producers(cl.port, topic, served, leader_of, prods, counts, "through node %d" % node)
+            check_producers(cl.port, topic, leader_of, prods, counts, "through node %d" % node)
 
         # a follower dies: fenced after the session timeout, out of every ISR
         ctl = cl.wait_leader()
@@ -327,7 +320,7 @@ def three_nodes():
                   "partition %d after the kill: %s" % (p, parts[p]))
         # the new leader of the dead node's partition rebuilt its producers
         # from the batches it appended as a follower
-        check_producers(cl.port, topic, served, {p: r["leader"] for p, r in parts.items()}, prods, counts,
+        check_producers(cl.port, topic, {p: r["leader"] for p, r in parts.items()}, prods, counts,
                         "after node %d's partition moved" % victim)
 
         rc, out, err = strata("127.0.0.1:%d" % cl.port(victim), "describe", topic)
