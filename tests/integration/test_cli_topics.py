@@ -292,12 +292,22 @@ def three_nodes():
                 check(prods[p] == "unknown (broker %d did not answer)" % victim, "partition %d: %r" % (p, prods[p]))
         state = {}
 
+        def no_low_hw(parts):
+            # a new leader whose high watermark is still below where its
+            # epoch began answers OFFSET_NOT_AVAILABLE (shown as "-"), never
+            # an offset below what was acknowledged (Kafka's rule)
+            for p, n in counts.items():
+                hw = parts[p]["hw"] if p in parts else -1
+                check(hw < 0 or hw == n, "partition %d: high watermark %d shown, %d records were "
+                      "acknowledged: %s" % (p, hw, n, parts[p]))
+
         def shrunk():
             rc, out, err = strata("127.0.0.1:%d" % cl.port(ctl), "describe", topic)
             state["d"] = (rc, out, err)
             if rc:
                 return False
             parts = parse_describe(out)[2]
+            no_low_hw(parts)
             return all(sorted(r["isr"]) == alive and r["offline"] == [victim] and r["leader"] in alive
                        for r in parts.values())
         wait_for(shrunk, SESSION_MS / 1000.0 + 15, interval=0.2,
@@ -310,6 +320,7 @@ def three_nodes():
         def caught_up():
             state["d"] = strata("127.0.0.1:%d" % cl.port(ctl), "describe", topic)
             parts = parse_describe(state["d"][1])[2] if state["d"][0] == 0 else {}
+            no_low_hw(parts)
             return len(parts) == 3 and all(parts[p]["hw"] == n for p, n in counts.items())
         if not caught_up():
             wait_for(caught_up, 15, interval=0.2, what="the high watermarks %s again" % counts)
