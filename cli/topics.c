@@ -93,9 +93,9 @@ static int broker_addr(const st_metadata_resp_t *md, int32_t id, char *out, size
     return 0;
 }
 
-/* Metadata v12 from the bootstrap broker: one topic, or all (topic NULL). */
-static int metadata(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic,
-                    st_metadata_resp_t **out, char *err, size_t errlen) {
+/* One request to the bootstrap broker on a connection of its own. */
+static int bootstrap_call(const st_cli_ctx_t *ctx, int16_t key, int16_t version, const void *req,
+                          st_arena_t *a, void **resp, char *err, size_t errlen) {
     char why[512];
     int rc = 1;
     st_kclient_t kc = {-1, 0};
@@ -103,6 +103,19 @@ static int metadata(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic,
         st_snprintf_marked(err, errlen, "no broker reachable at %s (%s)", ctx->bootstrap, why);
         goto out;
     }
+    if (st_kclient_call(&kc, key, version, req, a, resp, why, sizeof why)) {
+        st_snprintf_marked(err, errlen, "the broker at %s: %s", ctx->bootstrap, why);
+        goto out;
+    }
+    rc = 0;
+out:
+    st_kclient_close(&kc);
+    return rc;
+}
+
+/* Metadata v12 from the bootstrap broker: one topic, or all (topic NULL). */
+static int metadata(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic,
+                    st_metadata_resp_t **out, char *err, size_t errlen) {
     st_metadata_req_t mq;
     st_schema_defaults(&st_metadata_req_schema, &mq);
     mq.allow_auto_topic_creation = 0; /* describing must not create */
@@ -114,14 +127,7 @@ static int metadata(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic,
         mq.topics.v = NULL;
         mq.topics.n = -1;
     }
-    if (st_kclient_call(&kc, ST_API_METADATA, 12, &mq, a, (void **)out, why, sizeof why)) {
-        st_snprintf_marked(err, errlen, "the broker at %s: %s", ctx->bootstrap, why);
-        goto out;
-    }
-    rc = 0;
-out:
-    st_kclient_close(&kc);
-    return rc;
+    return bootstrap_call(ctx, ST_API_METADATA, 12, &mq, a, (void **)out, err, errlen);
 }
 
 static int list(const st_cli_ctx_t *ctx) {
@@ -158,13 +164,7 @@ out:
  * whose source is not the default, "k=v,k=v" (from the arena). */
 static int configs(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic, const char **out,
                    char *err, size_t errlen) {
-    char why[512];
     int rc = 1;
-    st_kclient_t kc = {-1, 0};
-    if (st_kclient_open(&kc, ctx->bootstrap, why, sizeof why)) {
-        st_snprintf_marked(err, errlen, "no broker reachable at %s (%s)", ctx->bootstrap, why);
-        goto out;
-    }
     st_describe_configs_req_t q;
     st_schema_defaults(&st_describe_configs_req_schema, &q);
     st_describe_configs_resource_t res;
@@ -176,10 +176,7 @@ static int configs(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic, co
     q.resources.v = &res;
     q.resources.n = 1;
     st_describe_configs_resp_t *r;
-    if (st_kclient_call(&kc, ST_API_DESCRIBE_CONFIGS, 4, &q, a, (void **)&r, why, sizeof why)) {
-        st_snprintf_marked(err, errlen, "the broker at %s: %s", ctx->bootstrap, why);
-        goto out;
-    }
+    if (bootstrap_call(ctx, ST_API_DESCRIBE_CONFIGS, 4, &q, a, (void **)&r, err, errlen)) goto out;
     if (r->results.n != 1) {
         st_snprintf_marked(err, errlen, "the broker at %s answered DescribeConfigs with %d "
                            "results for one resource", ctx->bootstrap, r->results.n);
@@ -211,7 +208,6 @@ static int configs(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic, co
     *out = s;
     rc = 0;
 out:
-    st_kclient_close(&kc);
     return rc;
 }
 
