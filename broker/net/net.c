@@ -112,6 +112,7 @@ struct st_loop {
     int nwait;    /* their number (mem.lock) */
     int mem_kick; /* atomic: memory was released, retry the waiters */
     st_loop_ticker_t *tickers; /* outbound clients and other users (loop thread) */
+    int exited; /* atomic: its thread has run its last job and returned */
 };
 
 /* A request and the frame it was decoded from. */
@@ -291,6 +292,8 @@ void st_loop_post(st_loop_t *loop, st_job_cb fn, void *arg) {
     pthread_mutex_unlock(&loop->mail_lock);
     loop_kick(loop);
 }
+
+int st_loop_exited(st_loop_t *loop) { return __atomic_load_n(&loop->exited, __ATOMIC_ACQUIRE); }
 
 void st_loop_wake(st_loop_t *loop) {
     if (__atomic_exchange_n(&loop->woken, 1, __ATOMIC_ACQ_REL) == 0) loop_kick(loop);
@@ -1053,6 +1056,7 @@ static void *loop_main(void *arg) {
     for (st_loop_ticker_t *t = loop->tickers; t; t = t->next)
         if (t->stop) t->stop(t);
     current_loop = NULL;
+    __atomic_store_n(&loop->exited, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 

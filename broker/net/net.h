@@ -141,6 +141,9 @@ void st_loop_post(st_loop_t *loop, st_job_cb fn, void *arg);
 void st_loop_wake(st_loop_t *loop);
 /* The loop whose thread calls this, or NULL on any other thread. */
 st_loop_t *st_loop_current(void);
+/* 1 once the loop's thread has returned (after st_net_stop): jobs posted
+ * from then on never run; st_net_destroy frees them unrun. */
+int st_loop_exited(st_loop_t *loop);
 
 /* Other users of a loop (the outbound client below): a file descriptor in
  * the loop's epoll, whose cb runs on the loop's thread, and a ticker called

@@ -732,8 +732,11 @@ void st_netclient_destroy(st_netclient_t *c) {
         }
         st_net__wire_fini(&tmp);
     }
-    if (st_loop_current() != c->loop && !refs) {
-        /* the loop is not running (before st_net_start or after st_net_stop) */
+    if (st_loop_current() != c->loop && (!refs || st_loop_exited(c->loop))) {
+        /* The loop is not running (before st_net_start or after
+         * st_net_stop).  A mailbox job posted after the loop's last round
+         * (a send from another thread as it stopped) never runs, so it no
+         * longer holds the client: before, such a client was never freed. */
         st_loop_ticker_del(c->loop, &c->ticker);
         client_free(c);
     }
