@@ -550,8 +550,9 @@ static st_err_t append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
     st_file_t *f = NULL;
     int want_flush = 0;
     int64_t flush_due = -1;
-    st_pstate_t stage; /* what this append's batches do to the producer state */
-    st_log__pstate_init(&stage);
+    /* what this append's batches do to the producer state (the log's
+     * scratch table: no allocation per append) */
+    st_pstate_t *stage = &log->pstage;
     info->duplicate = 0;
     pthread_mutex_lock(&log->lock);
     if (log->offline || log->closed) {
@@ -574,7 +575,7 @@ static st_err_t append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
     /* The producer checks (KIP-98) come before anything changes: a refused
      * or duplicate append neither rolls nor writes. */
     if (!as_follower) {
-        e = st_log__pstate_check(log, records, len, lat, &stage, info);
+        e = st_log__pstate_check(log, records, len, lat, stage, info);
         if (e || info->duplicate) goto out;
     }
     int rolled = needs_roll(log, len, now_ms, count);
@@ -626,7 +627,7 @@ static st_err_t append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
     }
     s->size += (int64_t)len;
     if (as_follower) st_log__pstate_apply(log, records, len);
-    else st_log__pstate_commit(log, &stage);
+    else st_log__pstate_commit(log, stage);
     info->base_offset = log->leo;
     info->last_offset = next - 1;
     info->log_append_time = lat;
@@ -640,9 +641,9 @@ static st_err_t append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
                             log->leo - log->flushed_offset >= log->cfg.flush_messages);
     info->log_start_offset = log->log_start_offset;
 out:
+    if (stage->n) st_log__pstate_clear(stage);
     pthread_mutex_unlock(&log->lock);
     st_file_release(f);
-    st_log__pstate_fini(&stage);
     if (!e && !info->duplicate) {
         if (want_flush) st_logmgr_request_flush(log->mgr, log);
         if (flush_due >= 0) st_log__mgr_flush_due(log->mgr, flush_due);

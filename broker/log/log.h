@@ -203,7 +203,10 @@ st_err_t st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
  * their base offsets and leader epochs, which the log keeps.  The first
  * must start at the leo and each next one right after the previous, with
  * epochs that never go down; otherwise ST_E_INVAL and nothing is written.
- * The epochs enter the leader-epoch cache.  Errors as st_log_append. */
+ * The epochs enter the leader-epoch cache, the producer fields the
+ * producer state, unchecked (Kafka's REPLICATION origin), so a follower
+ * that becomes leader checks sequences as the old leader did.  Errors as
+ * st_log_append. */
 st_err_t st_log_append_as_follower(st_log_t *log, const uint8_t *records, size_t len,
                                    int64_t now_ms, st_append_info_t *info);
 
@@ -211,8 +214,11 @@ st_err_t st_log_append_as_follower(st_log_t *log, const uint8_t *records, size_t
  * everything after it go, also from the leader-epoch cache; the high
  * watermark and the flushed offset come down with the leo.  The cut is
  * synced before it returns, so divergent batches cannot come back after a
- * crash.  Nothing to do at or past the leo; ST_E_OFFSET_OUT_OF_RANGE below
- * the log start offset. */
+ * crash.  The producer state is rebuilt for the new end (Kafka's
+ * truncateAndReload: the newest snapshot at or below it, then the batch
+ * headers after it) and the snapshots above it are deleted.  Nothing to do
+ * at or past the leo; ST_E_OFFSET_OUT_OF_RANGE below the log start
+ * offset. */
 st_err_t st_log_truncate_to(st_log_t *log, int64_t offset);
 
 /* From the leader-epoch cache (Kafka's LeaderEpochFileCache.endOffsetFor):
@@ -304,7 +310,7 @@ void st_log_set_remote_end(st_log_t *log, int64_t remote_end);
 int64_t st_log_bytes_above(st_log_t *log, int64_t offset);
 /* Drop every local segment and start empty at offset (Kafka's
  * truncateFullyAndStartAt): the local copy is behind what the bucket
- * holds. */
+ * holds.  No producer is known after it and every snapshot goes. */
 st_err_t st_log_truncate_fully(st_log_t *log, int64_t offset);
 
 /* ---- producer state (pstate.c) -----------------------------------------

@@ -190,6 +190,7 @@ struct st_log {
      * files in the directory (ascending), the roll snapshot the flusher
      * has yet to sync (-1: none), batches the last reload replayed. */
     st_pstate_t pstate;
+    st_pstate_t pstage; /* an append's staged changes (empty between appends) */
     int64_t *snaps;
     int nsnaps, capsnaps;
     int64_t pstate_snap_unsynced;

@@ -500,18 +500,21 @@ static st_err_t snap_load(st_log_t *log, int64_t offset) {
 
 /* ---- replay ----------------------------------------------------------------- */
 
-/* Batch headers read a window at a time: small batches cost one pread
- * per window, large ones a header each; no record is read. */
+/* Batch headers only, never records: after a small batch the next
+ * headers are read a window at a time (one pread for many batches), after
+ * a large one (where a window would be mostly records) alone. */
 typedef struct hdr_reader {
     int fd;
     uint8_t buf[64 << 10];
     int64_t at;  /* file position of buf[0] */
     size_t have; /* valid bytes in buf */
+    int32_t last_size; /* of the previous batch */
 } hdr_reader_t;
 
 static st_err_t hdr_read(hdr_reader_t *r, int64_t pos, int64_t size, st_batch_info_t *b) {
     if (pos < r->at || pos + ST_BATCH_HEADER_SIZE > r->at + (int64_t)r->have) {
-        size_t want = (size_t)ST_MIN((int64_t)sizeof r->buf, size - pos);
+        int64_t window = r->last_size >= 4096 ? ST_BATCH_HEADER_SIZE : (int64_t)sizeof r->buf;
+        size_t want = (size_t)ST_MIN(window, size - pos);
         r->at = pos;
         r->have = 0;
         st_err_t e = st_pread_all(r->fd, r->buf, want, pos, &r->have);
@@ -519,7 +522,9 @@ static st_err_t hdr_read(hdr_reader_t *r, int64_t pos, int64_t size, st_batch_in
     }
     size_t off = (size_t)(pos - r->at);
     if (r->have - off < ST_BATCH_HEADER_SIZE) return ST_CORRUPT_BKPT;
-    return st_batch_header(r->buf + off, r->have - off, b) ? ST_CORRUPT_BKPT : ST_OK;
+    if (st_batch_header(r->buf + off, r->have - off, b)) return ST_CORRUPT_BKPT;
+    r->last_size = b->size;
+    return ST_OK;
 }
 
 /* Apply the batches of [from, leo) to the state, from their headers. */
@@ -543,6 +548,7 @@ static st_err_t replay(st_log_t *log, int64_t from) {
         r->fd = f->fd;
         r->at = 0;
         r->have = 0;
+        r->last_size = 0;
         while (pos < s->size && !(e = hdr_read(r, pos, s->size, &b))) {
             if (st_batch_last_offset(&b) >= from) {
                 apply_replicated(&log->pstate, &b);
@@ -625,6 +631,7 @@ void st_log__pstate_synced(st_log_t *log, int64_t offset) {
 
 void st_log__pstate_free(st_log_t *log) {
     st_log__pstate_fini(&log->pstate);
+    st_log__pstate_fini(&log->pstage);
     free(log->snaps);
     log->snaps = NULL;
     log->nsnaps = log->capsnaps = 0;

@@ -89,15 +89,21 @@ static void env_fini(env_t *e) {
 
 /* ---- batches ------------------------------------------------------------- */
 
+/* Bytes of each record's value when not 0 (large batches). */
+static int pbatch_value_bytes;
+
 /* One batch of n records from producer pid, epoch, first sequence seq,
  * every record stamped ts (CreateTime). */
 static void pbatch(st_buf_t *out, int64_t pid, int16_t epoch, int32_t seq, int n, int64_t ts) {
     st_batch_record_t recs[64];
     char vals[64][16];
-    assert_true(n > 0 && n <= 64);
+    static char big[64 << 10];
+    assert_true(n > 0 && n <= 64 && pbatch_value_bytes <= (int)sizeof big);
+    memset(big, 'b', sizeof big);
     for (int i = 0; i < n; i++) {
         int vl = snprintf(vals[i], sizeof vals[i], "v%d", i);
         recs[i] = (st_batch_record_t){NULL, -1, vals[i], vl};
+        if (pbatch_value_bytes) recs[i] = (st_batch_record_t){NULL, -1, big, pbatch_value_bytes};
     }
     size_t start = out->len;
     st_batch_build(out, recs, n, ts);
@@ -811,6 +817,43 @@ static void test_pstate_unclean_reopen(void **state) {
     env_fini(&e);
 }
 
+/* The replay reads headers a window at a time after small batches and
+ * alone after large ones: a log mixing both is replayed whole. */
+static void test_pstate_replay_mixed_sizes(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e, 64 << 20); /* one segment: no snapshot, all replayed */
+    int32_t seq[3] = {0, 0, 0};
+    for (int i = 0; i < 150; i++) {
+        int p = i % 3;
+        pbatch_value_bytes = i % 7 == 0 ? 20000 : (i % 5 == 0 ? 5000 : 0);
+        produce_ok(&e, 40 + p, 0, seq[p], 1 + i % 4, leo(e.log));
+        seq[p] += 1 + i % 4;
+    }
+    pbatch_value_bytes = 0;
+    st_log_t *keep = st_log_keep(e.log);
+    env_t c;
+    memset(&c, 0, sizeof c);
+    c.root = unit_tmpdir();
+    snprintf(c.dir, sizeof c.dir, "%s/data", c.root);
+    copy_tree(e.dir, c.dir);
+    c.cfg = e.cfg;
+    env_open(&c);
+    int64_t snaps[64];
+    int ns = list_snapshots(c.pdir, snaps, 64);
+    int64_t from = ns ? snaps[ns - 1] : 0;
+    int64_t want = 0;
+    for (int i = 0, off = 0; i < 150; off += 1 + i % 4, i++)
+        if (off >= from) want++;
+    assert_int_equal(ns, 0);
+    assert_int_equal(replayed(c.log), want);
+    assert_int_equal(want, 150);
+    expect_same_state(keep, c.log);
+    st_log_release(keep);
+    env_fini(&c);
+    env_fini(&e);
+}
+
 /* ======================================================================
  * Truncation, retention, expiry
  * ==================================================================== */
@@ -972,6 +1015,7 @@ int main(void) {
         cmocka_unit_test(test_pstate_snapshot_format),
         cmocka_unit_test(test_pstate_snapshots_at_roll_and_close),
         cmocka_unit_test(test_pstate_unclean_reopen),
+        cmocka_unit_test(test_pstate_replay_mixed_sizes),
         cmocka_unit_test(test_pstate_truncation_rebuilds),
         cmocka_unit_test(test_pstate_retention_keeps_state),
         cmocka_unit_test(test_pstate_expiry),
