@@ -791,3 +791,38 @@ void st_controller_alter_partition(st_controller_t *c, int version,
     free(change_of);
     changes_fini(&ch);
 }
+
+/* ---- AllocateProducerIds: a block of producer ids for a broker (KIP-730) ----------------- */
+
+void st_controller_allocate_producer_ids(st_controller_t *c,
+                                         const st_allocate_producer_ids_req_t *q,
+                                         st_allocate_producer_ids_resp_t *r) {
+    st_schema_defaults(&st_allocate_producer_ids_resp_schema, r);
+    st_err_t e = ST_OK;
+    const st_meta_broker_t *b = NULL;
+    if (!leads(c)) {
+        e = ST_E_NOT_CONTROLLER;
+    } else if (!(b = image_broker(c->image, q->broker_id)) || q->broker_epoch != b->epoch) {
+        /* Kafka's check: only a registered broker at its current epoch gets
+         * ids, so a zombie incarnation cannot take a block */
+        e = ST_E_STALE_BROKER_EPOCH;
+    } else {
+        int64_t start = c->image->next_producer_id;
+        if (start > INT64_MAX - ST_PRODUCER_ID_BLOCK) {
+            ST_ERROR("controller", "producer ids exhausted at %lld", (long long)start);
+            e = ST_E_UNKNOWN_SERVER_ERROR;
+        } else {
+            st_mrec_producer_ids_t rec = {q->broker_id, q->broker_epoch,
+                                          start + ST_PRODUCER_ID_BLOCK};
+            st_ctl_rec_t cr = {ST_MREC_PRODUCER_IDS, &rec};
+            e = st_ctl__commit_records(c, &cr, 1);
+            if (!e) {
+                r->producer_id_start = start;
+                r->producer_id_len = ST_PRODUCER_ID_BLOCK;
+                ST_INFO("controller", "producer ids %lld-%lld to broker %d", (long long)start,
+                        (long long)(start + ST_PRODUCER_ID_BLOCK - 1), (int)q->broker_id);
+            }
+        }
+    }
+    r->error_code = st_err_wire(e);
+}

@@ -60,6 +60,9 @@ typedef struct st_meta_image {
     int ntopics;
     st_meta_broker_t *brokers;
     int nbrokers;
+    /* the first producer id no broker has been given yet (ProducerIds
+     * records); 0 before the first block */
+    int64_t next_producer_id;
 } st_meta_image_t;
 
 st_meta_image_t *st_image_keep(st_meta_image_t *img);
@@ -186,6 +189,22 @@ void st_controller_alter_partition(st_controller_t *c, int version,
 typedef void (*st_alter_done_cb)(void *arg, st_err_t e, const st_alter_partition_resp_t *r);
 void st_controller_send_alter_partition(st_controller_t *c, const st_alter_partition_req_t *q,
                                         st_alter_done_cb done, void *arg);
+
+/* AllocateProducerIds (controller thread; brokers.c): the active
+ * controller gives the broker the next ST_PRODUCER_ID_BLOCK ids, committed
+ * as a ProducerIds record so no id is given twice across brokers,
+ * elections and restarts. */
+#define ST_PRODUCER_ID_BLOCK 1000 /* Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE */
+void st_controller_allocate_producer_ids(st_controller_t *c,
+                                         const st_allocate_producer_ids_req_t *q,
+                                         st_allocate_producer_ids_resp_t *r);
+
+/* This broker's own request for a block, carried out by the active
+ * controller as st_controller_send_alter_partition's.  done runs once, on
+ * the controller thread or a loop: ST_OK with the block, or an error. */
+typedef void (*st_pid_block_cb)(void *arg, st_err_t e, int64_t start, int32_t len);
+void st_controller_send_allocate_producer_ids(st_controller_t *c, st_pid_block_cb done,
+                                              void *arg);
 
 /* Run fn(c, arg) on the controller thread. */
 typedef void (*st_controller_job_cb)(st_controller_t *c, void *arg);

@@ -379,6 +379,7 @@ st_meta_image_t *st_image_apply(const st_meta_image_t *img, const st_mrec_t *rec
             out->brokers[i].host = st_strdup(img->brokers[i].host);
             out->brokers[i].rack = img->brokers[i].rack ? st_strdup(img->brokers[i].rack) : NULL;
         }
+        out->next_producer_id = img->next_producer_id;
     }
     apply_ctx_t a = {out, NULL, NULL, 0, 0, 0};
     int indexed = 0;
@@ -398,6 +399,12 @@ st_meta_image_t *st_image_apply(const st_meta_image_t *img, const st_mrec_t *rec
         case ST_MREC_PARTITION_CHANGE: apply_partition_change(&a, &recs[i].u.partition_change); break;
         case ST_MREC_FENCE_BROKER: apply_fence(out, &recs[i].u.fence, 1); break;
         case ST_MREC_UNFENCE_BROKER: apply_fence(out, &recs[i].u.fence, 0); break;
+        case ST_MREC_PRODUCER_IDS:
+            /* blocks only ever move forward (Kafka's ProducerIdControlManager
+             * refuses a record that would go back) */
+            if (recs[i].u.producer_ids.next_producer_id > out->next_producer_id)
+                out->next_producer_id = recs[i].u.producer_ids.next_producer_id;
+            break;
         default: break;
         }
     }

@@ -901,63 +901,130 @@ int st_controller_forward(st_controller_t *c, st_request_t *req) {
     return 1;
 }
 
-/* ---- this broker's AlterPartition ----------------------------------------------------- */
+/* ---- this broker's own calls on the active controller ------------------------------------ */
 
-typedef struct alter_send {
-    const st_alter_partition_req_t *q;
-    st_alter_done_cb done;
+/* A request of this node's (AlterPartition, AllocateProducerIds) for the
+ * active controller: carried out here on the controller thread when this
+ * node is it, else sent on the leader's admin client; answer() gets the
+ * decoded body, or an error and NULL, once. */
+typedef struct active_call active_call_t;
+struct active_call {
+    int16_t api, version;
+    const void *q;
+    /* the active controller's handling, for when it is this node; the
+     * answer lives in a */
+    void (*local)(st_controller_t *c, active_call_t *call, st_arena_t *a, void **resp);
+    void (*answer)(active_call_t *call, st_err_t e, const void *resp);
     void *arg;
-} alter_send_t;
+    union { /* the caller's callback, called by answer */
+        st_alter_done_cb alter;
+        st_pid_block_cb pids;
+    } done;
+    st_allocate_producer_ids_req_t pid_q;
+};
 
-static void on_alter_answer(st_netclient_t *nc, const st_netclient_resp_t *resp, void *arg) {
+static void active_call_end(active_call_t *call, st_err_t e, const void *resp) {
+    call->answer(call, e, resp);
+    free(call);
+}
+
+static void on_active_answer(st_netclient_t *nc, const st_netclient_resp_t *resp, void *arg) {
     (void)nc;
-    alter_send_t *s = arg;
+    active_call_t *call = arg;
     st_arena_t a;
     st_arena_init(&a, 1024);
     void *body = NULL;
     st_err_t e = resp->err ? resp->err : st_netclient_decode(resp, &a, &body);
-    s->done(s->arg, e, e ? NULL : body);
+    active_call_end(call, e, e ? NULL : body);
     st_arena_fini(&a);
-    free(s);
 }
 
-static void alter_job(st_controller_t *c, void *arg) {
-    alter_send_t *s = arg;
+static void active_call_job(st_controller_t *c, void *arg) {
+    active_call_t *call = arg;
     if (c->quiesced) {
         /* stopping: the loops may be gone, so nothing more is sent */
-        s->done(s->arg, ST_E_NOT_CONTROLLER, NULL);
-        free(s);
+        active_call_end(call, ST_E_NOT_CONTROLLER, NULL);
         return;
     }
     if (c->raft && st_raft_role(c->raft) == ST_RAFT_LEADER) {
         st_arena_t a;
         st_arena_init(&a, 1024);
-        st_alter_partition_resp_t r;
-        st_controller_alter_partition(c, ST_ALTER_PARTITION_VERSION, s->q, &r, &a);
-        s->done(s->arg, ST_OK, &r);
+        void *resp = NULL;
+        call->local(c, call, &a, &resp);
+        active_call_end(call, ST_OK, resp);
         st_arena_fini(&a);
-        free(s);
         return;
     }
     int32_t leader = c->raft ? st_raft_leader_id(c->raft) : -1;
     peer_t *p = NULL;
     for (int i = 0; i < c->npeers && !p; i++)
         if (c->peers[i].id == leader) p = &c->peers[i];
-    st_err_t e = p && p->nc_admin ? st_netclient_send(p->nc_admin, ST_API_ALTER_PARTITION,
-                                                      ST_ALTER_PARTITION_VERSION, s->q, 0,
-                                                      on_alter_answer, s)
+    st_err_t e = p && p->nc_admin ? st_netclient_send(p->nc_admin, call->api, call->version,
+                                                      call->q, 0, on_active_answer, call)
                                   : ST_E_NOT_CONTROLLER;
-    if (e) {
-        s->done(s->arg, e, NULL);
-        free(s);
-    }
+    if (e) active_call_end(call, e, NULL);
+}
+
+static void alter_local(st_controller_t *c, active_call_t *call, st_arena_t *a, void **resp) {
+    st_alter_partition_resp_t *r = st_arena_alloc(a, sizeof *r);
+    st_controller_alter_partition(c, call->version, call->q, r, a);
+    *resp = r;
+}
+
+static void alter_answer(active_call_t *call, st_err_t e, const void *resp) {
+    call->done.alter(call->arg, e, resp);
 }
 
 void st_controller_send_alter_partition(st_controller_t *c, const st_alter_partition_req_t *q,
                                         st_alter_done_cb done, void *arg) {
-    alter_send_t *s = st_malloc(sizeof *s);
-    *s = (alter_send_t){q, done, arg};
-    st_controller_submit(c, alter_job, s);
+    active_call_t *call = st_calloc(1, sizeof *call);
+    call->api = ST_API_ALTER_PARTITION;
+    call->version = ST_ALTER_PARTITION_VERSION;
+    call->q = q;
+    call->local = alter_local;
+    call->answer = alter_answer;
+    call->done.alter = done;
+    call->arg = arg;
+    st_controller_submit(c, active_call_job, call);
+}
+
+static void pids_local(st_controller_t *c, active_call_t *call, st_arena_t *a, void **resp) {
+    st_allocate_producer_ids_resp_t *r = st_arena_alloc(a, sizeof *r);
+    st_controller_allocate_producer_ids(c, call->q, r);
+    *resp = r;
+}
+
+static void pids_answer(active_call_t *call, st_err_t e, const void *resp) {
+    const st_allocate_producer_ids_resp_t *r = resp;
+    if (!e && r->error_code) e = st_err_from_wire(r->error_code);
+    if (!e && r->producer_id_len <= 0) e = ST_E_UNKNOWN_SERVER_ERROR;
+    call->done.pids(call->arg, e, e ? -1 : r->producer_id_start,
+                                  e ? 0 : r->producer_id_len);
+}
+
+static void pids_job(st_controller_t *c, void *arg) {
+    active_call_t *call = arg;
+    /* the broker epoch is the controller thread's: read it here */
+    call->pid_q.broker_id = c->cfg.broker->node_id;
+    call->pid_q.broker_epoch = c->broker_epoch;
+    if (c->broker_epoch < 0) {
+        active_call_end(call, ST_E_COORDINATOR_NOT_AVAILABLE, NULL);
+        return;
+    }
+    active_call_job(c, call);
+}
+
+void st_controller_send_allocate_producer_ids(st_controller_t *c, st_pid_block_cb done,
+                                              void *arg) {
+    active_call_t *call = st_calloc(1, sizeof *call);
+    call->api = ST_API_ALLOCATE_PRODUCER_IDS;
+    call->version = 0;
+    call->q = &call->pid_q;
+    call->local = pids_local;
+    call->answer = pids_answer;
+    call->done.pids = done;
+    call->arg = arg;
+    st_controller_submit(c, pids_job, call);
 }
 
 /* ---- stopping ------------------------------------------------------------------------- */

@@ -11,6 +11,7 @@ ST_SCHEMA_DEFINE(st_mrec_feature, ST_MREC_FEATURE_FIELDS)
 ST_SCHEMA_DEFINE(st_mrec_register_broker, ST_MREC_REGISTER_BROKER_FIELDS)
 ST_SCHEMA_DEFINE(st_mrec_partition_change, ST_MREC_PARTITION_CHANGE_FIELDS)
 ST_SCHEMA_DEFINE(st_mrec_fence, ST_MREC_FENCE_FIELDS)
+ST_SCHEMA_DEFINE(st_mrec_producer_ids, ST_MREC_PRODUCER_IDS_FIELDS)
 
 #define FRAME_VERSION 1
 
@@ -24,6 +25,7 @@ static const st_schema_t *schema_of(int type) {
     case ST_MREC_PARTITION_CHANGE: return &st_mrec_partition_change_schema;
     case ST_MREC_FENCE_BROKER:
     case ST_MREC_UNFENCE_BROKER: return &st_mrec_fence_schema;
+    case ST_MREC_PRODUCER_IDS: return &st_mrec_producer_ids_schema;
     default: return NULL;
     }
 }

@@ -22,7 +22,8 @@ enum st_meta_record_type {
     ST_MREC_PARTITION_CHANGE = 5,
     ST_MREC_FENCE_BROKER = 7,
     ST_MREC_UNFENCE_BROKER = 8,
-    ST_MREC_REMOVE_TOPIC = 9
+    ST_MREC_REMOVE_TOPIC = 9,
+    ST_MREC_PRODUCER_IDS = 15
 };
 
 /* ConfigRecord resource types (Kafka's ConfigResource.Type) */
@@ -98,6 +99,14 @@ ST_SCHEMA_DECLARE(st_mrec_feature, ST_MREC_FEATURE_FIELDS)
     X(S, BOOL, in_controlled_shutdown, V(1), NN, NT, 0, _)
 ST_SCHEMA_DECLARE(st_mrec_register_broker, ST_MREC_REGISTER_BROKER_FIELDS)
 
+/* ProducerIdsRecord: a block of producer ids went to a broker; the next
+ * block starts at next_producer_id (KIP-730). */
+#define ST_MREC_PRODUCER_IDS_FIELDS(X, S)                                               \
+    X(S, INT32, broker_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT64, broker_epoch, V(0), NN, NT, 0, _)                                      \
+    X(S, INT64, next_producer_id, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_mrec_producer_ids, ST_MREC_PRODUCER_IDS_FIELDS)
+
 #include "msg_dsl_end.h"
 
 /* A decoded record: type, version and the struct for that type. */
@@ -112,6 +121,7 @@ typedef struct st_mrec {
         st_mrec_register_broker_t register_broker;
         st_mrec_partition_change_t partition_change;
         st_mrec_fence_t fence; /* FenceBroker and UnfenceBroker */
+        st_mrec_producer_ids_t producer_ids;
     } u;
 } st_mrec_t;
 

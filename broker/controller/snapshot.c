@@ -19,7 +19,8 @@
  *   the records from 0, partitionLeaderEpoch = epoch; the records are
  *   RegisterBrokerRecord for each broker (image order), then for each
  *   topic (name order) its TopicRecord, a PartitionRecord per partition
- *   and a ConfigRecord per override (image order)
+ *   and a ConfigRecord per override (image order), then one
+ *   ProducerIdsRecord with the next producer id once any block was given
  *   footer, 28 bytes
  *       0     4  magic        "STSF"
  *       4     4  batches
@@ -158,6 +159,12 @@ static void w_image(snapw_t *w, const st_meta_image_t *img) {
                                    st_str(tp->configs[c].name), st_str(tp->configs[c].value)};
             w_record(w, ST_MREC_CONFIG, &cr);
         }
+    }
+    if (img->next_producer_id > 0) {
+        /* the blocks given out so far, as one record: no id is given twice
+         * after a restart from this snapshot */
+        st_mrec_producer_ids_t pr = {-1, -1, img->next_producer_id};
+        w_record(w, ST_MREC_PRODUCER_IDS, &pr);
     }
     w_batch(w);
 }

@@ -189,6 +189,16 @@ ST_SCHEMA_DEFINE(st_broker_registration_req, ST_BROKER_REGISTRATION_REQ)
 ST_SCHEMA_DEFINE(st_broker_registration_resp, ST_BROKER_REGISTRATION_RESP)
 ST_SCHEMA_DEFINE(st_broker_heartbeat_req, ST_BROKER_HEARTBEAT_REQ)
 ST_SCHEMA_DEFINE(st_broker_heartbeat_resp, ST_BROKER_HEARTBEAT_RESP)
+ST_SCHEMA_DEFINE(st_init_producer_id_req, ST_INIT_PRODUCER_ID_REQ)
+ST_SCHEMA_DEFINE(st_init_producer_id_resp, ST_INIT_PRODUCER_ID_RESP)
+ST_SCHEMA_DEFINE(st_allocate_producer_ids_req, ST_ALLOCATE_PRODUCER_IDS_REQ)
+ST_SCHEMA_DEFINE(st_allocate_producer_ids_resp, ST_ALLOCATE_PRODUCER_IDS_RESP)
+ST_SCHEMA_DEFINE(st_describe_producers_req_topic, ST_DESCRIBE_PRODUCERS_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_describe_producers_req, ST_DESCRIBE_PRODUCERS_REQ)
+ST_SCHEMA_DEFINE(st_producer_state, ST_PRODUCER_STATE)
+ST_SCHEMA_DEFINE(st_describe_producers_resp_part, ST_DESCRIBE_PRODUCERS_RESP_PART)
+ST_SCHEMA_DEFINE(st_describe_producers_resp_topic, ST_DESCRIBE_PRODUCERS_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_describe_producers_resp, ST_DESCRIBE_PRODUCERS_RESP)
 
 
 /* key, name, advertised min, min, max, first flexible, request, response.
@@ -221,6 +231,11 @@ static const st_api_t api_table[] = {
      &st_delete_topics_resp_schema, 0, 6},
     {ST_API_DELETE_RECORDS, "DeleteRecords", 0, 0, 2, 2, &st_delete_records_req_schema,
      &st_delete_records_resp_schema, 0, 2},
+    /* Idempotent producers (KIP-98, KIP-360). */
+    {ST_API_INIT_PRODUCER_ID, "InitProducerId", 0, 0, 5, 2, &st_init_producer_id_req_schema,
+     &st_init_producer_id_resp_schema, 0, 5},
+    {ST_API_DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0, 0, 0,
+     &st_describe_producers_req_schema, &st_describe_producers_resp_schema, 0, 0},
     {ST_API_DESCRIBE_CONFIGS, "DescribeConfigs", 0, 0, 4, 4, &st_describe_configs_req_schema,
      &st_describe_configs_resp_schema, 0, 4},
     {ST_API_ALTER_CONFIGS, "AlterConfigs", 0, 0, 2, 2, &st_alter_configs_req_schema,
@@ -285,6 +300,8 @@ static const st_api_t api_table[] = {
      &st_broker_registration_req_schema, &st_broker_registration_resp_schema, 0, 4},
     {ST_API_BROKER_HEARTBEAT, "BrokerHeartbeat", 0, 0, 1, 0, &st_broker_heartbeat_req_schema,
      &st_broker_heartbeat_resp_schema, 0, 1},
+    {ST_API_ALLOCATE_PRODUCER_IDS, "AllocateProducerIds", 0, 0, 0, 0,
+     &st_allocate_producer_ids_req_schema, &st_allocate_producer_ids_resp_schema, 0, 0},
 };
 
 const st_api_t *st_api_lookup(int16_t key) {

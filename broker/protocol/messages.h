@@ -27,6 +27,7 @@ enum st_api_key {
     ST_API_CREATE_TOPICS = 19,
     ST_API_DELETE_TOPICS = 20,
     ST_API_DELETE_RECORDS = 21,
+    ST_API_INIT_PRODUCER_ID = 22,
     ST_API_OFFSET_FOR_LEADER_EPOCH = 23,
     ST_API_DESCRIBE_CONFIGS = 32,
     ST_API_ALTER_CONFIGS = 33,
@@ -44,7 +45,9 @@ enum st_api_key {
     ST_API_FETCH_SNAPSHOT = 59,
     ST_API_DESCRIBE_CLUSTER = 60,
     ST_API_BROKER_REGISTRATION = 62,
-    ST_API_BROKER_HEARTBEAT = 63
+    ST_API_DESCRIBE_PRODUCERS = 61,
+    ST_API_BROKER_HEARTBEAT = 63,
+    ST_API_ALLOCATE_PRODUCER_IDS = 67
 };
 
 /* ---- ApiVersions (18) ------------------------------------------------- */
@@ -1295,6 +1298,74 @@ ST_SCHEMA_DECLARE(st_broker_heartbeat_req, ST_BROKER_HEARTBEAT_REQ)
     X(S, BOOL, should_shut_down, V(0), NN, NT, 0, _)
 ST_SCHEMA_DECLARE(st_broker_heartbeat_resp, ST_BROKER_HEARTBEAT_RESP)
 
+/* ---- InitProducerId (22): v1 is v0 (throttle on quota), v2 flexible, v3
+ * the producer's current id and epoch so it can bump its epoch (KIP-360),
+ * v4 PRODUCER_FENCED for a fenced epoch (KIP-588), v5 KIP-890's. ------- */
+#define ST_INIT_PRODUCER_ID_REQ(X, S)                                                   \
+    X(S, STRING, transactional_id, V(0), NUL(0), NT, ST_DEF_NULL, _)                   \
+    X(S, INT32, transaction_timeout_ms, V(0), NN, NT, 0, _)                            \
+    X(S, INT64, producer_id, V(3), NN, NT, -1, _)                                      \
+    X(S, INT16, producer_epoch, V(3), NN, NT, -1, _)
+ST_SCHEMA_DECLARE(st_init_producer_id_req, ST_INIT_PRODUCER_ID_REQ)
+
+#define ST_INIT_PRODUCER_ID_RESP(X, S)                                                  \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, INT64, producer_id, V(0), NN, NT, -1, _)                                      \
+    X(S, INT16, producer_epoch, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_init_producer_id_resp, ST_INIT_PRODUCER_ID_RESP)
+
+/* ---- AllocateProducerIds (67, KIP-730): a broker asks the active
+ * controller for a block of producer ids; flexible from v0. ------------ */
+#define ST_ALLOCATE_PRODUCER_IDS_REQ(X, S)                                              \
+    X(S, INT32, broker_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT64, broker_epoch, V(0), NN, NT, -1, _)
+ST_SCHEMA_DECLARE(st_allocate_producer_ids_req, ST_ALLOCATE_PRODUCER_IDS_REQ)
+
+#define ST_ALLOCATE_PRODUCER_IDS_RESP(X, S)                                             \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, INT64, producer_id_start, V(0), NN, NT, 0, _)                                 \
+    X(S, INT32, producer_id_len, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_allocate_producer_ids_resp, ST_ALLOCATE_PRODUCER_IDS_RESP)
+
+/* ---- DescribeProducers (61, KIP-664): the producer state a partition's
+ * leader holds; flexible from v0. --------------------------------------- */
+#define ST_DESCRIBE_PRODUCERS_REQ_TOPIC(X, S)                                           \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY_INT32, partition_indexes, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_describe_producers_req_topic, ST_DESCRIBE_PRODUCERS_REQ_TOPIC)
+
+#define ST_DESCRIBE_PRODUCERS_REQ(X, S)                                                 \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_describe_producers_req_topic)
+ST_SCHEMA_DECLARE(st_describe_producers_req, ST_DESCRIBE_PRODUCERS_REQ)
+
+#define ST_PRODUCER_STATE(X, S)                                                         \
+    X(S, INT64, producer_id, V(0), NN, NT, 0, _)                                       \
+    X(S, INT32, producer_epoch, V(0), NN, NT, 0, _)                                    \
+    X(S, INT32, last_sequence, V(0), NN, NT, -1, _)                                    \
+    X(S, INT64, last_timestamp, V(0), NN, NT, -1, _)                                   \
+    X(S, INT32, coordinator_epoch, V(0), NN, NT, 0, _)                                 \
+    X(S, INT64, current_txn_start_offset, V(0), NN, NT, -1, _)
+ST_SCHEMA_DECLARE(st_producer_state, ST_PRODUCER_STATE)
+
+#define ST_DESCRIBE_PRODUCERS_RESP_PART(X, S)                                           \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, ST_DEF_NULL, _)                      \
+    X(S, ARRAY, active_producers, V(0), NN, NT, 0, st_producer_state)
+ST_SCHEMA_DECLARE(st_describe_producers_resp_part, ST_DESCRIBE_PRODUCERS_RESP_PART)
+
+#define ST_DESCRIBE_PRODUCERS_RESP_TOPIC(X, S)                                          \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_describe_producers_resp_part)
+ST_SCHEMA_DECLARE(st_describe_producers_resp_topic, ST_DESCRIBE_PRODUCERS_RESP_TOPIC)
+
+#define ST_DESCRIBE_PRODUCERS_RESP(X, S)                                                \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_describe_producers_resp_topic)
+ST_SCHEMA_DECLARE(st_describe_producers_resp, ST_DESCRIBE_PRODUCERS_RESP)
+
 /* Every schema above, for tests that walk them all: X(schema). */
 #define ST_ALL_SCHEMAS(X)                                                               \
     X(st_api_versions_req) X(st_api_versions_key) X(st_api_versions_feature)           \
@@ -1373,7 +1444,11 @@ ST_SCHEMA_DECLARE(st_broker_heartbeat_resp, ST_BROKER_HEARTBEAT_RESP)
     X(st_alter_partition_resp_topic) X(st_alter_partition_resp)                        \
     X(st_broker_reg_listener) X(st_broker_reg_feature) X(st_broker_registration_req)   \
     X(st_broker_registration_resp) X(st_broker_heartbeat_req)                          \
-    X(st_broker_heartbeat_resp)
+    X(st_broker_heartbeat_resp) X(st_init_producer_id_req) X(st_init_producer_id_resp)    \
+    X(st_allocate_producer_ids_req) X(st_allocate_producer_ids_resp)                   \
+    X(st_describe_producers_req_topic) X(st_describe_producers_req) X(st_producer_state) \
+    X(st_describe_producers_resp_part) X(st_describe_producers_resp_topic)             \
+    X(st_describe_producers_resp)
 
 #include "msg_dsl_end.h"
 

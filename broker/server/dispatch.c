@@ -45,6 +45,8 @@ static const struct {
     {ST_API_BROKER_HEARTBEAT, st_handle_broker_heartbeat},
     {ST_API_ELECT_LEADERS, st_handle_elect_leaders},
     {ST_API_ALTER_PARTITION, st_handle_alter_partition},
+    {ST_API_INIT_PRODUCER_ID, st_handle_init_producer_id},
+    {ST_API_ALLOCATE_PRODUCER_IDS, st_handle_allocate_producer_ids},
 };
 
 st_handler_fn st_handler_for(int16_t key) {

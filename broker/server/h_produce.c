@@ -180,6 +180,18 @@ static int first_batch_transactional(const st_records_t *r) {
            (st_be16_get(r->p + ST_BATCH_ATTR_OFFSET) & ST_ATTR_TRANSACTIONAL);
 }
 
+/* The first producer id among the records' batches that no InitProducerId
+ * can have answered, or -1 (batches cut short are left to the scan). */
+static int64_t unissued_producer_id(st_server_t *srv, const st_records_t *r) {
+    for (int64_t pos = 0; pos + ST_BATCH_HEADER_SIZE <= r->len;) {
+        const uint8_t *b = (const uint8_t *)r->p + pos;
+        int64_t pid = (int64_t)st_be64_get(b + ST_BATCH_PRODUCER_ID_OFFSET);
+        if (st_pid_never_issued(srv, pid)) return pid;
+        pos += (int64_t)st_be32_get(b + ST_BATCH_LENGTH_OFFSET) + ST_BATCH_LOG_OVERHEAD;
+    }
+    return -1;
+}
+
 /* ---- per-connection order ------------------------------------------------------ */
 
 typedef struct held {
@@ -444,6 +456,13 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
                          "transactional id %.*s has no producer id: this broker has no "
                          "transaction coordinator",
                          (int)ST_MIN(q->transactional_id.len, 100), q->transactional_id.p);
+            } else {
+                int64_t pid = unissued_producer_id(srv, &qp->records);
+                if (pid >= 0) {
+                    e = ST_E_UNKNOWN_PRODUCER_ID;
+                    snprintf(why, sizeof why, "producer id %lld was never issued by "
+                             "InitProducerId", (long long)pid);
+                }
             }
             if (!e) {
                 pp->lim = (st_batch_limits_t){

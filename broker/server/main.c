@@ -357,6 +357,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     srv.groups = st_server_groups_new(&srv);
     st_log_cleaner_t *cleaner = st_server_cleaner_new(&srv);
     srv.workers = st_pool_new(srv.cfg.num_io_threads, "io-worker");
+    srv.pids = st_pid_pool_new(srv.ctl);
     st_logmgr_start(srv.logs);
     if (tier) st_tier_start(tier);
     st_controller_start(srv.ctl);
@@ -398,6 +399,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
         st_purgatory_fini(&loop_states[i].purgatory); /* no notifier left (logs, tiering) */
     }
     st_net_destroy(srv.net);
+    st_pid_pool_free(srv.pids); /* after the controller thread and the loops */
     free(loop_states);
     st_logmgr_close(srv.logs);
     st_free_strv(dirs, ndirs);

@@ -34,6 +34,7 @@ typedef struct st_server {
     /* num.io.threads request workers: produce validation of compressed
      * batches and recompression (h_produce.c), never on an I/O thread */
     st_pool_t *workers;
+    struct st_pid_pool *pids; /* h_producer.c: this broker's block of producer ids */
 } st_server_t;
 
 typedef struct st_loop_state {
@@ -127,6 +128,18 @@ void st_handle_fetch_snapshot(st_server_t *srv, st_request_t *req);
 void st_handle_describe_quorum(st_server_t *srv, st_request_t *req);
 void st_handle_offset_for_leader_epoch(st_server_t *srv, st_request_t *req);
 void st_handle_alter_partition(st_server_t *srv, st_request_t *req);
+void st_handle_init_producer_id(st_server_t *srv, st_request_t *req);
+void st_handle_allocate_producer_ids(st_server_t *srv, st_request_t *req);
+
+/* Producer ids (h_producer.c). */
+typedef struct st_pid_pool st_pid_pool_t;
+st_pid_pool_t *st_pid_pool_new(st_controller_t *ctl);
+void st_pid_pool_free(st_pid_pool_t *p);
+/* Blocks past the last one this broker's metadata knows of that an id may
+ * be from before the broker takes it as never issued. */
+#define ST_PID_ISSUED_SLACK 16
+/* 1 when no InitProducerId can have answered pid (UNKNOWN_PRODUCER_ID). */
+int st_pid_never_issued(st_server_t *srv, int64_t pid);
 void st_handle_elect_leaders(st_server_t *srv, st_request_t *req);
 void st_handle_broker_registration(st_server_t *srv, st_request_t *req);
 void st_handle_broker_heartbeat(st_server_t *srv, st_request_t *req);

@@ -727,6 +727,7 @@ static void expect_same_image(const st_meta_image_t *a, const st_meta_image_t *b
         assert_true(x->epoch == y->epoch);
         assert_int_equal(x->fenced, y->fenced);
     }
+    assert_true(a->next_producer_id == b->next_producer_id);
 }
 
 /* A metadata history as the controller writes it: brokers registering
@@ -804,6 +805,11 @@ static void history(ents_t *es, int32_t epoch, int rounds) {
         st_mrec_remove_topic_t rm = {ids[0]};
         st_mrec_encode(ST_MREC_REMOVE_TOPIC, 0, &rm, &v);
         ends[n++] = v.len;
+        /* a block of producer ids; every third round one that would go
+         * back, which the image ignores */
+        st_mrec_producer_ids_t pi = {r % 5, es->end, (int64_t)(r % 3 == 2 ? r - 1 : r + 1) * 1000};
+        st_mrec_encode(ST_MREC_PRODUCER_IDS, 0, &pi, &v);
+        ends[n++] = v.len;
         data_entry(es, epoch, &v, ends, n);
         st_buf_fini(&v);
     }
@@ -832,6 +838,7 @@ static void test_metalog_snapshot_equals_replay(void **state) {
     st_metalog_flush(nd.ml);
     st_raft_snapshot_id_t s1 = snapshot_here(&nd, &es);
     assert_true(nd.img->ntopics > 100 && nd.img->nbrokers == 5);
+    assert_true(nd.img->next_producer_id == 29000); /* round 28 of the first history: the highest block */
     st_raft_snapshot_id_t got;
     assert_int_equal(st_metalog_snapshot_latest(nd.ml, &got), 1);
     assert_true(got.end_offset == s1.end_offset && got.epoch == 2);
