@@ -14,7 +14,11 @@ Modes (set_mode):
   reset      every connection is closed, new ones are closed at once;
   delay      a slow link: every chunk either side sends is held delay_ms
              (set_mode(DELAY, delay_ms=N)) and then forwarded, in order;
-             with replies_only=True only what the target sends is held.
+             with replies_only=True only what the target sends is held;
+             with replies_only="produce" only the target's answers on
+             connections that carried a Kafka Produce request (API key 0),
+             so a producer loses its answers while replicas fetching
+             through the same proxy do not.
              Going to reset drops what is still held with the connection:
              a request already delivered whose response is still held is
              a response lost after the peer acted on it.  Going back to
@@ -125,10 +129,33 @@ class TcpProxy:
                 self.conns.append(c)
             threading.Thread(target=self._pump, args=(c,), daemon=True).start()
 
+    @staticmethod
+    def _scan_requests(state, data):
+        """Follow the client's Kafka frames (int32 size, int16 API key...):
+        state is [bytes left of the current frame, header bytes so far,
+        Produce seen]."""
+        i = 0
+        while i < len(data):
+            if state[0] > 0:
+                step = min(state[0], len(data) - i)
+                state[0] -= step
+                i += step
+                continue
+            need = 6 - len(state[1])
+            state[1] += data[i:i + need]
+            i += min(need, len(data) - i)
+            if len(state[1]) == 6:
+                size = int.from_bytes(state[1][:4], "big", signed=True)
+                if int.from_bytes(state[1][4:6], "big", signed=True) == 0:
+                    state[2] = True
+                state[0] = max(size - 2, 0)
+                state[1] = b""
+
     def _pump(self, c):
         cs, up, cut = c
         socks = [s for s in (cs, up) if s is not None]
         held = []  # DELAY: [(due, destination, bytes)] in arrival order
+        frames = [0, b"", False]  # _scan_requests' state
         try:
             while True:
                 wait = 0.5
@@ -155,7 +182,12 @@ class TcpProxy:
                     data = s.recv(65536)
                     if not data:
                         raise EOFError
-                    if mode == DELAY and up is not None and (s is up or not replies_only):
+                    if s is cs and not frames[2]:
+                        self._scan_requests(frames, data)
+                    hold = s is up or not replies_only
+                    if replies_only == "produce":
+                        hold = s is up and frames[2]
+                    if mode == DELAY and up is not None and hold:
                         held.append((time.monotonic() + delay, up if s is cs else cs, data))
                         self.delayed += 1
                         continue

@@ -21,12 +21,15 @@ control  the same cuts (no kills) with enable.idempotence=false: the
          duplicates the test can see are printed, not asserted (whether
          a lost answer is resent depends on timing; the count shows the
          check would see them).
-cluster  three combined nodes, a topic of replication factor 3,
-         min.insync.replicas 2; the leader of a partition is killed
-         STRATA_IDEM_LEADER_KILLS times (default 3) under the producer and
-         started again: the new leader has the producer state (it was
-         rebuilt from the replicated batches), so a batch resent to it is
-         recognised: 0 duplicates, 0 gaps.
+cluster  three combined nodes, each behind a proxy, a topic of
+         replication factor 3, min.insync.replicas 2; the leader of a
+         partition is killed STRATA_IDEM_LEADER_KILLS times (default 3)
+         under the producer and started again.  Before each kill the
+         leader's answers to the producer are held 0.4 s (its batches are
+         appended and replicated, their answers never arrive), so the
+         producer sends them again to the new leader, which must have the
+         producer state (rebuilt from the replicated batches) to recognise
+         them: 0 duplicates, 0 gaps.
 
 Each part prints its figures: produced, acknowledged, duplicates, gaps,
 reordered, lost, cuts, kills.
@@ -42,7 +45,7 @@ import kwire  # noqa: E402
 from idem_check import (Faults, count, describe, drain, read_acks, read_topic, tmpfile,  # noqa: E402
                         wait_progress)
 from strata_harness import Broker, Cluster, binary, check, fail, free_port, spawn  # noqa: E402
-from tcpproxy import TcpProxy  # noqa: E402
+from tcpproxy import DELAY, PASS, TcpProxy  # noqa: E402
 
 PARTS = 3
 CUTS = int(os.environ.get("STRATA_IDEM_CUTS", "20"))
@@ -172,6 +175,12 @@ def run_cluster():
         "broker.session.timeout.ms": "2500",
         "replica.lag.time.max.ms": "1500",
     })
+    # every node is reached through a proxy (its advertised listener), so
+    # the answers to the producer can be held while the followers, which
+    # fetch through the same proxy, are not
+    proxies = {i: TcpProxy(("127.0.0.1", cl.port(i)), name="node %d" % i).start() for i in cl.ids()}
+    for i in cl.ids():
+        cl.node_overrides[i] = {"advertised.listeners": "PLAINTEXT://127.0.0.1:%d" % proxies[i].port}
 
     def state(p, nodes=None):
         for i in nodes or cl.live():
@@ -195,13 +204,22 @@ def run_cluster():
         c.close()
         cl.wait(whole_isr, 60, "every partition of idem3 to have 3 in-sync replicas")
         ackfile = tmpfile("acks")
-        proc = producer(cl.bootstrap(), "idem3", "R", ackfile, "-X", "topic.metadata.refresh.interval.ms=500",
+        pb = ",".join("127.0.0.1:%d" % proxies[i].port for i in cl.ids())
+        proc = producer(pb, "idem3", "R", ackfile, "-X", "topic.metadata.refresh.interval.ms=500",
                         rate=1000)
         n = wait_progress(ackfile, 0, 100, proc, 30, "before the first leader kill")
         for k in range(LEADER_KILLS):
             p = k % PARTS
             old = state(p)["leader"]
+            # the producer's answers from the leader are held while its
+            # batches are appended and replicated, then the leader dies:
+            # the batches are committed, their answers lost, and the
+            # producer sends them again to the new leader
+            proxies[old].set_mode(DELAY, delay_ms=5000, replies_only="produce")
+            time.sleep(0.4)
             cl.kill(old)
+            proxies[old].cut()
+            proxies[old].set_mode(PASS)
             t0 = time.time()
             survivors = [i for i in cl.ids() if i != old]
             cl.wait(lambda: (state(p, survivors) or {}).get("leader") in survivors, 30,
@@ -218,6 +236,8 @@ def run_cluster():
         cl.explain_failure(e)
         raise
     finally:
+        for px in proxies.values():
+            px.close()
         cl.cleanup()
 
 
