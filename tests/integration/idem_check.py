@@ -10,7 +10,6 @@ file of lines "p offset q" (a delivery report) or "F p q error" (a
 delivery that failed: the message may or may not be in the log).
 """
 import os
-import threading
 import time
 
 from strata_harness import check, kcat
@@ -159,12 +158,42 @@ def drain(proc, timeout=90):
     return proc.returncode, out.decode(errors="replace") if out else ""
 
 
-def background(fn):
-    t = threading.Thread(target=fn, daemon=True)
-    t.start()
-    return t
-
-
 def tmpfile(name):
     import tempfile
     return os.path.join(tempfile.mkdtemp(prefix="strata-idem-"), name)
+
+
+def finish(proc, ackfile, bootstrap, topic, tag, what, cuts, kills, parts, strict=True):
+    """Stop the producer (SIGTERM), read the topic back and print the
+    figures; strict: every acknowledged message at its offset, each once,
+    in order, no gap, no failed delivery, no fatal error.  Returns the
+    figures of count()."""
+    rc, out = drain(proc)
+    last = [l for l in out.splitlines() if l.startswith("produced")]
+    fatal = [l for l in out.splitlines() if l.startswith("FATAL")]
+    print("%s: producer: %s" % (what, last[-1] if last else "(no summary)"), flush=True)
+    if fatal or rc != 0:
+        print(out[-3000:], flush=True)
+    check(not fatal, "%s: the producer hit a fatal error: %s" % (what, fatal[0] if fatal else ""))
+    check(rc == 0 and last, "%s: the producer exited %s" % (what, rc))
+    acks, failed = read_acks(ackfile)
+    produced = int(last[-1].split()[1])
+    figs = count(read_topic(bootstrap, topic), acks, tag, parts)
+    a = figs["all"]
+    print("%s: produced %d, acked %d, failed %d, in the log %d, duplicates %d, gaps %d, reordered %d, "
+          "lost %d, cuts %d, kills %d" % (what, produced, len(acks), len(failed), a["records"],
+                                         a["duplicates"], a["gaps"], a["reordered"], a["lost"], cuts, kills),
+          flush=True)
+    print("%s: %s" % (what, describe(figs, parts)), flush=True)
+    if strict:
+        check(len(acks) > 0, "%s: nothing was acknowledged" % what)
+        check(not failed, "%s: %d deliveries failed, e.g. %r" % (what, len(failed), failed[:3]))
+        for p in range(parts):
+            check(not figs[p]["lost"], "%s: partition %d: acknowledged (sequence, offset) not in the log "
+                  "there: %r" % (what, p, figs[p]["first_lost"]))
+        check(a["duplicates"] == 0, "%s: %d duplicates" % (what, a["duplicates"]))
+        check(a["gaps"] == 0, "%s: %d gaps" % (what, a["gaps"]))
+        check(a["reordered"] == 0, "%s: %d messages out of order" % (what, a["reordered"]))
+        check(a["records"] == len(acks), "%s: %d records in the log, %d acknowledged" %
+              (what, a["records"], len(acks)))
+    return figs

@@ -42,8 +42,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kwire  # noqa: E402
-from idem_check import (Faults, count, describe, drain, read_acks, read_topic, tmpfile,  # noqa: E402
-                        wait_progress)
+from idem_check import Faults, finish, tmpfile, wait_progress  # noqa: E402
 from strata_harness import Broker, Cluster, binary, check, fail, free_port, spawn  # noqa: E402
 from tcpproxy import DELAY, PASS, TcpProxy  # noqa: E402
 
@@ -62,40 +61,6 @@ def producer(bootstrap, topic, tag, ackfile, *extra, rate=1500):
                   "-p", str(PARTS), "-r", str(rate), "-s", "100", "-w", "60000",
                   "-X", "topic.metadata.refresh.interval.ms=1000"] + list(extra),
                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
-def finish(proc, ackfile, bootstrap, topic, tag, what, cuts, kills, strict=True):
-    """Stop the producer, read the topic back and print the figures;
-    strict: assert exactly once and in order."""
-    rc, out = drain(proc)
-    last = [l for l in out.splitlines() if l.startswith("produced")]
-    fatal = [l for l in out.splitlines() if l.startswith("FATAL")]
-    print("%s: producer: %s" % (what, last[-1] if last else "(no summary)"), flush=True)
-    if fatal or rc != 0:
-        print(out[-3000:], flush=True)
-    check(not fatal, "%s: the producer hit a fatal error: %s" % (what, fatal[0] if fatal else ""))
-    check(rc == 0 and last, "%s: the producer exited %s" % (what, rc))
-    acks, failed = read_acks(ackfile)
-    produced = int(last[-1].split()[1])
-    figs = count(read_topic(bootstrap, topic), acks, tag, PARTS)
-    a = figs["all"]
-    print("%s: produced %d, acked %d, failed %d, in the log %d, duplicates %d, gaps %d, reordered %d, "
-          "lost %d, cuts %d, kills %d" % (what, produced, len(acks), len(failed), a["records"],
-                                         a["duplicates"], a["gaps"], a["reordered"], a["lost"], cuts, kills),
-          flush=True)
-    print("%s: %s" % (what, describe(figs, PARTS)), flush=True)
-    if strict:
-        check(len(acks) > 0, "%s: nothing was acknowledged" % what)
-        check(not failed, "%s: %d deliveries failed, e.g. %r" % (what, len(failed), failed[:3]))
-        for p in range(PARTS):
-            check(not figs[p]["lost"], "%s: partition %d: acknowledged (sequence, offset) not in the log "
-                  "there: %r" % (what, p, figs[p]["first_lost"]))
-        check(a["duplicates"] == 0, "%s: %d duplicates" % (what, a["duplicates"]))
-        check(a["gaps"] == 0, "%s: %d gaps" % (what, a["gaps"]))
-        check(a["reordered"] == 0, "%s: %d messages out of order" % (what, a["reordered"]))
-        check(a["records"] == len(acks), "%s: %d records in the log, %d acknowledged" %
-              (what, a["records"], len(acks)))
-    return figs
 
 
 def run_single_broker():
@@ -141,7 +106,7 @@ def run_single_broker():
                   "%d SIGKILLs + restarts in %.1f s" % (f.cuts, (CUTS + 1) // 2, f.hold_ms, f.delays - (CUTS + 1) // 2,
                                                          kills, time.time() - t0), flush=True)
             wait_progress(ackfile, n, 100, proc, 30, "after the last fault")
-            finish(proc, ackfile, b.bootstrap, "idem", "I", "single broker, idempotent", f.cuts, kills)
+            finish(proc, ackfile, b.bootstrap, "idem", "I", "single broker, idempotent", f.cuts, kills, PARTS)
         if "control" in parts_wanted:
             ackfile = tmpfile("acks")
             proc = producer(pb, "plain", "C", ackfile, "-X", "enable.idempotence=false",
@@ -155,7 +120,7 @@ def run_single_broker():
                     f.cut()
                 n = wait_progress(ackfile, n, 40, proc, 30, "after cut %d (control)" % f.cuts)
             figs = finish(proc, ackfile, b.bootstrap, "plain", "C", "control, enable.idempotence=false",
-                          f.cuts, 0, strict=False)
+                          f.cuts, 0, PARTS, strict=False)
             print("control: the same cuts without idempotence wrote %d duplicates (%s)" %
                   (figs["all"]["duplicates"], "the check sees them" if figs["all"]["duplicates"]
                    else "none this time: no answer was lost after an append"), flush=True)
@@ -231,7 +196,7 @@ def run_cluster():
             cl.restart(old, timeout=90)
             cl.wait(whole_isr, 60, "every partition of idem3 to have 3 in-sync replicas again")
             n = wait_progress(ackfile, n, 50, proc, 30, "after node %d came back" % old)
-        finish(proc, ackfile, cl.bootstrap(), "idem3", "R", "3 nodes, RF 3, idempotent", 0, LEADER_KILLS)
+        finish(proc, ackfile, cl.bootstrap(), "idem3", "R", "3 nodes, RF 3, idempotent", 0, LEADER_KILLS, PARTS)
     except SystemExit as e:
         cl.explain_failure(e)
         raise
