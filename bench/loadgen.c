@@ -58,6 +58,7 @@ typedef struct opts {
     double rate;      /* records/s, 0: as fast as possible */
     int latency;      /* report delivery latency percentiles */
     int e2e;          /* a consumer reads along: produce-to-delivery */
+    int idempotent;   /* produce: enable.idempotence=true (KIP-98) */
     int partitions;   /* topic mode */
     int replication;  /* topic mode */
     const char *configs[16];
@@ -105,6 +106,7 @@ static void usage(FILE *out) {
             "  -d, --debug CONTEXTS       librdkafka debug contexts (e.g. protocol,msg)\n"
             "  -r, --rate N               produce: N records/s (default: as fast as possible)\n"
             "  -L, --latency              produce: delivery latency percentiles (lat_*_ms)\n"
+            "  -I, --idempotent           produce: enable.idempotence=true (needs --acks all)\n"
             "  -E, --e2e                  produce: a consumer reads along; produce-to-delivery\n"
             "                             percentiles (e2e_*_ms); needs --size >= 16\n"
             "  -p, --partitions N         topic: partitions (3)\n"
@@ -335,6 +337,7 @@ static int run_produce(const opts_t *o) {
     set(conf, "bootstrap.servers", o->bootstrap);
     if (o->debug) set(conf, "debug", o->debug);
     set(conf, "acks", o->acks);
+    if (o->idempotent) set(conf, "enable.idempotence", "true");
     set(conf, "compression.type", o->compression);
     snprintf(buf, sizeof buf, "%d", o->linger_ms);
     set(conf, "linger.ms", buf);
@@ -472,6 +475,7 @@ static int run_produce(const opts_t *o) {
     long long lost = o->count - st.delivered - st.failed;
     char extra[512];
     int len = snprintf(extra, sizeof extra, "acks=%s ", o->acks);
+    if (o->idempotent) len += snprintf(extra + len, sizeof extra - (size_t)len, "idempotent=1 ");
     if (o->rate > 0) len += snprintf(extra + len, sizeof extra - (size_t)len, "rate=%.0f ", o->rate);
     if (st.lat) fmt_pcts(extra + len, sizeof extra - (size_t)len, "lat", st.lat, st.nlat);
     len = (int)strlen(extra);
@@ -734,10 +738,11 @@ int main(int argc, char **argv) {
         {"e2e", no_argument, NULL, 'E'},             {"partitions", required_argument, NULL, 'p'},
         {"replication-factor", required_argument, NULL, 'R'},
         {"config", required_argument, NULL, 'c'},
+        {"idempotent", no_argument, NULL, 'I'},
         {NULL, 0, NULL, 0}};
     int ch;
     char *end;
-    while ((ch = getopt_long(argc, argv, "b:t:n:s:a:l:T:qd:hz:r:LEp:R:c:", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "b:t:n:s:a:l:T:qd:hz:r:LEp:R:c:I", longopts, NULL)) != -1) {
         errno = 0;
         switch (ch) {
         case 'b': o.bootstrap = optarg; break;
@@ -753,6 +758,7 @@ int main(int argc, char **argv) {
         case 'r': o.rate = strtod(optarg, &end); break;
         case 'L': o.latency = 1; break;
         case 'E': o.e2e = 1; break;
+        case 'I': o.idempotent = 1; break;
         case 'p': o.partitions = (int)strtol(optarg, &end, 10); break;
         case 'R': o.replication = (int)strtol(optarg, &end, 10); break;
         case 'c':
@@ -783,6 +789,10 @@ int main(int argc, char **argv) {
     if (o.rate < 0 || o.partitions <= 0 || o.replication <= 0 || (o.e2e && o.size < E2E_HDR)) {
         fprintf(stderr, "strata-loadgen: --rate must be >= 0, --partitions and "
                         "--replication-factor positive, --size >= 16 with --e2e\n");
+        return 2;
+    }
+    if (o.idempotent && strcmp(o.acks, "all")) {
+        fprintf(stderr, "strata-loadgen: --idempotent needs --acks all\n");
         return 2;
     }
     if (strcmp(o.acks, "0") && strcmp(o.acks, "1") && strcmp(o.acks, "all")) {
