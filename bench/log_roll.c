@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     char *dirs[1] = {(char *)dir};
-    st_logmgr_config_t mc = {dirs, 1, 1, 300000, 60000, 0, NULL};
+    st_logmgr_config_t mc = {dirs, 1, 1, 300000, 60000, 0, NULL, 0};
     st_logmgr_t *m;
     char err[512];
     if (st_logmgr_open(&mc, &m, err, sizeof err)) {

@@ -168,6 +168,8 @@ static st_err_t write_partition_metadata(st_log_t *log, const st_uuid_t *topic_i
 typedef struct dir_listing {
     int64_t *bases;
     int nbases;
+    int64_t *snaps; /* producer snapshot offsets (unsorted) */
+    int nsnaps;
     int has_epochs, has_partition_metadata;
     int cleaner_files; /* an interrupted cleaning pass left files */
 } dir_listing_t;
@@ -183,7 +185,7 @@ static st_err_t list_dir(const char *dir, dir_listing_t *out) {
         d = opendir(dir);
     }
     if (!d) return st_err_from_errno(errno);
-    int capbases = 0;
+    int capbases = 0, capsnaps = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
         size_t len = strlen(de->d_name);
@@ -198,10 +200,19 @@ static st_err_t list_dir(const char *dir, dir_listing_t *out) {
         }
         if (!strcmp(de->d_name, "leader-epoch-checkpoint")) out->has_epochs = 1;
         if (!strcmp(de->d_name, "partition.metadata")) out->has_partition_metadata = 1;
-        if (len != 24 || strcmp(de->d_name + 20, ".log")) continue;
+        int snap = len == 29 && !strcmp(de->d_name + 20, ".snapshot");
+        if (!snap && (len != 24 || strcmp(de->d_name + 20, ".log"))) continue;
         char *end;
         long long base = strtoll(de->d_name, &end, 10);
         if (end != de->d_name + 20 || base < 0) continue;
+        if (snap) {
+            if (out->nsnaps == capsnaps) {
+                capsnaps = capsnaps ? capsnaps * 2 : 4;
+                out->snaps = st_realloc(out->snaps, (size_t)capsnaps * sizeof *out->snaps);
+            }
+            out->snaps[out->nsnaps++] = base;
+            continue;
+        }
         if (out->nbases == capbases) {
             capbases = capbases ? capbases * 2 : 4;
             out->bases = st_realloc(out->bases, (size_t)capbases * sizeof *out->bases);
@@ -243,10 +254,15 @@ st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int
     if (!e && ls.cleaner_files) {
         /* a cleaning pass was cut short: finish or undo it, then look again */
         free(ls.bases);
+        free(ls.snaps);
         st_err_t ce = st_log__cleaner_recover_partition(dir);
         if (ce) ST_WARN("log", "%s: cleaner recovery: %s", what, st_err_msg(ce));
         e = list_dir(dir, &ls);
     }
+    /* the log owns the snapshot list from here (freed with it) */
+    log->snaps = ls.snaps;
+    log->nsnaps = log->capsnaps = ls.nsnaps;
+    log->pstate_snap_unsynced = -1;
     if (e) goto fail;
     if (!ls.has_partition_metadata) e = write_partition_metadata(log, topic_id);
     if (e) goto fail;
@@ -311,6 +327,7 @@ st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int
     log->flushed_offset = clean ? log->leo : ST_MIN(ST_MAX(recovery_point, 0), log->leo);
     log->high_watermark = log->leo; /* the replica layer lowers it if it must */
     st_log__epoch_truncate_from(log, log->leo);
+    st_log__pstate_open(log, clean);
     if (!clean) {
         /* Everything that survived validation goes to disk: a killed
          * process leaves its unsynced segments in the page cache, where
@@ -342,6 +359,12 @@ void st_log__close(st_log_t *log, int clean) {
     if (!log) return;
     if (clean) st_log__epoch_checkpoint(log);
     pthread_mutex_lock(&log->lock);
+    /* Kafka's close takes a snapshot at the log end: the next start
+     * replays nothing.  Unchanged since the last one: no I/O. */
+    if (clean && !log->offline && !log->deleted && log->nsegs &&
+        log->leo > log->log_start_offset &&
+        (log->nsnaps == 0 || log->snaps[log->nsnaps - 1] != log->leo))
+        st_log__pstate_snapshot(log, log->leo, 1);
     log->closed = 1;
     for (int i = 0; i < log->nsegs; i++) {
         st_segment_t *s = log->segs[i];
@@ -377,6 +400,7 @@ void st_log_release(st_log_t *log) {
     for (int i = 0; i < log->nsegs; i++) st_log__seg_close(log->segs[i]);
     free(log->segs);
     free(log->epochs);
+    st_log__pstate_free(log);
     free(log->dir);
     free(log->parent);
     free(log->topic);
@@ -458,6 +482,9 @@ static st_err_t roll_locked(st_log_t *log) {
     }
     segs_push(log, s);
     log->rolls++;
+    /* Kafka's roll snapshots the producer state at the new base offset,
+     * here unsynced: the flusher syncs it with the rolled segment. */
+    st_log__pstate_snapshot(log, log->leo, 0);
     ST_DEBUG("log", WHAT_FMT ": rolled segment at offset %lld", WHAT_ARGS(log),
              (long long)log->leo);
     return ST_OK;
@@ -523,6 +550,9 @@ static st_err_t append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
     st_file_t *f = NULL;
     int want_flush = 0;
     int64_t flush_due = -1;
+    st_pstate_t stage; /* what this append's batches do to the producer state */
+    st_log__pstate_init(&stage);
+    info->duplicate = 0;
     pthread_mutex_lock(&log->lock);
     if (log->offline || log->closed) {
         e = log->closed ? ST_E_NOT_LEADER_OR_FOLLOWER : ST_E_KAFKA_STORAGE_ERROR;
@@ -540,6 +570,13 @@ static st_err_t append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
         count += (int32_t)st_be32_get(records + pos + ST_BATCH_LAST_DELTA_OFFSET) + 1;
         pos += blen + ST_BATCH_LOG_OVERHEAD;
     }
+    int64_t lat = log->cfg.log_append_time ? now_ms : -1;
+    /* The producer checks (KIP-98) come before anything changes: a refused
+     * or duplicate append neither rolls nor writes. */
+    if (!as_follower) {
+        e = st_log__pstate_check(log, records, len, lat, &stage, info);
+        if (e || info->duplicate) goto out;
+    }
     int rolled = needs_roll(log, len, now_ms, count);
     if (rolled) {
         e = roll_locked(log);
@@ -554,7 +591,6 @@ static st_err_t append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
         e = failed(log, e, "open of the active segment");
         goto out;
     }
-    int64_t lat = log->cfg.log_append_time ? now_ms : -1;
     int64_t next = log->leo + (as_follower ? count : 0);
     for (size_t pos = 0; pos < len && !as_follower;) {
         uint32_t blen = st_be32_get(records + pos + ST_BATCH_LENGTH_OFFSET);
@@ -589,6 +625,8 @@ static st_err_t append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
         pos += (size_t)b.size;
     }
     s->size += (int64_t)len;
+    if (as_follower) st_log__pstate_apply(log, records, len);
+    else st_log__pstate_commit(log, &stage);
     info->base_offset = log->leo;
     info->last_offset = next - 1;
     info->log_append_time = lat;
@@ -604,7 +642,8 @@ static st_err_t append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
 out:
     pthread_mutex_unlock(&log->lock);
     st_file_release(f);
-    if (!e) {
+    st_log__pstate_fini(&stage);
+    if (!e && !info->duplicate) {
         if (want_flush) st_logmgr_request_flush(log->mgr, log);
         if (flush_due >= 0) st_log__mgr_flush_due(log->mgr, flush_due);
         notify(log);
@@ -862,6 +901,7 @@ static void drop_oldest(st_log_t *log, int n, const char *why) {
     if (log->segs[0]->base_offset > log->log_start_offset)
         log->log_start_offset = log->segs[0]->base_offset;
     epoch_truncate_start(log, log->log_start_offset);
+    st_log__pstate_start_moved(log);
 }
 
 st_err_t st_log_delete_records(st_log_t *log, int64_t offset, int64_t *low_out) {
@@ -881,6 +921,7 @@ st_err_t st_log_delete_records(st_log_t *log, int64_t offset, int64_t *low_out) 
     while (n < log->nsegs - 1 && log->segs[n + 1]->base_offset <= log->log_start_offset) n++;
     if (n) drop_oldest(log, n, "below the log start offset (DeleteRecords)");
     else epoch_truncate_start(log, log->log_start_offset);
+    st_log__pstate_start_moved(log);
     *low_out = log->log_start_offset;
 out:
     pthread_mutex_unlock(&log->lock);
@@ -1015,6 +1056,8 @@ static st_err_t flush_round(st_log_t *log, int *more) {
     }
     st_segment_t *act = active_seg(log);
     if (act->dirty_index) st_log__seg_write_indexes(act, 0);
+    char snap[4096];
+    int64_t snap_at = st_log__pstate_sync_target(log, snap, sizeof snap);
     pthread_mutex_unlock(&log->lock);
 
     /* The epochs of everything below target are in the file before
@@ -1023,6 +1066,15 @@ static st_err_t flush_round(st_log_t *log, int *more) {
     for (int i = 0; i < nfiles; i++) {
         if (!e) e = st_log__sync(fc, files[i]->fd, 1);
         st_file_release(files[i]);
+    }
+    if (!e && snap_at >= 0) {
+        /* the roll's producer snapshot (gone already when a truncation
+         * or retention deleted it) */
+        int fd = open(snap, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            e = st_log__sync(fc, fd, 1);
+            close(fd);
+        }
     }
     if (!e && rolls != rolls_synced) e = st_log__sync_dir(fc, log->dir);
     int64_t flush_due = -1;
@@ -1034,6 +1086,7 @@ static st_err_t flush_round(st_log_t *log, int *more) {
         if (target > log->flushed_offset && truncations == log->truncations)
             log->flushed_offset = target;
         if (rolls > log->rolls_synced) log->rolls_synced = rolls;
+        if (snap_at >= 0) st_log__pstate_synced(log, snap_at);
         for (int i = 0; i < log->nsegs; i++)
             for (int k = 0; k < nidx; k++)
                 if (log->segs[i]->id == idx_ids[k]) log->segs[i]->indexes_unsynced = 0;
@@ -1144,6 +1197,7 @@ st_err_t st_log_truncate_fully(st_log_t *log, int64_t offset) {
     segs_push(log, s);
     log->log_start_offset = log->leo = log->high_watermark = log->flushed_offset = offset;
     st_log__epoch_truncate_from(log, 0);
+    st_log__pstate_reset(log); /* Kafka's truncateFullyAndStartAt */
 out:
     pthread_mutex_unlock(&log->lock);
     if (!e) {
@@ -1197,6 +1251,9 @@ st_err_t st_log_truncate_to(st_log_t *log, int64_t offset) {
     lowered = log->flushed_offset > log->leo;
     if (lowered) log->flushed_offset = log->leo;
     st_log__epoch_truncate_from(log, log->leo);
+    /* Kafka's truncateAndReload: the newest snapshot at or below the new
+     * end, then the batches after it (at most a segment's headers). */
+    st_log__pstate_truncated(log);
     ST_INFO("log", WHAT_FMT ": truncated to offset %lld (was %lld, %d segments removed)",
             WHAT_ARGS(log), (long long)log->leo, (long long)old_leo, removed);
 out:

@@ -3,8 +3,9 @@
  * recovery, retention, and the log directories that hold them.
  *
  * A partition replica is a directory <topic>-<partition> holding, per
- * segment, <20-digit base offset>.log / .index / .timeindex, and a
- * leader-epoch-checkpoint and partition.metadata (Kafka's layout).
+ * segment, <20-digit base offset>.log / .index / .timeindex, producer
+ * state snapshots <20-digit offset>.snapshot, and a leader-epoch-checkpoint
+ * and partition.metadata (Kafka's layout).
  *
  * Offsets of a log, always: log_start_offset <= high_watermark <= leo, and
  * flushed_offset <= leo.  Consumers read below the high watermark; the
@@ -58,6 +59,10 @@ typedef struct st_log_config {
     /* max.compaction.lag.ms (KIP-354), compacted topics: a log whose oldest
      * dirty record is older is cleaned whatever its dirty ratio.  0: none. */
     int64_t max_compaction_lag_ms;
+    /* producer.id.expiration.ms (a broker setting): a producer id whose
+     * last timestamp is older is forgotten, unless a transaction of it is
+     * open.  <= 0: Kafka's default, one day. */
+    int64_t producer_id_expiration_ms;
 } st_log_config_t;
 
 typedef struct st_log st_log_t;
@@ -92,6 +97,9 @@ typedef struct st_logmgr_config {
     /* cluster.id: NULL or "": what meta.properties holds, else a new
      * random id; otherwise the dirs must hold this id or none. */
     const char *cluster_id;
+    /* producer.id.expiration.check.interval.ms: how often the janitor
+     * forgets expired producer ids (<= 0: Kafka's default, 10 minutes). */
+    int64_t producer_id_expiration_check_interval_ms;
 } st_logmgr_config_t;
 
 /* Lock every directory (a second broker on the same dirs is refused),
@@ -167,12 +175,25 @@ void st_log_offsets(st_log_t *log, st_log_offsets_t *out);
  * the leader epoch into the caller's buffer, writes, indexes.  Returns the
  * base offset, and with LogAppendTime the time used.  ST_E_NOFILE when the
  * segment file could not be opened (nothing written, the log online);
- * KAFKA_STORAGE_ERROR when the write failed (the log is offline). */
+ * KAFKA_STORAGE_ERROR when the write failed (the log is offline).
+ *
+ * Batches with a producer id (KIP-98) are checked first against the
+ * partition's producer state, under the same lock as the write, each
+ * against the state the earlier ones of the append leave:
+ * ST_E_INVALID_PRODUCER_EPOCH for an epoch older than the producer's,
+ * ST_E_OUT_OF_ORDER_SEQUENCE_NUMBER for a sequence that does not follow
+ * its last one (or a new epoch not starting at 0; a producer with no state
+ * is taken at any sequence, KIP-360); nothing is written then.  A batch
+ * the producer already wrote (one of its last 5: same epoch, same first
+ * and last sequence) is ST_OK with duplicate set and the original batch's
+ * offsets, and nothing of the append is written (Kafka's answer to a
+ * retried produce). */
 typedef struct st_append_info {
     int64_t base_offset;
     int64_t last_offset;
     int64_t log_append_time; /* -1 for CreateTime */
     int64_t log_start_offset;
+    int duplicate; /* 1: nothing written, the offsets are the original batch's */
 } st_append_info_t;
 
 st_err_t st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t leader_epoch,
@@ -285,6 +306,30 @@ int64_t st_log_bytes_above(st_log_t *log, int64_t offset);
  * truncateFullyAndStartAt): the local copy is behind what the bucket
  * holds. */
 st_err_t st_log_truncate_fully(st_log_t *log, int64_t offset);
+
+/* ---- producer state (pstate.c) -----------------------------------------
+ *
+ * Per producer id, what Kafka's DescribeProducers reports.  The state is
+ * the log's: a follower builds it from the batches it appends, a restart
+ * from the newest <offset>.snapshot and the batches after it.
+ */
+typedef struct st_log_producer {
+    int64_t producer_id;
+    int16_t producer_epoch;
+    int32_t last_sequence;  /* -1: no batch known */
+    int64_t last_timestamp; /* the last batch's max timestamp */
+    int32_t coordinator_epoch;        /* -1: none */
+    int64_t current_txn_start_offset; /* -1: no transaction open */
+} st_log_producer_t;
+
+/* Up to max producers, ascending producer id; returns how many there are
+ * (which may be more than max). */
+int st_log_producers(st_log_t *log, st_log_producer_t *out, int max);
+int st_log_producer_count(st_log_t *log);
+/* Forget the producers whose last timestamp is producer.id.expiration.ms
+ * older than now_ms and that have no transaction open (the janitor calls
+ * it every producer.id.expiration.check.interval.ms); returns how many. */
+int st_log_expire_producers(st_log_t *log, int64_t now_ms);
 
 /* ---- compaction (cleaner.c) --------------------------------------------
  *

@@ -102,6 +102,45 @@ typedef struct st_segment {
     int indexes_unsynced; /* closed by a roll: the flusher still syncs the index files */
 } st_segment_t;
 
+/* ---- producer state (pstate.c) ------------------------------------------ */
+
+#define ST_PSTATE_BATCHES 5 /* Kafka's NUM_BATCHES_TO_RETAIN */
+
+typedef struct st_pstate_batch {
+    int32_t first_seq, last_seq;
+    int64_t last_offset;
+    int32_t offset_delta; /* last offset - first offset */
+    int64_t max_timestamp;
+} st_pstate_batch_t;
+
+/* One producer id: its epoch and its last batches, oldest first. */
+typedef struct st_pstate_entry {
+    int64_t producer_id; /* -1: an empty slot */
+    int16_t epoch;       /* -1: not known */
+    int nbatches;
+    st_pstate_batch_t batches[ST_PSTATE_BATCHES];
+    int64_t last_timestamp;
+    int32_t coordinator_epoch; /* -1; kept for the transaction work */
+    int64_t txn_first_offset;  /* -1: no transaction open */
+} st_pstate_entry_t;
+
+/* Producer id -> entry, open addressing (no limit on the count). */
+typedef struct st_pstate {
+    st_pstate_entry_t *slots;
+    size_t cap; /* 0 or a power of two */
+    size_t n;
+} st_pstate_t;
+
+void st_log__pstate_init(st_pstate_t *t);
+void st_log__pstate_fini(st_pstate_t *t);
+void st_log__pstate_clear(st_pstate_t *t);
+st_pstate_entry_t *st_log__pstate_lookup(const st_pstate_t *t, int64_t pid);
+/* The snapshot file's bytes (pstate.c draws them), and back; decode
+ * leaves out the entries expired at now_ms. */
+void st_log__pstate_encode(const st_pstate_t *t, st_buf_t *out);
+st_err_t st_log__pstate_decode(const uint8_t *p, size_t len, int64_t now_ms, int64_t expiration_ms,
+                               st_pstate_t *t, const char **why);
+
 /*
  * Lock order: the manager's lock, then a log's lock, then the file cache's
  * lock (innermost).
@@ -146,6 +185,15 @@ struct st_log {
     /* Bumped by every roll: the new segment's files are in the directory
      * once the flusher has synced it (rolls_synced, guarded by the lock). */
     int64_t rolls, rolls_synced;
+
+    /* Producer state (pstate.c): the table, the offsets of the snapshot
+     * files in the directory (ascending), the roll snapshot the flusher
+     * has yet to sync (-1: none), batches the last reload replayed. */
+    st_pstate_t pstate;
+    int64_t *snaps;
+    int nsnaps, capsnaps;
+    int64_t pstate_snap_unsynced;
+    int64_t pstate_replayed;
 
     int64_t last_flush_ms; /* monotonic: for flush.ms */
     /* Bumped by every truncation: an fsync that started before one must
@@ -223,6 +271,30 @@ st_err_t st_log__cleaner_recover_partition(const char *dir);
 /* KIP-354's test (cleaner.c). */
 int st_log__compaction_lag_due(int64_t max_compaction_lag_ms, int64_t first_dirty_ts,
                                int64_t now_ms);
+/* Producer state of a log (pstate.c), all with log->lock held.  check:
+ * the leader's checks of an append whose batches will land from the leo
+ * (lat: the LogAppendTime, -1 for CreateTime), staging what they change;
+ * a duplicate fills *dup (duplicate = 1).  commit: the staged state
+ * becomes the log's after the write.  apply: a follower's written batches,
+ * unchecked.  open: after the segments were recovered (log->snaps: the
+ * snapshot offsets the directory listing found).  truncated: rebuild
+ * after a truncation to the leo.  reset: after truncate_fully.
+ * start_moved: snapshots below the log start go.  snapshot: write the
+ * state as <offset>.snapshot (sync: durable now; else the flusher syncs
+ * it: sync_target names it, synced clears it). */
+st_err_t st_log__pstate_check(st_log_t *log, const uint8_t *records, size_t len, int64_t lat,
+                              st_pstate_t *stage, st_append_info_t *dup);
+void st_log__pstate_commit(st_log_t *log, const st_pstate_t *stage);
+void st_log__pstate_apply(st_log_t *log, const uint8_t *records, size_t len);
+void st_log__pstate_open(st_log_t *log, int clean);
+void st_log__pstate_truncated(st_log_t *log);
+void st_log__pstate_reset(st_log_t *log);
+void st_log__pstate_start_moved(st_log_t *log);
+st_err_t st_log__pstate_snapshot(st_log_t *log, int64_t offset, int sync);
+int64_t st_log__pstate_sync_target(st_log_t *log, char *path, size_t n);
+void st_log__pstate_synced(st_log_t *log, int64_t offset);
+void st_log__pstate_free(st_log_t *log);
+
 /* When flush.ms wants the log synced (monotonic ms); INT64_MAX: never. */
 int64_t st_log__flush_due(st_log_t *log);
 

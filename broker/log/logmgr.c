@@ -2,7 +2,7 @@
  * logmgr.c - the log directories (log.dirs) and what spans every log in
  * them: the lock file, meta.properties, the clean-shutdown marker, the
  * offset checkpoints, the group-commit flusher and the janitor (retention,
- * checkpoints, background flush).
+ * checkpoints, background flush, producer id expiry).
  *
  * Files in each log dir:
  *   .lock                             flock()ed while a broker runs here
@@ -516,10 +516,15 @@ static void *janitor_main(void *arg) {
     st_thread_set_name("log-janitor");
     int64_t next_retention = st_mono_ms() + ST_MIN(m->cfg.retention_check_interval_ms, 30000);
     int64_t next_ckpt = st_mono_ms() + m->cfg.checkpoint_interval_ms;
+    int64_t pid_every = m->cfg.producer_id_expiration_check_interval_ms > 0
+                            ? m->cfg.producer_id_expiration_check_interval_ms
+                            : 600000; /* Kafka's default */
+    int64_t next_pid_expiry = st_mono_ms() + pid_every;
     pthread_mutex_lock(&m->lock);
     while (!m->stopping) {
         int64_t now = st_mono_ms();
-        int64_t wake = ST_MIN(ST_MIN(next_retention, next_ckpt), m->flush_due);
+        int64_t wake = ST_MIN(ST_MIN(ST_MIN(next_retention, next_ckpt), m->flush_due),
+                              next_pid_expiry);
         if (now < wake) {
             st_cond_wait_ms(&m->cond, &m->lock, ST_MIN(wake - now, 1000));
             continue;
@@ -532,6 +537,12 @@ static void *janitor_main(void *arg) {
         if (now >= next_retention) {
             for (int i = 0; i < n; i++) st_log_apply_retention(logs[i], st_now_ms());
             next_retention = now + m->cfg.retention_check_interval_ms;
+        }
+        if (now >= next_pid_expiry) {
+            /* producer.id.expiration.ms, by the producers' own timestamps
+             * (Kafka's removeExpiredProducers) */
+            for (int i = 0; i < n; i++) st_log_expire_producers(logs[i], st_now_ms());
+            next_pid_expiry = now + pid_every;
         }
         if (flush_due) {
             /* flush.ms: the flusher syncs the logs whose time has come; the

@@ -721,6 +721,7 @@ static void effective_config(st_replicas_t *rm, const st_meta_topic_t *t, st_log
     }
     st_topic_config_to_log(&tc, lc);
     lc->remote = lc->remote && rm->tier != NULL;
+    lc->producer_id_expiration_ms = rm->cfg->producer_id_expiration_ms; /* a broker setting */
     *min_isr = tc.min_insync_replicas;
     st_topic_config_fini(&tc);
 }

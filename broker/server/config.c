@@ -183,6 +183,14 @@ static const st_cfg_desc_t broker_rows[] = {
          "(-1: no limit)."),
     BROW("log.retention.check.interval.ms", ST_CFG_LONG, log_retention_check_interval_ms,
          "300000", 1, I64MAX, NULL, 0, "How often retention is applied."),
+    BROW("producer.id.expiration.ms", ST_CFG_LONG, producer_id_expiration_ms, "86400000", 1,
+         I64MAX, NULL, 0,
+         "A partition forgets an idempotent producer this long after the last timestamp it "
+         "wrote, unless it has a transaction open (KIP-360: the producer's next write is then "
+         "taken at any sequence)."),
+    BROW("producer.id.expiration.check.interval.ms", ST_CFG_LONG,
+         producer_id_expiration_check_interval_ms, "600000", 1, I64MAX, NULL, 0,
+         "How often expired producer ids are looked for."),
     BROW("log.index.interval.bytes", ST_CFG_INT, log_index_interval_bytes, "4096", 0, I32MAX,
          NULL, 0, "Default for topics: bytes of batches between offset index entries."),
     BROW("log.index.size.max.bytes", ST_CFG_INT, log_index_size_max_bytes, "10485760", 4, I32MAX,

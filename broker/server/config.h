@@ -46,6 +46,8 @@ typedef struct st_broker_config {
     int64_t log_retention_ms;
     int64_t log_retention_bytes;
     int64_t log_retention_check_interval_ms;
+    int64_t producer_id_expiration_ms;
+    int64_t producer_id_expiration_check_interval_ms;
     int32_t log_index_interval_bytes;
     int32_t log_index_size_max_bytes;
     int32_t message_max_bytes;

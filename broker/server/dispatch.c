@@ -47,6 +47,7 @@ static const struct {
     {ST_API_ALTER_PARTITION, st_handle_alter_partition},
     {ST_API_INIT_PRODUCER_ID, st_handle_init_producer_id},
     {ST_API_ALLOCATE_PRODUCER_IDS, st_handle_allocate_producer_ids},
+    {ST_API_DESCRIBE_PRODUCERS, st_handle_describe_producers},
 };
 
 st_handler_fn st_handler_for(int16_t key) {

@@ -1,7 +1,7 @@
 /*
  * h_producer.c - producer ids: InitProducerId for idempotent producers,
- * the broker's block of ids, and AllocateProducerIds on the active
- * controller.
+ * the broker's block of ids, AllocateProducerIds on the active controller,
+ * and DescribeProducers (a partition leader's producer state).
  *
  * Ids come in blocks of ST_PRODUCER_ID_BLOCK from the active controller,
  * which commits each block to the metadata log (a ProducerIds record), so
@@ -219,4 +219,57 @@ int st_pid_never_issued(st_server_t *srv, int64_t pid) {
      * blocks it knows than any burst of allocations could reach is taken
      * as never issued. */
     return pid >= issued + ST_PID_ISSUED_SLACK * (int64_t)ST_PRODUCER_ID_BLOCK;
+}
+
+/* ---- DescribeProducers (KIP-664) ------------------------------------------------- */
+
+/* One partition's answer: its leader's producer state. */
+static void describe_partition(st_server_t *srv, st_request_t *req, st_str_t topic, int32_t index,
+                               st_describe_producers_resp_part_t *out) {
+    st_schema_defaults(&st_describe_producers_resp_part_schema, out);
+    out->partition_index = index;
+    int known = 0;
+    st_partition_t *p = st_replicas_lookup(srv->rm, topic.p, (size_t)ST_MAX(topic.len, 0), index,
+                                           &known);
+    st_err_t e = !p ? (known == 2 ? ST_E_NOT_LEADER_OR_FOLLOWER : ST_E_UNKNOWN_TOPIC_OR_PARTITION)
+                    : st_partition_check_leader(p);
+    if (e) {
+        out->error_code = st_err_wire(e);
+        out->error_message = st_str(st_err_msg(e));
+        st_partition_release(p);
+        return;
+    }
+    /* the count may grow between the two calls: what fits is answered */
+    int n = st_log_producer_count(p->log);
+    st_log_producer_t *v = st_malloc(sizeof *v * (size_t)(n + 1));
+    n = ST_MIN(n, st_log_producers(p->log, v, n));
+    ST_ARRAY_ALLOC(out->active_producers, &req->arena, n);
+    for (int i = 0; i < n; i++) {
+        st_producer_state_t *s = &out->active_producers.v[i];
+        s->producer_id = v[i].producer_id;
+        s->producer_epoch = v[i].producer_epoch;
+        s->last_sequence = v[i].last_sequence;
+        s->last_timestamp = v[i].last_timestamp;
+        s->coordinator_epoch = v[i].coordinator_epoch;
+        s->current_txn_start_offset = v[i].current_txn_start_offset;
+    }
+    free(v);
+    st_partition_release(p);
+}
+
+void st_handle_describe_producers(st_server_t *srv, st_request_t *req) {
+    st_describe_producers_req_t *q = req->body;
+    st_describe_producers_resp_t r;
+    st_schema_defaults(&st_describe_producers_resp_schema, &r);
+    ST_ARRAY_ALLOC(r.topics, &req->arena, q->topics.n);
+    for (int i = 0; i < q->topics.n; i++) {
+        st_describe_producers_req_topic_t *qt = &q->topics.v[i];
+        st_describe_producers_resp_topic_t *rt = &r.topics.v[i];
+        st_schema_defaults(&st_describe_producers_resp_topic_schema, rt);
+        rt->name = qt->name;
+        ST_ARRAY_ALLOC(rt->partitions, &req->arena, qt->partition_indexes.n);
+        for (int j = 0; j < qt->partition_indexes.n; j++)
+            describe_partition(srv, req, qt->name, qt->partition_indexes.v[j], &rt->partitions.v[j]);
+    }
+    st_request_respond(req, &r);
 }

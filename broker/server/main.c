@@ -287,6 +287,8 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
         .retention_check_interval_ms = srv.cfg.log_retention_check_interval_ms,
         .checkpoint_interval_ms = srv.cfg.log_flush_offset_checkpoint_interval_ms,
         .max_open_files = srv.cfg.log_max_open_files,
+        .producer_id_expiration_check_interval_ms =
+            srv.cfg.producer_id_expiration_check_interval_ms,
     };
     if (ndirs == 0 || st_logmgr_open(&lcfg, &srv.logs, err, sizeof err)) {
         fprintf(stderr, "stratad: %s\n", ndirs ? err : "log.dirs is empty");

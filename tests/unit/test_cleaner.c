@@ -142,7 +142,7 @@ typedef struct env {
 static void env_open(env_t *e) {
     char err[512] = "";
     char *dirs[1] = {e->dir};
-    st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, 0, NULL};
+    st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, 0, NULL, 0};
     st_err_t rc = st_logmgr_open(&mc, &e->m, err, sizeof err);
     if (rc) fail_msg("st_logmgr_open: %s", err);
     st_uuid_t id = {{1, 2, 3, 4, 5, 6, 0x47, 8, 0x89, 10, 11, 12, 13, 14, 15, 16}};

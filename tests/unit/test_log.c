@@ -684,7 +684,7 @@ static const st_log_sync_ops_t *env_sync_ops;
 
 static st_err_t mgr_open(const char *dir, st_logmgr_t **out, char *err, size_t errlen) {
     char *dirs[1] = {(char *)dir};
-    st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, 0, NULL};
+    st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, 0, NULL, 0};
     st_err_t e = st_logmgr_open(&mc, out, err, errlen);
     if (!e) st_logmgr_set_sync_ops(*out, env_sync_ops);
     return e;
@@ -1938,7 +1938,7 @@ static void test_logmgr_lock(void **state) {
     assert_true(probe >= 0);
     int zero_open = fcntl(0, F_GETFD) != -1;
     char *dirs[2] = {other, e.dir};
-    st_logmgr_config_t mc = {dirs, 2, 1, 3600000, 3600000, 0, NULL};
+    st_logmgr_config_t mc = {dirs, 2, 1, 3600000, 3600000, 0, NULL, 0};
     assert_int_equal(st_logmgr_open(&mc, &m2, err, sizeof err), ST_E_LOCKED);
     dirs[0] = e.dir;
     dirs[1] = other;
@@ -1954,7 +1954,7 @@ static void test_logmgr_lock(void **state) {
     snprintf(keep_cid, sizeof keep_cid, "%s", cid);
     env_close(&e);
     char *one[1] = {e.dir};
-    st_logmgr_config_t mc2 = {one, 1, 2, 3600000, 3600000, 0, NULL};
+    st_logmgr_config_t mc2 = {one, 1, 2, 3600000, 3600000, 0, NULL, 0};
     assert_int_equal(st_logmgr_open(&mc2, &m2, err, sizeof err), ST_E_CONFIG);
     assert_non_null(strstr(err, "node.id"));
     /* After the first closes, the dirs are free again, the cluster id kept. */

@@ -77,7 +77,7 @@ static st_log_config_t meta_log_config(int64_t segment_bytes) {
 /* Opens the log and the metalog; err receives a refusal (NULL: must open). */
 static st_err_t node_open(node_t *n, char *err, size_t errlen) {
     char *dirs[1] = {n->dir};
-    st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, 0, NULL};
+    st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, 0, NULL, 0};
     char e1[512] = "";
     st_err_t rc = st_logmgr_open(&mc, &n->mgr, e1, sizeof e1);
     if (rc) fail_msg("st_logmgr_open: %s", e1);

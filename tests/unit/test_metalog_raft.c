@@ -101,7 +101,7 @@ static void on_flushed(void *arg) {
 
 static void host_start(host_t *h) {
     char *dirs[1] = {h->dir};
-    st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, 0, NULL};
+    st_logmgr_config_t mc = {dirs, 1, 1, 3600 * 1000, 3600 * 1000, 0, NULL, 0};
     char err[1024] = "";
     assert_int_equal(st_logmgr_open(&mc, &h->mgr, err, sizeof err), ST_OK);
     st_log_config_t lc = {.segment_bytes = 16384, .segment_ms = INT64_MAX, .retention_ms = -1,
