@@ -6,7 +6,8 @@
 // Each success is appended to ACKFILE as "p offset q", each failure as
 // "F p q error".  An error the idempotent producer cannot retry (a
 // sequence or producer id error) is printed "FATAL name: text" and the
-// exit status is 3.
+// exit status is 3.  Each request carries one message (see
+// Flush.MaxMessages below).
 //
 // Usage: sarama_client idempotent BOOTSTRAP TOPIC PARTITIONS TAG ACKFILE [RATE]
 // Runs until SIGTERM, then flushes and prints
@@ -53,7 +54,13 @@ func idempotentMain(args []string) {
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.Return.Errors = true
 	cfg.Producer.Partitioner = sarama.NewManualPartitioner
-	cfg.Producer.Flush.Frequency = 5 * time.Millisecond
+	// One message per request: Sarama 1.22 builds a retried message's
+	// batch anew, so a message whose answer was lost can go out again
+	// merged with newer ones, a batch of other bounds than the one the
+	// broker wrote: not a duplicate but a sequence overlap, which Kafka
+	// and Strata answer OUT_OF_ORDER_SEQUENCE_NUMBER.  Batches of one
+	// message keep their bounds on a retry.
+	cfg.Producer.Flush.MaxMessages = 1
 	cfg.Metadata.Retry.Max = 1000
 	cfg.Metadata.Retry.Backoff = 100 * time.Millisecond
 	var prod sarama.AsyncProducer
