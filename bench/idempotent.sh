@@ -7,16 +7,20 @@
 # Each measurement starts a fresh stratad (empty temporary log dir, free
 # port, config/server.properties otherwise), creates a topic of PARTITIONS
 # partitions with the first record, and sends N records with
-# strata-loadgen (linger.ms LINGER_MS, batches up to 1 MB); with
-# --idempotent the producer asks InitProducerId first and every batch
-# carries its producer id, epoch and sequence, which the broker checks
-# against the producer's state in each partition.  Plain and idempotent
-# take turns, REPEATS times each; the medians and the ratio idempotent /
-# plain are printed (aim >= 0.95).  librdkafka keeps at most 5 requests in
-# flight per broker with idempotence (KIP-98's limit) and far more
-# without, so the ratio includes that difference of the client.
+# strata-loadgen (linger.ms LINGER_MS, batches up to 1 MB) as one of:
 #
-# Settings (environment): REPEATS (3), PARTITIONS (3), N (500000), SETTLE_S
+#   plain       librdkafka's defaults (enable.idempotence=false, up to
+#               1,000,000 requests in flight per connection);
+#   plain-5     the same with max.in.flight 5, the idempotent producer's
+#               limit (KIP-98): what idempotence costs the broker alone;
+#   idempotent  --idempotent: InitProducerId first, every batch with its
+#               producer id, epoch and sequence, checked by the broker
+#               against the producer's state in each partition.
+#
+# The three take turns, REPEATS times each; the medians and the ratios
+# idempotent / plain (aim >= 0.95) and idempotent / plain-5 are printed.
+#
+# Settings (environment): REPEATS (5), PARTITIONS (3), N (1000000), SETTLE_S
 # (3), LINGER_MS (5), BUILD_DIR (build-bench), SKIP_BUILD=1 to reuse a
 # build, OVERRIDE (more broker settings, "k=v k=v").
 set -euo pipefail
@@ -25,9 +29,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 cd "$root"
 
-REPEATS=${REPEATS:-3}
+REPEATS=${REPEATS:-5}
 PARTITIONS=${PARTITIONS:-3}
-N=${N:-500000}
+N=${N:-1000000}
 SETTLE_S=${SETTLE_S:-3}
 LINGER_MS=${LINGER_MS:-5}
 BUILD_DIR=${BUILD_DIR:-build-bench}
@@ -130,10 +134,12 @@ for kv in ${OVERRIDE:-}; do case "$kv" in log.flush.on.ack=*) flush=${kv#*=} ;; 
 echo "stratad at $rev; $(uname -sr), librdkafka $(pkg-config --modversion rdkafka 2>/dev/null || echo '?')," \
      "log.flush.on.ack=${flush:-true}, linger.ms $LINGER_MS, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-p_rps=(); p_mbs=(); p_cpu=(); i_rps=(); i_mbs=(); i_cpu=()
+declare -A rps mbs cpus
+modes=(plain plain-5 idempotent)
 for r in $(seq 1 "$REPEATS"); do
-  for mode in plain idempotent; do
+  for mode in "${modes[@]}"; do
     extra=()
+    [ "$mode" = plain-5 ] && extra=(--max-in-flight 5)
     [ "$mode" = idempotent ] && extra=(--idempotent)
     start_stratad
     sleep "$SETTLE_S"
@@ -141,25 +147,29 @@ for r in $(seq 1 "$REPEATS"); do
     loadgen produce -b "$bootstrap" -t bench -n "$N" -s "$SIZE" -a all -l "$LINGER_MS" "${extra[@]}"
     cpu=$(awk -v a="$c0" -v b="$(cpu_s)" -v n="$N" -v s="$SIZE" 'BEGIN { printf "%.2f", (b - a) / (n * s / 1e9) }')
     echo "    $mode: $result stratad_cpu_s_per_gb=$cpu" >&2
-    if [ "$mode" = plain ]; then
-      p_rps+=("$(field records_per_s "$result")"); p_mbs+=("$(field mb_per_s "$result")"); p_cpu+=("$cpu")
-    else
-      i_rps+=("$(field records_per_s "$result")"); i_mbs+=("$(field mb_per_s "$result")"); i_cpu+=("$cpu")
-    fi
+    rps[$mode]+="$(field records_per_s "$result") "
+    mbs[$mode]+="$(field mb_per_s "$result") "
+    cpus[$mode]+="$cpu "
     stop_stratad
   done
 done
-plain=$(median "${p_rps[@]}")
-idem=$(median "${i_rps[@]}")
+# shellcheck disable=SC2086 # the lists are space-separated on purpose
+plain=$(median ${rps[plain]}); plain5=$(median ${rps[plain-5]}); idem=$(median ${rps[idempotent]})
 
 echo
 echo "Produce, acks=all, $N records of 1 KB to $PARTITIONS partitions (MB = 10^6 bytes of record values)"
 echo
 echo "| producer | records/s | MB/s | MB/s min - max | stratad CPU s per GB |"
 echo "|----------|-----------|------|----------------|----------------------|"
-echo "| plain (enable.idempotence=false) | $plain | $(median "${p_mbs[@]}") | $(spread "${p_mbs[@]}") | $(median "${p_cpu[@]}") |"
-echo "| idempotent (enable.idempotence=true) | $idem | $(median "${i_mbs[@]}") | $(spread "${i_mbs[@]}") | $(median "${i_cpu[@]}") |"
+row() { # row LABEL MODE
+  # shellcheck disable=SC2086
+  echo "| $1 | $(median ${rps[$2]}) | $(median ${mbs[$2]}) | $(spread ${mbs[$2]}) | $(median ${cpus[$2]}) |"
+}
+row "plain (librdkafka defaults)" plain
+row "plain, max.in.flight 5" plain-5
+row "idempotent (enable.idempotence=true)" idempotent
 echo
-echo "idempotent / plain throughput: $(ratio "$idem" "$plain") (aim >= 0.95)"
+echo "idempotent / plain throughput: $(ratio "$idem" "$plain") (aim >= 0.95);" \
+     "idempotent / plain with max.in.flight 5: $(ratio "$idem" "$plain5")"
 echo
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
