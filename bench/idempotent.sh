@@ -107,6 +107,15 @@ loadgen() {
   result=$(cat "$work/result")
   if [ "$rc" != 0 ]; then
     echo "idempotent.sh: strata-loadgen $* failed: $result" >&2
+    if kill -0 "$server_pid" 2>/dev/null; then
+      echo "idempotent.sh: stratad (pid $server_pid) is running; its log ends:" >&2
+    else
+      local st=0
+      wait "$server_pid" || st=$?
+      server_pid=""
+      echo "idempotent.sh: stratad exited with status $st; its log ends:" >&2
+    fi
+    tail -n 30 "$work/stratad.out" "$work/stratad.err" >&2
     exit 1
   fi
   case "$result" in
