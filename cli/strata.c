@@ -31,6 +31,8 @@ static const command_t commands[] = {
     {"groups", "consumer groups (list, describe GROUP)", st_cli_groups, st_cli_groups_usage},
     {"cluster", "the metadata quorum and the brokers (status, brokers)", st_cli_cluster,
      st_cli_cluster_usage},
+    {"topics", "topics and their partitions, offsets and producers (list, describe TOPIC)",
+     st_cli_topics, st_cli_topics_usage},
 };
 
 static void usage(FILE *out) {

@@ -327,6 +327,13 @@ int64_t st_partition_high_watermark(st_partition_t *p) {
     return o.high_watermark;
 }
 
+int64_t st_partition_epoch_start_offset(st_partition_t *p) {
+    pthread_mutex_lock(&p->rlock);
+    int64_t v = p->rs->leading ? p->rs->epoch_start_offset : -1;
+    pthread_mutex_unlock(&p->rlock);
+    return v;
+}
+
 static int self_id(const st_partition_t *p) { return p->owner->cfg->node_id; }
 
 static st_follower_t *follower_of(st_replica_state_t *rs, int32_t id) {

@@ -117,6 +117,11 @@ int32_t st_partition_leader_epoch(const st_partition_t *p);
 int32_t st_partition_isr_size(const st_partition_t *p);
 int32_t st_partition_min_isr(const st_partition_t *p);
 int64_t st_partition_high_watermark(st_partition_t *p);
+/* While this broker leads: the log end when it began to lead at the
+ * current leader epoch (-1 otherwise).  A new leader's high watermark may
+ * be below it until the followers fetch: what lies between is committed
+ * by the old leader's ISR, but not yet known to be. */
+int64_t st_partition_epoch_start_offset(st_partition_t *p);
 
 /* A follower's fetch at the leader (Kafka's Partition.fetchRecords for a
  * replica): checks that this broker leads p at current_leader_epoch (-1:

@@ -108,7 +108,12 @@ static st_err_t list_one(st_partition_t *p, int64_t timestamp, st_loop_t *loop, 
         if (offset >= 0) epoch = st_tier_part_epoch_for(p->tier, offset);
     } else if (timestamp == TS_LATEST) {
         /* read_committed stops at the last stable offset, which is the
-         * high watermark while there are no transactions */
+         * high watermark while there are no transactions.  A new leader
+         * whose high watermark is still below where its epoch began does
+         * not know the latest committed offset yet: Kafka answers
+         * OFFSET_NOT_AVAILABLE (retriable) rather than an offset a
+         * consumer would start from too early. */
+        if (o.high_watermark < st_partition_epoch_start_offset(p)) return ST_E_OFFSET_NOT_AVAILABLE;
         offset = o.high_watermark;
         epoch = st_log_latest_epoch(p->log);
     } else if (timestamp == TS_MAX_TIMESTAMP || timestamp >= 0) {

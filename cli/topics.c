@@ -1,0 +1,528 @@
+/*
+ * topics.c - `strata topics list | describe TOPIC`: the topics as the
+ * bootstrap broker's metadata has them, and one topic as its partitions'
+ * leaders see it.
+ *
+ *   list             every topic: id, partitions, replication factor,
+ *                    internal or not (Metadata, all topics)
+ *   describe TOPIC   the topic's id, partition count, replication factor
+ *                    and the configs that are not defaults (DescribeConfigs,
+ *                    as kafka-topics.sh --describe shows "Configs:"); per
+ *                    partition the leader, leader epoch, replicas, ISR,
+ *                    offline replicas (Metadata v12), log start offset and
+ *                    high watermark (ListOffsets -2 / -1); then per
+ *                    partition its producers (DescribeProducers, KIP-664,
+ *                    as kafka-transactions.sh describe-producers shows them)
+ *
+ * Metadata and DescribeConfigs go to the bootstrap broker, which may be
+ * any broker of a cluster; ListOffsets and DescribeProducers only to each
+ * partition's leader, since only the leader answers them.  A broker that
+ * does not list DescribeProducers in its ApiVersions (one older than the
+ * idempotent producers) gets no DescribeProducers: its partitions' section
+ * says so and the command still succeeds.  A leader that cannot be reached
+ * leaves its partitions' offsets and producers unknown ("-") and the
+ * command fails after printing everything else.  Uses the broker's own
+ * codec through kclient.c, one request at a time; no thread.
+ */
+#include "cli_int.h"
+#include "kclient.h"
+
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+void st_cli_topics_usage(FILE *out) {
+    fprintf(out,
+            "usage: strata topics --config FILE [--override key=value ...] "
+            "[--bootstrap HOST:PORT] list | describe TOPIC\n"
+            "  list             every topic: id, partitions, replication factor, internal\n"
+            "  describe TOPIC   id, partitions, replication factor, configs that are not\n"
+            "                   defaults; per partition leader, leader epoch, replicas, ISR,\n"
+            "                   offline replicas, log start offset, high watermark, producers\n");
+}
+
+/* DescribeConfigs' ConfigSource for a value nobody set (KIP-226):
+ * kafka-topics.sh shows every config whose source is another one. */
+#define CLI_CONFIG_SOURCE_DEFAULT 5
+#define CLI_RESOURCE_TOPIC 2
+
+/* What a partition's leader told us, or why it told us nothing. */
+enum { PROD_UNKNOWN, PROD_OK, PROD_NOT_SERVED, PROD_ERROR };
+
+typedef struct prow {
+    const st_metadata_partition_t *md;
+    int64_t log_start;      /* -1: unknown */
+    int64_t high_watermark; /* -1: unknown */
+    int16_t offsets_err;    /* ListOffsets' error for the partition */
+    int prod_state;
+    int16_t prod_err;
+    const char *prod_msg; /* the answer's error_message, or why the leader said nothing */
+    const st_describe_producers_resp_part_t *prod;
+} prow_t;
+
+static const char *wire_name(int16_t code) { return st_err_name(st_err_from_wire(code)); }
+
+static int cmp_topic(const void *a, const void *b) {
+    const st_metadata_topic_t *x = a, *y = b;
+    int n = x->name.len < y->name.len ? x->name.len : y->name.len;
+    int c = n > 0 ? memcmp(x->name.p, y->name.p, (size_t)n) : 0;
+    return c ? c : (x->name.len > y->name.len) - (x->name.len < y->name.len);
+}
+
+static int cmp_part(const void *a, const void *b) {
+    const st_metadata_partition_t *x = a, *y = b;
+    return (x->partition_index > y->partition_index) - (x->partition_index < y->partition_index);
+}
+
+/* "1,2,3", "-" for none; from the arena. */
+static const char *ids(st_arena_t *a, const int32_t *v, int n) {
+    if (n <= 0) return "-";
+    char *s = st_arena_alloc(a, (size_t)n * 12 + 1), *p = s;
+    for (int i = 0; i < n; i++) p += sprintf(p, "%s%d", i ? "," : "", (int)v[i]);
+    return s;
+}
+
+/* host:port of broker id in the Metadata answer, 0 if it names none (or
+ * it does not fit). */
+static int broker_addr(const st_metadata_resp_t *md, int32_t id, char *out, size_t n) {
+    for (int i = 0; i < md->brokers.n; i++) {
+        const st_metadata_broker_t *b = &md->brokers.v[i];
+        if (b->node_id != id) continue;
+        return snprintf(out, n, "%.*s:%d", ST_STR_FMT(b->host), (int)b->port) < (int)n;
+    }
+    return 0;
+}
+
+/* One request to the bootstrap broker on a connection of its own. */
+static int bootstrap_call(const st_cli_ctx_t *ctx, int16_t key, int16_t version, const void *req,
+                          st_arena_t *a, void **resp, char *err, size_t errlen) {
+    char why[512];
+    int rc = 1;
+    st_kclient_t kc = {-1, 0};
+    if (st_kclient_open(&kc, ctx->bootstrap, why, sizeof why)) {
+        st_snprintf_marked(err, errlen, "no broker reachable at %s (%s)", ctx->bootstrap, why);
+        goto out;
+    }
+    if (st_kclient_call(&kc, key, version, req, a, resp, why, sizeof why)) {
+        st_snprintf_marked(err, errlen, "the broker at %s: %s", ctx->bootstrap, why);
+        goto out;
+    }
+    rc = 0;
+out:
+    st_kclient_close(&kc);
+    return rc;
+}
+
+/* Metadata v12 from the bootstrap broker: one topic, or all (topic NULL). */
+static int metadata(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic,
+                    st_metadata_resp_t **out, char *err, size_t errlen) {
+    st_metadata_req_t mq;
+    st_schema_defaults(&st_metadata_req_schema, &mq);
+    mq.allow_auto_topic_creation = 0; /* describing must not create */
+    if (topic) {
+        ST_ARRAY_ALLOC(mq.topics, a, 1);
+        st_schema_defaults(&st_metadata_req_topic_schema, &mq.topics.v[0]);
+        mq.topics.v[0].name = st_str(topic);
+    } else {
+        mq.topics.v = NULL;
+        mq.topics.n = -1;
+    }
+    return bootstrap_call(ctx, ST_API_METADATA, 12, &mq, a, (void **)out, err, errlen);
+}
+
+static int list(const st_cli_ctx_t *ctx) {
+    char err[1024];
+    int rc = ST_CLI_EXIT_FAIL;
+    st_arena_t a;
+    st_arena_init(&a, 1 << 16);
+    st_metadata_resp_t *md;
+    if (metadata(ctx, &a, NULL, &md, err, sizeof err)) {
+        fprintf(stderr, "strata topics: %s\n", err);
+        goto out;
+    }
+    if (md->topics.n > 0)
+        qsort(md->topics.v, (size_t)md->topics.n, sizeof *md->topics.v, cmp_topic);
+    printf("%-40s %-22s %10s %18s %8s\n", "TOPIC", "TOPIC-ID", "PARTITIONS", "REPLICATION-FACTOR",
+           "INTERNAL");
+    for (int i = 0; i < md->topics.n; i++) {
+        const st_metadata_topic_t *t = &md->topics.v[i];
+        char id[23];
+        st_uuid_format(&t->topic_id, id);
+        /* as kafka-topics.sh: the first partition's replica count */
+        int rf = t->partitions.n > 0 ? t->partitions.v[0].replica_nodes.n : 0;
+        printf("%-40.*s %-22s %10d %18d %8s%s%s\n", ST_STR_FMT(t->name), id, t->partitions.n, rf,
+               t->is_internal ? "yes" : "no", t->error_code ? "  " : "",
+               t->error_code ? wire_name(t->error_code) : "");
+    }
+    rc = ST_CLI_EXIT_OK;
+out:
+    st_arena_fini(&a);
+    return rc;
+}
+
+/* DescribeConfigs of the topic, from the bootstrap broker: the entries
+ * whose source is not the default, "k=v,k=v" (from the arena). */
+static int configs(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic, const char **out,
+                   char *err, size_t errlen) {
+    int rc = 1;
+    st_describe_configs_req_t q;
+    st_schema_defaults(&st_describe_configs_req_schema, &q);
+    st_describe_configs_resource_t res;
+    st_schema_defaults(&st_describe_configs_resource_schema, &res);
+    res.resource_type = CLI_RESOURCE_TOPIC;
+    res.resource_name = st_str(topic);
+    res.configuration_keys.v = NULL;
+    res.configuration_keys.n = -1; /* all */
+    q.resources.v = &res;
+    q.resources.n = 1;
+    st_describe_configs_resp_t *r;
+    if (bootstrap_call(ctx, ST_API_DESCRIBE_CONFIGS, 4, &q, a, (void **)&r, err, errlen)) goto out;
+    if (r->results.n != 1) {
+        st_snprintf_marked(err, errlen, "the broker at %s answered DescribeConfigs with %d "
+                           "results for one resource", ctx->bootstrap, r->results.n);
+        goto out;
+    }
+    const st_describe_configs_result_t *res_out = &r->results.v[0];
+    if (res_out->error_code) {
+        st_snprintf_marked(err, errlen, "DescribeConfigs of topic %s: %s%s%.*s", topic,
+                           wire_name(res_out->error_code),
+                           res_out->error_message.len > 0 ? ": " : "",
+                           ST_STR_FMT(res_out->error_message.len > 0 ? res_out->error_message
+                                                                     : st_str("")));
+        goto out;
+    }
+    size_t len = 1;
+    for (int i = 0; i < res_out->configs.n; i++) {
+        const st_describe_configs_entry_t *e = &res_out->configs.v[i];
+        len += (size_t)(e->name.len > 0 ? e->name.len : 0) + 2 +
+               (size_t)(e->value.len > 6 ? e->value.len : 6); /* null: "(null)" */
+    }
+    char *s = st_arena_alloc(a, len), *p = s;
+    for (int i = 0; i < res_out->configs.n; i++) {
+        const st_describe_configs_entry_t *e = &res_out->configs.v[i];
+        if (e->config_source == CLI_CONFIG_SOURCE_DEFAULT || e->name.len <= 0) continue;
+        /* a sensitive value comes back null */
+        p += sprintf(p, "%s%.*s=%.*s", p == s ? "" : ",", ST_STR_FMT(e->name),
+                     ST_STR_FMT(e->value));
+    }
+    *out = s;
+    rc = 0;
+out:
+    return rc;
+}
+
+/* ApiVersions v2 (not flexible: any broker answers it in the version asked
+ * for), whether DescribeProducers v0 is served. */
+static int serves_describe_producers(st_kclient_t *kc, st_arena_t *a, int *served, char *why,
+                                     size_t whylen) {
+    st_api_versions_req_t q;
+    st_schema_defaults(&st_api_versions_req_schema, &q);
+    st_api_versions_resp_t *r;
+    if (st_kclient_call(kc, ST_API_API_VERSIONS, 2, &q, a, (void **)&r, why, whylen)) return 1;
+    if (r->error_code) {
+        snprintf(why, whylen, "ApiVersions: %s", wire_name(r->error_code));
+        return 1;
+    }
+    *served = 0;
+    for (int i = 0; i < r->api_keys.n; i++)
+        if (r->api_keys.v[i].api_key == ST_API_DESCRIBE_PRODUCERS)
+            *served = r->api_keys.v[i].min_version <= 0 && r->api_keys.v[i].max_version >= 0;
+    return 0;
+}
+
+/* ListOffsets at ts (-2 earliest, -1 latest) for the partitions of rows
+ * that leader leads; each answer into off (log_start or high_watermark). */
+static int offsets(st_kclient_t *kc, st_arena_t *a, const char *topic, prow_t *rows, int nrows,
+                   int32_t leader, int64_t ts, char *why, size_t whylen) {
+    st_list_offsets_req_t q;
+    st_schema_defaults(&st_list_offsets_req_schema, &q);
+    q.replica_id = -1;
+    st_list_offsets_req_topic_t t;
+    st_schema_defaults(&st_list_offsets_req_topic_schema, &t);
+    t.name = st_str(topic);
+    ST_ARRAY_ALLOC(t.partitions, a, nrows);
+    t.partitions.n = 0;
+    for (int i = 0; i < nrows; i++) {
+        if (rows[i].md->leader_id != leader) continue;
+        st_list_offsets_req_part_t *p = &t.partitions.v[t.partitions.n++];
+        st_schema_defaults(&st_list_offsets_req_part_schema, p);
+        p->partition_index = rows[i].md->partition_index;
+        p->current_leader_epoch = rows[i].md->leader_epoch; /* KIP-320: a stale view is refused */
+        p->timestamp = ts;
+    }
+    q.topics.v = &t;
+    q.topics.n = 1;
+    st_list_offsets_resp_t *r;
+    if (st_kclient_call(kc, ST_API_LIST_OFFSETS, 7, &q, a, (void **)&r, why, whylen)) return 1;
+    for (int i = 0; i < r->topics.n; i++) {
+        if (!st_str_eq(r->topics.v[i].name, topic)) continue;
+        for (int k = 0; k < r->topics.v[i].partitions.n; k++) {
+            const st_list_offsets_resp_part_t *p = &r->topics.v[i].partitions.v[k];
+            for (int j = 0; j < nrows; j++) {
+                if (rows[j].md->leader_id != leader ||
+                    rows[j].md->partition_index != p->partition_index)
+                    continue;
+                if (p->error_code) rows[j].offsets_err = p->error_code;
+                else if (ts == -2) rows[j].log_start = p->offset;
+                else rows[j].high_watermark = p->offset;
+            }
+        }
+    }
+    return 0;
+}
+
+/* DescribeProducers v0 for the partitions of rows that leader leads. */
+static int producers(st_kclient_t *kc, st_arena_t *a, const char *topic, prow_t *rows, int nrows,
+                     int32_t leader, char *why, size_t whylen) {
+    st_describe_producers_req_t q;
+    st_schema_defaults(&st_describe_producers_req_schema, &q);
+    st_describe_producers_req_topic_t t;
+    st_schema_defaults(&st_describe_producers_req_topic_schema, &t);
+    t.name = st_str(topic);
+    ST_ARRAY_ALLOC(t.partition_indexes, a, nrows);
+    t.partition_indexes.n = 0;
+    for (int i = 0; i < nrows; i++)
+        if (rows[i].md->leader_id == leader)
+            t.partition_indexes.v[t.partition_indexes.n++] = rows[i].md->partition_index;
+    q.topics.v = &t;
+    q.topics.n = 1;
+    st_describe_producers_resp_t *r;
+    if (st_kclient_call(kc, ST_API_DESCRIBE_PRODUCERS, 0, &q, a, (void **)&r, why, whylen))
+        return 1;
+    for (int i = 0; i < r->topics.n; i++) {
+        if (!st_str_eq(r->topics.v[i].name, topic)) continue;
+        for (int k = 0; k < r->topics.v[i].partitions.n; k++) {
+            const st_describe_producers_resp_part_t *p = &r->topics.v[i].partitions.v[k];
+            for (int j = 0; j < nrows; j++) {
+                if (rows[j].md->leader_id != leader ||
+                    rows[j].md->partition_index != p->partition_index)
+                    continue;
+                rows[j].prod = p;
+                rows[j].prod_state = p->error_code ? PROD_ERROR : PROD_OK;
+                rows[j].prod_err = p->error_code;
+                if (p->error_message.len > 0)
+                    rows[j].prod_msg = st_arena_strndup(a, p->error_message.p,
+                                                        (size_t)p->error_message.len);
+            }
+        }
+    }
+    /* a partition asked for and not answered */
+    for (int j = 0; j < nrows; j++)
+        if (rows[j].md->leader_id == leader && rows[j].prod_state == PROD_UNKNOWN) {
+            rows[j].prod_state = PROD_ERROR;
+            rows[j].prod_msg = "not in the answer";
+        }
+    return 0;
+}
+
+/* Offsets and producers from one leader.  Returns 1 with err said when
+ * the leader could not be asked. */
+static int from_leader(const st_metadata_resp_t *md, st_arena_t *a, const char *topic,
+                       prow_t *rows, int nrows, int32_t leader, char *err, size_t errlen) {
+    char addr[300], why[512];
+    int rc = 1, served = 0;
+    st_kclient_t kc = {-1, 0};
+    if (!broker_addr(md, leader, addr, sizeof addr)) {
+        st_snprintf_marked(err, errlen, "Metadata names broker %d as a leader but not its "
+                           "address", (int)leader);
+        goto out;
+    }
+    if (st_kclient_open(&kc, addr, why, sizeof why)) {
+        st_snprintf_marked(err, errlen, "broker %d, a partition leader: %s", (int)leader, why);
+        goto out;
+    }
+    if (offsets(&kc, a, topic, rows, nrows, leader, -2, why, sizeof why) ||
+        offsets(&kc, a, topic, rows, nrows, leader, -1, why, sizeof why) ||
+        serves_describe_producers(&kc, a, &served, why, sizeof why) ||
+        (served && producers(&kc, a, topic, rows, nrows, leader, why, sizeof why))) {
+        st_snprintf_marked(err, errlen, "broker %d at %s: %s", (int)leader, addr, why);
+        goto out;
+    }
+    if (!served)
+        for (int j = 0; j < nrows; j++)
+            if (rows[j].md->leader_id == leader) rows[j].prod_state = PROD_NOT_SERVED;
+    rc = 0;
+out:
+    st_kclient_close(&kc);
+    return rc;
+}
+
+/* "2026-12-01T21:03:04.123Z (5 s ago)", "-" for no timestamp. */
+static void when(char *out, size_t n, int64_t ts_ms, int64_t now_ms) {
+    if (ts_ms < 0) {
+        snprintf(out, n, "-");
+        return;
+    }
+    time_t secs = (time_t)(ts_ms / 1000);
+    struct tm tm;
+    char iso[32];
+    if (!gmtime_r(&secs, &tm) || !strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%S", &tm)) {
+        snprintf(out, n, "%lld", (long long)ts_ms);
+        return;
+    }
+    int64_t ago = now_ms > ts_ms ? (now_ms - ts_ms) / 1000 : 0;
+    snprintf(out, n, "%s.%03dZ (%lld s ago)", iso, (int)(ts_ms % 1000), (long long)ago);
+}
+
+static void print_producers(const prow_t *r, int64_t now) {
+    int32_t leader = r->md->leader_id;
+    if (leader < 0) {
+        printf("\nPartition %d (leader none):\n  producers: no leader\n",
+               (int)r->md->partition_index);
+        return;
+    }
+    printf("\nPartition %d (leader %d):\n", (int)r->md->partition_index, (int)leader);
+    switch (r->prod_state) {
+    case PROD_NOT_SERVED: printf("  producers: not served by broker %d\n", (int)leader); return;
+    case PROD_UNKNOWN: printf("  producers: unknown (broker %d did not answer)\n", (int)leader); return;
+    case PROD_ERROR:
+        printf("  producers: error %s%s%s\n", r->prod_err ? wire_name(r->prod_err) : "",
+               r->prod_err && r->prod_msg ? ": " : "", r->prod_msg ? r->prod_msg : "");
+        return;
+    default: break;
+    }
+    if (r->prod->active_producers.n == 0) {
+        printf("  producers: none\n");
+        return;
+    }
+    /* kafka-transactions.sh describe-producers' columns, in its order */
+    printf("  %-20s %-14s %-17s %-13s %-40s %s\n", "PRODUCER-ID", "PRODUCER-EPOCH",
+           "COORDINATOR-EPOCH", "LAST-SEQUENCE", "LAST-TIMESTAMP", "CURRENT-TXN-START-OFFSET");
+    for (int i = 0; i < r->prod->active_producers.n; i++) {
+        const st_producer_state_t *p = &r->prod->active_producers.v[i];
+        char ts[96], txn[24] = "-";
+        when(ts, sizeof ts, p->last_timestamp, now);
+        if (p->current_txn_start_offset >= 0)
+            snprintf(txn, sizeof txn, "%lld", (long long)p->current_txn_start_offset);
+        printf("  %-20lld %-14d %-17d %-13d %-40s %s\n", (long long)p->producer_id,
+               (int)p->producer_epoch, (int)p->coordinator_epoch, (int)p->last_sequence, ts, txn);
+    }
+}
+
+/* What one attempt of describe learnt. */
+typedef struct view {
+    const st_metadata_topic_t *t;
+    const char *configs;
+    prow_t *rows; /* by partition */
+    int nrows;
+    char leader_err[1024]; /* the first leader that could not be asked, "" if none */
+} view_t;
+
+static int retriable(int16_t code) { return code && st_err_retriable(st_err_from_wire(code)); }
+
+/* One attempt: Metadata and DescribeConfigs from the bootstrap broker,
+ * then each leader.  Returns 1 with err said when the topic cannot be
+ * described at all; sets *retry when a partition's answer may change
+ * soon (a leader moving or being elected). */
+static int look(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic, view_t *v, char *err,
+                size_t errlen, int *retry) {
+    st_metadata_resp_t *md;
+    memset(v, 0, sizeof *v);
+    *retry = 0;
+    if (metadata(ctx, a, topic, &md, err, errlen)) return 1;
+    for (int i = 0; i < md->topics.n && !v->t; i++)
+        if (st_str_eq(md->topics.v[i].name, topic)) v->t = &md->topics.v[i];
+    if (!v->t || v->t->error_code == st_err_wire(ST_E_UNKNOWN_TOPIC_OR_PARTITION)) {
+        st_snprintf_marked(err, errlen, "topic '%s' does not exist (the broker at %s says "
+                           "UNKNOWN_TOPIC_OR_PARTITION)", topic, ctx->bootstrap);
+        return 1;
+    }
+    if (v->t->error_code && v->t->partitions.n == 0) {
+        st_snprintf_marked(err, errlen, "topic '%s': %s", topic, wire_name(v->t->error_code));
+        *retry = retriable(v->t->error_code);
+        return 1;
+    }
+    if (configs(ctx, a, topic, &v->configs, err, errlen)) return 1;
+
+    v->nrows = v->t->partitions.n;
+    st_metadata_partition_t *parts = v->t->partitions.v;
+    qsort(parts, (size_t)v->nrows, sizeof *parts, cmp_part);
+    v->rows = st_arena_alloc(a, sizeof *v->rows * (size_t)(v->nrows ? v->nrows : 1));
+    for (int i = 0; i < v->nrows; i++) {
+        v->rows[i].md = &parts[i];
+        v->rows[i].log_start = v->rows[i].high_watermark = -1;
+    }
+    /* each leader once */
+    for (int i = 0; i < v->nrows; i++) {
+        int32_t leader = v->rows[i].md->leader_id;
+        int seen = leader < 0;
+        for (int j = 0; j < i && !seen; j++) seen = v->rows[j].md->leader_id == leader;
+        if (seen) continue;
+        char why[1024];
+        if (from_leader(md, a, topic, v->rows, v->nrows, leader, why, sizeof why) &&
+            !v->leader_err[0])
+            snprintf(v->leader_err, sizeof v->leader_err, "%s", why);
+    }
+    for (int i = 0; i < v->nrows; i++)
+        *retry |= retriable(v->rows[i].md->error_code) || retriable(v->rows[i].offsets_err) ||
+                  (v->rows[i].prod_state == PROD_ERROR && retriable(v->rows[i].prod_err));
+    return 0;
+}
+
+static void print_view(st_arena_t *a, const char *topic, const view_t *v) {
+    char id[23];
+    st_uuid_format(&v->t->topic_id, id);
+    printf("Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
+           topic, id, v->nrows, v->nrows > 0 ? v->rows[0].md->replica_nodes.n : 0, v->configs);
+    printf("\n%-9s %6s %12s %-16s %-16s %-16s %16s %14s\n", "PARTITION", "LEADER", "LEADER-EPOCH",
+           "REPLICAS", "ISR", "OFFLINE", "LOG-START-OFFSET", "HIGH-WATERMARK");
+    for (int i = 0; i < v->nrows; i++) {
+        const prow_t *r = &v->rows[i];
+        char start[24] = "-", hw[24] = "-";
+        if (r->log_start >= 0) snprintf(start, sizeof start, "%lld", (long long)r->log_start);
+        if (r->high_watermark >= 0)
+            snprintf(hw, sizeof hw, "%lld", (long long)r->high_watermark);
+        char leader[16] = "none"; /* kafka-topics.sh's word for no leader */
+        if (r->md->leader_id >= 0) snprintf(leader, sizeof leader, "%d", (int)r->md->leader_id);
+        int16_t perr = r->md->error_code ? r->md->error_code : r->offsets_err;
+        printf("%-9d %6s %12d %-16s %-16s %-16s %16s %14s%s%s\n", (int)r->md->partition_index,
+               leader, (int)r->md->leader_epoch,
+               ids(a, r->md->replica_nodes.v, r->md->replica_nodes.n),
+               ids(a, r->md->isr_nodes.v, r->md->isr_nodes.n),
+               ids(a, r->md->offline_replicas.v, r->md->offline_replicas.n), start, hw,
+               perr ? "  " : "", perr ? wire_name(perr) : "");
+    }
+    int64_t now = st_now_ms();
+    for (int i = 0; i < v->nrows; i++) print_producers(&v->rows[i], now);
+}
+
+/* Asks again, for about 5 s, while a partition is between leaders (as
+ * Kafka's admin client retries retriable errors); then shows what the
+ * last attempt learnt. */
+static int describe(const st_cli_ctx_t *ctx, const char *topic) {
+    char err[1024];
+    int rc = ST_CLI_EXIT_FAIL, retry = 0;
+    st_arena_t a;
+    view_t v;
+    for (int attempt = 1;; attempt++) {
+        st_arena_init(&a, 1 << 16);
+        int failed = look(ctx, &a, topic, &v, err, sizeof err, &retry);
+        if (!retry || attempt == 20) {
+            if (failed) goto fail;
+            break;
+        }
+        st_arena_fini(&a);
+        usleep(250 * 1000);
+    }
+    print_view(&a, topic, &v);
+    if (v.leader_err[0]) {
+        /* printed what is known; what a leader should have said is not */
+        snprintf(err, sizeof err, "%s", v.leader_err);
+        goto fail;
+    }
+    rc = ST_CLI_EXIT_OK;
+    goto out;
+fail:
+    fflush(stdout);
+    fprintf(stderr, "strata topics: %s\n", err);
+out:
+    st_arena_fini(&a);
+    return rc;
+}
+
+int st_cli_topics(const st_cli_ctx_t *ctx, int argc, char **argv) {
+    if (argc == 1 && !strcmp(argv[0], "list")) return list(ctx);
+    if (argc == 2 && !strcmp(argv[0], "describe") && argv[1][0]) return describe(ctx, argv[1]);
+    st_cli_topics_usage(stderr);
+    return ST_CLI_EXIT_USAGE;
+}
