@@ -148,6 +148,20 @@ class Faults:
         self.proxy.cut()
         self.cuts += 1
 
+    def crash(self, broker, hold_s=0.3):
+        """SIGKILL the broker while its answers to the producer are held
+        (batches appended and fsync'd, their answers never sent on), then
+        start it again: the producer sends them again, and only a producer
+        state rebuilt from the log (no snapshot is written at a SIGKILL)
+        tells they are duplicates."""
+        from tcpproxy import DELAY, PASS
+        self.proxy.set_mode(DELAY, delay_ms=10000, replies_only="produce")
+        time.sleep(hold_s)
+        broker.kill()
+        self.proxy.cut()
+        self.proxy.set_mode(PASS)
+        broker.start()
+
 
 def drain(proc, timeout=90):
     """SIGTERM a producer, return (exit status, its output)."""

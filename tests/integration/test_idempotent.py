@@ -12,8 +12,10 @@ single   one stratad; the producer (clients/rdk_idem_producer) reaches it
          STRATA_IDEM_CUTS times (default 20; half of them after a delay
          that holds the broker's responses, so requests the broker has
          appended lose their answers and are sent again), slowed without a
-         cut now and then, and stratad is killed with SIGKILL and started
-         again STRATA_IDEM_KILLS times (default 10).  Then the topic is
+         cut now and then, and stratad is killed with SIGKILL (while its
+         answers are held, so it dies with batches written but not
+         acknowledged, which its restart must recognise from the log) and
+         started again STRATA_IDEM_KILLS times (default 10).  Then the topic is
          read back: per partition every acknowledged message at its
          acknowledged offset, each message once, in order, no gap, and no
          delivery failed nor a fatal error.
@@ -43,7 +45,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kwire  # noqa: E402
 from idem_check import Faults, finish, tmpfile, wait_progress  # noqa: E402
-from strata_harness import Broker, Cluster, binary, check, fail, free_port, spawn  # noqa: E402
+from strata_harness import Broker, Cluster, binary, check, fail, free_port, log_starts, spawn  # noqa: E402
 from tcpproxy import DELAY, PASS, TcpProxy  # noqa: E402
 
 PARTS = 3
@@ -93,20 +95,25 @@ def run_single_broker():
                         f.delay(0.3)
                 n = wait_progress(ackfile, n, 40, proc, 30, "after cut %d" % f.cuts)
                 if i % 2 == 1 and kills < KILLS:
-                    b.kill()
-                    b.start()
+                    f.crash(b)
                     kills += 1
                     n = wait_progress(ackfile, n, 40, proc, 30, "after kill %d" % kills)
             while kills < KILLS:
-                b.kill()
-                b.start()
+                f.crash(b)
                 kills += 1
                 n = wait_progress(ackfile, n, 40, proc, 30, "after kill %d" % kills)
+            held = (CUTS + 1) // 2
             print("single broker: %d cuts (%d of them after holding the answers %d ms), %d slow spells, "
-                  "%d SIGKILLs + restarts in %.1f s" % (f.cuts, (CUTS + 1) // 2, f.hold_ms, f.delays - (CUTS + 1) // 2,
-                                                         kills, time.time() - t0), flush=True)
+                  "%d SIGKILLs (each while the answers were held 0.3 s) + restarts in %.1f s" %
+                  (f.cuts, held, f.hold_ms, f.delays - held, kills, time.time() - t0), flush=True)
             wait_progress(ackfile, n, 100, proc, 30, "after the last fault")
             finish(proc, ackfile, b.bootstrap, "idem", "I", "single broker, idempotent", f.cuts, kills, PARTS)
+            # evidence that the crashes did what they are for (the broker's
+            # log line is rate-limited, so this counts starts, not batches)
+            starts = log_starts(b)[1:]
+            print("single broker: %d of the %d starts after a SIGKILL answered a batch sent again as a "
+                  "duplicate (their log says so)" % (sum("duplicate batch" in s for s in starts), len(starts)),
+                  flush=True)
         if "control" in parts_wanted:
             ackfile = tmpfile("acks")
             proc = producer(pb, "plain", "C", ackfile, "-X", "enable.idempotence=false",

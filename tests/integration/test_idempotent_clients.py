@@ -6,7 +6,8 @@ Sarama (sarama_client idempotent: Producer.Idempotent, Net.MaxOpenRequests
 smaller scale: one stratad reached only through tcpproxy.py (its
 advertised listener), STRATA_IDEM_CLIENT_CUTS cuts (default 6; every other
 one after holding the answers to the producer, so batches the broker took
-are sent again) and one SIGKILL + restart while the client writes numbered
+are sent again) and one SIGKILL + restart (while the answers are held)
+while the client writes numbered
 messages to 3 partitions.  Then per partition: every acknowledged message
 at its offset, each message once, in order, no gap, no failed delivery.
 
@@ -79,8 +80,7 @@ def run(client):
                 f.cut()
             n = wait_progress(ackfile, n, 30, proc, 40, "(%s) after cut %d" % (client, f.cuts))
             if i == CUTS // 2:
-                b.kill()
-                b.start()
+                f.crash(b)
                 n = wait_progress(ackfile, n, 30, proc, 40, "(%s) after the kill" % client)
         wait_progress(ackfile, n, 60, proc, 40, "(%s) after the last fault" % client)
         finish(proc, ackfile, b.bootstrap, topic, tag, "%s idempotent producer" % client, f.cuts, 1, PARTS)
