@@ -204,6 +204,10 @@ def run_cluster():
             cl.wait(whole_isr, 60, "every partition of idem3 to have 3 in-sync replicas again")
             n = wait_progress(ackfile, n, 50, proc, 30, "after node %d came back" % old)
         finish(proc, ackfile, cl.bootstrap(), "idem3", "R", "3 nodes, RF 3, idempotent", 0, LEADER_KILLS, PARTS)
+        # evidence that the resends reached a new leader (its log line is
+        # rate-limited: lines, not batches)
+        dups = {i: cl.log_text(i).count("duplicate batch") for i in cl.ids()}
+        print("3 nodes: log lines of a batch sent again answered as a duplicate, per node: %r" % dups, flush=True)
     except SystemExit as e:
         cl.explain_failure(e)
         raise
