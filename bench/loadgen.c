@@ -58,6 +58,8 @@ typedef struct opts {
     double rate;      /* records/s, 0: as fast as possible */
     int latency;      /* report delivery latency percentiles */
     int e2e;          /* a consumer reads along: produce-to-delivery */
+    int idempotent;   /* produce: enable.idempotence=true (KIP-98) */
+    int max_in_flight; /* produce: max.in.flight per connection, 0: librdkafka's */
     int partitions;   /* topic mode */
     int replication;  /* topic mode */
     const char *configs[16];
@@ -105,6 +107,8 @@ static void usage(FILE *out) {
             "  -d, --debug CONTEXTS       librdkafka debug contexts (e.g. protocol,msg)\n"
             "  -r, --rate N               produce: N records/s (default: as fast as possible)\n"
             "  -L, --latency              produce: delivery latency percentiles (lat_*_ms)\n"
+            "  -I, --idempotent           produce: enable.idempotence=true (needs --acks all)\n"
+            "  -F, --max-in-flight N      produce: max.in.flight requests per connection\n"
             "  -E, --e2e                  produce: a consumer reads along; produce-to-delivery\n"
             "                             percentiles (e2e_*_ms); needs --size >= 16\n"
             "  -p, --partitions N         topic: partitions (3)\n"
@@ -335,6 +339,11 @@ static int run_produce(const opts_t *o) {
     set(conf, "bootstrap.servers", o->bootstrap);
     if (o->debug) set(conf, "debug", o->debug);
     set(conf, "acks", o->acks);
+    if (o->idempotent) set(conf, "enable.idempotence", "true");
+    if (o->max_in_flight > 0) {
+        snprintf(buf, sizeof buf, "%d", o->max_in_flight);
+        set(conf, "max.in.flight", buf);
+    }
     set(conf, "compression.type", o->compression);
     snprintf(buf, sizeof buf, "%d", o->linger_ms);
     set(conf, "linger.ms", buf);
@@ -472,6 +481,9 @@ static int run_produce(const opts_t *o) {
     long long lost = o->count - st.delivered - st.failed;
     char extra[512];
     int len = snprintf(extra, sizeof extra, "acks=%s ", o->acks);
+    if (o->idempotent) len += snprintf(extra + len, sizeof extra - (size_t)len, "idempotent=1 ");
+    if (o->max_in_flight > 0)
+        len += snprintf(extra + len, sizeof extra - (size_t)len, "max_in_flight=%d ", o->max_in_flight);
     if (o->rate > 0) len += snprintf(extra + len, sizeof extra - (size_t)len, "rate=%.0f ", o->rate);
     if (st.lat) fmt_pcts(extra + len, sizeof extra - (size_t)len, "lat", st.lat, st.nlat);
     len = (int)strlen(extra);
@@ -734,10 +746,12 @@ int main(int argc, char **argv) {
         {"e2e", no_argument, NULL, 'E'},             {"partitions", required_argument, NULL, 'p'},
         {"replication-factor", required_argument, NULL, 'R'},
         {"config", required_argument, NULL, 'c'},
+        {"idempotent", no_argument, NULL, 'I'},
+        {"max-in-flight", required_argument, NULL, 'F'},
         {NULL, 0, NULL, 0}};
     int ch;
     char *end;
-    while ((ch = getopt_long(argc, argv, "b:t:n:s:a:l:T:qd:hz:r:LEp:R:c:", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "b:t:n:s:a:l:T:qd:hz:r:LEp:R:c:IF:", longopts, NULL)) != -1) {
         errno = 0;
         switch (ch) {
         case 'b': o.bootstrap = optarg; break;
@@ -753,6 +767,8 @@ int main(int argc, char **argv) {
         case 'r': o.rate = strtod(optarg, &end); break;
         case 'L': o.latency = 1; break;
         case 'E': o.e2e = 1; break;
+        case 'I': o.idempotent = 1; break;
+        case 'F': o.max_in_flight = (int)strtol(optarg, &end, 10); break;
         case 'p': o.partitions = (int)strtol(optarg, &end, 10); break;
         case 'R': o.replication = (int)strtol(optarg, &end, 10); break;
         case 'c':
@@ -765,7 +781,7 @@ int main(int argc, char **argv) {
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
-        if (strchr("nslTrpR", ch) && (errno || *end || end == optarg)) {
+        if (strchr("nslTrpRF", ch) && (errno || *end || end == optarg)) {
             fprintf(stderr, "strata-loadgen: -%c %s: not a number\n", ch, optarg);
             return 2;
         }
@@ -783,6 +799,10 @@ int main(int argc, char **argv) {
     if (o.rate < 0 || o.partitions <= 0 || o.replication <= 0 || (o.e2e && o.size < E2E_HDR)) {
         fprintf(stderr, "strata-loadgen: --rate must be >= 0, --partitions and "
                         "--replication-factor positive, --size >= 16 with --e2e\n");
+        return 2;
+    }
+    if (o.idempotent && strcmp(o.acks, "all")) {
+        fprintf(stderr, "strata-loadgen: --idempotent needs --acks all\n");
         return 2;
     }
     if (strcmp(o.acks, "0") && strcmp(o.acks, "1") && strcmp(o.acks, "all")) {

@@ -1,8 +1,9 @@
 """
 kwire - just enough of Kafka's wire format, in classic (non-flexible)
 versions, for tests that must send requests by hand: record batches with
-CRC32C, Produce v3, Fetch v4, ListOffsets v1, DeleteRecords v0,
-IncrementalAlterConfigs v0, CreateTopics v0, Metadata v5.
+CRC32C (idempotent and transactional ones too), Produce v3, Fetch v4,
+ListOffsets v1, DeleteRecords v0, IncrementalAlterConfigs v0, CreateTopics
+v0, Metadata v5, ApiVersions v0, InitProducerId v0 and v4.
 
 Responses are parsed with a small cursor; every function returns plain
 tuples and lists.
@@ -37,8 +38,12 @@ def varint(n):
     return out + bytes([n])
 
 
-def record_batch(values, ts=None, keys=None):
-    """An uncompressed batch v2; values are bytes (None for null)."""
+def record_batch(values, ts=None, keys=None, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                 transactional=False):
+    """An uncompressed batch v2; values are bytes (None for null).  An
+    idempotent producer's batch names its producer id, epoch and the
+    sequence of its first record (KIP-98); transactional sets attribute
+    bit 4."""
     ts = int(time.time() * 1000) if ts is None else ts
     recs = b""
     for i, v in enumerate(values):
@@ -48,7 +53,9 @@ def record_batch(values, ts=None, keys=None):
         body += varint(-1) if v is None else varint(len(v)) + v
         body += varint(0)
         recs += varint(len(body)) + body
-    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, ts, ts, -1, -1, -1, len(values)) + recs
+    attrs = 0x10 if transactional else 0
+    after_crc = struct.pack(">hiqqqhii", attrs, len(values) - 1, ts, ts, producer_id, producer_epoch,
+                            base_sequence, len(values)) + recs
     body = struct.pack(">iB", 0, 2) + struct.pack(">I", crc32c(after_crc)) + after_crc
     return struct.pack(">qi", 0, len(body)) + body
 
@@ -353,3 +360,34 @@ def describe_configs(conn, topics):
             configs[k] = v
         out[name] = (err, configs)
     return out
+
+
+def api_versions(conn):
+    """ApiVersions v0: {api key: (min, max)} (empty on an error)."""
+    c = conn.call(18, 0, b"")
+    if c.take(">h"):
+        return {}
+    out = {}
+    for _ in range(c.take(">i")):
+        key, lo, hi = c.take(">hhh")
+        out[key] = (lo, hi)
+    return out
+
+
+def init_producer_id(conn, transactional_id=None, timeout_ms=60000, version=0, producer_id=-1,
+                     producer_epoch=-1):
+    """InitProducerId (API 22) v0-1 (classic) or v2-5 (flexible; v3+ send
+    the producer id and epoch a producer already has, KIP-360): (error,
+    producer id, epoch)."""
+    if version < 2:
+        body = kstr(transactional_id) + struct.pack(">i", timeout_ms)
+        c = conn.call(22, version, body)
+    else:
+        tid = uvarint(0) if transactional_id is None else compact_str(transactional_id)
+        body = tid + struct.pack(">i", timeout_ms)
+        if version >= 3:
+            body += struct.pack(">qh", producer_id, producer_epoch)
+        c = flex_call(conn, 22, version, body + b"\x00")
+    c.take(">i")  # throttle
+    err, pid, epoch = c.take(">hqh")
+    return err, pid, epoch

@@ -11,7 +11,21 @@ Modes (set_mode):
              back to pass closes every connection that lost bytes or was
              held (their streams are cut mid-frame), so the peers
              reconnect;
-  reset      every connection is closed, new ones are closed at once.
+  reset      every connection is closed, new ones are closed at once;
+  delay      a slow link: every chunk either side sends is held delay_ms
+             (set_mode(DELAY, delay_ms=N)) and then forwarded, in order;
+             with replies_only=True only what the target sends is held;
+             with replies_only="produce" only the target's answers on
+             connections that carried a Kafka Produce request (API key 0),
+             so a producer loses its answers while replicas fetching
+             through the same proxy do not.
+             Going to reset drops what is still held with the connection:
+             a request already delivered whose response is still held is
+             a response lost after the peer acted on it.  Going back to
+             pass forwards what is held and keeps the connections.
+
+cut() closes every connection at once and stays in the mode it is in (a
+momentary loss of the link; the peers reconnect); cuts counts them.
 
 In a test:  p = TcpProxy(("127.0.0.1", port)).start(); p.port; p.set_mode(...)
 By hand:    python3 tcpproxy.py LISTEN_PORT HOST:PORT, then type a mode per
@@ -21,8 +35,10 @@ import select
 import socket
 import sys
 import threading
+import time
 
 PASS, BLACKHOLE, RESET = "pass", "blackhole", "reset"
+DELAY = "delay"
 
 
 class TcpProxy:
@@ -40,14 +56,21 @@ class TcpProxy:
         self.dropped = 0  # bytes dropped while blackholed
         self.accepted = 0
         self.closed = False
+        self.delay_ms = 0
+        self.cuts = 0
+        self.delayed = 0  # chunks held by DELAY
+        self.replies_only = False
 
     def start(self):
         threading.Thread(target=self._accept_loop, name=self.name, daemon=True).start()
         return self
 
-    def set_mode(self, mode):
-        assert mode in (PASS, BLACKHOLE, RESET), mode
+    def set_mode(self, mode, delay_ms=None, replies_only=False):
+        assert mode in (PASS, BLACKHOLE, RESET, DELAY), mode
         with self.lock:
+            if delay_ms is not None:
+                self.delay_ms = delay_ms
+            self.replies_only = replies_only
             self.mode = mode
             doomed = []
             if mode == RESET:
@@ -55,6 +78,14 @@ class TcpProxy:
             elif mode == PASS:
                 doomed = [c for c in self.conns if c[2][0] or c[1] is None]
                 self.conns = [c for c in self.conns if c not in doomed]
+        for c in doomed:
+            self._close(c)
+
+    def cut(self):
+        """Close every connection now; new ones are served as before."""
+        with self.lock:
+            doomed, self.conns = self.conns, []
+            self.cuts += 1
         for c in doomed:
             self._close(c)
 
@@ -86,7 +117,7 @@ class TcpProxy:
                 cs.close()
                 continue
             up = None
-            if mode == PASS:
+            if mode in (PASS, DELAY):
                 try:
                     up = socket.create_connection(self.target, timeout=5)
                     up.settimeout(None)
@@ -98,21 +129,69 @@ class TcpProxy:
                 self.conns.append(c)
             threading.Thread(target=self._pump, args=(c,), daemon=True).start()
 
+    @staticmethod
+    def _scan_requests(state, data):
+        """Follow the client's Kafka frames (int32 size, int16 API key...):
+        state is [bytes left of the current frame, header bytes so far,
+        Produce seen]."""
+        i = 0
+        while i < len(data):
+            if state[0] > 0:
+                step = min(state[0], len(data) - i)
+                state[0] -= step
+                i += step
+                continue
+            need = 6 - len(state[1])
+            state[1] += data[i:i + need]
+            i += min(need, len(data) - i)
+            if len(state[1]) == 6:
+                size = int.from_bytes(state[1][:4], "big", signed=True)
+                if int.from_bytes(state[1][4:6], "big", signed=True) == 0:
+                    state[2] = True
+                state[0] = max(size - 2, 0)
+                state[1] = b""
+
     def _pump(self, c):
         cs, up, cut = c
         socks = [s for s in (cs, up) if s is not None]
+        held = []  # DELAY: [(due, destination, bytes)] in arrival order
+        frames = [0, b"", False]  # _scan_requests' state
         try:
             while True:
-                r, _, _ = select.select(socks, [], [], 0.5)
+                wait = 0.5
+                if held:
+                    wait = max(0.0, min(wait, held[0][0] - time.monotonic()))
+                r, _, _ = select.select(socks, [], [], wait)
                 with self.lock:
                     if c not in self.conns:
                         return
                     mode = self.mode
+                    delay = self.delay_ms / 1000.0
+                    replies_only = self.replies_only
+                if held and mode != DELAY:
+                    if mode == PASS:
+                        for _due, dst, data in held:
+                            dst.sendall(data)
+                    else:
+                        cut[0] = True
+                    held = []
+                while held and held[0][0] <= time.monotonic():
+                    _due, dst, data = held.pop(0)
+                    dst.sendall(data)
                 for s in r:
                     data = s.recv(65536)
                     if not data:
                         raise EOFError
-                    if mode != PASS or up is None:
+                    if s is cs and not frames[2]:
+                        self._scan_requests(frames, data)
+                    hold = s is up or not replies_only
+                    if replies_only == "produce":
+                        hold = s is up and frames[2]
+                    if mode == DELAY and up is not None and hold:
+                        held.append((time.monotonic() + delay, up if s is cs else cs, data))
+                        self.delayed += 1
+                        continue
+                    if mode not in (PASS, DELAY) or up is None:
                         cut[0] = True
                         self.dropped += len(data)
                         continue

@@ -414,6 +414,10 @@ func groupStage(addrs []string, version sarama.KafkaVersion) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "idempotent" {
+		idempotentMain(os.Args[2:]) // idempotent.go
+		return
+	}
 	if len(os.Args) != 3 {
 		fmt.Fprintln(os.Stderr, "usage: sarama_client BOOTSTRAP KAFKA_VERSION")
 		os.Exit(2)
