@@ -236,6 +236,7 @@ st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int
     st_log_t *log = st_calloc(1, sizeof *log);
     pthread_mutex_init(&log->lock, NULL);
     pthread_mutex_init(&log->epoch_file_lock, NULL);
+    pthread_cond_init(&log->notify_cond, NULL);
     log->refs = 1;
     log->mgr = m;
     log->mgr_index = -1;
@@ -406,6 +407,7 @@ void st_log_release(st_log_t *log) {
     free(log->topic);
     pthread_mutex_destroy(&log->lock);
     pthread_mutex_destroy(&log->epoch_file_lock);
+    pthread_cond_destroy(&log->notify_cond);
     free(log);
 }
 
@@ -413,6 +415,10 @@ void st_log_set_notify(st_log_t *log, st_log_notify_cb cb, void *arg) {
     pthread_mutex_lock(&log->lock);
     log->notify = cb;
     log->notify_arg = arg;
+    /* A callback under way on another thread (the flusher's, an
+     * appender's) still holds the old arg: it is waited out, so the caller
+     * may free what arg points to once this returns. */
+    while (log->notifying > 0) pthread_cond_wait(&log->notify_cond, &log->lock);
     pthread_mutex_unlock(&log->lock);
 }
 
@@ -422,8 +428,13 @@ static void notify(st_log_t *log) {
     pthread_mutex_lock(&log->lock);
     cb = log->notify;
     arg = log->notify_arg;
+    if (cb) log->notifying++;
     pthread_mutex_unlock(&log->lock);
-    if (cb) cb(log, arg);
+    if (!cb) return;
+    cb(log, arg);
+    pthread_mutex_lock(&log->lock);
+    if (--log->notifying == 0) pthread_cond_broadcast(&log->notify_cond);
+    pthread_mutex_unlock(&log->lock);
 }
 
 void st_log_set_config(st_log_t *log, const st_log_config_t *cfg) {

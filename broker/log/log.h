@@ -150,6 +150,9 @@ int st_logmgr_nlogs(st_logmgr_t *m);
 
 /* ---- one log ---------------------------------------------------------- */
 
+/* Set (or, with NULL, clear) the callback; returns once no callback with
+ * the previous arg is running on another thread.  Not to be called from
+ * inside the log's own callback. */
 void st_log_set_notify(st_log_t *log, st_log_notify_cb cb, void *arg);
 st_log_t *st_log_keep(st_log_t *log);
 void st_log_release(st_log_t *log);

@@ -203,6 +203,8 @@ struct st_log {
 
     st_log_notify_cb notify;
     void *notify_arg;
+    int notifying;               /* callbacks under way (lock) */
+    pthread_cond_t notify_cond;  /* signalled when notifying drops to 0 */
     /* guarded by the manager's lock */
     int flush_queued;
     st_log_t *flush_next;
