@@ -546,6 +546,12 @@ static void conn_update_events(st_conn_t *c) {
     epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
+/* An epoll tag that is a connection (not the eventfd, a listener or an
+ * outbound client's descriptor). */
+static int is_conn_tag(uintptr_t tag) {
+    return tag != TAG_EVENTFD && !(tag & TAG_IO) && !(tag & TAG_LISTENER);
+}
+
 static void conn_release(st_conn_t *c) {
     if (--c->refs > 0) return;
     free(c);
@@ -1018,6 +1024,12 @@ static void *loop_main(void *arg) {
             wait = 20;
         }
         int k = epoll_wait(loop->epfd, evs, 64, (int)wait);
+        /* Every connection named in this batch is held until the batch is
+         * done: a job of the mailbox (an answer from the controller thread)
+         * or another connection's event may close and release one that a
+         * later event of the same batch still points at. */
+        for (int i = 0; i < k; i++)
+            if (is_conn_tag((uintptr_t)evs[i].data.ptr)) ((st_conn_t *)evs[i].data.ptr)->refs++;
         for (int i = 0; i < k; i++) {
             uintptr_t tag = (uintptr_t)evs[i].data.ptr;
             if (tag == TAG_EVENTFD) {
@@ -1029,14 +1041,15 @@ static void *loop_main(void *arg) {
                 accept_all(n, (listener_t *)(tag & ~(uintptr_t)TAG_LISTENER));
             } else {
                 st_conn_t *c = evs[i].data.ptr;
-                c->refs++;
+                if (c->closed) continue; /* closed earlier in this batch */
                 if (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) conn_read(c);
                 if (!c->closed && (evs[i].events & EPOLLOUT)) conn_flush(c);
                 if (!c->closed && (evs[i].events & (EPOLLHUP | EPOLLERR)) && !(evs[i].events & EPOLLIN))
                     conn_close(c, NULL);
-                conn_release(c);
             }
         }
+        for (int i = 0; i < k; i++)
+            if (is_conn_tag((uintptr_t)evs[i].data.ptr)) conn_release(evs[i].data.ptr);
         /* idle connections */
         if (n->cfg.idle_timeout_ms > 0) {
             int64_t t = st_mono_ms();
