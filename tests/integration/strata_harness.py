@@ -792,7 +792,7 @@ class Cluster:
             self._sh("down", check_rc=False)
         self._stop_reaper = True
 
-    SANITIZER = re.compile(r"ERROR: (AddressSanitizer|LeakSanitizer|ThreadSanitizer)|runtime error: ")
+    SANITIZER = re.compile(r"(ERROR|WARNING): (AddressSanitizer|LeakSanitizer|ThreadSanitizer)|runtime error: ")
 
     def sanitizer_reports(self):
         """{node: the first lines of a sanitizer's report in its log}."""
