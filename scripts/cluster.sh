@@ -51,7 +51,17 @@ nodes() { # the node ids DIR holds
     ls -d "$dir"/node-* 2>/dev/null | sed 's/.*node-//' | sort -n
 }
 
-alive() { [ -f "$dir/node-$1/pid" ] && kill -0 "$(cat "$dir/node-$1/pid")" 2>/dev/null; }
+# A node is alive while its process runs; a zombie (exited, not yet reaped
+# by whoever adopted it) is not: kill -0 succeeds on one, and taking it for
+# a running node made `up` skip a node that was just stopping.
+alive() {
+    local f="$dir/node-$1/pid" pid state
+    [ -f "$f" ] || return 1
+    pid="$(cat "$f")"
+    kill -0 "$pid" 2>/dev/null || return 1
+    state="$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)"
+    [ -n "$state" ] && [ "$state" != Z ]
+}
 
 case "$cmd" in
 up)
