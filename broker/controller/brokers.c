@@ -253,7 +253,11 @@ void st_controller_broker_registration(st_controller_t *c, const st_broker_regis
         const st_meta_broker_t *b = image_broker(c->image, q->broker_id);
         struct hb *h = hb_of(c, q->broker_id, 0);
         int same = b && !memcmp(b->incarnation.b, q->incarnation_id.b, 16);
-        int live = b && h && st_mono_ms() - h->last_ms < c->cfg.broker->broker_session_timeout_ms;
+        /* Kafka's hasValidSession: a fenced broker (one that finished a
+         * controlled shutdown, or missed its heartbeats) holds no session,
+         * so its next incarnation registers at once */
+        int live = b && !b->fenced && h &&
+                   st_mono_ms() - h->last_ms < c->cfg.broker->broker_session_timeout_ms;
         if (same) {
             r->broker_epoch = b->epoch; /* a retry of a registration that was written */
         } else if (live) {
