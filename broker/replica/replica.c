@@ -327,6 +327,19 @@ int64_t st_partition_high_watermark(st_partition_t *p) {
     return o.high_watermark;
 }
 
+st_partition_t *st_replicas_lookup_leader(st_replicas_t *rm, const char *topic, size_t len,
+                                          int32_t partition, st_err_t *e) {
+    int known = 0;
+    st_partition_t *p = st_replicas_lookup(rm, topic, len, partition, &known);
+    *e = !p ? (known == 2 ? ST_E_NOT_LEADER_OR_FOLLOWER : ST_E_UNKNOWN_TOPIC_OR_PARTITION)
+            : st_partition_check_leader(p);
+    if (*e) {
+        st_partition_release(p);
+        p = NULL;
+    }
+    return p;
+}
+
 int64_t st_partition_epoch_start_offset(st_partition_t *p) {
     pthread_mutex_lock(&p->rlock);
     int64_t v = p->rs->leading ? p->rs->epoch_start_offset : -1;

@@ -90,6 +90,12 @@ void st_partition_release(st_partition_t *p);
 /* OK when this broker leads p (clients may produce and fetch), else
  * NOT_LEADER_OR_FOLLOWER: the image names another leader, or none. */
 st_err_t st_partition_check_leader(const st_partition_t *p);
+/* A kept partition this broker leads, or NULL with *e set:
+ * UNKNOWN_TOPIC_OR_PARTITION, or NOT_LEADER_OR_FOLLOWER for one hosted
+ * elsewhere or led by another broker (what Produce and DescribeProducers
+ * answer). */
+st_partition_t *st_replicas_lookup_leader(st_replicas_t *rm, const char *topic, size_t len,
+                                          int32_t partition, st_err_t *e);
 
 /* Every hosted partition, kept (release each with st_partition_release
  * and free the array). */

@@ -415,17 +415,12 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
                 op->any_error = 1;
                 continue;
             }
-            int known = 0;
-            pp->p = st_replicas_lookup(srv->rm, qt->name.p, (size_t)ST_MAX(qt->name.len, 0),
-                                       qp->index, &known);
-            st_err_t le = !pp->p ? (known == 2 ? ST_E_NOT_LEADER_OR_FOLLOWER
-                                          : ST_E_UNKNOWN_TOPIC_OR_PARTITION)
-                                 : st_partition_check_leader(pp->p);
+            st_err_t le;
+            /* only a partition this broker leads is kept: a kept one is
+             * validated and appended to below */
+            pp->p = st_replicas_lookup_leader(srv->rm, qt->name.p, (size_t)ST_MAX(qt->name.len, 0),
+                                              qp->index, &le);
             if (le) {
-                /* let go of it here: a partition kept would be validated
-                 * and appended to below */
-                st_partition_release(pp->p);
-                pp->p = NULL;
                 set_error(req, out, le, NULL);
                 op->any_error = 1;
                 continue;

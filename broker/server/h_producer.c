@@ -228,15 +228,12 @@ static void describe_partition(st_server_t *srv, st_request_t *req, st_str_t top
                                st_describe_producers_resp_part_t *out) {
     st_schema_defaults(&st_describe_producers_resp_part_schema, out);
     out->partition_index = index;
-    int known = 0;
-    st_partition_t *p = st_replicas_lookup(srv->rm, topic.p, (size_t)ST_MAX(topic.len, 0), index,
-                                           &known);
-    st_err_t e = !p ? (known == 2 ? ST_E_NOT_LEADER_OR_FOLLOWER : ST_E_UNKNOWN_TOPIC_OR_PARTITION)
-                    : st_partition_check_leader(p);
+    st_err_t e;
+    st_partition_t *p = st_replicas_lookup_leader(srv->rm, topic.p, (size_t)ST_MAX(topic.len, 0),
+                                                  index, &e);
     if (e) {
         out->error_code = st_err_wire(e);
         out->error_message = st_str(st_err_msg(e));
-        st_partition_release(p);
         return;
     }
     /* the count may grow between the two calls: what fits is answered */
