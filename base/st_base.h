@@ -102,6 +102,7 @@
     X(ELIGIBLE_LEADERS_NOT_AVAILABLE, 83, 1, 83, "eligible leaders not available")     \
     X(ELECTION_NOT_NEEDED, 84, 0, 84, "election not needed")                           \
     X(INVALID_RECORD, 87, 0, 87, "invalid record")                                     \
+    X(UNSTABLE_OFFSET_COMMIT, 88, 1, 88, "there are unstable offsets for the partition") \
     X(THROTTLING_QUOTA_EXCEEDED, 89, 1, 89, "throttling quota exceeded")               \
     X(RESOURCE_NOT_FOUND, 91, 0, 91, "resource not found")                             \
     X(DUPLICATE_RESOURCE, 92, 0, 92, "duplicate resource")                             \

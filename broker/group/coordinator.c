@@ -72,14 +72,18 @@ static int64_t op_wall(void *arg) {
     return st_now_ms();
 }
 
-static st_err_t op_append(void *arg, int32_t partition, const st_batch_record_t *recs, int n) {
+static st_err_t op_append(void *arg, int32_t partition, int64_t producer_id, int16_t producer_epoch,
+                          const st_batch_record_t *recs, int n, int64_t *base_offset) {
     st_group_coord_t *c = arg;
     if (partition < 0 || partition >= c->nparts || !c->parts[partition].p)
         return ST_E_NOT_LEADER_OR_FOLLOWER;
     st_partition_t *p = c->parts[partition].p;
     st_buf_t b;
     st_buf_init(&b);
-    st_batch_build(&b, recs, n, st_now_ms());
+    if (producer_id >= 0)
+        st_batch_build_txn(&b, recs, n, st_now_ms(), producer_id, producer_epoch);
+    else
+        st_batch_build(&b, recs, n, st_now_ms());
     st_log_config_t lc;
     st_log_get_config(p->log, &lc);
     st_err_t e = ST_OK;
@@ -88,6 +92,7 @@ static st_err_t op_append(void *arg, int32_t partition, const st_batch_record_t 
     st_append_info_t info;
     if (!e) e = st_partition_append(p, b.data, b.len, &info);
     if (!e) {
+        if (base_offset) *base_offset = info.base_offset;
         c->parts[partition].written_end = info.last_offset + 1;
         if (c->cfg.flush_on_ack) st_logmgr_request_flush(c->logs, p->log);
     }
@@ -129,12 +134,28 @@ static void start_load(st_group_coord_t *c, int32_t partition, st_partition_t *p
 typedef struct replay {
     st_group_coord_t *c;
     int32_t partition;
+    int64_t producer_id; /* of a transactional batch; else -1 */
 } replay_t;
 
 static int replay_record(const st_record_t *r, void *arg) {
     replay_t *rp = arg;
-    st_gstate_load_record(rp->c->state, rp->partition, r->key, r->key_len,
-                          r->value_len >= 0 ? r->value : NULL, r->value_len);
+    st_gstate_load_record(rp->c->state, rp->partition, r->offset, rp->producer_id, r->key,
+                          r->key_len, r->value_len >= 0 ? r->value : NULL, r->value_len);
+    return 0;
+}
+
+/* A control batch's record (Kafka's EndTransactionMarker):
+ *
+ *   key    int16 version (0), int16 type (0 ABORT, 1 COMMIT)
+ *   value  int16 version, int32 coordinator epoch (not needed here)
+ *
+ * Other types (or versions) are not transaction markers: skipped. */
+static int replay_marker(const st_record_t *r, void *arg) {
+    replay_t *rp = arg;
+    if (r->key_len < 4 || st_be16_get(r->key) != 0) return 0;
+    int16_t type = (int16_t)st_be16_get(r->key + 2);
+    if (type == 0 || type == 1)
+        st_gstate_end_txn(rp->c->state, rp->partition, rp->producer_id, type == 1);
     return 0;
 }
 
@@ -174,12 +195,22 @@ static int load_step(st_group_coord_t *c, int32_t partition) {
     st_file_release(rd.file);
     int64_t before = pt->load_pos;
     size_t pos = 0;
-    replay_t rp = {c, partition};
+    replay_t rp = {c, partition, -1};
     while (!e && pos + ST_BATCH_HEADER_SIZE <= got) {
         st_batch_info_t b;
         if (st_batch_header(c->buf + pos, got - pos, &b) || pos + (size_t)b.size > got) break;
-        if (st_batch_last_offset(&b) >= pt->load_pos && !(b.attributes & ST_ATTR_CONTROL)) {
-            st_err_t re = st_batch_foreach_record(c->buf + pos, b.size, replay_record, &rp);
+        if (st_batch_last_offset(&b) >= pt->load_pos) {
+            /* a transaction's records are pending until its marker (a
+             * control batch of the same producer) commits or aborts them */
+            int control = (b.attributes & ST_ATTR_CONTROL) != 0;
+            rp.producer_id = (b.attributes & ST_ATTR_TRANSACTIONAL) && b.producer_id >= 0
+                                 ? b.producer_id
+                                 : -1;
+            st_err_t re = ST_OK;
+            if (!control)
+                re = st_batch_foreach_record(c->buf + pos, b.size, replay_record, &rp);
+            else if (rp.producer_id >= 0)
+                re = st_batch_foreach_record(c->buf + pos, b.size, replay_marker, &rp);
             if (re)
                 ST_WARN("group", "%s-%d: batch at offset %lld unreadable (%s); skipped",
                         ST_GROUP_OFFSETS_TOPIC, (int)partition, (long long)b.base_offset,
@@ -368,3 +399,29 @@ int64_t st_group_coord_written_end(st_group_coord_t *c, int32_t partition) {
 }
 
 int32_t st_group_coord_num_partitions(st_group_coord_t *c) { return c->nparts; }
+
+typedef struct marker_job {
+    int32_t partition;
+    int64_t producer_id;
+    int16_t producer_epoch;
+    int commit;
+} marker_job_t;
+
+static void marker_run(st_group_coord_t *c, st_gstate_t *s, void *arg) {
+    (void)c;
+    marker_job_t *m = arg;
+    /* A partition still loading meets the marker in its log (it was
+     * appended before this job was queued); one not led here is the new
+     * leader's to replay. */
+    if (st_gstate_partition(s, m->partition) == ST_GPART_LOADED)
+        st_gstate_end_txn(s, m->partition, m->producer_id, m->commit);
+    free(m);
+}
+
+void st_group_coord_txn_marker(st_group_coord_t *c, int32_t partition, int64_t producer_id,
+                               int16_t producer_epoch, int commit) {
+    if (!c || partition < 0 || partition >= c->nparts || producer_id < 0) return;
+    marker_job_t *m = st_malloc(sizeof *m);
+    *m = (marker_job_t){partition, producer_id, producer_epoch, commit != 0};
+    st_group_coord_submit(c, marker_run, m);
+}

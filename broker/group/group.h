@@ -132,6 +132,8 @@ typedef struct st_goffset {
     st_str_t metadata;
     int64_t commit_ts; /* wall ms */
     int64_t expire_ts; /* wall ms; -1: by offsets.retention.minutes */
+    int64_t record_offset; /* of its record in __consumer_offsets; -1 unknown */
+    int64_t producer_id;   /* a pending transactional offset's producer; else -1 */
 } st_goffset_t;
 
 /* A small open-addressing map from byte strings to pointers. */
@@ -176,6 +178,11 @@ typedef struct st_group {
     int nsubscribed;
     int subscribed_known;
     st_gmap_t offsets; /* int32 partition, then the topic bytes -> st_goffset_t */
+    /* Transactional offsets not yet committed or aborted (KIP-98): int64
+     * producer id, int32 partition, topic bytes -> st_goffset_t; and per
+     * partition (the offsets' key) how many producers have one there. */
+    st_gmap_t txn_pending;
+    st_gmap_t open_txns;
     int has_metadata;  /* a group metadata record stands for it in the log */
 } st_group_t;
 
@@ -228,8 +235,12 @@ typedef struct st_gstate st_gstate_t;
 typedef struct st_gstate_ops {
     int64_t (*mono_ms)(void *arg);
     int64_t (*wall_ms)(void *arg);
-    /* Append one batch holding recs to __consumer_offsets-partition. */
-    st_err_t (*append)(void *arg, int32_t partition, const st_batch_record_t *recs, int n);
+    /* Append one batch holding recs to __consumer_offsets-partition; with
+     * producer_id >= 0 a transactional batch of that producer and epoch
+     * (base sequence -1).  *base_offset (when not NULL): the offset of
+     * the first record. */
+    st_err_t (*append)(void *arg, int32_t partition, int64_t producer_id, int16_t producer_epoch,
+                       const st_batch_record_t *recs, int n, int64_t *base_offset);
     /* A request touches a partition whose state is unknown: the host may
      * start (and finish) loading it (st_gstate_set_partition). */
     void (*ensure_partition)(void *arg, int32_t partition);
@@ -264,11 +275,13 @@ void st_gstate_set_partition(st_gstate_t *s, int32_t partition, st_gpart_state_t
 st_gpart_state_t st_gstate_partition(const st_gstate_t *s, int32_t partition);
 int32_t st_gstate_partition_of(const st_gstate_t *s, st_str_t group_id);
 
-/* Replay (partition LOADING): one record of __consumer_offsets, in log
- * order; value NULL is a tombstone.  Unknown or corrupt records are
- * skipped and counted. */
-void st_gstate_load_record(st_gstate_t *s, int32_t partition, const uint8_t *key, int32_t klen,
-                           const uint8_t *value, int32_t vlen);
+/* Replay (partition LOADING): one record of __consumer_offsets at
+ * offset, in log order; value NULL is a tombstone.  producer_id: the
+ * producer of a transactional batch (its offset commits become pending),
+ * -1 for any other.  Unknown or corrupt records are skipped and counted.
+ * A control batch's marker is replayed with st_gstate_end_txn. */
+void st_gstate_load_record(st_gstate_t *s, int32_t partition, int64_t offset, int64_t producer_id,
+                           const uint8_t *key, int32_t klen, const uint8_t *value, int32_t vlen);
 /* The partition is replayed: its groups come to life (members get their
  * session timers, as after Kafka's onGroupLoaded). */
 void st_gstate_load_done(st_gstate_t *s, int32_t partition);
@@ -361,6 +374,48 @@ void st_gstate_commit(st_gstate_t *s, st_str_t group_id, st_str_t member_id,
                       st_str_t instance_id, int32_t generation, st_group_commit_t *c, int n);
 
 const st_goffset_t *st_gstate_offset(st_group_t *g, st_str_t topic, int32_t partition);
+
+/* ---- Transactional offset commits (KIP-98, KIP-447) --------------------
+ *
+ *   TxnOffsetCommit          st_gstate_txn_commit: one transactional batch
+ *        |                   (the producer's id and epoch) of OffsetCommit
+ *        v                   records; the offsets are pending for
+ *   pending (group,          (group, producer): OffsetFetch does not show
+ *   producer, partition)     them; with require_stable their partitions
+ *        |                   answer UNSTABLE_OFFSET_COMMIT
+ *        | marker in the     st_gstate_end_txn
+ *        | partition's log
+ *        v
+ *   commit: committed, unless the partition's committed offset was
+ *           written later in the log (record_offset, as Kafka's
+ *           replayEndTransactionMarker); abort: dropped
+ *
+ * A tombstone of an offset drops the pending offsets of that partition
+ * too (as in replay).  Offsets with a transaction pending do not expire,
+ * and a group holding pending offsets is kept. */
+typedef struct st_group_txn_commit_params {
+    st_str_t group_id;
+    st_str_t transactional_id;
+    int64_t producer_id;
+    int16_t producer_epoch;
+    int32_t generation; /* -1: not given (v0-2) */
+    st_str_t member_id; /* "": not given */
+    st_str_t instance_id;
+} st_group_txn_commit_params_t;
+
+/* Each c[i].error is set (commit_ts, expire_ts are not used: the time is
+ * now and the retention the broker's). */
+void st_gstate_txn_commit(st_gstate_t *s, const st_group_txn_commit_params_t *p,
+                          st_group_commit_t *c, int n);
+/* A marker of producer_id is in __consumer_offsets-partition: its pending
+ * offsets in the groups of that partition are committed or dropped.  Also
+ * replay's (LOADING) way with a control batch. */
+void st_gstate_end_txn(st_gstate_t *s, int32_t partition, int64_t producer_id, int commit);
+/* Whether some transaction has an offset pending for the partition. */
+int st_gstate_txn_pending(st_group_t *g, st_str_t topic, int32_t partition);
+/* The pending offset of one producer, or NULL. */
+const st_goffset_t *st_gstate_pending_offset(st_group_t *g, int64_t producer_id, st_str_t topic,
+                                             int32_t partition);
 void st_gstate_foreach_offset(st_group_t *g, void (*fn)(const st_goffset_t *o, void *arg),
                               void *arg);
 
@@ -421,6 +476,12 @@ void st_group_coord_submit(st_group_coord_t *c, st_group_job_fn fn, void *arg);
  * partition's flushed offset reaches it.  Coordinator thread. */
 int64_t st_group_coord_written_end(st_group_coord_t *c, int32_t partition);
 int32_t st_group_coord_num_partitions(st_group_coord_t *c);
+/* A transaction marker of producer_id was appended to
+ * __consumer_offsets-partition (WriteTxnMarkers): the coordinator thread
+ * commits (commit != 0) or aborts that producer's pending offsets in the
+ * partition's groups, after the jobs already queued.  Any thread. */
+void st_group_coord_txn_marker(st_group_coord_t *c, int32_t partition, int64_t producer_id,
+                               int16_t producer_epoch, int commit);
 
 /* ------------------------------------------------------------------------
  * Compaction: which logs the cleaner visits (compaction.c)

@@ -42,7 +42,15 @@ struct st_gstate {
     int64_t next_deadline;      /* earliest deadline known (may be early) */
     int64_t next_offset_expiry; /* when expired offsets are next looked for */
     int skipped;
+    /* int64 producer id -> txn_groups_t: the groups that may hold its
+     * pending offsets (ids checked when its marker comes) */
+    st_gmap_t txn_groups;
 };
+
+typedef struct txn_groups {
+    st_str_t *ids; /* owned */
+    int n, cap;
+} txn_groups_t;
 
 static const char *const state_names[] = {"Empty", "PreparingRebalance", "CompletingRebalance",
                                           "Stable", "Dead"};
@@ -69,6 +77,7 @@ st_gstate_t *st_gstate_new(const st_gstate_config_t *cfg, const st_gstate_ops_t 
     if (s->cfg.num_partitions <= 0) s->cfg.num_partitions = 1;
     s->ops = *ops;
     st_gmap_init(&s->groups);
+    st_gmap_init(&s->txn_groups);
     s->parts = st_calloc((size_t)s->cfg.num_partitions, 1);
     s->next_deadline = -1;
     s->next_offset_expiry = now_ms(s) + s->cfg.offsets_retention_check_interval_ms;
@@ -117,6 +126,10 @@ static void group_free(st_group_t *g) {
     st_goffset_t *o;
     while ((o = st_gmap_next(&g->offsets, &it))) offset_free(o);
     st_gmap_fini(&g->offsets);
+    it = 0;
+    while ((o = st_gmap_next(&g->txn_pending, &it))) offset_free(o);
+    st_gmap_fini(&g->txn_pending);
+    st_gmap_fini(&g->open_txns);
     subscribed_clear(g);
     st_gstr_free(&g->id);
     st_gstr_free(&g->protocol_type);
@@ -160,6 +173,14 @@ void st_gstate_destroy(st_gstate_t *s) {
     st_group_t *g;
     while ((g = st_gmap_next(&s->groups, &it))) group_free(g);
     st_gmap_fini(&s->groups);
+    it = 0;
+    txn_groups_t *t;
+    while ((t = st_gmap_next(&s->txn_groups, &it))) {
+        for (int i = 0; i < t->n; i++) st_gstr_free(&t->ids[i]);
+        free(t->ids);
+        free(t);
+    }
+    st_gmap_fini(&s->txn_groups);
     free(s->parts);
     free(s);
 }
@@ -244,6 +265,8 @@ static st_group_t *group_new(st_gstate_t *s, st_str_t id, int32_t partition) {
     g->state_ts = wall_ms(s);
     g->join_deadline = g->sync_deadline = -1;
     st_gmap_init(&g->offsets);
+    st_gmap_init(&g->txn_pending);
+    st_gmap_init(&g->open_txns);
     st_gmap_put(&s->groups, g->id.p, (size_t)g->id.len, g);
     return g;
 }
@@ -537,7 +560,7 @@ static st_err_t store_group(st_gstate_t *s, st_group_t *g, const st_group_assign
     st_grec_group_key(&k, g->id);
     st_grec_group_value(&val, &v);
     st_batch_record_t rec = {k.data, (int32_t)k.len, val.data, (int32_t)val.len};
-    st_err_t e = s->ops.append(s->ops.arg, g->partition, &rec, 1);
+    st_err_t e = s->ops.append(s->ops.arg, g->partition, -1, -1, &rec, 1, NULL);
     st_buf_fini(&k);
     st_buf_fini(&val);
     free(v.members);
@@ -564,7 +587,7 @@ static st_err_t write_tombstones(st_gstate_t *s, st_group_t *g, st_goffset_t **o
         recs[k] = (st_batch_record_t){keys[k].data, (int32_t)keys[k].len, NULL, -1};
         k++;
     }
-    st_err_t e = k ? s->ops.append(s->ops.arg, g->partition, recs, k) : ST_OK;
+    st_err_t e = k ? s->ops.append(s->ops.arg, g->partition, -1, -1, recs, k, NULL) : ST_OK;
     for (int i = 0; i < k; i++) st_buf_fini(&keys[i]);
     free(keys);
     free(recs);
@@ -604,11 +627,9 @@ void st_gstate_foreach_offset(st_group_t *g, void (*fn)(const st_goffset_t *o, v
     while ((o = st_gmap_next(&g->offsets, &it))) fn(o, arg);
 }
 
-static void offset_set(st_group_t *g, st_str_t topic, int32_t partition, int64_t offset,
-                       int32_t epoch, st_str_t metadata, int64_t commit_ts, int64_t expire_ts) {
-    char buf[256], *heap;
-    size_t n;
-    const char *key = offset_key(buf, sizeof buf, topic, partition, &n, &heap);
+static st_goffset_t *offset_new(st_str_t topic, int32_t partition, int64_t offset, int32_t epoch,
+                                st_str_t metadata, int64_t commit_ts, int64_t expire_ts,
+                                int64_t record_offset, int64_t producer_id) {
     st_goffset_t *o = st_calloc(1, sizeof *o);
     o->topic = st_gstr_dup(topic.len < 0 ? st_str("") : topic);
     o->partition = partition;
@@ -617,16 +638,237 @@ static void offset_set(st_group_t *g, st_str_t topic, int32_t partition, int64_t
     o->metadata = st_gstr_dup(metadata.len < 0 ? st_str("") : metadata);
     o->commit_ts = commit_ts;
     o->expire_ts = expire_ts;
+    o->record_offset = record_offset;
+    o->producer_id = producer_id;
+    return o;
+}
+
+/* The committed offset becomes o (owned from here). */
+static void offset_put(st_group_t *g, st_goffset_t *o) {
+    char buf[256], *heap;
+    size_t n;
+    const char *key = offset_key(buf, sizeof buf, o->topic, o->partition, &n, &heap);
+    o->producer_id = -1;
     offset_free(st_gmap_put(&g->offsets, key, n, o));
     free(heap);
 }
 
+static void offset_set(st_group_t *g, st_str_t topic, int32_t partition, int64_t offset,
+                       int32_t epoch, st_str_t metadata, int64_t commit_ts, int64_t expire_ts,
+                       int64_t record_offset) {
+    offset_put(g, offset_new(topic, partition, offset, epoch, metadata, commit_ts, expire_ts,
+                             record_offset, -1));
+}
+
+static void pending_drop_partition(st_group_t *g, st_str_t topic, int32_t partition);
+
+/* The committed offset goes, and with it (as a tombstone does in replay)
+ * every transaction's pending offset of the partition. */
 static void offset_remove(st_group_t *g, st_str_t topic, int32_t partition) {
     char buf[256], *heap;
     size_t n;
     const char *key = offset_key(buf, sizeof buf, topic, partition, &n, &heap);
     offset_free(st_gmap_del(&g->offsets, key, n));
     free(heap);
+    pending_drop_partition(g, topic, partition);
+}
+
+/* ---- pending transactional offsets --------------------------------------------- */
+
+/* The pending map's key: the producer id (8 bytes, big-endian), then the
+ * offsets map's key. */
+static const char *pending_key(char *buf, size_t cap, int64_t producer_id, st_str_t topic,
+                               int32_t partition, size_t *len, char **heap) {
+    size_t tl = (size_t)ST_MAX(topic.len, 0);
+    char *k = buf;
+    *heap = NULL;
+    if (tl + 12 > cap) k = *heap = st_malloc(tl + 12);
+    st_be64_put((uint8_t *)k, (uint64_t)producer_id);
+    st_be32_put((uint8_t *)k + 8, (uint32_t)partition);
+    if (tl) memcpy(k + 12, topic.p, tl);
+    *len = tl + 12;
+    return k;
+}
+
+static void open_txns_add(st_group_t *g, st_str_t topic, int32_t partition, intptr_t delta) {
+    char buf[256], *heap;
+    size_t n;
+    const char *key = offset_key(buf, sizeof buf, topic, partition, &n, &heap);
+    intptr_t count = (intptr_t)st_gmap_get(&g->open_txns, key, n) + delta;
+    if (count > 0) st_gmap_put(&g->open_txns, key, n, (void *)count);
+    else st_gmap_del(&g->open_txns, key, n);
+    free(heap);
+}
+
+int st_gstate_txn_pending(st_group_t *g, st_str_t topic, int32_t partition) {
+    char buf[256], *heap;
+    size_t n;
+    const char *key = offset_key(buf, sizeof buf, topic, partition, &n, &heap);
+    int open = st_gmap_get(&g->open_txns, key, n) != NULL;
+    free(heap);
+    return open;
+}
+
+const st_goffset_t *st_gstate_pending_offset(st_group_t *g, int64_t producer_id, st_str_t topic,
+                                             int32_t partition) {
+    char buf[256], *heap;
+    size_t n;
+    const char *key = pending_key(buf, sizeof buf, producer_id, topic, partition, &n, &heap);
+    const st_goffset_t *o = st_gmap_get(&g->txn_pending, key, n);
+    free(heap);
+    return o;
+}
+
+/* Some producer's pending offset of the partition, or NULL. */
+static st_goffset_t *pending_any(st_group_t *g, st_str_t topic, int32_t partition) {
+    if (!st_gstate_txn_pending(g, topic, partition)) return NULL;
+    size_t it = 0;
+    st_goffset_t *o;
+    while ((o = st_gmap_next(&g->txn_pending, &it)))
+        if (o->partition == partition && st_gstr_eq(o->topic, topic)) return o;
+    return NULL;
+}
+
+static void txn_index_add(st_gstate_t *s, int64_t producer_id, st_str_t group_id) {
+    uint8_t k[8];
+    st_be64_put(k, (uint64_t)producer_id);
+    txn_groups_t *t = st_gmap_get(&s->txn_groups, k, sizeof k);
+    if (!t) {
+        t = st_calloc(1, sizeof *t);
+        st_gmap_put(&s->txn_groups, k, sizeof k, t);
+    }
+    for (int i = 0; i < t->n; i++)
+        if (st_gstr_eq(t->ids[i], group_id)) return;
+    if (t->n == t->cap) {
+        t->cap = t->cap ? t->cap * 2 : 4;
+        t->ids = st_realloc(t->ids, sizeof *t->ids * (size_t)t->cap);
+    }
+    t->ids[t->n++] = st_gstr_dup(group_id);
+}
+
+/* Ids of groups that are gone leave the index (a partition unloaded). */
+static void txn_index_prune(st_gstate_t *s) {
+    size_t it = 0;
+    txn_groups_t *t;
+    while ((t = st_gmap_next(&s->txn_groups, &it))) {
+        for (int i = 0; i < t->n;) {
+            if (st_gmap_get(&s->groups, t->ids[i].p, (size_t)t->ids[i].len)) {
+                i++;
+                continue;
+            }
+            st_gstr_free(&t->ids[i]);
+            t->ids[i] = t->ids[--t->n];
+        }
+        if (t->n) continue;
+        uint8_t k[8]; /* the slot just returned holds the producer id */
+        memcpy(k, s->txn_groups.slots[it - 1].key, sizeof k);
+        st_gmap_del(&s->txn_groups, k, sizeof k);
+        free(t->ids);
+        free(t);
+    }
+}
+
+static void pending_set(st_gstate_t *s, st_group_t *g, int64_t producer_id, st_str_t topic,
+                        int32_t partition, int64_t offset, int32_t epoch, st_str_t metadata,
+                        int64_t commit_ts, int64_t record_offset) {
+    char buf[256], *heap;
+    size_t n;
+    const char *key = pending_key(buf, sizeof buf, producer_id, topic, partition, &n, &heap);
+    st_goffset_t *o = offset_new(topic, partition, offset, epoch, metadata, commit_ts, -1,
+                                 record_offset, producer_id);
+    st_goffset_t *old = st_gmap_put(&g->txn_pending, key, n, o);
+    free(heap);
+    if (old) offset_free(old);
+    else open_txns_add(g, topic, partition, 1);
+    txn_index_add(s, producer_id, g->id);
+}
+
+static void pending_drop_partition(st_group_t *g, st_str_t topic, int32_t partition) {
+    if (!st_gstate_txn_pending(g, topic, partition)) return;
+    st_str_t t = st_gstr_dup(topic.len < 0 ? st_str("") : topic);
+    size_t it = 0;
+    st_goffset_t *o;
+    while ((o = st_gmap_next(&g->txn_pending, &it))) {
+        if (o->partition != partition || !st_gstr_eq(o->topic, t)) continue;
+        char buf[256], *heap;
+        size_t n;
+        const char *key = pending_key(buf, sizeof buf, o->producer_id, t, partition, &n, &heap);
+        st_gmap_del(&g->txn_pending, key, n);
+        free(heap);
+        offset_free(o);
+    }
+    char buf[256], *heap;
+    size_t n;
+    const char *key = offset_key(buf, sizeof buf, t, partition, &n, &heap);
+    st_gmap_del(&g->open_txns, key, n);
+    free(heap);
+    st_gstr_free(&t);
+}
+
+/* Kafka's replayEndTransactionMarker for one group: the producer's pending
+ * offsets are committed (unless the committed offset's record is the
+ * later one in the log: a non-transactional commit after the
+ * transaction's) or dropped. */
+static void end_group_txn(st_group_t *g, int64_t producer_id, int commit, int *ncommitted,
+                          int *ndropped) {
+    size_t it = 0;
+    st_goffset_t *o;
+    while ((o = st_gmap_next(&g->txn_pending, &it))) {
+        if (o->producer_id != producer_id) continue;
+        char buf[256], *heap;
+        size_t n;
+        const char *key = pending_key(buf, sizeof buf, producer_id, o->topic, o->partition, &n, &heap);
+        st_gmap_del(&g->txn_pending, key, n);
+        free(heap);
+        open_txns_add(g, o->topic, o->partition, -1);
+        const st_goffset_t *cur = commit ? st_gstate_offset(g, o->topic, o->partition) : NULL;
+        if (commit && (!cur || o->record_offset > cur->record_offset)) {
+            offset_put(g, o);
+            (*ncommitted)++;
+        } else {
+            offset_free(o);
+            (*ndropped)++;
+        }
+    }
+}
+
+static int group_is_hollow(const st_group_t *g) {
+    return !g->has_metadata && !g->offsets.n && !g->txn_pending.n && !g->nmembers;
+}
+
+static void group_drop(st_gstate_t *s, st_group_t *g);
+
+void st_gstate_end_txn(st_gstate_t *s, int32_t partition, int64_t producer_id, int commit) {
+    uint8_t k[8];
+    st_be64_put(k, (uint64_t)producer_id);
+    txn_groups_t *t = st_gmap_get(&s->txn_groups, k, sizeof k);
+    if (!t) return;
+    int ncommitted = 0, ndropped = 0, ngroups = 0;
+    for (int i = 0; i < t->n;) {
+        st_group_t *g = st_gmap_get(&s->groups, t->ids[i].p, (size_t)t->ids[i].len);
+        if (g && g->partition != partition) {
+            i++; /* its own partition's marker ends it there */
+            continue;
+        }
+        if (g) {
+            end_group_txn(g, producer_id, commit, &ncommitted, &ndropped);
+            ngroups++;
+            /* a group that only held this transaction's offsets is gone
+             * (nothing stands for it in the log) */
+            if (group_is_hollow(g) && g->state == ST_GROUP_EMPTY) group_drop(s, g);
+        }
+        st_gstr_free(&t->ids[i]);
+        t->ids[i] = t->ids[--t->n];
+    }
+    if (!t->n) {
+        st_gmap_del(&s->txn_groups, k, sizeof k);
+        free(t->ids);
+        free(t);
+    }
+    if (ngroups && s->parts[partition] == ST_GPART_LOADED)
+        ST_DEBUG("group", "%s-%d: producer %lld %s: %d offsets committed, %d dropped in %d groups",
+                 ST_GROUP_OFFSETS_TOPIC, (int)partition, (long long)producer_id,
+                 commit ? "committed" : "aborted", ncommitted, ndropped, ngroups);
 }
 
 /* ---- the join --------------------------------------------------------------- */
@@ -1258,39 +1500,42 @@ st_err_t st_gstate_leave(st_gstate_t *s, st_str_t group_id, st_group_leave_membe
 
 /* ---- offsets ------------------------------------------------------------------------ */
 
-void st_gstate_commit(st_gstate_t *s, st_str_t group_id, st_str_t member_id,
-                      st_str_t instance_id, int32_t generation, st_group_commit_t *c, int n) {
-    member_id = or_empty(member_id);
-    st_err_t e = st_gstate_check(s, group_id, 1);
-    st_group_t *g = e ? NULL : st_gstate_group(s, group_id);
-    if (!e && !g) {
-        if (generation < 0) /* a group that only stores offsets (no membership) */
-            g = group_new(s, group_id, st_gstate_partition_of(s, group_id));
-        else
-            e = ST_E_ILLEGAL_GENERATION;
+/* The group an offset commit goes to, checked as Kafka's
+ * validateOffsetCommit / validateTransactionalOffsetCommit (ClassicGroup):
+ * an unknown group is made (a group that only stores offsets) when the
+ * request names no generation, else ILLEGAL_GENERATION; a transactional
+ * commit without member id and generation (TxnOffsetCommit v0-2) goes to
+ * any group, and the group's state is not enforced for it. */
+static st_err_t commit_target(st_gstate_t *s, st_str_t group_id, st_str_t member_id,
+                              st_str_t instance_id, int32_t generation, int txn,
+                              st_group_t **out) {
+    *out = NULL;
+    st_err_t e = st_gstate_check(s, group_id, !txn);
+    if (e) return e;
+    st_group_t *g = st_gstate_group(s, group_id);
+    if (!g) {
+        if (generation >= 0) return ST_E_ILLEGAL_GENERATION;
+        g = group_new(s, group_id, st_gstate_partition_of(s, group_id));
     }
-    if (!e) {
-        if (g->state == ST_GROUP_DEAD) {
-            e = ST_E_COORDINATOR_NOT_AVAILABLE;
-        } else if (generation < 0 && g->state == ST_GROUP_EMPTY) {
-            /* admin clients and consumers without group management */
-        } else if (generation >= 0 || member_id.len > 0 || instance_id.len >= 0) {
-            e = validate_current_member(g, member_id, instance_id);
-            if (!e && generation != g->generation) e = ST_E_ILLEGAL_GENERATION;
-        } else if (g->state != ST_GROUP_EMPTY) {
-            e = ST_E_UNKNOWN_MEMBER_ID; /* only members commit to a live group */
-        }
+    if (g->state == ST_GROUP_DEAD) return ST_E_COORDINATOR_NOT_AVAILABLE;
+    if (generation < 0 && g->state == ST_GROUP_EMPTY) {
+        /* admin clients and consumers without group management */
+    } else if (generation >= 0 || member_id.len > 0 || instance_id.len >= 0) {
+        e = validate_current_member(g, member_id, instance_id);
+        if (!e && generation != g->generation) e = ST_E_ILLEGAL_GENERATION;
+    } else if (!txn && g->state != ST_GROUP_EMPTY) {
+        e = ST_E_UNKNOWN_MEMBER_ID; /* only members commit to a live group */
     }
-    if (!e && g->state == ST_GROUP_COMPLETING_REBALANCE) e = ST_E_REBALANCE_IN_PROGRESS;
-    if (e) {
-        for (int i = 0; i < n; i++)
-            if (!c[i].error) c[i].error = e;
-        return;
-    }
-    if (g->state == ST_GROUP_STABLE || g->state == ST_GROUP_PREPARING_REBALANCE) {
-        st_gmember_t *m = find_member(g, member_id);
-        if (m) schedule_hb(s, m, m->session_timeout_ms);
-    }
+    if (!e && !txn && g->state == ST_GROUP_COMPLETING_REBALANCE) e = ST_E_REBALANCE_IN_PROGRESS;
+    if (!e) *out = g;
+    return e;
+}
+
+/* Write the offsets of c that are not refused as one batch (a
+ * transactional one of producer_id when >= 0) and keep them, committed
+ * or pending, with their records' offsets. */
+static void store_offsets(st_gstate_t *s, st_group_t *g, int64_t producer_id,
+                          int16_t producer_epoch, st_group_commit_t *c, int n) {
     int64_t now = wall_ms(s);
     st_batch_record_t *recs = st_calloc((size_t)n + 1, sizeof *recs);
     st_buf_t *bufs = st_calloc((size_t)n * 2 + 1, sizeof *bufs);
@@ -1313,25 +1558,69 @@ void st_gstate_commit(st_gstate_t *s, st_str_t group_id, st_str_t member_id,
                                       bufs[2 * k + 1].data, (int32_t)bufs[2 * k + 1].len};
         k++;
     }
-    st_err_t ae = k ? commit_store_error(s->ops.append(s->ops.arg, g->partition, recs, k)) : ST_OK;
-    for (int i = 0; i < n; i++) {
+    int64_t base = -1;
+    st_err_t ae = k ? commit_store_error(s->ops.append(s->ops.arg, g->partition, producer_id,
+                                                       producer_epoch, recs, k, &base))
+                    : ST_OK;
+    for (int i = 0, j = 0; i < n; i++) {
         if (c[i].error) continue;
         if (ae) {
             c[i].error = ae;
             continue;
         }
-        offset_set(g, c[i].topic, c[i].partition, c[i].offset, c[i].leader_epoch, c[i].metadata,
-                   c[i].commit_ts, c[i].expire_ts);
+        /* records are in c's order: the j-th written is at base + j */
+        int64_t at = base >= 0 ? base + j : -1;
+        j++;
+        if (producer_id >= 0)
+            pending_set(s, g, producer_id, c[i].topic, c[i].partition, c[i].offset,
+                        c[i].leader_epoch, c[i].metadata, c[i].commit_ts, at);
+        else
+            offset_set(g, c[i].topic, c[i].partition, c[i].offset, c[i].leader_epoch,
+                       c[i].metadata, c[i].commit_ts, c[i].expire_ts, at);
     }
     for (int i = 0; i < 2 * k; i++) st_buf_fini(&bufs[i]);
     free(bufs);
     free(recs);
 }
 
+void st_gstate_commit(st_gstate_t *s, st_str_t group_id, st_str_t member_id,
+                      st_str_t instance_id, int32_t generation, st_group_commit_t *c, int n) {
+    member_id = or_empty(member_id);
+    st_group_t *g;
+    st_err_t e = commit_target(s, group_id, member_id, instance_id, generation, 0, &g);
+    if (e) {
+        for (int i = 0; i < n; i++)
+            if (!c[i].error) c[i].error = e;
+        return;
+    }
+    if (g->state == ST_GROUP_STABLE || g->state == ST_GROUP_PREPARING_REBALANCE) {
+        st_gmember_t *m = find_member(g, member_id);
+        if (m) schedule_hb(s, m, m->session_timeout_ms);
+    }
+    store_offsets(s, g, -1, -1, c, n);
+}
+
+void st_gstate_txn_commit(st_gstate_t *s, const st_group_txn_commit_params_t *p,
+                          st_group_commit_t *c, int n) {
+    st_group_t *g;
+    st_str_t member_id = or_empty(p->member_id);
+    st_err_t e = p->producer_id < 0 ? ST_E_INVALID_REQUEST
+                                    : commit_target(s, p->group_id, member_id, p->instance_id,
+                                                    p->generation, 1, &g);
+    for (int i = 0; i < n; i++) {
+        if (e && !c[i].error) c[i].error = e;
+        c[i].commit_ts = -1; /* now */
+        c[i].expire_ts = -1;
+    }
+    if (e) return;
+    store_offsets(s, g, p->producer_id, p->producer_epoch, c, n);
+}
+
 /* An Empty group with no offsets left is dead: tombstone and forget it
- * (Kafka's cleanupGroupMetadata). */
+ * (Kafka's cleanupGroupMetadata).  Pending transactional offsets keep it:
+ * their transaction may still commit them. */
 static void maybe_bury(st_gstate_t *s, st_group_t *g) {
-    if (g->state != ST_GROUP_EMPTY || g->offsets.n || g->nmembers) return;
+    if (g->state != ST_GROUP_EMPTY || g->offsets.n || g->txn_pending.n || g->nmembers) return;
     transition(s, g, ST_GROUP_DEAD);
     write_tombstones(s, g, NULL, 0, 1);
     ST_INFO("group", "group %s: empty and without offsets; removed", GS(g->id));
@@ -1344,11 +1633,20 @@ st_err_t st_gstate_delete_group(st_gstate_t *s, st_str_t group_id) {
     st_group_t *g = st_gstate_group(s, group_id);
     if (!g || g->state == ST_GROUP_DEAD) return ST_E_GROUP_ID_NOT_FOUND;
     if (g->state != ST_GROUP_EMPTY) return ST_E_NON_EMPTY_GROUP;
-    int n = (int)g->offsets.n, k = 0;
+    /* the committed offsets and, as Kafka's deleteAllOffsets, the
+     * partitions that only have pending transactional ones */
+    int n = (int)(g->offsets.n + g->txn_pending.n), k = 0;
     st_goffset_t **v = st_calloc((size_t)n + 1, sizeof *v);
     size_t it = 0;
     st_goffset_t *o;
     while ((o = st_gmap_next(&g->offsets, &it))) v[k++] = o;
+    it = 0;
+    while ((o = st_gmap_next(&g->txn_pending, &it))) {
+        int dup = st_gstate_offset(g, o->topic, o->partition) != NULL;
+        for (int j = 0; j < k && !dup; j++)
+            dup = v[j]->partition == o->partition && st_gstr_eq(v[j]->topic, o->topic);
+        if (!dup) v[k++] = o;
+    }
     e = write_tombstones(s, g, v, k, 1);
     free(v);
     if (e) return group_store_error(e);
@@ -1372,6 +1670,7 @@ st_err_t st_gstate_delete_offsets(st_gstate_t *s, st_str_t group_id,
         d[i].subscribed = g->state != ST_GROUP_EMPTY && st_gstate_subscribed(g, d[i].topic);
         if (d[i].subscribed) continue;
         st_goffset_t *o = (st_goffset_t *)st_gstate_offset(g, d[i].topic, d[i].partition);
+        if (!o) o = pending_any(g, d[i].topic, d[i].partition); /* a tombstone drops it too */
         int dup = 0;
         for (int j = 0; j < k && !dup; j++) dup = v[j] == o;
         if (o && !dup) v[k++] = o;
@@ -1412,6 +1711,9 @@ static void expire_offsets(st_gstate_t *s, st_group_t *g, int64_t now) {
     st_goffset_t *o;
     while ((o = st_gmap_next(&g->offsets, &it))) {
         if (mode == 2 && st_gstate_subscribed(g, o->topic)) continue;
+        /* not while a transaction may still commit it (Kafka's
+         * cleanupExpiredOffsets) */
+        if (st_gstate_txn_pending(g, o->topic, o->partition)) continue;
         int expired;
         if (o->expire_ts >= 0) {
             expired = now >= o->expire_ts;
@@ -1443,13 +1745,23 @@ int st_gstate_drop_missing_topics(st_gstate_t *s, int (*exists)(st_str_t topic, 
     for (size_t i = 0; i < k; i++) {
         g = st_gstate_group(s, ids[i]);
         st_gstr_free(&ids[i]);
-        if (!g || !g->offsets.n) continue;
-        st_goffset_t **v = st_calloc(g->offsets.n + 1, sizeof *v);
+        if (!g || (!g->offsets.n && !g->txn_pending.n)) continue;
+        st_goffset_t **v = st_calloc(g->offsets.n + g->txn_pending.n + 1, sizeof *v);
         int m = 0;
         size_t oit = 0;
         st_goffset_t *o;
         while ((o = st_gmap_next(&g->offsets, &oit)))
             if (!exists(o->topic, arg)) v[m++] = o;
+        /* pending offsets of a deleted topic go as well (Kafka's
+         * onTopicsDeleted) */
+        oit = 0;
+        while ((o = st_gmap_next(&g->txn_pending, &oit))) {
+            if (exists(o->topic, arg) || st_gstate_offset(g, o->topic, o->partition)) continue;
+            int dup = 0;
+            for (int j = 0; j < m && !dup; j++)
+                dup = v[j]->partition == o->partition && st_gstr_eq(v[j]->topic, o->topic);
+            if (!dup) v[m++] = o;
+        }
         if (m && !write_tombstones(s, g, v, m, 0)) {
             ST_INFO("group", "group %s: %d offsets of deleted topics removed", GS(g->id), m);
             for (int j = 0; j < m; j++) {
@@ -1598,8 +1910,8 @@ static void clear_members(st_group_t *g) {
     st_gstr_set(&g->leader_id, ST_STR_NULL);
 }
 
-void st_gstate_load_record(st_gstate_t *s, int32_t partition, const uint8_t *key, int32_t klen,
-                           const uint8_t *value, int32_t vlen) {
+void st_gstate_load_record(st_gstate_t *s, int32_t partition, int64_t offset, int64_t producer_id,
+                           const uint8_t *key, int32_t klen, const uint8_t *value, int32_t vlen) {
     st_grec_key_t k;
     st_err_t e = st_grec_decode_key(key, klen, &k);
     if (e) {
@@ -1623,9 +1935,13 @@ void st_gstate_load_record(st_gstate_t *s, int32_t partition, const uint8_t *key
             st_grec_offset_value_t v;
             if (st_grec_decode_offset_value(value, vlen, &v)) {
                 s->skipped++;
+            } else if (producer_id >= 0) {
+                /* a transaction's: pending until its marker (Kafka's replay) */
+                pending_set(s, g, producer_id, topic, k.partition, v.offset, v.leader_epoch,
+                            v.metadata, v.commit_ts, offset);
             } else {
                 offset_set(g, topic, k.partition, v.offset, v.leader_epoch, v.metadata, v.commit_ts,
-                           v.expire_ts);
+                           v.expire_ts, offset);
             }
         }
     } else if (!value) {
@@ -1680,17 +1996,18 @@ void st_gstate_load_record(st_gstate_t *s, int32_t partition, const uint8_t *key
         }
         st_arena_fini(&a);
     }
-    if (!g->has_metadata && g->offsets.n == 0 && g->nmembers == 0) group_drop(s, g);
+    if (group_is_hollow(g)) group_drop(s, g);
 }
 
 void st_gstate_load_done(st_gstate_t *s, int32_t partition) {
-    int groups = 0, offsets = 0;
+    int groups = 0, offsets = 0, pending = 0;
     size_t it = 0;
     st_group_t *g;
     while ((g = st_gmap_next(&s->groups, &it))) {
         if (g->partition != partition) continue;
         groups++;
         offsets += (int)g->offsets.n;
+        pending += (int)g->txn_pending.n;
         compute_subscribed(g);
         for (int i = 0; i < g->nmembers; i++) schedule_hb(s, g->members[i], g->members[i]->session_timeout_ms);
     }
@@ -1699,8 +2016,8 @@ void st_gstate_load_done(st_gstate_t *s, int32_t partition) {
     while ((g = st_gmap_next(&s->groups, &it)))
         if (g->partition == partition && g->nmembers > s->cfg.max_size)
             prepare_rebalance(s, g, "loaded group is over group.max.size");
-    ST_INFO("group", "%s-%d loaded: %d groups, %d offsets", ST_GROUP_OFFSETS_TOPIC,
-            (int)partition, groups, offsets);
+    ST_INFO("group", "%s-%d loaded: %d groups, %d offsets, %d pending in transactions",
+            ST_GROUP_OFFSETS_TOPIC, (int)partition, groups, offsets, pending);
 }
 
 void st_gstate_unload(st_gstate_t *s, int32_t partition) {
@@ -1715,5 +2032,6 @@ void st_gstate_unload(st_gstate_t *s, int32_t partition) {
         g->state = ST_GROUP_DEAD;
         group_drop(s, g);
     }
+    txn_index_prune(s);
     st_gstate_set_partition(s, partition, ST_GPART_NOT_OWNED);
 }

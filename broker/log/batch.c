@@ -780,6 +780,18 @@ void st_batch_build(st_buf_t *out, const st_batch_record_t *recs, int n, int64_t
     crc_update(b, size);
 }
 
+void st_batch_build_txn(st_buf_t *out, const st_batch_record_t *recs, int n, int64_t timestamp_ms,
+                        int64_t producer_id, int16_t producer_epoch) {
+    size_t start = out->len;
+    st_batch_build(out, recs, n, timestamp_ms);
+    uint8_t *b = out->data + start;
+    st_be16_put(b + ST_BATCH_ATTR_OFFSET, ST_ATTR_TRANSACTIONAL);
+    st_be64_put(b + ST_BATCH_PRODUCER_ID_OFFSET, (uint64_t)producer_id);
+    st_be16_put(b + ST_BATCH_PRODUCER_EPOCH_OFFSET, (uint16_t)producer_epoch);
+    /* base sequence stays -1 (NO_SEQUENCE): the coordinator's batches carry none */
+    crc_update(b, out->len - start);
+}
+
 void st_batch_build_control(st_buf_t *out, int16_t key_version, int16_t type, const void *value,
                             int32_t value_len, int64_t timestamp_ms) {
     uint8_t key[4];

@@ -236,6 +236,11 @@ typedef struct st_batch_record {
 /* Append one uncompressed batch holding recs to out; offsets start at 0
  * (the log stamps the real base offset). */
 void st_batch_build(st_buf_t *out, const st_batch_record_t *recs, int n, int64_t timestamp_ms);
+/* The same as a transactional batch (attribute bit 4) of producer_id and
+ * producer_epoch, with base sequence -1 (NO_SEQUENCE): what a coordinator
+ * writes for a transaction (Kafka's TxnOffsetCommit records). */
+void st_batch_build_txn(st_buf_t *out, const st_batch_record_t *recs, int n, int64_t timestamp_ms,
+                        int64_t producer_id, int16_t producer_epoch);
 /* The same as a control batch (attribute bit 5) of one record, whose key
  * is the control record's (int16 version, int16 type). */
 void st_batch_build_control(st_buf_t *out, int16_t key_version, int16_t type, const void *value,

@@ -108,6 +108,12 @@ ST_SCHEMA_DEFINE(st_offset_commit_req, ST_OFFSET_COMMIT_REQ)
 ST_SCHEMA_DEFINE(st_offset_commit_resp_part, ST_OFFSET_COMMIT_RESP_PART)
 ST_SCHEMA_DEFINE(st_offset_commit_resp_topic, ST_OFFSET_COMMIT_RESP_TOPIC)
 ST_SCHEMA_DEFINE(st_offset_commit_resp, ST_OFFSET_COMMIT_RESP)
+ST_SCHEMA_DEFINE(st_txn_offset_commit_req_part, ST_TXN_OFFSET_COMMIT_REQ_PART)
+ST_SCHEMA_DEFINE(st_txn_offset_commit_req_topic, ST_TXN_OFFSET_COMMIT_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_txn_offset_commit_req, ST_TXN_OFFSET_COMMIT_REQ)
+ST_SCHEMA_DEFINE(st_txn_offset_commit_resp_part, ST_TXN_OFFSET_COMMIT_RESP_PART)
+ST_SCHEMA_DEFINE(st_txn_offset_commit_resp_topic, ST_TXN_OFFSET_COMMIT_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_txn_offset_commit_resp, ST_TXN_OFFSET_COMMIT_RESP)
 ST_SCHEMA_DEFINE(st_offset_fetch_req_topic, ST_OFFSET_FETCH_REQ_TOPIC)
 ST_SCHEMA_DEFINE(st_offset_fetch_req_group, ST_OFFSET_FETCH_REQ_GROUP)
 ST_SCHEMA_DEFINE(st_offset_fetch_req, ST_OFFSET_FETCH_REQ)
@@ -273,6 +279,10 @@ static const st_api_t api_table[] = {
      &st_delete_groups_resp_schema, 0, 2},
     {ST_API_OFFSET_DELETE, "OffsetDelete", 0, 0, 0, ST_VMAX + 1, &st_offset_delete_req_schema,
      &st_offset_delete_resp_schema, 0, 0},
+    /* Transactions' offsets (KIP-98, KIP-447), served by the group
+     * coordinator. */
+    {ST_API_TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 0, 3, 3, &st_txn_offset_commit_req_schema,
+     &st_txn_offset_commit_resp_schema, 0, 3},
     /* The cluster's broker-to-broker and controller APIs, described for
      * the outbound client at every version Kafka 3.7-4.0 defines.  Those
      * marked (0, -1) are not served: until a handler exists stratad treats

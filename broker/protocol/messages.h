@@ -29,6 +29,7 @@ enum st_api_key {
     ST_API_DELETE_RECORDS = 21,
     ST_API_INIT_PRODUCER_ID = 22,
     ST_API_OFFSET_FOR_LEADER_EPOCH = 23,
+    ST_API_TXN_OFFSET_COMMIT = 28,
     ST_API_DESCRIBE_CONFIGS = 32,
     ST_API_ALTER_CONFIGS = 33,
     ST_API_DESCRIBE_LOG_DIRS = 35,
@@ -757,6 +758,47 @@ ST_SCHEMA_DECLARE(st_offset_commit_resp_topic, ST_OFFSET_COMMIT_RESP_TOPIC)
     X(S, INT32, throttle_time_ms, V(3), NN, NT, 0, _)                                  \
     X(S, ARRAY, topics, V(0), NN, NT, 0, st_offset_commit_resp_topic)
 ST_SCHEMA_DECLARE(st_offset_commit_resp, ST_OFFSET_COMMIT_RESP)
+
+/* TxnOffsetCommit (28): offsets committed inside a transaction (KIP-98),
+ * sent to the group coordinator; v2 adds the leader epoch, v3 (flexible)
+ * the member id, generation and group instance id (KIP-447). */
+#define ST_TXN_OFFSET_COMMIT_REQ_PART(X, S)                                             \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT64, committed_offset, V(0), NN, NT, 0, _)                                  \
+    X(S, INT32, committed_leader_epoch, V(2), NN, NT, -1, _)                           \
+    X(S, STRING, committed_metadata, V(0), NUL(0), NT, 0, _)
+ST_SCHEMA_DECLARE(st_txn_offset_commit_req_part, ST_TXN_OFFSET_COMMIT_REQ_PART)
+
+#define ST_TXN_OFFSET_COMMIT_REQ_TOPIC(X, S)                                            \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_txn_offset_commit_req_part)
+ST_SCHEMA_DECLARE(st_txn_offset_commit_req_topic, ST_TXN_OFFSET_COMMIT_REQ_TOPIC)
+
+#define ST_TXN_OFFSET_COMMIT_REQ(X, S)                                                  \
+    X(S, STRING, transactional_id, V(0), NN, NT, 0, _)                                 \
+    X(S, STRING, group_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT64, producer_id, V(0), NN, NT, 0, _)                                       \
+    X(S, INT16, producer_epoch, V(0), NN, NT, 0, _)                                    \
+    X(S, INT32, generation_id, V(3), NN, NT, -1, _)                                    \
+    X(S, STRING, member_id, V(3), NN, NT, 0, _)                                        \
+    X(S, STRING, group_instance_id, V(3), NUL(3), NT, ST_DEF_NULL, _)                  \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_txn_offset_commit_req_topic)
+ST_SCHEMA_DECLARE(st_txn_offset_commit_req, ST_TXN_OFFSET_COMMIT_REQ)
+
+#define ST_TXN_OFFSET_COMMIT_RESP_PART(X, S)                                            \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_txn_offset_commit_resp_part, ST_TXN_OFFSET_COMMIT_RESP_PART)
+
+#define ST_TXN_OFFSET_COMMIT_RESP_TOPIC(X, S)                                           \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_txn_offset_commit_resp_part)
+ST_SCHEMA_DECLARE(st_txn_offset_commit_resp_topic, ST_TXN_OFFSET_COMMIT_RESP_TOPIC)
+
+#define ST_TXN_OFFSET_COMMIT_RESP(X, S)                                                 \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_txn_offset_commit_resp_topic)
+ST_SCHEMA_DECLARE(st_txn_offset_commit_resp, ST_TXN_OFFSET_COMMIT_RESP)
 
 /* OffsetFetch: versions 0-7 ask for one group at the top level, 8+ for
  * several in groups[]; the topic and partition shapes are the same. */

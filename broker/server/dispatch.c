@@ -36,6 +36,7 @@ static const struct {
     {ST_API_LIST_GROUPS, st_handle_list_groups},
     {ST_API_DELETE_GROUPS, st_handle_delete_groups},
     {ST_API_OFFSET_DELETE, st_handle_offset_delete},
+    {ST_API_TXN_OFFSET_COMMIT, st_handle_txn_offset_commit},
     {ST_API_VOTE, st_handle_vote},
     {ST_API_BEGIN_QUORUM_EPOCH, st_handle_begin_quorum_epoch},
     {ST_API_END_QUORUM_EPOCH, st_handle_end_quorum_epoch},

@@ -1,7 +1,7 @@
 /*
  * h_group.c - the consumer group APIs: FindCoordinator, JoinGroup,
- * SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
- * DescribeGroups, ListGroups, DeleteGroups, OffsetDelete.
+ * SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, TxnOffsetCommit,
+ * OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete.
  *
  * A request's life:
  *
@@ -555,6 +555,79 @@ void st_handle_offset_commit(st_server_t *srv, st_request_t *req) {
     st_group_coord_submit(srv->groups, commit_job, op);
 }
 
+/* ---- TxnOffsetCommit ----------------------------------------------------------- */
+
+typedef struct txn_commit_params {
+    st_group_txn_commit_params_t t;
+    st_group_commit_t *c;
+    int n;
+} txn_commit_params_t;
+
+static void txn_commit_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
+    (void)co;
+    gop_t *op = arg;
+    txn_commit_params_t *p = op->params;
+    st_request_t *req = op->req;
+    st_txn_offset_commit_req_t *q = req->body;
+    st_gstate_txn_commit(s, &p->t, p->c, p->n);
+    st_txn_offset_commit_resp_t *r = resp_new(req, &st_txn_offset_commit_resp_schema);
+    ST_ARRAY_ALLOC(r->topics, &req->arena, q->topics.n);
+    int k = 0;
+    for (int i = 0; i < q->topics.n; i++) {
+        st_txn_offset_commit_resp_topic_t *rt = &r->topics.v[i];
+        rt->name = q->topics.v[i].name;
+        ST_ARRAY_ALLOC(rt->partitions, &req->arena, q->topics.v[i].partitions.n);
+        for (int j = 0; j < q->topics.v[i].partitions.n; j++, k++) {
+            rt->partitions.v[j].partition_index = q->topics.v[i].partitions.v[j].partition_index;
+            rt->partitions.v[j].error_code = st_err_wire(p->c[k].error);
+        }
+    }
+    if (st_gstate_check(s, p->t.group_id, 0) == ST_OK)
+        gop_wait(op, st_gstate_partition_of(s, p->t.group_id));
+    gop_finish(op, r);
+}
+
+void st_handle_txn_offset_commit(st_server_t *srv, st_request_t *req) {
+    st_txn_offset_commit_req_t *q = req->body;
+    gop_t *op = gop_new(srv, req);
+    txn_commit_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
+    memset(p, 0, sizeof *p);
+    p->t.group_id = acopy_nn(req, q->group_id);
+    p->t.transactional_id = acopy_nn(req, q->transactional_id);
+    p->t.producer_id = q->producer_id;
+    p->t.producer_epoch = q->producer_epoch;
+    p->t.generation = q->generation_id; /* -1 before v3 */
+    p->t.member_id = acopy_nn(req, q->member_id);
+    p->t.instance_id = acopy(req, q->group_instance_id);
+    for (int i = 0; i < q->topics.n; i++) p->n += q->topics.v[i].partitions.n;
+    p->c = st_arena_alloc(&req->arena, sizeof *p->c * (size_t)(p->n + 1));
+    memset(p->c, 0, sizeof *p->c * (size_t)(p->n + 1));
+    st_meta_image_t *img = st_controller_image(srv->ctl);
+    int k = 0;
+    for (int i = 0; i < q->topics.n; i++) {
+        st_txn_offset_commit_req_topic_t *qt = &q->topics.v[i];
+        const st_meta_topic_t *t =
+            topic_name_ok(qt->name) ? st_image_topic(img, qt->name.p, (size_t)qt->name.len) : NULL;
+        st_str_t topic = acopy_nn(req, qt->name);
+        for (int j = 0; j < qt->partitions.n; j++, k++) {
+            st_txn_offset_commit_req_part_t *qp = &qt->partitions.v[j];
+            st_group_commit_t *c = &p->c[k];
+            c->topic = topic;
+            c->partition = qp->partition_index;
+            c->offset = qp->committed_offset;
+            c->leader_epoch = qp->committed_leader_epoch;
+            c->metadata = acopy(req, qp->committed_metadata);
+            c->commit_ts = c->expire_ts = -1;
+            c->error = ST_OK;
+            if (!t || qp->partition_index < 0 || qp->partition_index >= t->nparts)
+                c->error = ST_E_UNKNOWN_TOPIC_OR_PARTITION;
+        }
+    }
+    st_image_release(img);
+    op->params = p;
+    st_group_coord_submit(srv->groups, txn_commit_job, op);
+}
+
 /* ---- OffsetFetch ---------------------------------------------------------------- */
 
 typedef struct collect {
@@ -579,6 +652,7 @@ static int cmp_offset(const void *a, const void *b) {
 
 static void fill_fetch_part(st_request_t *req, st_offset_fetch_resp_part_t *rp, int32_t partition,
                             const st_goffset_t *o, st_err_t e) {
+    if (e == ST_E_UNSTABLE_OFFSET_COMMIT) o = NULL; /* no offset with it (Kafka's INVALID_OFFSET) */
     st_schema_defaults(&st_offset_fetch_resp_part_schema, rp);
     rp->partition_index = partition;
     rp->committed_offset = o ? o->offset : -1;
@@ -587,13 +661,22 @@ static void fill_fetch_part(st_request_t *req, st_offset_fetch_resp_part_t *rp, 
     rp->error_code = st_err_wire(e);
 }
 
+/* The error of one partition's answer: with require_stable (v7+) a
+ * partition whose offset a transaction may still change answers
+ * UNSTABLE_OFFSET_COMMIT (the client retries); without, the committed
+ * offset stands. */
+static st_err_t stable_error(st_group_t *g, int require_stable, st_str_t topic, int32_t part) {
+    return g && require_stable && st_gstate_txn_pending(g, topic, part) ? ST_E_UNSTABLE_OFFSET_COMMIT
+                                                                      : ST_OK;
+}
+
 /* Offsets of one group: the topics asked for (NULL: every committed one).
  * Returns the group's error; with per_partition_errors (v0-1) the error
  * goes into each requested partition instead. */
 static st_err_t fetch_group(st_gstate_t *s, st_request_t *req, st_str_t group_id,
                             const st_offset_fetch_req_topic_t *topics, int ntopics,
-                            int per_partition_errors, st_offset_fetch_resp_topic_t **out,
-                            int *nout) {
+                            int per_partition_errors, int require_stable,
+                            st_offset_fetch_resp_topic_t **out, int *nout) {
     st_err_t e = st_gstate_check(s, group_id, 1);
     st_group_t *g = e ? NULL : st_gstate_group(s, group_id);
     *out = NULL;
@@ -607,8 +690,9 @@ static st_err_t fetch_group(st_gstate_t *s, st_request_t *req, st_str_t group_id
             ST_ARRAY_ALLOC(rt[i].partitions, &req->arena, topics[i].partition_indexes.n);
             for (int j = 0; j < topics[i].partition_indexes.n; j++) {
                 int32_t part = topics[i].partition_indexes.v[j];
+                st_err_t pe = e ? e : stable_error(g, require_stable, topic, part);
                 fill_fetch_part(req, &rt[i].partitions.v[j], part,
-                                g ? st_gstate_offset(g, topic, part) : NULL, e);
+                                g ? st_gstate_offset(g, topic, part) : NULL, pe);
             }
         }
         *out = rt;
@@ -632,7 +716,8 @@ static st_err_t fetch_group(st_gstate_t *s, st_request_t *req, st_str_t group_id
             rt[t].name = acopy_nn(req, c.v[i]->topic);
             ST_ARRAY_ALLOC(rt[t].partitions, &req->arena, cnt);
         }
-        fill_fetch_part(req, &rt[t].partitions.v[i - first], c.v[i]->partition, c.v[i], ST_OK);
+        fill_fetch_part(req, &rt[t].partitions.v[i - first], c.v[i]->partition, c.v[i],
+                        stable_error(g, require_stable, c.v[i]->topic, c.v[i]->partition));
     }
     free(c.v);
     *out = rt;
@@ -656,7 +741,7 @@ static void fetch_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
             st_str_t gid = qg->group_id;
             rg->group_id = qg->group_id;
             st_err_t e = fetch_group(s, req, gid, qg->topics.n < 0 ? NULL : qg->topics.v,
-                                     qg->topics.n, 0, &topics, &n);
+                                     qg->topics.n, 0, q->require_stable, &topics, &n);
             rg->error_code = st_err_wire(e);
             rg->topics.v = topics;
             rg->topics.n = n;
@@ -666,7 +751,7 @@ static void fetch_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
         st_str_t gid = q->group_id;
         int v01 = req->hdr.api_version < 2;
         st_err_t e = fetch_group(s, req, gid, q->topics.n < 0 ? NULL : q->topics.v, q->topics.n,
-                                 v01, &topics, &n);
+                                 v01, q->require_stable, &topics, &n);
         r->error_code = st_err_wire(e);
         r->topics.v = topics;
         r->topics.n = n;

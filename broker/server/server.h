@@ -112,6 +112,7 @@ void st_handle_describe_groups(st_server_t *srv, st_request_t *req);
 void st_handle_list_groups(st_server_t *srv, st_request_t *req);
 void st_handle_delete_groups(st_server_t *srv, st_request_t *req);
 void st_handle_offset_delete(st_server_t *srv, st_request_t *req);
+void st_handle_txn_offset_commit(st_server_t *srv, st_request_t *req);
 /* __consumer_offsets as this broker creates it (offsets.topic.*); cf holds
  * the configs t points at. */
 typedef struct st_offsets_topic_configs {

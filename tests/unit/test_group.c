@@ -6,7 +6,9 @@
  *
  * The fake log keeps each appended record (key, value or tombstone) per
  * partition, so a test can replay it into a fresh state machine exactly as
- * the coordinator replays the real partition after a restart.
+ * the coordinator replays the real partition after a restart.  A record's
+ * offset is its index in the fake log; records of a transactional batch
+ * carry their producer id, and transaction markers are entries too.
  */
 #include "unit.h"
 
@@ -26,6 +28,8 @@ typedef struct frec {
     int32_t klen;
     uint8_t *value; /* NULL: tombstone */
     int32_t vlen;
+    int64_t producer_id; /* a transactional batch's; -1 otherwise */
+    int marker;          /* a control batch: 1 commit, 2 abort */
 } frec_t;
 
 static struct {
@@ -47,16 +51,20 @@ static int64_t f_wall(void *a) {
     return F.wall;
 }
 
-static st_err_t f_append(void *a, int32_t partition, const st_batch_record_t *r, int n) {
+static st_err_t f_append(void *a, int32_t partition, int64_t producer_id, int16_t producer_epoch,
+                         const st_batch_record_t *r, int n, int64_t *base_offset) {
     (void)a;
+    (void)producer_epoch;
     if (F.fail) return F.fail;
     size_t size = 61;
     for (int i = 0; i < n; i++) size += 20 + (size_t)ST_MAX(r[i].key_len, 0) + (size_t)ST_MAX(r[i].value_len, 0);
     if (size > F.max_batch) return ST_E_MESSAGE_TOO_LARGE;
+    if (base_offset) *base_offset = F.nrecs;
     for (int i = 0; i < n; i++) {
         assert_true(F.nrecs < (int)ST_ARRAY_SIZE(F.recs));
         frec_t *f = &F.recs[F.nrecs++];
         f->partition = partition;
+        f->producer_id = producer_id;
         f->klen = r[i].key_len;
         f->key = st_malloc((size_t)r[i].key_len + 1);
         memcpy(f->key, r[i].key, (size_t)r[i].key_len);
@@ -693,9 +701,13 @@ static st_gstate_t *replay(void) {
     st_gstate_t *s = st_gstate_new(&CFG, &ops);
     for (int p = 0; p < CFG.num_partitions; p++) st_gstate_set_partition(s, p, ST_GPART_LOADING);
     int n = F.nrecs; /* records written while replaying are not replayed */
-    for (int i = 0; i < n; i++)
-        st_gstate_load_record(s, F.recs[i].partition, F.recs[i].key, F.recs[i].klen,
-                              F.recs[i].value, F.recs[i].vlen);
+    for (int i = 0; i < n; i++) {
+        if (F.recs[i].marker)
+            st_gstate_end_txn(s, F.recs[i].partition, F.recs[i].producer_id, F.recs[i].marker == 1);
+        else
+            st_gstate_load_record(s, F.recs[i].partition, i, F.recs[i].producer_id, F.recs[i].key,
+                                  F.recs[i].klen, F.recs[i].value, F.recs[i].vlen);
+    }
     return s;
 }
 
