@@ -937,6 +937,291 @@ static void test_pending_and_close(void **state) {
     st_gstate_destroy(s);
 }
 
+/* ---- transactional offset commits ---------------------------------------- */
+
+static st_err_t txn1(st_gstate_t *s, const char *group, int64_t pid, const char *member,
+                     const char *instance, int32_t gen, const char *topic, int32_t part,
+                     int64_t off) {
+    st_group_txn_commit_params_t p = {S(group), S("txid"), pid, 0, gen, S(member), S(instance)};
+    st_group_commit_t c = {S(topic), part, off, 4, S("tm"), -1, -1, ST_OK};
+    st_gstate_txn_commit(s, &p, &c, 1);
+    return c.error;
+}
+
+/* The transaction's marker lands in the group's partition (the fake log
+ * keeps it for replays) and the coordinator is told, as WriteTxnMarkers
+ * does. */
+static void marker(st_gstate_t *s, const char *group, int64_t pid, int commit) {
+    int32_t p = st_gstate_partition_of(s, S(group));
+    assert_true(F.nrecs < (int)ST_ARRAY_SIZE(F.recs));
+    frec_t *f = &F.recs[F.nrecs++];
+    memset(f, 0, sizeof *f);
+    f->partition = p;
+    f->producer_id = pid;
+    f->marker = commit ? 1 : 2;
+    st_gstate_end_txn(s, p, pid, commit);
+}
+
+/* The committed offset: -1 none, -2 no group. */
+static int64_t committed(st_gstate_t *s, const char *group, const char *topic, int32_t part) {
+    st_group_t *g = st_gstate_group(s, S(group));
+    if (!g) return -2;
+    const st_goffset_t *o = st_gstate_offset(g, S(topic), part);
+    return o ? o->offset : -1;
+}
+
+static int pending(st_gstate_t *s, const char *group, const char *topic, int32_t part) {
+    st_group_t *g = st_gstate_group(s, S(group));
+    return g && st_gstate_txn_pending(g, S(topic), part);
+}
+
+static void test_txn_commit_pending(void **state) {
+    (void)state;
+    st_gstate_t *s = new_state(NULL);
+    /* an unknown group without a generation: made, as Kafka's simple group */
+    assert_int_equal(txn1(s, "tg", 1000, "", NULL, -1, "t1", 0, 10), ST_OK);
+    /* one transactional record of the producer in the group's partition */
+    assert_int_equal(F.nrecs, 1);
+    assert_int_equal(F.recs[0].producer_id, 1000);
+    assert_int_equal(F.recs[0].partition, st_gstate_partition_of(s, S("tg")));
+    /* pending: not committed, visible as pending only */
+    assert_int_equal(committed(s, "tg", "t1", 0), -1);
+    assert_true(pending(s, "tg", "t1", 0));
+    assert_false(pending(s, "tg", "t1", 1));
+    const st_goffset_t *po = st_gstate_pending_offset(st_gstate_group(s, S("tg")), 1000, S("t1"), 0);
+    assert_non_null(po);
+    assert_int_equal(po->offset, 10);
+    assert_int_equal(po->leader_epoch, 4);
+    assert_int_equal(po->record_offset, 0);
+    /* a later commit of the same transaction replaces it */
+    assert_int_equal(txn1(s, "tg", 1000, "", NULL, -1, "t1", 0, 12), ST_OK);
+    assert_int_equal(st_gstate_pending_offset(st_gstate_group(s, S("tg")), 1000, S("t1"), 0)->offset, 12);
+    /* a marker of another producer, or of another partition, changes nothing */
+    marker(s, "tg", 999, 1);
+    st_gstate_end_txn(s, (st_gstate_partition_of(s, S("tg")) + 1) % CFG.num_partitions, 1000, 1);
+    assert_true(pending(s, "tg", "t1", 0));
+    /* commit: the offset is committed, nothing pending */
+    marker(s, "tg", 1000, 1);
+    assert_int_equal(committed(s, "tg", "t1", 0), 12);
+    assert_false(pending(s, "tg", "t1", 0));
+    assert_null(st_gstate_pending_offset(st_gstate_group(s, S("tg")), 1000, S("t1"), 0));
+    /* the next transaction aborts: the committed offset stays */
+    assert_int_equal(txn1(s, "tg", 1000, "", NULL, -1, "t1", 0, 20), ST_OK);
+    assert_true(pending(s, "tg", "t1", 0));
+    marker(s, "tg", 1000, 0);
+    assert_int_equal(committed(s, "tg", "t1", 0), 12);
+    assert_false(pending(s, "tg", "t1", 0));
+    /* a group that only held an aborted transaction's offsets is gone */
+    assert_int_equal(txn1(s, "only-txn", 5, "", NULL, -1, "t1", 3, 1), ST_OK);
+    assert_non_null(st_gstate_group(s, S("only-txn")));
+    marker(s, "only-txn", 5, 0);
+    assert_null(st_gstate_group(s, S("only-txn")));
+    st_gstate_destroy(s);
+}
+
+/* Kafka's rule when a transaction's and a plain commit meet on one
+ * partition: the record written later in the log wins, whichever order
+ * the markers come in. */
+static void test_txn_commit_order(void **state) {
+    (void)state;
+    st_gstate_t *s = new_state(NULL);
+    /* transaction first, plain commit after it: the plain one stays */
+    assert_int_equal(txn1(s, "g", 7, "", NULL, -1, "t1", 0, 5), ST_OK);
+    commit1(s, "g", "", -1, "t1", 0, 8, NULL, ST_OK);
+    assert_int_equal(committed(s, "g", "t1", 0), 8); /* a plain commit shows at once */
+    assert_true(pending(s, "g", "t1", 0));
+    marker(s, "g", 7, 1);
+    assert_int_equal(committed(s, "g", "t1", 0), 8);
+    /* plain commit first, the transaction after: the transaction's */
+    commit1(s, "g", "", -1, "t1", 1, 3, NULL, ST_OK);
+    assert_int_equal(txn1(s, "g", 7, "", NULL, -1, "t1", 1, 9), ST_OK);
+    assert_int_equal(committed(s, "g", "t1", 1), 3);
+    marker(s, "g", 7, 1);
+    assert_int_equal(committed(s, "g", "t1", 1), 9);
+    /* two producers on one partition: the later record wins, either
+     * marker order */
+    assert_int_equal(txn1(s, "g", 21, "", NULL, -1, "t1", 2, 100), ST_OK);
+    assert_int_equal(txn1(s, "g", 22, "", NULL, -1, "t1", 2, 200), ST_OK);
+    marker(s, "g", 22, 1);
+    assert_int_equal(committed(s, "g", "t1", 2), 200);
+    assert_true(pending(s, "g", "t1", 2)); /* 21 still open */
+    marker(s, "g", 21, 1);
+    assert_int_equal(committed(s, "g", "t1", 2), 200);
+    assert_false(pending(s, "g", "t1", 2));
+    assert_int_equal(txn1(s, "g", 21, "", NULL, -1, "t1", 3, 100), ST_OK);
+    assert_int_equal(txn1(s, "g", 22, "", NULL, -1, "t1", 3, 200), ST_OK);
+    marker(s, "g", 21, 1);
+    assert_int_equal(committed(s, "g", "t1", 3), 100);
+    marker(s, "g", 22, 1);
+    assert_int_equal(committed(s, "g", "t1", 3), 200);
+    st_gstate_destroy(s);
+
+    /* the replay agrees on every partition */
+    s = replay();
+    for (int p = 0; p < CFG.num_partitions; p++) st_gstate_load_done(s, p);
+    assert_int_equal(committed(s, "g", "t1", 0), 8);
+    assert_int_equal(committed(s, "g", "t1", 1), 9);
+    assert_int_equal(committed(s, "g", "t1", 2), 200);
+    assert_int_equal(committed(s, "g", "t1", 3), 200);
+    for (int p = 0; p < 4; p++) assert_false(pending(s, "g", "t1", p));
+    st_gstate_destroy(s);
+}
+
+static void test_txn_commit_errors(void **state) {
+    (void)state;
+    st_gstate_t *s = new_state(NULL);
+    /* an empty group id is invalid for TxnOffsetCommit (not for OffsetCommit) */
+    assert_int_equal(txn1(s, "", 1, "", NULL, -1, "t1", 0, 1), ST_E_INVALID_GROUP_ID);
+    /* an unknown group with a generation (v3) */
+    assert_int_equal(txn1(s, "nope", 1, "m", NULL, 3, "t1", 0, 1), ST_E_ILLEGAL_GENERATION);
+    assert_null(st_gstate_group(s, S("nope")));
+    /* a live group: v3 member checks; v0-2 (no member, no generation) go in */
+    char m1[256], m2[256];
+    int32_t gen = form_group(s, "g", m1, m2);
+    assert_int_equal(txn1(s, "g", 1, "stranger", NULL, gen, "t1", 0, 1), ST_E_UNKNOWN_MEMBER_ID);
+    assert_int_equal(txn1(s, "g", 1, m1, NULL, gen + 1, "t1", 0, 1), ST_E_ILLEGAL_GENERATION);
+    assert_int_equal(txn1(s, "g", 1, m1, NULL, gen, "t1", 0, 1), ST_OK);
+    assert_int_equal(txn1(s, "g", 2, "", NULL, -1, "t1", 1, 1), ST_OK);
+    /* a static member under an old member id is fenced */
+    tw_t a;
+    join(s, "st", (jopts_t){.instance = "i1"}, &a);
+    advance(s, 3000);
+    advance(s, 3000);
+    assert_true(a.done);
+    assert_int_equal(txn1(s, "st", 3, "old-id", "i1", a.generation, "t1", 0, 1),
+                     ST_E_FENCED_INSTANCE_ID);
+    /* CompletingRebalance is no obstacle for a transaction (Kafka) */
+    assert_int_equal(st_gstate_group(s, S("st"))->state, ST_GROUP_COMPLETING_REBALANCE);
+    assert_int_equal(txn1(s, "st", 3, a.member, "i1", a.generation, "t1", 0, 1), ST_OK);
+    /* metadata too large; a partition refused beforehand keeps its error */
+    st_group_txn_commit_params_t p = {S("g"), S("txid"), 9, 0, -1, S(""), S(NULL)};
+    char big[5000];
+    memset(big, 'x', sizeof big);
+    st_group_commit_t c[3] = {
+        {S("t1"), 5, 1, -1, (st_str_t){big, (int32_t)sizeof big}, -1, -1, ST_OK},
+        {S("missing"), 0, 1, -1, ST_STR_NULL, -1, -1, ST_E_UNKNOWN_TOPIC_OR_PARTITION},
+        {S("t1"), 6, 1, -1, ST_STR_NULL, -1, -1, ST_OK}};
+    st_gstate_txn_commit(s, &p, c, 3);
+    assert_int_equal(c[0].error, ST_E_OFFSET_METADATA_TOO_LARGE);
+    assert_int_equal(c[1].error, ST_E_UNKNOWN_TOPIC_OR_PARTITION);
+    assert_int_equal(c[2].error, ST_OK);
+    assert_false(pending(s, "g", "t1", 5));
+    assert_true(pending(s, "g", "t1", 6));
+    /* a failed append keeps nothing */
+    F.fail = ST_E_KAFKA_STORAGE_ERROR;
+    assert_int_equal(txn1(s, "g", 9, "", NULL, -1, "t1", 7, 1), ST_E_NOT_COORDINATOR);
+    F.fail = ST_OK;
+    assert_false(pending(s, "g", "t1", 7));
+    /* the partition's state answers first */
+    int32_t gp = st_gstate_partition_of(s, S("g"));
+    st_gstate_set_partition(s, gp, ST_GPART_LOADING);
+    assert_int_equal(txn1(s, "g", 9, "", NULL, -1, "t1", 0, 1), ST_E_COORDINATOR_LOAD_IN_PROGRESS);
+    st_gstate_set_partition(s, gp, ST_GPART_NOT_OWNED);
+    assert_int_equal(txn1(s, "g", 9, "", NULL, -1, "t1", 0, 1), ST_E_NOT_COORDINATOR);
+    st_gstate_set_partition(s, gp, ST_GPART_LOADED);
+    st_gstate_close(s);
+    assert_int_equal(txn1(s, "g", 9, "", NULL, -1, "t1", 0, 1), ST_E_COORDINATOR_NOT_AVAILABLE);
+    st_gstate_destroy(s);
+}
+
+/* Replay rebuilds committed and pending offsets: transactional records go
+ * to their producer's pending offsets, markers commit or abort them, and
+ * what is open at the end stays pending. */
+static void test_txn_replay(void **state) {
+    (void)state;
+    st_gstate_t *s = new_state(NULL);
+    assert_int_equal(txn1(s, "g", 1, "", NULL, -1, "t1", 0, 10), ST_OK);
+    assert_int_equal(txn1(s, "g", 2, "", NULL, -1, "t1", 1, 20), ST_OK);
+    assert_int_equal(txn1(s, "g", 3, "", NULL, -1, "t1", 2, 30), ST_OK);
+    commit1(s, "g", "", -1, "t1", 3, 40, NULL, ST_OK);
+    assert_int_equal(txn1(s, "g", 4, "", NULL, -1, "t1", 3, 41), ST_OK);
+    marker(s, "g", 1, 1);
+    marker(s, "g", 2, 0);
+    marker(s, "g", 4, 1);
+    /* a group whose only offsets are open */
+    assert_int_equal(txn1(s, "open-only", 6, "", NULL, -1, "t1", 0, 60), ST_OK);
+    st_gstate_destroy(s);
+
+    s = replay();
+    /* loading: TxnOffsetCommit waits like every group API */
+    assert_int_equal(txn1(s, "g", 3, "", NULL, -1, "t1", 5, 1), ST_E_COORDINATOR_LOAD_IN_PROGRESS);
+    for (int p = 0; p < CFG.num_partitions; p++) st_gstate_load_done(s, p);
+    assert_int_equal(committed(s, "g", "t1", 0), 10);
+    assert_int_equal(committed(s, "g", "t1", 1), -1); /* aborted */
+    assert_int_equal(committed(s, "g", "t1", 2), -1); /* still open */
+    assert_true(pending(s, "g", "t1", 2));
+    assert_int_equal(committed(s, "g", "t1", 3), 41);
+    assert_false(pending(s, "g", "t1", 0));
+    assert_false(pending(s, "g", "t1", 1));
+    assert_non_null(st_gstate_group(s, S("open-only")));
+    assert_true(pending(s, "open-only", "t1", 0));
+    /* the open transactions end after the load */
+    marker(s, "g", 3, 1);
+    assert_int_equal(committed(s, "g", "t1", 2), 30);
+    marker(s, "open-only", 6, 1);
+    assert_int_equal(committed(s, "open-only", "t1", 0), 60);
+    st_gstate_destroy(s);
+}
+
+/* Expiry and emptiness keep what a transaction may still commit; a
+ * tombstone (OffsetDelete, DeleteGroups, a deleted topic) drops it, live
+ * and in replay. */
+static void test_txn_expiry_and_deletion(void **state) {
+    (void)state;
+    st_gstate_config_t cfg = CFG;
+    cfg.offsets_retention_ms = 60000;
+    cfg.offsets_retention_check_interval_ms = 10000;
+    st_gstate_t *s = new_state(&cfg);
+    commit1(s, "solo", "", -1, "t1", 0, 1, NULL, ST_OK);
+    assert_int_equal(txn1(s, "solo", 11, "", NULL, -1, "t1", 0, 2), ST_OK);
+    assert_int_equal(txn1(s, "pend", 12, "", NULL, -1, "t1", 0, 3), ST_OK);
+    advance(s, 70000);
+    advance(s, 10000);
+    /* the offset with a transaction open did not expire; both groups stay */
+    assert_int_equal(committed(s, "solo", "t1", 0), 1);
+    assert_non_null(st_gstate_group(s, S("pend")));
+    /* once the transactions end the offsets age as any other */
+    marker(s, "solo", 11, 1);
+    marker(s, "pend", 12, 1);
+    assert_int_equal(committed(s, "solo", "t1", 0), 2);
+    assert_int_equal(committed(s, "pend", "t1", 0), 3);
+    advance(s, 70000);
+    advance(s, 10000);
+    assert_null(st_gstate_group(s, S("solo")));
+    assert_null(st_gstate_group(s, S("pend")));
+
+    /* OffsetDelete of a partition with only a pending offset: dropped */
+    assert_int_equal(txn1(s, "d", 13, "", NULL, -1, "t1", 0, 5), ST_OK);
+    commit1(s, "d", "", -1, "t1", 1, 6, NULL, ST_OK);
+    st_group_offset_delete_t od[1] = {{S("t1"), 0, 0}};
+    assert_int_equal(st_gstate_delete_offsets(s, S("d"), od, 1), ST_OK);
+    assert_false(pending(s, "d", "t1", 0));
+    marker(s, "d", 13, 1); /* nothing left to commit */
+    assert_int_equal(committed(s, "d", "t1", 0), -1);
+    assert_int_equal(committed(s, "d", "t1", 1), 6);
+    /* a deleted topic takes its pending offsets along */
+    assert_int_equal(txn1(s, "d", 14, "", NULL, -1, "gone", 2, 7), ST_OK);
+    assert_int_equal(st_gstate_drop_missing_topics(s, only_t1, NULL), 1);
+    assert_false(pending(s, "d", "gone", 2));
+    /* DeleteGroups of an Empty group: its pending offsets go with it */
+    assert_int_equal(txn1(s, "e", 15, "", NULL, -1, "t1", 4, 8), ST_OK);
+    assert_int_equal(st_gstate_delete_group(s, S("e")), ST_OK);
+    assert_null(st_gstate_group(s, S("e")));
+    marker(s, "e", 15, 1);
+    assert_null(st_gstate_group(s, S("e")));
+    st_gstate_destroy(s);
+
+    s = replay();
+    for (int p = 0; p < CFG.num_partitions; p++) st_gstate_load_done(s, p);
+    assert_null(st_gstate_group(s, S("solo")));
+    assert_null(st_gstate_group(s, S("pend")));
+    assert_int_equal(committed(s, "d", "t1", 0), -1);
+    assert_int_equal(committed(s, "d", "t1", 1), 6);
+    assert_false(pending(s, "d", "gone", 2));
+    assert_null(st_gstate_group(s, S("e")));
+    st_gstate_destroy(s);
+}
+
 int main(void) {
     unit_seed("group");
     st_log_set_level(getenv("STRATA_TEST_LOG") ? ST_LOG_DEBUG : ST_LOG_ERROR);
@@ -957,6 +1242,11 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_deleted_topics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nul_bytes_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pending_and_close, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_txn_commit_pending, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_txn_commit_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_txn_commit_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_txn_replay, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_txn_expiry_and_deletion, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
