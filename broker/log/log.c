@@ -639,6 +639,7 @@ static st_err_t append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
     s->size += (int64_t)len;
     if (as_follower) st_log__pstate_apply(log, records, len);
     else st_log__pstate_commit(log, stage);
+    st_log__txn_apply_all(log, records, len);
     info->base_offset = log->leo;
     info->last_offset = next - 1;
     info->log_append_time = lat;
@@ -768,6 +769,28 @@ static st_err_t read_to(st_log_t *log, int64_t offset, int32_t max_bytes, int mi
 st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
                      st_log_read_t *out) {
     return read_to(log, offset, max_bytes, min_one, 0, out);
+}
+
+st_err_t st_log_read_committed(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
+                               st_log_read_t *out, int64_t *lso_out) {
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&log->lock);
+    int64_t lso = st_log__lso_locked(log);
+    st_err_t e;
+    if (offset > lso && offset <= log->high_watermark && offset >= log->log_start_offset &&
+        !log->offline && !log->closed) {
+        /* in range, but behind an open transaction: nothing yet */
+        e = ST_OK;
+        out->high_watermark = log->high_watermark;
+        out->log_start_offset = log->log_start_offset;
+        out->leo = log->leo;
+    } else {
+        e = read_locked(log, offset, max_bytes, min_one, offset > lso ? log->high_watermark : lso,
+                        out);
+    }
+    pthread_mutex_unlock(&log->lock);
+    *lso_out = lso;
+    return e;
 }
 
 st_err_t st_log_read_replica(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
