@@ -1043,8 +1043,10 @@ st_err_t st_log_roll(st_log_t *log) {
  * what was covered.  *more: the round stopped at FLUSH_FILES_MAX. */
 static st_err_t flush_round(st_log_t *log, int *more) {
     st_file_t *files[FLUSH_FILES_MAX];
-    uint64_t idx_ids[FLUSH_FILES_MAX];
-    int nfiles = 0, nidx = 0;
+    uint64_t idx_ids[FLUSH_FILES_MAX], txn_ids[FLUSH_FILES_MAX];
+    int64_t txn_bases[FLUSH_FILES_MAX];
+    int txn_gens[FLUSH_FILES_MAX];
+    int nfiles = 0, nidx = 0, ntxn = 0;
     st_err_t e = ST_OK;
     st_fcache_t *fc = st_log__mgr_fcache(log->mgr);
     *more = 0;
@@ -1076,6 +1078,12 @@ static st_err_t flush_round(st_log_t *log, int *more) {
             break;
         }
         if (want_log && !e && !(e = st_log__seg_keep(s, ST_SEG_LOG, &files[nfiles]))) nfiles++;
+        if (want_log && s->txn_unsynced) {
+            /* the aborted transactions of what this round makes durable */
+            txn_ids[ntxn] = s->id;
+            txn_gens[ntxn] = s->txn_unsynced;
+            txn_bases[ntxn++] = s->base_offset;
+        }
         if (want_idx && !e && !(e = st_log__seg_keep(s, ST_SEG_INDEX, &files[nfiles]))) nfiles++;
         if (want_idx && !e && !(e = st_log__seg_keep(s, ST_SEG_TIMEINDEX, &files[nfiles]))) {
             nfiles++;
@@ -1102,6 +1110,15 @@ static st_err_t flush_round(st_log_t *log, int *more) {
         if (!e) e = st_log__sync(fc, files[i]->fd, 1);
         st_file_release(files[i]);
     }
+    for (int i = 0; i < ntxn && !e; i++) {
+        char path[4096];
+        st_log__seg_path(log->dir, txn_bases[i], ".txnindex", path, sizeof path);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            e = st_log__sync(fc, fd, 1);
+            close(fd);
+        }
+    }
     if (!e && snap_at >= 0) {
         /* the roll's producer snapshot (gone already when a truncation
          * or retention deleted it) */
@@ -1125,6 +1142,10 @@ static st_err_t flush_round(st_log_t *log, int *more) {
         for (int i = 0; i < log->nsegs; i++)
             for (int k = 0; k < nidx; k++)
                 if (log->segs[i]->id == idx_ids[k]) log->segs[i]->indexes_unsynced = 0;
+        for (int i = 0; i < log->nsegs; i++)
+            for (int k = 0; k < ntxn; k++)
+                if (log->segs[i]->id == txn_ids[k] && log->segs[i]->txn_unsynced == txn_gens[k])
+                    log->segs[i]->txn_unsynced = 0; /* none written since */
         log->last_flush_ms = st_mono_ms();
         /* appended meanwhile: the next flush.ms deadline starts now */
         if (log->cfg.flush_ms > 0 && log->flushed_offset < log->leo)

@@ -100,6 +100,7 @@ typedef struct st_segment {
     int indexes_final;  /* closed: the index files are complete (and synced unless
                          * indexes_unsynced) */
     int indexes_unsynced; /* closed by a roll: the flusher still syncs the index files */
+    int txn_unsynced;     /* writes of its .txnindex since the flusher synced it */
 } st_segment_t;
 
 /* ---- producer state (pstate.c) ------------------------------------------ */

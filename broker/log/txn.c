@@ -88,6 +88,7 @@ static void file_append(st_log_t *log, const st_log_aborted_txn_t *a) {
     if (fd < 0 || end < 0) e = st_err_from_errno(errno);
     else e = st_pwrite_all(fd, buf, sizeof buf, (int64_t)(end - end % TXN_ENTRY));
     if (fd >= 0) close(fd);
+    if (!e) s->txn_unsynced++;
     if (e)
         ST_LOG_RATELIMITED(ST_LOG_WARN, "log", 10000,
                            WHAT_FMT ": cannot write %020lld.txnindex: %s (a restart replays "
@@ -131,6 +132,7 @@ static void file_rewrite(st_log_t *log, int i) {
         if (fd >= 0 && close(fd) != 0 && !e) e = st_err_from_errno(errno);
         if (!e && rename(tmp, path) != 0) e = st_err_from_errno(errno);
         if (e) unlink(tmp);
+        else s->txn_unsynced++;
         if (e)
             ST_WARN("log", WHAT_FMT ": cannot write %020lld.txnindex: %s", WHAT_ARGS(log),
                     (long long)s->base_offset, st_err_msg(e));
