@@ -79,6 +79,7 @@
     X(INVALID_TXN_STATE, 48, 0, 48, "invalid transaction state")                       \
     X(INVALID_PRODUCER_ID_MAPPING, 49, 0, 49,                                          \
       "the producer id is not assigned to its transactional id")                       \
+    X(TRANSACTION_COORDINATOR_FENCED, 52, 0, 52, "transaction coordinator fenced")   \
     X(TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 53, 0, 53, "transactional id authorization failed") \
     X(OPERATION_NOT_ATTEMPTED, 55, 0, 55, "operation not attempted")                   \
     X(KAFKA_STORAGE_ERROR, 56, 1, 56, "storage error: log directory offline")          \

@@ -205,6 +205,13 @@ ST_SCHEMA_DEFINE(st_producer_state, ST_PRODUCER_STATE)
 ST_SCHEMA_DEFINE(st_describe_producers_resp_part, ST_DESCRIBE_PRODUCERS_RESP_PART)
 ST_SCHEMA_DEFINE(st_describe_producers_resp_topic, ST_DESCRIBE_PRODUCERS_RESP_TOPIC)
 ST_SCHEMA_DEFINE(st_describe_producers_resp, ST_DESCRIBE_PRODUCERS_RESP)
+ST_SCHEMA_DEFINE(st_write_txn_markers_topic, ST_WRITE_TXN_MARKERS_TOPIC)
+ST_SCHEMA_DEFINE(st_write_txn_marker, ST_WRITE_TXN_MARKER)
+ST_SCHEMA_DEFINE(st_write_txn_markers_req, ST_WRITE_TXN_MARKERS_REQ)
+ST_SCHEMA_DEFINE(st_write_txn_markers_resp_part, ST_WRITE_TXN_MARKERS_RESP_PART)
+ST_SCHEMA_DEFINE(st_write_txn_markers_resp_topic, ST_WRITE_TXN_MARKERS_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_write_txn_marker_result, ST_WRITE_TXN_MARKER_RESULT)
+ST_SCHEMA_DEFINE(st_write_txn_markers_resp, ST_WRITE_TXN_MARKERS_RESP)
 
 
 /* key, name, advertised min, min, max, first flexible, request, response.
@@ -242,6 +249,9 @@ static const st_api_t api_table[] = {
      &st_init_producer_id_resp_schema, 0, 5},
     {ST_API_DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0, 0, 0,
      &st_describe_producers_req_schema, &st_describe_producers_resp_schema, 0, 0},
+    /* Transactions (KIP-98): a coordinator's markers to partition leaders. */
+    {ST_API_WRITE_TXN_MARKERS, "WriteTxnMarkers", 0, 0, 1, 1, &st_write_txn_markers_req_schema,
+     &st_write_txn_markers_resp_schema, 0, 1},
     {ST_API_DESCRIBE_CONFIGS, "DescribeConfigs", 0, 0, 4, 4, &st_describe_configs_req_schema,
      &st_describe_configs_resp_schema, 0, 4},
     {ST_API_ALTER_CONFIGS, "AlterConfigs", 0, 0, 2, 2, &st_alter_configs_req_schema,

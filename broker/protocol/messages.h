@@ -48,7 +48,8 @@ enum st_api_key {
     ST_API_BROKER_REGISTRATION = 62,
     ST_API_DESCRIBE_PRODUCERS = 61,
     ST_API_BROKER_HEARTBEAT = 63,
-    ST_API_ALLOCATE_PRODUCER_IDS = 67
+    ST_API_ALLOCATE_PRODUCER_IDS = 67,
+    ST_API_WRITE_TXN_MARKERS = 27
 };
 
 /* ---- ApiVersions (18) ------------------------------------------------- */
@@ -1408,6 +1409,45 @@ ST_SCHEMA_DECLARE(st_describe_producers_resp_topic, ST_DESCRIBE_PRODUCERS_RESP_T
     X(S, ARRAY, topics, V(0), NN, NT, 0, st_describe_producers_resp_topic)
 ST_SCHEMA_DECLARE(st_describe_producers_resp, ST_DESCRIBE_PRODUCERS_RESP)
 
+/* ---- WriteTxnMarkers (27): a transaction coordinator tells a partition's
+ * leader to append the commit or abort marker of a producer's transaction;
+ * flexible from v1. --------------------------------------------------- */
+#define ST_WRITE_TXN_MARKERS_TOPIC(X, S)                                                \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY_INT32, partition_indexes, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_write_txn_markers_topic, ST_WRITE_TXN_MARKERS_TOPIC)
+
+#define ST_WRITE_TXN_MARKER(X, S)                                                       \
+    X(S, INT64, producer_id, V(0), NN, NT, 0, _)                                       \
+    X(S, INT16, producer_epoch, V(0), NN, NT, 0, _)                                    \
+    X(S, BOOL, transaction_result, V(0), NN, NT, 0, _)                                 \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_write_txn_markers_topic)                   \
+    X(S, INT32, coordinator_epoch, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_write_txn_marker, ST_WRITE_TXN_MARKER)
+
+#define ST_WRITE_TXN_MARKERS_REQ(X, S)                                                  \
+    X(S, ARRAY, markers, V(0), NN, NT, 0, st_write_txn_marker)
+ST_SCHEMA_DECLARE(st_write_txn_markers_req, ST_WRITE_TXN_MARKERS_REQ)
+
+#define ST_WRITE_TXN_MARKERS_RESP_PART(X, S)                                            \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_write_txn_markers_resp_part, ST_WRITE_TXN_MARKERS_RESP_PART)
+
+#define ST_WRITE_TXN_MARKERS_RESP_TOPIC(X, S)                                           \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_write_txn_markers_resp_part)
+ST_SCHEMA_DECLARE(st_write_txn_markers_resp_topic, ST_WRITE_TXN_MARKERS_RESP_TOPIC)
+
+#define ST_WRITE_TXN_MARKER_RESULT(X, S)                                                \
+    X(S, INT64, producer_id, V(0), NN, NT, 0, _)                                       \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_write_txn_markers_resp_topic)
+ST_SCHEMA_DECLARE(st_write_txn_marker_result, ST_WRITE_TXN_MARKER_RESULT)
+
+#define ST_WRITE_TXN_MARKERS_RESP(X, S)                                                 \
+    X(S, ARRAY, markers, V(0), NN, NT, 0, st_write_txn_marker_result)
+ST_SCHEMA_DECLARE(st_write_txn_markers_resp, ST_WRITE_TXN_MARKERS_RESP)
+
 /* Every schema above, for tests that walk them all: X(schema). */
 #define ST_ALL_SCHEMAS(X)                                                               \
     X(st_api_versions_req) X(st_api_versions_key) X(st_api_versions_feature)           \
@@ -1460,6 +1500,9 @@ ST_SCHEMA_DECLARE(st_describe_producers_resp, ST_DESCRIBE_PRODUCERS_RESP)
     X(st_offset_delete_req_part) X(st_offset_delete_req_topic) X(st_offset_delete_req) \
     X(st_offset_delete_resp_part) X(st_offset_delete_resp_topic)                       \
     X(st_offset_delete_resp)                                                           \
+    X(st_write_txn_markers_topic) X(st_write_txn_marker) X(st_write_txn_markers_req)   \
+    X(st_write_txn_markers_resp_part) X(st_write_txn_markers_resp_topic)               \
+    X(st_write_txn_marker_result) X(st_write_txn_markers_resp)                         \
     X(st_offset_for_leader_epoch_req_part) X(st_offset_for_leader_epoch_req_topic)     \
     X(st_offset_for_leader_epoch_req) X(st_offset_for_leader_epoch_resp_part)          \
     X(st_offset_for_leader_epoch_resp_topic) X(st_offset_for_leader_epoch_resp)        \

@@ -49,6 +49,7 @@ static const struct {
     {ST_API_INIT_PRODUCER_ID, st_handle_init_producer_id},
     {ST_API_ALLOCATE_PRODUCER_IDS, st_handle_allocate_producer_ids},
     {ST_API_DESCRIBE_PRODUCERS, st_handle_describe_producers},
+    {ST_API_WRITE_TXN_MARKERS, st_handle_write_txn_markers},
 };
 
 st_handler_fn st_handler_for(int16_t key) {
