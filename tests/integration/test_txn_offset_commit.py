@@ -15,10 +15,12 @@ integration.txn_offset_commit - offsets committed inside a transaction
     for it, the others taken), an empty group id (INVALID_GROUP_ID), an
     unknown group with a generation (ILLEGAL_GENERATION), members of a
     live group checked from v3 (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION);
-  - with WriteTxnMarkers served (the transaction log side): a COMMIT
-    marker makes the offsets committed, an ABORT marker drops them, and a
-    restart replays all of it (an open transaction stays pending);
-    without it, the restart still keeps the open transaction pending.
+  - WriteTxnMarkers to the group's __consumer_offsets partition, sent by
+    hand as the transaction coordinator would: a COMMIT marker makes the
+    offsets committed, an ABORT marker drops them, a plain OffsetCommit
+    written after a transaction's offset is kept over it at the commit;
+  - a restart replays all of it (the control batches too): an open
+    transaction stays pending, and its marker after the restart commits it.
 """
 import os
 import struct
@@ -228,27 +230,31 @@ try:
     check(offset_commit(c, "txo-other", 0, 3) == 0, "a plain commit after the bad input")
     check(offset_fetch(c, "txo-other", [0])[1] == {0: (3, 0)}, "the plain commit is visible")
 
-    # -- markers (WriteTxnMarkers, served by the transaction log side) -----
+    # -- markers (WriteTxnMarkers, as the transaction coordinator sends them) --
     markers = versions.get(27)
-    if markers:
-        mv = markers[0]
-        e = write_markers(c, mv, pid, epoch, True, gp)
-        check(e == 0, "WriteTxnMarkers COMMIT to __consumer_offsets-%d: %d" % (gp, e))
-        want = {0: (42, 0), 1: (45, 0), 2: (-1, 0), 3: (43, 0)}
-        wait_for(lambda: offset_fetch(c, GROUP, [0, 1, 2, 3], True)[1] == want, timeout=10,
-                 what="the committed transaction's offsets")
-        print("after COMMIT: %r" % offset_fetch(c, GROUP, [0, 1, 2, 3], True)[1])
-        # the next transaction aborts
-        check(txn_commit(c, 0, GROUP, pid, epoch, {(TOPIC, 0): 50}) == {(TOPIC, 0): 0}, "second transaction")
-        check(offset_fetch(c, GROUP, [0], True)[1] == {0: (-1, E_UNSTABLE)}, "second transaction pending")
-        check(write_markers(c, mv, pid, epoch, False, gp) == 0, "WriteTxnMarkers ABORT")
-        wait_for(lambda: offset_fetch(c, GROUP, [0], True)[1] == {0: (42, 0)}, timeout=10,
-                 what="the aborted offset dropped")
-        print("after ABORT: %r" % offset_fetch(c, GROUP, [0], True)[1])
-        want_after = {0: (42, 0), 1: (45, 0), 3: (43, 0)}
-    else:
-        print("WriteTxnMarkers (27) is not served by this stratad: markers not tried")
-        want_after = {0: (-1, E_UNSTABLE), 1: (-1, E_UNSTABLE), 3: (-1, E_UNSTABLE)}
+    check(markers is not None, "ApiVersions advertises WriteTxnMarkers (27)")
+    mv = markers[0]
+    e = write_markers(c, mv, pid, epoch, True, gp)
+    check(e == 0, "WriteTxnMarkers COMMIT to __consumer_offsets-%d: %d" % (gp, e))
+    want = {0: (42, 0), 1: (45, 0), 2: (-1, 0), 3: (43, 0)}
+    wait_for(lambda: offset_fetch(c, GROUP, [0, 1, 2, 3], True)[1] == want, timeout=10,
+             what="the committed transaction's offsets")
+    print("after COMMIT: %r" % offset_fetch(c, GROUP, [0, 1, 2, 3], True)[1])
+    # the next transaction aborts
+    check(txn_commit(c, 0, GROUP, pid, epoch, {(TOPIC, 0): 50}) == {(TOPIC, 0): 0}, "second transaction")
+    check(offset_fetch(c, GROUP, [0], True)[1] == {0: (-1, E_UNSTABLE)}, "second transaction pending")
+    check(offset_fetch(c, GROUP, [0])[1] == {0: (42, 0)}, "the committed offset shows meanwhile")
+    check(write_markers(c, mv, pid, epoch, False, gp) == 0, "WriteTxnMarkers ABORT")
+    wait_for(lambda: offset_fetch(c, GROUP, [0], True)[1] == {0: (42, 0)}, timeout=10,
+             what="the aborted offset dropped")
+    print("after ABORT: %r" % offset_fetch(c, GROUP, [0], True)[1])
+    # a plain commit after a transaction's on one partition: the later wins
+    check(txn_commit(c, 0, GROUP, pid, epoch, {(TOPIC, 3): 70}) == {(TOPIC, 3): 0}, "third transaction")
+    check(offset_commit(c, GROUP, 3, 71) == 0, "plain commit during the transaction")
+    check(write_markers(c, mv, pid, epoch, True, gp) == 0, "WriteTxnMarkers COMMIT")
+    wait_for(lambda: offset_fetch(c, GROUP, [3], True)[1] == {3: (71, 0)}, timeout=10,
+             what="the plain commit written after the transaction's kept")
+    want_after = {0: (42, 0), 1: (45, 0), 3: (71, 0)}
     # an open transaction over the restart
     check(txn_commit(c, 0, GROUP, pid, epoch, {(TOPIC, 2): 60}) == {(TOPIC, 2): 0}, "open transaction")
     want_after[2] = (-1, E_UNSTABLE)
@@ -269,11 +275,10 @@ try:
     print("after restart (require_stable): %r" % offset_fetch(c, GROUP, [0, 1, 2, 3], True)[1])
     plain = offset_fetch(c, GROUP, [2])[1]
     check(plain == {2: (-1, 0)}, "the open transaction's offset is still not shown: %r" % plain)
-    if markers:
-        check(write_markers(c, markers[0], pid, epoch, True, gp) == 0, "WriteTxnMarkers after the restart")
-        wait_for(lambda: offset_fetch(c, GROUP, [2], True)[1] == {2: (60, 0)}, timeout=10,
-                 what="the replayed open transaction committed")
-        print("open transaction committed after the restart: %r" % offset_fetch(c, GROUP, [2], True)[1])
+    check(write_markers(c, mv, pid, epoch, True, gp) == 0, "WriteTxnMarkers after the restart")
+    wait_for(lambda: offset_fetch(c, GROUP, [2], True)[1] == {2: (60, 0)}, timeout=10,
+             what="the replayed open transaction committed")
+    print("open transaction committed after the restart: %r" % offset_fetch(c, GROUP, [2], True)[1])
     c.close()
     rc = b.stop()
     check(rc == 0, "stratad exited %s" % rc)
