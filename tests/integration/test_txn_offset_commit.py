@@ -20,7 +20,9 @@ integration.txn_offset_commit - offsets committed inside a transaction
     offsets committed, an ABORT marker drops them, a plain OffsetCommit
     written after a transaction's offset is kept over it at the commit;
   - a restart replays all of it (the control batches too): an open
-    transaction stays pending, and its marker after the restart commits it.
+    transaction stays pending, and its marker after the restart commits it;
+  - a zombie (the producer's older epoch after a newer one wrote) is
+    refused with INVALID_PRODUCER_EPOCH and leaves nothing pending.
 """
 import os
 import struct
@@ -35,7 +37,7 @@ TOPIC = "txo"
 GROUP = "txo-group"
 NPARTS = 3  # offsets.topic.num.partitions here
 E_NONE, E_UNKNOWN_TOPIC, E_LOAD, E_NOT_COORD, E_ILLEGAL_GEN = 0, 3, 14, 16, 22
-E_INVALID_GROUP, E_UNKNOWN_MEMBER, E_UNSTABLE = 24, 25, 88
+E_INVALID_GROUP, E_UNKNOWN_MEMBER, E_INVALID_EPOCH, E_UNSTABLE = 24, 25, 47, 88
 
 
 def group_partition(group, n=NPARTS):
@@ -279,6 +281,15 @@ try:
     wait_for(lambda: offset_fetch(c, GROUP, [2], True)[1] == {2: (60, 0)}, timeout=10,
              what="the replayed open transaction committed")
     print("open transaction committed after the restart: %r" % offset_fetch(c, GROUP, [2], True)[1])
+    # a zombie: once the producer wrote at a newer epoch, its older epoch's
+    # commit is refused by __consumer_offsets (INVALID_PRODUCER_EPOCH) and
+    # nothing of it is pending
+    check(txn_commit(c, 3, GROUP, pid, epoch + 1, {(TOPIC, 1): 80}) == {(TOPIC, 1): 0}, "newer epoch")
+    r = txn_commit(c, 3, GROUP, pid, epoch, {(TOPIC, 0): 81})
+    check(r == {(TOPIC, 0): E_INVALID_EPOCH}, "older epoch: %r" % r)
+    seen = offset_fetch(c, GROUP, [0, 1], True)[1]
+    check(seen == {0: (42, 0), 1: (-1, E_UNSTABLE)}, "only the newer epoch's offset is pending: %r" % seen)
+    print("zombie epoch %d refused (%d); pending %r" % (epoch, r[(TOPIC, 0)], seen))
     c.close()
     rc = b.stop()
     check(rc == 0, "stratad exited %s" % rc)
