@@ -322,6 +322,8 @@ void st_log__txn_load(st_log_t *log);
 void st_log__txn_replay_begin(st_log_t *log, int64_t from);
 void st_log__txn_replay_end(st_log_t *log, int64_t from);
 void st_log__txn_start_moved(st_log_t *log);
+/* Write segment i's .txnindex again from memory (after a cleaner swap). */
+void st_log__txn_rewrite_seg(st_log_t *log, int i);
 void st_log__txn_reset(st_log_t *log);
 void st_log__txn_free(st_log_t *log);
 

@@ -106,7 +106,7 @@ static void add_aborted(st_log_t *log, const st_log_aborted_txn_t *a) {
 }
 
 /* Rewrite the .txnindex of segment i from memory (none when empty). */
-static void file_rewrite(st_log_t *log, int i) {
+void st_log__txn_rewrite_seg(st_log_t *log, int i) {
     st_segment_t *s = log->segs[i];
     int64_t end = i + 1 < log->nsegs ? log->segs[i + 1]->base_offset : INT64_MAX;
     char path[4096];
@@ -177,7 +177,7 @@ void st_log__txn_replay_end(st_log_t *log, int64_t from) {
     log->txn_replaying = 0;
     for (int i = 0; i < log->nsegs; i++) {
         int64_t end = i + 1 < log->nsegs ? log->segs[i + 1]->base_offset : INT64_MAX;
-        if (end > from) file_rewrite(log, i);
+        if (end > from) st_log__txn_rewrite_seg(log, i);
     }
 }
 
