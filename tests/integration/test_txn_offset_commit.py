@@ -21,12 +21,16 @@ integration.txn_offset_commit - offsets committed inside a transaction
     written after a transaction's offset is kept over it at the commit;
   - a restart replays all of it (the control batches too): an open
     transaction stays pending, and its marker after the restart commits it;
+  - the cleaner compacts __consumer_offsets full of committed and aborted
+    transactions' offsets and markers; a restart after it replays the same
+    offsets;
   - a zombie (the producer's older epoch after a newer one wrote) is
     refused with INVALID_PRODUCER_EPOCH and leaves nothing pending.
 """
 import os
 import struct
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kwire  # noqa: E402
@@ -160,7 +164,8 @@ def find_coordinator(c, group):
     return cur.take(">h")
 
 
-b = Broker({"offsets.topic.num.partitions": str(NPARTS), "auto.create.topics.enable": "false"}).start()
+b = Broker({"offsets.topic.num.partitions": str(NPARTS), "auto.create.topics.enable": "false",
+            "log.cleaner.backoff.ms": "300"}).start()
 try:
     c = kwire.Conn(b.port, timeout=15)
     versions = kwire.api_versions(c)
@@ -281,6 +286,40 @@ try:
     wait_for(lambda: offset_fetch(c, GROUP, [2], True)[1] == {2: (60, 0)}, timeout=10,
              what="the replayed open transaction committed")
     print("open transaction committed after the restart: %r" % offset_fetch(c, GROUP, [2], True)[1])
+    # -- the cleaner compacts __consumer_offsets under transactions: rounds
+    # of committed and aborted transactions and plain commits over rolled
+    # segments; after cleaning a restart replays the same offsets ---------
+    co = "__consumer_offsets"
+    errs = c.incremental_alter(co, [("segment.ms", 0, "150"), ("min.cleanable.dirty.ratio", 0, "0.01")])
+    check(errs[0] == 0, "IncrementalAlterConfigs %s: %r" % (co, errs))
+    written = 0
+    for rnd in range(12):
+        ok = txn_commit(c, 0, GROUP, pid, epoch, {(TOPIC, 0): 100 + rnd, (TOPIC, 1): 200 + rnd})
+        check(set(ok.values()) == {0}, "round %d transaction: %r" % (rnd, ok))
+        check(write_markers(c, mv, pid, epoch, True, gp) == 0, "round %d commit marker" % rnd)
+        ok = txn_commit(c, 0, GROUP, pid, epoch, {(TOPIC, 0): 900 + rnd, (TOPIC, 3): 900 + rnd})
+        check(set(ok.values()) == {0}, "round %d aborted transaction: %r" % (rnd, ok))
+        check(write_markers(c, mv, pid, epoch, False, gp) == 0, "round %d abort marker" % rnd)
+        check(offset_commit(c, GROUP, 3, 300 + rnd) == 0, "round %d plain commit" % rnd)
+        written += 6
+        time.sleep(0.2)  # past segment.ms: the next append rolls
+    want_clean = {0: (111, 0), 1: (211, 0), 2: (60, 0), 3: (311, 0)}
+    check(offset_fetch(c, GROUP, [0, 1, 2, 3], True)[1] == want_clean, "offsets after the rounds")
+
+    def cleaned():
+        return "%s-%d: cleaned in" % (co, gp) in b.log_text()
+    wait_for(cleaned, timeout=60, what="the cleaner to compact %s-%d" % (co, gp))
+    closed = [bt for path in segment_logs(b, co, gp)[:-1] for bt in read_batches(path)]
+    ctrl = sum(1 for bt in closed if bt["attributes"] & 0x20)
+    print("%s-%d cleaned: %d closed segment batches left (%d markers) of ~%d batches written"
+          % (co, gp, len(closed), ctrl, written + 20))
+    c.close()
+    b.stop()
+    b.start()
+    c = kwire.Conn(b.port, timeout=15)
+    wait_for(lambda: offset_fetch(c, GROUP, [0, 1, 2, 3], True)[1] == want_clean, timeout=30,
+             what="the offsets replayed from the cleaned log %r" % want_clean)
+    print("after cleaning and a restart: %r" % offset_fetch(c, GROUP, [0, 1, 2, 3], True)[1])
     # a zombie: once the producer wrote at a newer epoch, its older epoch's
     # commit is refused by __consumer_offsets (INVALID_PRODUCER_EPOCH) and
     # nothing of it is pending
@@ -288,7 +327,7 @@ try:
     r = txn_commit(c, 3, GROUP, pid, epoch, {(TOPIC, 0): 81})
     check(r == {(TOPIC, 0): E_INVALID_EPOCH}, "older epoch: %r" % r)
     seen = offset_fetch(c, GROUP, [0, 1], True)[1]
-    check(seen == {0: (42, 0), 1: (-1, E_UNSTABLE)}, "only the newer epoch's offset is pending: %r" % seen)
+    check(seen == {0: (111, 0), 1: (-1, E_UNSTABLE)}, "only the newer epoch's offset is pending: %r" % seen)
     print("zombie epoch %d refused (%d); pending %r" % (epoch, r[(TOPIC, 0)], seen))
     c.close()
     rc = b.stop()
