@@ -294,20 +294,94 @@ func validate(chartDir, chartName string, vals map[string]interface{}) error {
 	if res.Valid() {
 		return nil
 	}
+	var root interface{}
+	_ = json.Unmarshal(schema, &root)
 	var b strings.Builder
 	fmt.Fprintf(&b, "values don't meet the specifications of the schema(s) in the following chart(s):\n%s:\n", chartName)
 	msgs := []string{}
+	fields := map[string]int{}
 	for _, e := range res.Errors() {
-		// "number_any_of" and friends repeat what their branches said
-		if t := e.Type(); t == "number_any_of" || t == "number_one_of" || t == "number_all_of" {
+		fields[e.Field()]++
+	}
+	for _, e := range res.Errors() {
+		// these repeat what the errors of their branches say
+		switch e.Type() {
+		case "number_any_of", "number_one_of", "number_all_of", "condition_then", "condition_else":
 			continue
 		}
-		v, _ := json.Marshal(e.Value())
-		msgs = append(msgs, fmt.Sprintf("- %s: %s (got %s)", e.Field(), e.Description(), v))
+		if e.Type() == "number_not" && fields[e.Field()] > 1 {
+			continue // the propertyNames error of the same key says it
+		}
+		msg := fmt.Sprintf("- %s: %s", e.Field(), e.Description())
+		// the value, unless it may be a credential someone put where it
+		// must not be (an unknown key, a credentials setting)
+		switch v := e.Value().(type) {
+		case map[string]interface{}, []interface{}:
+		default:
+			if e.Type() != "additional_property_not_allowed" && !strings.Contains(strings.ToLower(e.Field()), "credential") {
+				j, _ := json.Marshal(v)
+				msg += fmt.Sprintf(" (got %s)", j)
+			}
+		}
+		if d := describe(root, e.Field()); d != "" {
+			msg += ": " + d
+		}
+		msgs = append(msgs, msg)
 	}
 	sort.Strings(msgs)
 	b.WriteString(strings.Join(msgs, "\n"))
 	return errors.New(b.String())
+}
+
+// describe finds the "description" of the schema node at field (a.b.0.c,
+// as gojsonschema names it), following properties, additionalProperties,
+// items and local $refs.
+func describe(root interface{}, field string) string {
+	node, _ := root.(map[string]interface{})
+	resolve := func(n map[string]interface{}) map[string]interface{} {
+		for i := 0; i < 8 && n != nil; i++ {
+			ref, ok := n["$ref"].(string)
+			if !ok || !strings.HasPrefix(ref, "#/") {
+				break
+			}
+			var cur interface{} = root
+			for _, p := range strings.Split(ref[2:], "/") {
+				m, _ := cur.(map[string]interface{})
+				cur = m[p]
+			}
+			n, _ = cur.(map[string]interface{})
+		}
+		return n
+	}
+	if field == "(root)" {
+		return ""
+	}
+	for _, k := range strings.Split(field, ".") {
+		node = resolve(node)
+		if node == nil {
+			return ""
+		}
+		if props, ok := node["properties"].(map[string]interface{}); ok && props[k] != nil {
+			node, _ = props[k].(map[string]interface{})
+		} else if items, ok := node["items"].(map[string]interface{}); ok {
+			node = items
+		} else if ap, ok := node["additionalProperties"].(map[string]interface{}); ok {
+			node = ap
+		} else {
+			return ""
+		}
+	}
+	if node == nil {
+		return ""
+	}
+	if d, ok := node["description"].(string); ok {
+		return d
+	}
+	if node = resolve(node); node != nil {
+		d, _ := node["description"].(string)
+		return d
+	}
+	return ""
 }
 
 // ---- chart --------------------------------------------------------------
@@ -554,4 +628,3 @@ func splitDocs(s string) []string {
 	}
 	return append(docs, cur.String())
 }
-
