@@ -11,6 +11,7 @@ packages.
     test_helm.py k8s        k8s_check.py on every render
     test_helm.py bad        every bad/*.yaml is refused with its message
     test_helm.py secrets    S3 credentials appear only as secretKeyRef
+    test_helm.py rack       the rack init container's script finds the zone
     test_helm.py stratad    the rendered configuration starts a real stratad
 
 Run with Debian's /usr/bin/python3 (python3-kubernetes, yamllint).
@@ -308,6 +309,61 @@ def secrets():
         fail("\n".join(probs))
 
 
+def rack():
+    """The rack init container's script, as rendered, run with a stand-in
+    for curl that answers the Node object as the API server would (pretty
+    or compact JSON), with no zone label, or with an error."""
+    _, text, _ = render(["-f", os.path.join(CHART, "ci", "zones-values.yaml")])
+    sts = [o for o in docs(text) if o["kind"] == "StatefulSet"][0]
+    init = [c for c in sts["spec"]["template"]["spec"]["initContainers"] if c["name"] == "rack"][0]
+    script = init["command"][2]
+    probs = []
+    node = {"kind": "Node", "apiVersion": "v1",
+            "metadata": {"name": "worker-3", "labels": {"kubernetes.io/hostname": "worker-3",
+                                                        "topology.kubernetes.io/region": "eu-west-1",
+                                                        "topology.kubernetes.io/zone": "eu-west-1b"}},
+            "status": {"nodeInfo": {"kubeletVersion": "v1.28.3"}}}
+    import json
+    unlabelled = json.loads(json.dumps(node))
+    del unlabelled["metadata"]["labels"]["topology.kubernetes.io/zone"]
+    cases = [("pretty", json.dumps(node, indent=2), 0, "eu-west-1b"),
+             ("compact", json.dumps(node, separators=(",", ":")), 0, "eu-west-1b"),
+             ("no zone label", json.dumps(unlabelled, indent=2), 0, ""),
+             ("API error", None, 22, None)]
+    for name, answer, want_rc, want_zone in cases:
+        with tempfile.TemporaryDirectory() as tmp:
+            sa = os.path.join(tmp, "sa")
+            run = os.path.join(tmp, "run")
+            bindir = os.path.join(tmp, "bin")
+            for d in (sa, run, bindir):
+                os.makedirs(d)
+            for f in ("ca.crt", "token"):
+                with open(os.path.join(sa, f), "w") as fh:
+                    fh.write("x")
+            with open(os.path.join(tmp, "answer"), "w") as fh:
+                fh.write(answer or "")
+            with open(os.path.join(bindir, "curl"), "w") as fh:
+                fh.write("#!/bin/sh\n"
+                         "echo \"$@\" >%s/args\n" % tmp +
+                         ("cat %s/answer\n" % tmp if answer is not None
+                          else "echo 'curl: (22) The requested URL returned error: 403' >&2; exit 22\n"))
+            os.chmod(os.path.join(bindir, "curl"), 0o755)
+            sh = script.replace("/var/run/secrets/kubernetes.io/serviceaccount", sa).replace("/var/run/strata", run)
+            env = dict(os.environ, NODE_NAME="worker-3", PATH=bindir + ":" + os.environ["PATH"])
+            r = subprocess.run(["/bin/sh", "-ec", sh], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            out = r.stdout.decode().strip()
+            zone = open(os.path.join(run, "rack")).read() if os.path.exists(os.path.join(run, "rack")) else None
+            args = open(os.path.join(tmp, "args")).read() if os.path.exists(os.path.join(tmp, "args")) else ""
+            print("%-14s exit %d, rack file %r: %s" % (name, r.returncode, zone, out))
+            if (r.returncode == 0) != (want_rc == 0) or zone != want_zone:
+                probs.append("%s: exit %d, rack %r; expected exit %d, rack %r" % (name, r.returncode, zone, want_rc,
+                                                                                  want_zone))
+            if "https://kubernetes.default.svc/api/v1/nodes/worker-3" not in args:
+                probs.append("%s: curl was asked for %r" % (name, args))
+    if probs:
+        fail("\n".join(probs))
+
+
 def free_ports(n):
     socks = [socket.socket() for _ in range(n)]
     for s in socks:
@@ -419,7 +475,7 @@ def stratad():
 
 
 MODES = {"build": build, "golden": golden, "lint": lint, "k8s": k8s, "bad": bad, "secrets": secrets,
-         "stratad": stratad}
+         "rack": rack, "stratad": stratad}
 if len(sys.argv) != 2 or sys.argv[1] not in MODES:
     print("usage: test_helm.py %s" % "|".join(MODES))
     sys.exit(2)
