@@ -12,7 +12,8 @@ packages.
     test_helm.py bad        every bad/*.yaml is refused with its message
     test_helm.py secrets    S3 credentials appear only as secretKeyRef
     test_helm.py rack       the rack init container's script finds the zone
-    test_helm.py stratad    the rendered configuration starts a real stratad
+    test_helm.py stratad    the rendered single-node configuration starts a real stratad
+    test_helm.py cluster    the rendered 3-node configuration runs as a quorum
 
 Run with Debian's /usr/bin/python3 (python3-kubernetes, yamllint).
 """
@@ -364,6 +365,122 @@ def rack():
         fail("\n".join(probs))
 
 
+def cluster():
+    """The default render (3 nodes) run as its three pods would be: each
+    node's start.sh and server.properties from the ConfigMap, where only
+    what the pod network and DNS would give is stood in for: pod i's
+    per-pod DNS name is 127.0.0.<i+2> (in the voters and the advertised
+    address) and it binds that address instead of every interface of its
+    own network namespace.  The three form a quorum, register with the
+    racks their init containers would have written, and a topic created
+    by a produce gets the chart's replication defaults (3 replicas, all in
+    sync) and reads back."""
+    exe = os.path.join(BIN, "stratad")
+    if not os.path.exists(exe):
+        fail("%s is not built" % exe)
+    client, ctl, admin = free_ports(3)
+    _, text, _ = render(["--set", "listeners.client.port=%d,listeners.controller.port=%d,listeners.admin.port=%d"
+                         % (client, ctl, admin)])
+    cm = [o for o in docs(text) if o["kind"] == "ConfigMap"][0]
+    sts = [o for o in docs(text) if o["kind"] == "StatefulSet"][0]
+    name, n = sts["metadata"]["name"], sts["spec"]["replicas"]
+    has_admin = b"admin.listeners" in open(exe, "rb").read()
+    if not has_admin:
+        print("NOTE: this stratad does not know admin.listeners yet: started without it", flush=True)
+    root = tempfile.mkdtemp(prefix="strata-helm-cluster-")
+    procs, logs = [], []
+    try:
+        for i in range(n):
+            ip = "127.0.0.%d" % (i + 2)
+            paths = {"/etc/strata": "%s/pod-%d/etc" % (root, i), "/var/lib/strata": "%s/pod-%d/data" % (root, i),
+                     "/var/run/strata": "%s/pod-%d/run" % (root, i)}
+            for q in paths.values():
+                os.makedirs(q)
+            for k, v in cm["data"].items():
+                for a, b in paths.items():
+                    v = v.replace(a, b)
+                for j in range(n):
+                    v = v.replace("%s-%d.%s-headless.streaming.svc.cluster.local" % (name, j, name), "127.0.0.%d" % (j + 2))
+                v = v.replace("PLAINTEXT://:", "PLAINTEXT://%s:" % ip).replace("CONTROLLER://:", "CONTROLLER://%s:" % ip)
+                v = v.replace("http://0.0.0.0:", "http://%s:" % ip)
+                if not has_admin:
+                    v = v.replace("admin.listeners=", "#admin.listeners=")
+                v = re.sub(r"(?m)^host=.*$", 'host="%s"' % ip, v)
+                with open(os.path.join(paths["/etc/strata"], k), "w") as f:
+                    f.write(v)
+            with open(os.path.join(paths["/var/run/strata"], "rack"), "w") as f:
+                f.write("zone-" + "abc"[i % 3])
+            env = dict(os.environ, POD_NAME="%s-%d" % (name, i), POD_NAMESPACE="streaming",
+                       PATH=BIN + ":" + os.environ["PATH"])
+            log = open(os.path.join(root, "pod-%d.log" % i), "w+")
+            logs.append(log)
+            procs.append(subprocess.Popen(["/bin/sh", os.path.join(paths["/etc/strata"], "start.sh")], env=env,
+                                          stdout=log, stderr=subprocess.STDOUT))
+        sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+        import kwire
+
+        def conn(timeout=10):  # kwire.Conn, to pod 0's address
+            c = kwire.Conn.__new__(kwire.Conn)
+            c.s = socket.create_connection(("127.0.0.2", client), timeout=timeout)
+            c.corr = 0
+            return c
+        deadline = time.time() + 40
+        brokers = []
+        while time.time() < deadline:
+            if any(p.poll() is not None for p in procs):
+                break
+            try:
+                _, cid, _, brokers = kwire.describe_cluster(conn(2))
+                if len(brokers) == n:
+                    break
+            except Exception:
+                pass
+            time.sleep(0.5)
+        print("DescribeCluster: %s" % sorted(brokers))
+        want = sorted((i, "127.0.0.%d" % (i + 2), client, "zone-" + "abc"[i % 3]) for i in range(n))
+        if sorted(brokers) != want:
+            for lg in logs:
+                lg.seek(0)
+                print(lg.read()[-3000:])
+            fail("expected brokers %s" % want)
+        boot = "127.0.0.2:%d" % client
+        r = subprocess.run(["kcat", "-b", boot, "-P", "-t", "helm-check", "-X", "acks=all", "-X",
+                            "message.timeout.ms=30000"], input=b"one\ntwo\nthree\n", stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=60)
+        print(r.stdout.decode(), end="")
+        if r.returncode != 0:
+            fail("kcat could not produce with acks=all")
+        md = kwire.metadata(conn(), ["helm-check"])
+        print("helm-check: %r" % (md["topics"].get("helm-check"),))
+        terr, parts = md["topics"]["helm-check"]
+        if terr != 0 or not parts or any(len(p["replicas"]) != 3 or sorted(p["isr"]) != sorted(p["replicas"])
+                                         for p in parts.values()):
+            fail("helm-check is not 3 replicas all in sync (default.replication.factor from the chart)")
+        cfg = kwire.describe_configs(conn(), ["helm-check"])["helm-check"][1]
+        print("helm-check min.insync.replicas=%s" % cfg.get("min.insync.replicas"))
+        if cfg.get("min.insync.replicas") != "2":
+            fail("min.insync.replicas is not the chart's 2")
+        r = subprocess.run(["kcat", "-b", boot, "-C", "-t", "helm-check", "-o", "beginning", "-e", "-q"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+        got = sorted(r.stdout.decode().split())
+        print("read back: %s" % got)
+        if got != ["one", "three", "two"]:
+            fail("read back %s" % got)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        for lg in logs:
+            lg.close()
+    shutil.rmtree(root, ignore_errors=True)
+    print("three nodes ran the rendered configuration as a quorum")
+
+
 def free_ports(n):
     socks = [socket.socket() for _ in range(n)]
     for s in socks:
@@ -475,7 +592,8 @@ def stratad():
 
 
 MODES = {"build": build, "golden": golden, "lint": lint, "k8s": k8s, "bad": bad, "secrets": secrets,
-         "rack": rack, "stratad": stratad}
+         "rack": rack, "stratad": stratad,
+         "cluster": cluster}
 if len(sys.argv) != 2 or sys.argv[1] not in MODES:
     print("usage: test_helm.py %s" % "|".join(MODES))
     sys.exit(2)
