@@ -186,7 +186,16 @@ def lint():
         r = subprocess.run(["yamllint", "-c", os.path.join(HERE, "yamllint.yaml"), p], stdout=subprocess.PIPE)
         if r.returncode == 0:
             fail("yamllint passed a file with a duplicated key")
-        print("yamllint: %d renders clean, a broken file refused" % len(files))
+        # and the chart's own YAML (documents without a leading ---)
+        src = [os.path.join(CHART, "Chart.yaml"), os.path.join(CHART, "values.yaml")] + \
+            sorted(glob.glob(os.path.join(CHART, "ci", "*.yaml")))
+        r = subprocess.run(["yamllint", "-f", "parsable", "-d",
+                            "{extends: default, rules: {document-start: disable, line-length: {max: 120}}}"] + src,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        print(r.stdout.decode(), end="")
+        if r.returncode != 0:
+            fail("yamllint refused a file of the chart")
+        print("yamllint: %d renders and %d files of the chart clean, a broken file refused" % (len(files), len(src)))
 
 
 def k8s():
