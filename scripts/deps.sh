@@ -4,18 +4,21 @@
 # `deps.sh test` (the default) adds the test tools: kcat, cmocka, clang
 # (libFuzzer, tests/fuzz), Ceph RGW (a real S3 server), Node.js and npm
 # (kafkajs), kafka-python with its codecs, and Go with Sarama (built
-# offline in GOPATH mode).
+# offline in GOPATH mode), and Prometheus (a real server scraping /metrics,
+# and promtool).
 set -euo pipefail
 
 what=${1:-test}
 
 run_pkgs=(build-essential cmake pkg-config
           libcurl4-openssl-dev libssl-dev libexpat1-dev libjansson-dev
-          zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev librdkafka-dev)
+          zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev librdkafka-dev
+          libmicrohttpd-dev)
 test_pkgs=(kcat libcmocka-dev python3 curl clang
            ceph-mon ceph-osd radosgw ceph-common
            python3-kafka python3-snappy python3-lz4 python3-zstandard
-           golang-go golang-github-shopify-sarama-dev)
+           golang-go golang-github-shopify-sarama-dev
+           prometheus)
 
 pkgs=("${run_pkgs[@]}")
 [ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
