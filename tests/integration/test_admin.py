@@ -194,7 +194,8 @@ def main():
         check(metric(ms, "kafka_server_replicamanager_underreplicatedpartitions") == 0, "URP on one node")
         check(metric(ms, "kafka_controller_kafkacontroller_activecontrollercount") == 1,
               "a single node is the active controller")
-        print("produce: %d batches, %d records, %d bytes: bytesin, log size and files agree (%d)"
+        print("produce: %d batches, %d records, %d bytes: bytesin and messagesin grew by exactly "
+              "that; bytesin, log size and .log files all %d bytes (with the first batch)"
               % (produces, sent_records, sent_bytes, on_disk), flush=True)
 
         # ---- bytesout after a consume of everything
