@@ -11,7 +11,8 @@ ISR 3 at it (2 at min ISR).  Node 3 stopped: every partition loses a
 replica from its ISR, so 5 under-replicated; a's ISR 2 == 2 (at min ISR,
 3), b's ISR 2 < 3 (under min ISR, 2); no partition offline; exactly one
 active controller; /v1/ready is 200 on the live nodes and /v1/status's ISRs
-agree with the gauges.
+agree with the gauges.  Node 2 stopped too: node 1 has no quorum and
+/v1/ready answers 503, naming the missing controller.
 """
 import json
 import os
@@ -111,6 +112,20 @@ def main():
             check(layout(ports[i], ("a", "b")) == (5, 2, 3),
                   "node %d /v1/status layout %s" % (i, layout(ports[i], ("a", "b"))))
             check(get(ports[i], "/v1/ready")[0] == 200, "node %d not ready with node 3 down" % i)
+        # node 2 stopped too: node 1 alone has no quorum, so no active
+        # controller, and says so with 503
+        cl.kill(2, signal.SIGTERM)
+
+        def unready():
+            st, body = get(ports[1], "/v1/ready")
+            return st == 503 and body
+        wait_for(unready, 60, 0.5, what="node 1 to answer /v1/ready 503 without a quorum")
+        st, body = get(ports[1], "/v1/ready")
+        r = json.loads(body)
+        check(r["ready"] is False and any("controller" in x for x in r["reasons"]),
+              "node 1's 503 reasons: %s" % body)
+        check(get(ports[1], "/v1/health")[0] == 200, "node 1 health without a quorum")
+        print("quorum lost: node 1 /v1/ready 503 %s" % body.strip(), flush=True)
         print("PASS")
     finally:
         cl.stop()
