@@ -226,6 +226,22 @@ def main():
             check(err == 0, "fetch t from 0: error %d" % err)
             got = recs or b""
         check(got, "no records of t from offset 0 (in the bucket)")
+        # uploads run on: once nothing is left to copy, what was copied is
+        # what the bucket holds (nothing was deleted from it) and what the
+        # status shows
+        def settled():
+            _, m = scrape(aport)
+            st_ = json.loads(http(aport, "/v1/status")[1])
+            _, m2 = scrape(aport)
+            if m != m2:
+                return None
+            lagn = metric(m, "kafka_server_brokertopicmetrics_remotecopylagsegments", topic="t")
+            cp = metric(m, "kafka_server_brokertopicmetrics_remotecopybytes_total")
+            rs = metric(m, "kafka_server_brokertopicmetrics_remotelogsizebytes", topic="t")
+            t_ = [t for t in st_["topics"] if t["name"] == "t"][0]
+            return lagn == 0 and cp == rs and t_["remote_bytes"] == rs
+        wait_for(settled, 30, 0.3, what="uploads of t to settle: no copy lag, copied bytes = remote "
+                                       "log size = status remote bytes")
         body, ms = scrape(aport)
         copied = metric(ms, "kafka_server_brokertopicmetrics_remotecopybytes_total")
         remote_size = metric(ms, "kafka_server_brokertopicmetrics_remotelogsizebytes", topic="t")
