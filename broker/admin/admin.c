@@ -201,10 +201,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     (void)version;
     (void)upload_data;
     st_admin_t *a = cls;
-    if (!*con_cls) st_thread_set_name("admin-http");
-    *con_cls = a;
-    if (*upload_data_size) *upload_data_size = 0; /* a body is never read */
-    if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD)) {
+    int get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
+    if (!*con_cls && get) {
+        /* the headers are in: answer once the (empty) body is, so that
+         * the connection can stay open for the next scrape */
+        st_thread_set_name("admin-http");
+        *con_cls = a;
+        return MHD_YES;
+    }
+    if (get && *upload_data_size) {
+        *upload_data_size = 0; /* a body is never read */
+        return MHD_YES;
+    }
+    if (!get) {
         struct MHD_Response *r =
             MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
         if (!r) return MHD_NO;
@@ -309,12 +318,14 @@ st_err_t st_admin_start(const st_admin_config_t *cfg, st_admin_t **out, char *er
         int fd, port;
         if (bind_one(&addrs[i], &fd, &port, err, errlen)) goto fail;
         a->daemons[i] = MHD_start_daemon(
-            MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-            on_request, a, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-            (unsigned)ADMIN_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-            (unsigned)ADMIN_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-            (size_t)ADMIN_HEADER_BYTES, MHD_OPTION_STRICT_FOR_CLIENT, 1,
-            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+            MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0,
+            NULL, NULL, on_request, a,
+            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, /* first, so that it sees everything */
+            MHD_OPTION_LISTEN_SOCKET, fd,
+            MHD_OPTION_CONNECTION_LIMIT, (unsigned)ADMIN_CONNECTIONS,
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ADMIN_IDLE_TIMEOUT_S,
+            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)ADMIN_HEADER_BYTES,
+            MHD_OPTION_STRICT_FOR_CLIENT, 1,
             MHD_OPTION_END);
         if (!a->daemons[i]) {
             close(fd);
