@@ -123,9 +123,10 @@ char *st_admin__status(const st_admin_sources_t *src) {
                 json_object_set_new(jp, "local", jl);
                 json_object_set_new(jp, "high_watermark", json_integer(o.high_watermark));
                 t_local += o.size_bytes;
-                if (p->tier) {
+                st_tier_part_t *tp = __atomic_load_n(&p->tier, __ATOMIC_ACQUIRE);
+                if (tp) {
                     st_tier_status_t ts;
-                    st_tier_part_status(p->tier, &ts);
+                    st_tier_part_status(tp, &ts);
                     json_t *jr = json_object();
                     json_object_set_new(jr, "start_offset", json_integer(ts.remote_start));
                     json_object_set_new(jr, "end_offset", json_integer(ts.remote_end));
