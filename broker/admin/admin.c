@@ -271,7 +271,7 @@ static int bind_one(const admin_addr_t *ad, int *fd_out, int *port_out, char *er
     }
     int fd = -1, saved = 0;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        /* with no host, prefer the IPv6 wildcard, which takes IPv4 too */
+        /* the first address that binds (no host: the wildcard getaddrinfo gives first) */
         fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
         if (fd < 0) {
             saved = errno;
