@@ -396,6 +396,11 @@ st_err_t st_partition_append(st_partition_t *p, uint8_t *records, size_t len,
         /* alone in the ISR, what is appended is committed at once */
         if (!e) moved = advance_hw_locked(p);
     }
+    if (!e && !info->duplicate) { /* Kafka's BytesInPerSec / MessagesInPerSec */
+        __atomic_add_fetch(&p->counters.bytes_in, (uint64_t)len, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&p->counters.messages_in,
+                           (uint64_t)(info->last_offset - info->base_offset + 1), __ATOMIC_RELAXED);
+    }
     pthread_mutex_unlock(&p->rlock);
     if (moved) wake_watchers(p);
     return e;
