@@ -492,6 +492,22 @@ void st_chain_add_file(st_chain_t *c, st_file_t *f, int64_t off, int64_t len);
 /* Close pending bytes into a chunk; returns the total length. */
 int64_t st_chain_seal(st_chain_t *c);
 
+/* ------------------------------------------------------------------------
+ * Latency histograms (histo.c): fixed buckets, updated with relaxed atomics
+ * from any thread; the metrics endpoint reads them.
+ * ---------------------------------------------------------------------- */
+#define ST_HISTO_BUCKETS 15 /* the last one is +Inf */
+extern const int64_t st_histo_bound_us[ST_HISTO_BUCKETS - 1]; /* upper bounds, inclusive */
+typedef struct st_histo {
+    uint64_t bucket[ST_HISTO_BUCKETS]; /* atomic; not cumulative */
+    uint64_t sum_us;                   /* atomic */
+} st_histo_t;
+void st_histo_observe(st_histo_t *h, int64_t us);
+/* A copy of h, field by field (each field exact, the whole not a snapshot). */
+void st_histo_read(const st_histo_t *h, st_histo_t *out);
+/* Observations in a copy (the sum of its buckets). */
+uint64_t st_histo_count(const st_histo_t *h);
+
 #define ST_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define ST_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define ST_MAX(a, b) ((a) > (b) ? (a) : (b))

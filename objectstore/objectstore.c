@@ -122,6 +122,13 @@ void st_os_get_stats(const st_os_t *os, st_os_stats_t *out) {
     out->bytes_in = atomic_load(&os->n_bytes_in);
 }
 
+void st_os_get_op_stats(const st_os_t *os, st_os_op_t op, st_os_op_stats_t *out) {
+    memset(out, 0, sizeof *out);
+    if ((int)op < 0 || op >= ST_OS_NOPS) return;
+    st_histo_read(&os->op_time[op], &out->time);
+    out->errors = __atomic_load_n(&os->op_errors[op], __ATOMIC_RELAXED);
+}
+
 /* ------------------------------------------------------------------------
  * Requests
  * ---------------------------------------------------------------------- */
@@ -338,6 +345,12 @@ void st_os__complete(st_os_req_t *req, st_err_t status, const char *fmt, ...) {
     req->res.status = status;
     req->res.message = req->msg;
     req->res.elapsed_us = st_mono_us() - req->start_us;
+    if ((int)req->rq.op >= 0 && req->rq.op < ST_OS_NOPS) {
+        st_os_t *os = req->os;
+        st_histo_observe(&os->op_time[req->rq.op], req->res.elapsed_us);
+        if (status != ST_OK && status != ST_E_NOT_FOUND)
+            __atomic_add_fetch(&os->op_errors[req->rq.op], 1, __ATOMIC_RELAXED);
+    }
     if (status != ST_OK && status != ST_E_NOT_FOUND)
         ST_DEBUG(ST_OS_SUBSYS, "%s %s: %s", st_os_op_name(req->rq.op),
                  req->rq.key ? req->rq.key : "", req->msg);

@@ -50,6 +50,9 @@ struct st_os {
     void *impl;         /* the backend's state */
     char describe[512];
     _Atomic uint64_t n_requests, n_attempts, n_retries, n_bytes_out, n_bytes_in;
+    /* per operation, at completion (st_os__complete) */
+    st_histo_t op_time[ST_OS_NOPS];
+    uint64_t op_errors[ST_OS_NOPS]; /* atomic: completed with an error other than not-found */
 };
 
 struct st_os_req {

@@ -89,6 +89,7 @@ typedef enum st_os_op {
     ST_OS_DELETE_BATCH, /* many keys; split into batches the server accepts */
     ST_OS_CHECK         /* is the bucket there and are we allowed in? */
 } st_os_op_t;
+#define ST_OS_NOPS (ST_OS_CHECK + 1)
 
 const char *st_os_op_name(st_os_op_t op);
 
@@ -252,6 +253,15 @@ const char *st_os_backend_name(const st_os_t *os);
 /* "s3://bucket/prefix" or "file:///root" (no credentials). */
 const char *st_os_describe(const st_os_t *os);
 void st_os_get_stats(const st_os_t *os, st_os_stats_t *out);
+
+/* Requests of one operation completed since st_os_new: how long each took
+ * from submit to completion (retries included) and how many failed (a
+ * missing key is not a failure). */
+typedef struct st_os_op_stats {
+    st_histo_t time;
+    uint64_t errors;
+} st_os_op_stats_t;
+void st_os_get_op_stats(const st_os_t *os, st_os_op_t op, st_os_op_stats_t *out);
 
 /* ------------------------------------------------------------------------
  * Submitting

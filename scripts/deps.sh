@@ -3,19 +3,26 @@
 # already there.  `deps.sh run` installs what building and running need;
 # `deps.sh test` (the default) adds the test tools: kcat, cmocka, clang
 # (libFuzzer, tests/fuzz), Ceph RGW (a real S3 server), Node.js and npm
-# (kafkajs), kafka-python with its codecs, and Go with Sarama (built
-# offline in GOPATH mode).
+# (kafkajs), kafka-python with its codecs, Go with Sarama (built offline
+# in GOPATH mode), and for the Helm chart's tests (tests/helm) the Go
+# packages of tools/helm-render (sprig, yaml.v3, gojsonschema), yamllint
+# and the Kubernetes API models of python3-kubernetes; Prometheus (a real
+# server scraping /metrics, and promtool).
 set -euo pipefail
 
 what=${1:-test}
 
 run_pkgs=(build-essential cmake pkg-config
           libcurl4-openssl-dev libssl-dev libexpat1-dev libjansson-dev
-          zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev librdkafka-dev)
+          zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev librdkafka-dev
+          libmicrohttpd-dev)
 test_pkgs=(kcat libcmocka-dev python3 curl clang
            ceph-mon ceph-osd radosgw ceph-common
            python3-kafka python3-snappy python3-lz4 python3-zstandard
-           golang-go golang-github-shopify-sarama-dev)
+           golang-go golang-github-shopify-sarama-dev
+           golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev
+           golang-github-xeipuuv-gojsonschema-dev yamllint python3-kubernetes python3-yaml
+           prometheus)
 
 pkgs=("${run_pkgs[@]}")
 [ "$what" = test ] && pkgs+=("${test_pkgs[@]}")

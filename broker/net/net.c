@@ -173,6 +173,9 @@ typedef struct listener {
 enum { ACCEPT_ON = 0, ACCEPT_AT_LIMIT = 1, ACCEPT_BACKOFF = 2 };
 
 struct st_net {
+    /* per API key: time from a request's arrival to its end (response
+     * written, or dropped); written by every loop (atomics) */
+    st_histo_t request_time[ST_NET_API_KEYS];
     st_net_config_t cfg;
     st_net_hooks_t hooks;
     st_loop_t *loops;
@@ -561,6 +564,8 @@ static void request_free(st_request_t *req) {
     req_priv_t *rp = (req_priv_t *)req;
     st_conn_t *c = req->conn;
     req->loop->requests--;
+    if (req->api && req->api->key >= 0 && req->api->key < ST_NET_API_KEYS)
+        st_histo_observe(&c->loop->net->request_time[req->api->key], st_mono_us() - req->recv_us);
     st_chain_fini(&req->resp);
     st_arena_fini(&req->arena);
     fbuf_free(c->loop->net, &rp->fb);
@@ -854,6 +859,11 @@ void st_request_close_conn(st_request_t *req, const char *why) {
     st_conn_t *c = req->conn;
     conn_close(c, why);
     conn_release(c);
+}
+
+void st_net_request_time(st_net_t *n, int16_t api_key, st_histo_t *out) {
+    memset(out, 0, sizeof *out);
+    if (api_key >= 0 && api_key < ST_NET_API_KEYS) st_histo_read(&n->request_time[api_key], out);
 }
 
 int st_request_conn_open(const st_request_t *req) { return !req->conn->closed; }

@@ -118,6 +118,11 @@ st_err_t st_net_new(const st_net_config_t *cfg, const st_net_hooks_t *hooks, st_
                     char *err, size_t errlen);
 /* The port a listener actually bound (for port 0). */
 int st_net_bound_port(st_net_t *n, int listener);
+/* Requests of an API key ended since start (answered, or dropped with their
+ * connection): how long each took from its arrival (Kafka's TotalTimeMs:
+ * the time it waited parked included).  Any thread. */
+#define ST_NET_API_KEYS 128
+void st_net_request_time(st_net_t *n, int16_t api_key, st_histo_t *out);
 /* Before st_net_start: the connection limit (<= 0: none), once the broker
  * knows how many fds its own files took at start-up. */
 void st_net_set_max_connections(st_net_t *n, int max);

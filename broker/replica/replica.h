@@ -63,7 +63,29 @@ typedef struct st_partition {
     /* tiered storage (NULL when the topic is not tiered) */
     st_tier_part_t *tier;
     int64_t remote_start, remote_end; /* atomic: [start, end) in the bucket */
+    /* metrics (broker/admin's /metrics), relaxed atomics, any thread:
+     * Kafka's BrokerTopicMetrics of this partition */
+    struct {
+        uint64_t bytes_in, messages_in;    /* appended as leader */
+        uint64_t bytes_out;                /* sent to consumers */
+        uint64_t remote_bytes_out;         /* of those, read from the bucket */
+        uint64_t replication_bytes_out;    /* sent to followers */
+    } counters;
 } st_partition_t;
+
+/* Bytes a Fetch answer carries for p (h_fetch.c): to a consumer, from the
+ * bucket or not, or to a follower. */
+static inline void st_partition_count_out(st_partition_t *p, int64_t bytes, int follower,
+                                          int remote) {
+    if (bytes <= 0) return;
+    uint64_t n = (uint64_t)bytes;
+    if (follower) {
+        __atomic_add_fetch(&p->counters.replication_bytes_out, n, __ATOMIC_RELAXED);
+        return;
+    }
+    __atomic_add_fetch(&p->counters.bytes_out, n, __ATOMIC_RELAXED);
+    if (remote) __atomic_add_fetch(&p->counters.remote_bytes_out, n, __ATOMIC_RELAXED);
+}
 
 typedef struct st_replicas st_replicas_t;
 

@@ -57,6 +57,7 @@ typedef struct part_data {
     int32_t len;
     int64_t high_watermark, log_start_offset;
     int64_t last_stable_offset;
+    int remote; /* from the bucket (metrics) */
 } part_data_t;
 
 /* isolation_level read_committed (1): a consumer reads below the last
@@ -94,6 +95,7 @@ static st_err_t read_partition(fetch_op_t *op, st_partition_t *p, int64_t offset
             d->file = tr.file;
             d->pos = tr.pos;
             d->len = tr.file ? tr.len : 0;
+            d->remote = 1;
         }
         return e;
     }
@@ -220,6 +222,7 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
                 rp->records.file = d.file;
                 rp->records.file_off = d.pos;
                 rp->records.len = d.len;
+                st_partition_count_out(p, d.len, op->replica_id >= 0, d.remote);
             } else {
                 st_file_release(d.file);
             }

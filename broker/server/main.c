@@ -1,19 +1,21 @@
 /*
  * main.c - stratad: start-up and shutdown order.
  *
- *   start:  config -> soft fd limit raised to the hard one -> listeners
- *           bound -> log dirs locked -> metadata log replayed (partitions
- *           opened, recovered) -> this broker registered -> flusher,
+ *   start:  config -> soft fd limit raised to the hard one -> admin
+ *           listener bound (health only) -> listeners bound -> log dirs
+ *           locked -> metadata log replayed (partitions opened, recovered) -> this broker registered -> flusher,
  *           janitor, controller, group coordinator, log cleaner, request
  *           worker threads -> the connection limit, from the fds left ->
- *           I/O loops (cleaning
+ *           I/O loops -> the admin listener serves everything (cleaning
  *           passes a crash cut short are finished or undone before any log
  *           opens)
- *   stop (SIGTERM / SIGINT):  parked group joins answered -> stop accepting
+ *   stop (SIGTERM / SIGINT):  the admin listener unready ->
+ *           parked group joins answered -> stop accepting
  *           and reading -> finish or expire every request in flight ->
  *           request workers -> group coordinator -> log cleaner -> controller -> partitions -> flush,
  *           checkpoints, segments closed, clean-shutdown marker -> exit 0
  */
+#include "admin.h"
 #include "group.h"
 #include "server.h"
 #include "st_objectstore.h"
@@ -139,8 +141,9 @@ int main(int argc, char **argv) {
         }
     }
     if (print_doc) {
-        static const char *const titles[] = {"Object store settings"};
-        st_config_doc(stdout, &st_os_config_table, titles, 1);
+        static const char *const titles[] = {"Object store settings", "Admin listener settings"};
+        const st_cfg_table_t tables[] = {st_os_config_table, st_admin_config_table};
+        st_config_doc(stdout, tables, titles, 2);
         rc = 0;
     } else if (!config_path || optind != argc) {
         usage(stderr);
@@ -168,12 +171,16 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
      * reads them). */
     static st_os_config_t oscfg;
     st_os_config_init(&oscfg);
-    static st_cfg_bind_t extra[1];
+    /* and so do the admin listener's (admin.listeners) */
+    static st_admin_config_t admincfg;
+    st_admin_config_init(&admincfg);
+    static st_cfg_bind_t extra[2];
     extra[0] = (st_cfg_bind_t){&st_os_config_table, &oscfg};
+    extra[1] = (st_cfg_bind_t){&st_admin_config_table, &admincfg};
     srv.extra_config = extra;
-    srv.nextra_config = 1;
+    srv.nextra_config = 2;
     char err[1024];
-    if (st_broker_config_load(&srv.cfg, config_path, overrides, noverrides, extra, 1, err,
+    if (st_broker_config_load(&srv.cfg, config_path, overrides, noverrides, extra, 2, err,
                               sizeof err)) {
         fprintf(stderr, "stratad: configuration error: %s\n", err);
         return 1;
@@ -227,6 +234,14 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     const char *adv = *srv.cfg.advertised_listeners ? srv.cfg.advertised_listeners : srv.cfg.listeners;
     if (st_parse_listeners(adv, &srv.advertised, &srv.nadvertised, err, sizeof err)) {
         fprintf(stderr, "stratad: configuration error: advertised.listeners: %s\n", err);
+        return 1;
+    }
+
+    /* The admin listener binds now, so a port in use stops start-up before
+     * any log dir is locked; until attached it answers health only. */
+    st_admin_t *admin = NULL;
+    if (st_admin_start(&admincfg, &admin, err, sizeof err)) {
+        fprintf(stderr, "stratad: %s\n", err);
         return 1;
     }
 
@@ -379,6 +394,8 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     ST_INFO("server", "stratad node %d of cluster %s is serving at %s:%d (CRC32C %s)",
             (int)srv.cfg.node_id, st_controller_cluster_id(srv.ctl), srv.advertised[0].host,
             srv.advertised[0].port, st_crc32c_hw() ? "SSE4.2" : "software");
+    st_admin_sources_t asrc = {&srv.cfg, srv.ctl, srv.rm, srv.net, tier, os};
+    st_admin_attach(admin, &asrc);
     printf("bootstrap.servers=%s:%d\n", srv.advertised[0].host, srv.advertised[0].port);
     fflush(stdout);
 
@@ -386,6 +403,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     sigwait(&sigs, &sig);
     ST_INFO("server", "%s received: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 
+    st_admin_detach(admin); /* /v1/ready answers 503 from here on */
     st_controller_stop(srv.ctl); /* controlled shutdown, while the loops still run */
     st_group_coord_close_requests(srv.groups); /* parked joins and syncs are answered */
     st_net_stop(srv.net);
@@ -400,6 +418,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
         st_produce_gates_free(&loop_states[i]);
         st_purgatory_fini(&loop_states[i].purgatory); /* no notifier left (logs, tiering) */
     }
+    st_admin_stop(admin);
     st_net_destroy(srv.net);
     st_pid_pool_free(srv.pids); /* after the controller thread and the loops */
     free(loop_states);
@@ -410,6 +429,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     free(srv.advertised);
     st_broker_config_fini(&srv.cfg);
     st_os_config_fini(&oscfg);
+    st_admin_config_fini(&admincfg);
     ST_INFO("server", "stopped cleanly");
     return 0;
 }
