@@ -107,13 +107,6 @@ static void markers_destroy(st_delayed_t *d) {
     free(op);
 }
 
-/* Until the group coordinator keeps transactional offset commits. */
-__attribute__((weak)) void st_group_coord_txn_marker(st_group_coord_t *c, int32_t partition,
-                                                     int64_t producer_id, int16_t producer_epoch,
-                                                     int commit) {
-    (void)c, (void)partition, (void)producer_id, (void)producer_epoch, (void)commit;
-}
-
 static int is_offsets_topic(st_str_t name) {
     return name.len == (int32_t)strlen(ST_GROUP_OFFSETS_TOPIC) &&
            !memcmp(name.p, ST_GROUP_OFFSETS_TOPIC, (size_t)name.len);
