@@ -33,7 +33,7 @@ for l in "${ls[@]}"; do
     [[ "$controllers" == *",$name,"* ]] && continue
     hp="${l#*://}"
     host="$(local_host "${hp%:*}")"
-    exec kcat -b "$host:${hp##*:}" -L -m 5 -q
+    exec kcat -b "$host:${hp##*:}" -L -m 5 >/dev/null
 done
 echo "strata-healthcheck: no client listener in $conf" >&2
 exit 1
