@@ -34,7 +34,7 @@ FROM ${BASE_IMAGE}
 ENV DEBIAN_FRONTEND=noninteractive
 COPY --from=build /out/runtime-packages /tmp/runtime-packages
 RUN apt-get update -qq \
- && apt-get install -y -qq --no-install-recommends $(cat /tmp/runtime-packages) \
+ && xargs -a /tmp/runtime-packages apt-get install -y -qq --no-install-recommends \
       ca-certificates kcat curl >/dev/null \
  && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages \
  && useradd --system --uid 10001 --user-group --home-dir /var/lib/strata --no-create-home \

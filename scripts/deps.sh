@@ -3,8 +3,11 @@
 # already there.  `deps.sh run` installs what building and running need;
 # `deps.sh test` (the default) adds the test tools: kcat, cmocka, clang
 # (libFuzzer, tests/fuzz), Ceph RGW (a real S3 server), Node.js and npm
-# (kafkajs), kafka-python with its codecs, and Go with Sarama (built
-# offline in GOPATH mode).
+# (kafkajs), kafka-python with its codecs, Go with Sarama (built
+# offline in GOPATH mode), and what checks the deploy files:
+# docker-compose (`config -q`), shellcheck and yamllint.  `deps.sh image`
+# adds to `run` what building the container image without a registry
+# needs (deploy/image/build.sh): Debian's docker and debootstrap.
 set -euo pipefail
 
 what=${1:-test}
@@ -15,10 +18,17 @@ run_pkgs=(build-essential cmake pkg-config
 test_pkgs=(kcat libcmocka-dev python3 curl clang
            ceph-mon ceph-osd radosgw ceph-common
            python3-kafka python3-snappy python3-lz4 python3-zstandard
-           golang-go golang-github-shopify-sarama-dev)
+           golang-go golang-github-shopify-sarama-dev
+           docker-compose python3-yaml shellcheck yamllint)
+image_pkgs=(docker.io debootstrap kcat python3 python3-yaml docker-compose)
 
 pkgs=("${run_pkgs[@]}")
-[ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
+case "$what" in
+run) ;;
+test) pkgs+=("${test_pkgs[@]}") ;;
+image) pkgs+=("${image_pkgs[@]}") ;;
+*) echo "deps.sh: say run, test or image" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -163,8 +163,10 @@ for _ in $(seq 1 150); do
     sleep 0.2
 done
 [ "$up" = 1 ] || { "$docker" logs "$container" >&2 || true; die "kcat -L found no broker on 127.0.0.1:$port"; }
-grep -q "1 brokers:" "$workdir/kcat.out" && grep -q "broker 1 at 127.0.0.1:$port" "$workdir/kcat.out" ||
-    { cat "$workdir/kcat.out" >&2; die "kcat -L did not show broker 1 at 127.0.0.1:$port"; }
+if ! grep -q "1 brokers:" "$workdir/kcat.out" || ! grep -q "broker 1 at 127.0.0.1:$port" "$workdir/kcat.out"; then
+    cat "$workdir/kcat.out" >&2
+    die "kcat -L did not show broker 1 at 127.0.0.1:$port"
+fi
 say "kcat -L: $(grep -m1 'brokers:' "$workdir/kcat.out" | sed 's/^ *//') $(grep -m1 'broker 1 at' "$workdir/kcat.out" | sed 's/^ *//')"
 uid=$("$docker" exec "$container" id -u)
 [ "$uid" != 0 ] || die "stratad runs as root in the container"

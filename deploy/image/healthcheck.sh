@@ -28,12 +28,12 @@ fi
 
 controllers=",$(get 'controller\.listener\.names'),"
 IFS=, read -r -a ls <<<"$(get listeners)"
+client=""
 for l in "${ls[@]}"; do
     name="${l%%://*}"
     [[ "$controllers" == *",$name,"* ]] && continue
-    hp="${l#*://}"
-    host="$(local_host "${hp%:*}")"
-    exec kcat -b "$host:${hp##*:}" -L -m 5 >/dev/null
+    client="${l#*://}"
+    break
 done
-echo "strata-healthcheck: no client listener in $conf" >&2
-exit 1
+[ -n "$client" ] || { echo "strata-healthcheck: no client listener in $conf" >&2; exit 1; }
+exec kcat -b "$(local_host "${client%:*}"):${client##*:}" -L -m 5 >/dev/null
