@@ -81,7 +81,11 @@ if ! "$docker" info >/dev/null 2>&1; then
         done
         "$docker" info >/dev/null 2>&1 || die "dockerd did not answer in 30 s"
     fi
-    [ "$keep" = 1 ] && say "daemon kept: export DOCKER_HOST=$DOCKER_HOST"
+    if [ -z "$daemon_pid" ]; then
+        say "daemon: DOCKER_HOST=$DOCKER_HOST (already running)"
+    elif [ "$keep" = 1 ]; then
+        say "daemon: DOCKER_HOST=$DOCKER_HOST (started here, kept: pid $daemon_pid)"
+    fi
 fi
 say "docker $("$docker" version --format '{{.Client.Version}} (client), {{.Server.Version}} (daemon)')"
 

@@ -12,7 +12,7 @@ import stat
 import subprocess
 import tempfile
 
-from deploy_util import BIN, check, entrypoint, fail, parse_props
+from deploy_util import BIN, check, entrypoint, parse_props
 
 tmp = tempfile.mkdtemp(prefix="strata-entrypoint-")
 atexit.register(shutil.rmtree, tmp, True)

@@ -8,10 +8,12 @@ from the written file, and SIGTERM must stop it cleanly (stratad is the
 process the entry point became).
 """
 import atexit
+import http.server
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
 
 from deploy_util import (ENTRYPOINT, HEALTHCHECK, base_env, check, fail, free_port,
                          kcat_metadata, parse_props, spawn, stop, wait_for)
@@ -88,4 +90,35 @@ p = subprocess.run(["bash", ENTRYPOINT], env=env, capture_output=True, text=True
 check(p.returncode == 1 and "log.segment.bytes: 'lots' is not a whole number" in p.stderr,
       "a bad value: exit %d, %r" % (p.returncode, p.stderr))
 print("ok: a bad value: %s" % p.stderr.strip())
+# 4. with admin.listeners in the file, the healthcheck asks /v1/ready
+#    instead (here of a stand-in HTTP server on loopback: the file is
+#    written by hand, so this checks only the script's half of it)
+answers = {"code": 200}
+paths = []
+
+
+class Ready(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        paths.append(self.path)
+        self.send_response(answers["code"] if self.path == "/v1/ready" else 404)
+        self.end_headers()
+
+    def log_message(self, *a):
+        pass
+
+
+srv = http.server.HTTPServer(("127.0.0.1", 0), Ready)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+conf = os.path.join(tmp, "admin.properties")
+with open(conf, "w") as f:
+    f.write("listeners=PLAINTEXT://:1\nadmin.listeners=http://0.0.0.0:%d\n" % srv.server_port)
+env = base_env({"STRATA_CONFIG_OUT": conf})
+for code, want in ((200, 0), (503, 1)):
+    answers["code"] = code
+    hc = subprocess.run(["bash", HEALTHCHECK], env=env, capture_output=True, text=True, timeout=30)
+    check((hc.returncode == 0) == (want == 0), "healthcheck with /v1/ready answering %d: exit %d %s"
+          % (code, hc.returncode, hc.stderr))
+srv.shutdown()
+check(paths == ["/v1/ready", "/v1/ready"], "the healthcheck asked %r" % paths)
+print("ok: with admin.listeners the healthcheck asks GET /v1/ready on 127.0.0.1 (200: healthy, 503: not)")
 print("deploy.entrypoint_stratad: all checks passed")

@@ -32,7 +32,6 @@ import yaml  # noqa: E402  (Debian's python3-yaml, with docker-compose)
 
 from deploy_util import COMPOSE, ROOT, check, fail, free_ports, kcat_metadata, wait_for  # noqa: E402
 
-cache = os.environ.get("STRATA_IMAGE_CACHE", "/var/cache/strata-image")
 tag = "strata:test-%d" % os.getpid()
 subprocess.run([os.path.join(ROOT, "scripts", "deps.sh"), "image"], check=True)
 
@@ -41,8 +40,8 @@ p = subprocess.run([os.path.join(ROOT, "deploy", "image", "build.sh"), "--tag", 
 print(p.stdout + p.stderr, end="")
 check(p.returncode == 0, "build.sh exited %d" % p.returncode)
 env = dict(os.environ)
-m = re.search(r"daemon kept: export DOCKER_HOST=(\S+)", p.stdout)
-started_daemon = bool(m)
+m = re.search(r"daemon: DOCKER_HOST=(\S+) \((.*)\)", p.stdout)
+started_daemon = bool(m) and m.group(2).startswith("started here")
 if m:
     env["DOCKER_HOST"] = m.group(1)
 docker = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"
@@ -63,7 +62,7 @@ def cleanup():
     subprocess.run([docker, "image", "rm", "-f", tag], env=env, capture_output=True)
     if started_daemon:
         try:
-            pid = int(open(os.path.join(cache, "docker", "dockerd.pid")).read())
+            pid = int(re.search(r"kept: pid (\d+)", m.group(2)).group(1))
             os.kill(pid, signal.SIGTERM)
             for _ in range(100):
                 os.kill(pid, 0)

@@ -15,10 +15,9 @@ takes Debian 12's current packages on purpose, as scripts/deps.sh does).
 import os
 import re
 import subprocess
-import sys
 import tempfile
 
-from deploy_util import COMPOSE, ROOT, check, fail
+from deploy_util import COMPOSE, ROOT, check
 
 DOCKERFILE = os.path.join(ROOT, "Dockerfile")
 SCRIPTS = [os.path.join(ROOT, "deploy", "image", n) for n in
