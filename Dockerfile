@@ -37,7 +37,8 @@ RUN apt-get update -qq \
  && xargs -a /tmp/runtime-packages apt-get install -y -qq --no-install-recommends \
       ca-certificates kcat curl >/dev/null \
  && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages \
- && useradd --system --uid 10001 --user-group --home-dir /var/lib/strata --no-create-home \
+ && groupadd --system --gid 10001 strata \
+ && useradd --system --uid 10001 --gid strata --home-dir /var/lib/strata --no-create-home \
       --shell /usr/sbin/nologin strata \
  && mkdir -p /var/lib/strata /run/strata /etc/strata \
  && chown strata:strata /var/lib/strata /run/strata

@@ -174,9 +174,11 @@ fi
 say "kcat -L: $(grep -m1 'brokers:' "$workdir/kcat.out" | sed 's/^ *//') $(grep -m1 'broker 1 at' "$workdir/kcat.out" | sed 's/^ *//')"
 uid=$("$docker" exec "$container" id -u)
 [ "$uid" != 0 ] || die "stratad runs as root in the container"
+owner=$("$docker" exec "$container" stat -c '%U:%G' /var/lib/strata /run/strata/server.properties | sort -u)
+[ "$owner" = strata:strata ] || die "/var/lib/strata and the properties file belong to '$owner', not strata:strata"
 pid1=$("$docker" exec "$container" cat /proc/1/comm)
 [ "$pid1" = stratad ] || die "pid 1 of the container is '$pid1', not stratad"
-say "the container runs as uid $uid ($("$docker" exec "$container" id -un)), stratad as its pid 1"
+say "the container runs as $("$docker" exec "$container" id | cut -d' ' -f1-2), stratad as its pid 1; its data and config belong to $owner"
 health=""
 for _ in $(seq 1 60); do
     health=$("$docker" inspect --format '{{.State.Health.Status}}' "$container")
