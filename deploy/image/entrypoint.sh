@@ -111,20 +111,31 @@ build_config() {
         done <"$file"
     fi
 
-    # 3. the environment, in name order
-    local var
-    while IFS= read -r var; do
-        is_control "$var" && continue
-        [[ "$var" =~ ^STRATA_[A-Z0-9_]+$ ]] || die "$var: not a setting's name (STRATA_ and upper-case letters, digits, '_')"
-        [[ "${!var}" != *$'\n'* ]] || die "$var: a value may not span lines"
-        set_key "$(key_name "$var")" "${!var}" "$var"
-    done < <(compgen -e | grep '^STRATA_' | LC_ALL=C sort || true)
-
-    # every key must be one of stratad's
     local -A known=()
     local kk
     while IFS= read -r kk; do known[$kk]=1; done < <(known_keys)
     [ "${#known[@]}" -gt 0 ] || die "stratad --print-config-doc listed no settings"
+
+    # 3. the environment, in name order.  Kubernetes gives a pod variables
+    # for every Service of its namespace (STRATA_PORT=tcp://..., for a
+    # Service named strata, STRATA_HEADLESS_SERVICE_HOST, ...): one that is
+    # no stratad setting is left out, saying so (a pod spec with
+    # enableServiceLinks: false gets none).
+    local var key
+    local link='^STRATA_([A-Z0-9_]+_)?(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_[0-9]+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$'
+    while IFS= read -r var; do
+        is_control "$var" && continue
+        [[ "$var" =~ ^STRATA_[A-Z0-9_]+$ ]] || die "$var: not a setting's name (STRATA_ and upper-case letters, digits, '_')"
+        key="$(key_name "$var")"
+        if [[ "$var" =~ $link ]] && [ -z "${known[$key]+x}" ]; then
+            echo "$me: $var left out: a Kubernetes service link, not a setting" >&2
+            continue
+        fi
+        [[ "${!var}" != *$'\n'* ]] || die "$var: a value may not span lines"
+        set_key "$key" "${!var}" "$var"
+    done < <(compgen -e | grep '^STRATA_' | LC_ALL=C sort || true)
+
+    # every key must be one of stratad's
     for kk in "${order[@]}"; do
         if [ -z "${known[$kk]+x}" ]; then
             case "${origin[$kk]}" in

@@ -119,7 +119,22 @@ for k in keys:
           "%s -> %s -> %s: not the same key" % (k, var.strip(), back.strip()))
 print("ok: every one of stratad's %d keys has a variable that maps back to it" % len(keys))
 
-# 6. bad input, each named
+# 6. Kubernetes' service links (a Service named strata, another named
+#    strata-headless) are left out, saying so; a real setting is not
+links = {"STRATA_PORT": "tcp://10.0.0.1:9092", "STRATA_PORT_9092_TCP": "tcp://10.0.0.1:9092",
+         "STRATA_PORT_9092_TCP_PROTO": "tcp", "STRATA_PORT_9092_TCP_PORT": "9092",
+         "STRATA_PORT_9092_TCP_ADDR": "10.0.0.1", "STRATA_SERVICE_HOST": "10.0.0.1",
+         "STRATA_SERVICE_PORT": "9092", "STRATA_SERVICE_PORT_KAFKA": "9092",
+         "STRATA_HEADLESS_SERVICE_HOST": "10.0.0.2", "STRATA_HEADLESS_PORT_9644_TCP": "tcp://10.0.0.2:9644",
+         "STRATA_NODE_ID": "3"}
+rc, out, err = entrypoint(["print-config"], links)
+check(rc == 0, "service links: exit %d: %s" % (rc, err))
+p = parse_props(out)
+check(p["node.id"] == "3" and not any("port" in k or "service" in k for k in p), "service links: %r" % p)
+check(err.count("a Kubernetes service link") == len(links) - 1, "service links: stderr %r" % err)
+print("ok: %d Kubernetes service link variables left out, named on stderr" % (len(links) - 1))
+
+# 7. bad input, each named
 refused(["print-config"], {"STRATA_LOG_DIR": "/x"}, "STRATA_LOG_DIR: 'log.dir' is not a stratad setting",
         "a misspelt variable")
 refused(["print-config"], {"STRATA_RETENTION_MS": "1"}, "'retention.ms' is not a stratad setting",
@@ -141,7 +156,7 @@ refused(["print-config"], {"STRATA_CONFIG_FILE": os.path.join(tmp, "missing")}, 
 rc, out, err = entrypoint(["print-config"], {"PATH": "/usr/bin:/bin"})
 check(rc == 2 and "stratad is not on PATH" in err, "no stratad: rc %d %r" % (rc, err))
 
-# 7. any other command is run as it is (strata, kcat, a shell)
+# 8. any other command is run as it is (strata, kcat, a shell)
 rc, out, _ = entrypoint(["strata", "--help"])
 check(rc == 0 and "strata" in out.lower(), "strata --help through the entry point: rc %d" % rc)
 rc, out, _ = entrypoint(["sh", "-c", "echo through; exit 3"])
