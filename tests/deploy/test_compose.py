@@ -17,7 +17,8 @@ deploy.compose: deploy/compose/docker-compose.yml.
    sees three brokers, a topic gets the compose file's three replicas, 200
    records written with acks=all are read back, and all stop cleanly.
 
-Runs under Debian's python3 (PyYAML comes with docker-compose).
+Runs under Debian's python3 (PyYAML comes with docker-compose).  deploy.compose_s3
+does 3. with the bucket on a real S3 server.
 """
 import atexit
 import os
@@ -26,10 +27,8 @@ import shutil
 import subprocess
 import tempfile
 
-import yaml
-
-from deploy_util import (COMPOSE, ENTRYPOINT, base_env, check, entrypoint, fail, free_ports,
-                         kcat_metadata, spawn, stop, wait_for)
+from compose_loopback import Loopback, listeners, resolved, strata_nodes
+from deploy_util import COMPOSE, check, entrypoint, kcat_metadata, wait_for
 
 tmp = tempfile.mkdtemp(prefix="strata-compose-")
 atexit.register(shutil.rmtree, tmp, True)
@@ -60,11 +59,9 @@ check(p.returncode != 0 and "healthchek" in p.stderr,
 print("ok: a copy with 'healthchek' is refused: %s" % p.stderr.strip().splitlines()[-1])
 
 # 2. the resolved file
-p = compose(["config"])
-check(p.returncode == 0, "docker-compose config: %s" % p.stderr)
-cfg = yaml.safe_load(p.stdout)
+cfg = resolved(tmp)
 svc = cfg["services"]
-nodes = sorted(n for n in svc if n.startswith("strata-"))
+nodes = strata_nodes(cfg)
 check(nodes == ["strata-1", "strata-2", "strata-3"], "strata services: %r" % nodes)
 check({"minio", "minio-init"} <= set(svc), "services: %r" % sorted(svc))
 
@@ -73,14 +70,6 @@ def hostport(s):
     m = re.fullmatch(r"([^:]*):(\d+)", s)
     check(m, "not host:port: %r" % s)
     return m.group(1), int(m.group(2))
-
-
-def listeners(s):
-    out = {}
-    for l in s.split(","):
-        name, _, hp = l.partition("://")
-        out[name] = hostport(hp)
-    return out
 
 
 envs = {n: {k: str(v) for k, v in svc[n]["environment"].items()} for n in nodes}
@@ -140,48 +129,11 @@ print("ok: 3 combined nodes %s, cluster %s, voters %s; bucket %r made by minio-i
       % (sorted(ids), cids.pop(), envs["strata-1"]["STRATA_CONTROLLER_QUORUM_VOTERS"],
          envs["strata-1"]["STRATA_OBJECTSTORE_S3_BUCKET"]))
 
-# 3. the same environments on loopback
-ports = free_ports(2 * len(nodes))
-addr = {}  # (service, port in compose) -> 127.0.0.1:free
-for i, n in enumerate(nodes):
-    ls = listeners(envs[n]["STRATA_LISTENERS"])
-    addr[(n, ls["PLAINTEXT"][1])] = ports[2 * i]
-    addr[(n, ls["CONTROLLER"][1])] = ports[2 * i + 1]
-
-
-def to_loopback(n, value):
-    value = re.sub(r"(strata-\d):(\d+)", lambda m: "127.0.0.1:%d" % addr[(m.group(1), int(m.group(2)))], value)
-    return re.sub(r"://:(\d+)", lambda m: "://127.0.0.1:%d" % addr[(n, int(m.group(1)))], value)
-
-
-bucket = os.path.join(tmp, "bucket")
-procs = {}
-for n in nodes:
-    env = {k: to_loopback(n, v) for k, v in envs[n].items() if k.startswith("STRATA_")}
-    env.update({"STRATA_OBJECTSTORE_BACKEND": "file", "STRATA_OBJECTSTORE_FILE_ROOT": bucket,
-                "STRATA_LOG_DIRS": os.path.join(tmp, n, "logs"),
-                "STRATA_REMOTE_LOG_CACHE_DIR": os.path.join(tmp, n, "cache"),
-                "STRATA_CONFIG_OUT": os.path.join(tmp, n, "server.properties")})
-    os.makedirs(os.path.join(tmp, n))
-    procs[n] = spawn(["bash", ENTRYPOINT], base_env(env), os.path.join(tmp, n, "stratad.log"))
-boot = ",".join("127.0.0.1:%d" % ports[2 * i] for i in range(len(nodes)))
-
-
-def logs():
-    return "\n".join("== %s\n%s" % (n, open(os.path.join(tmp, n, "stratad.log")).read()[-1500:]) for n in nodes)
-
-
-def three_brokers():
-    for n, p in procs.items():
-        if p.poll() is not None:
-            fail("%s stopped with %s\n%s" % (n, p.returncode, logs()))
-    rc, text = kcat_metadata(boot)
-    return text if rc == 0 and " 3 brokers:" in text and "(controller)" in text else None
-
-
-text = wait_for(three_brokers, 60, "three brokers in kcat -L")
-for i in range(len(nodes)):
-    check("broker %d at 127.0.0.1:%d" % (i + 1, ports[2 * i]) in text, "kcat -L:\n" + text)
+# 3. the same environments on loopback, the file backend for the bucket
+lb = Loopback(cfg, tmp)
+lb.start({"STRATA_OBJECTSTORE_BACKEND": "file", "STRATA_OBJECTSTORE_FILE_ROOT": os.path.join(tmp, "bucket")})
+boot = lb.bootstrap
+text = lb.wait_brokers()
 print("ok: loopback: kcat -L: 3 brokers, %s" % ", ".join(
     l.strip() for l in text.splitlines() if l.strip().startswith("broker ")))
 
@@ -210,9 +162,6 @@ check(len(parts) == 3 and all(m and len(m.group(1).split(",")) == 3 and len(m.gr
 print("ok: loopback: 200 records written with acks=all and read back; %s, each with 3 replicas, 3 in sync"
       % topic[0].strip())
 
-for n, p in procs.items():
-    rc = stop(p)
-    check(rc == 0 and "stopped cleanly" in open(os.path.join(tmp, n, "stratad.log")).read(),
-          "%s: SIGTERM: exit %s\n%s" % (n, rc, logs()))
+lb.stop()
 print("ok: loopback: the 3 nodes stopped cleanly")
 print("deploy.compose: all checks passed")
