@@ -142,9 +142,18 @@ git -C "$repo" ls-files -z --cached --others --exclude-standard |
     (cd "$repo" && xargs -0 tar --ignore-failed-read -cf "$workdir/context.tar" 2>/dev/null) ||
     die "could not pack the build context"
 start=$SECONDS
-"$docker" build --network host --build-arg BASE_IMAGE="$base_tag" --build-arg JOBS="$jobs" \
-    -t "$tag" - <"$workdir/context.tar" >"$cache/build.log" 2>&1 ||
-    { tail -n 30 "$cache/build.log" >&2; die "docker build failed; see $cache/build.log"; }
+# The build stage is tagged too (strata-build:latest), so that it is no
+# dangling image: a daemon of this script's own drops the dangling ones of
+# earlier builds afterwards (vfs keeps every layer whole) and keeps what
+# the next build can reuse.
+: >"$cache/build.log"
+for target in "--target build -t strata-build:latest" "-t $tag"; do
+    # shellcheck disable=SC2086 # two words each, on purpose
+    "$docker" build --network host --build-arg BASE_IMAGE="$base_tag" --build-arg JOBS="$jobs" \
+        $target - <"$workdir/context.tar" >>"$cache/build.log" 2>&1 ||
+        { tail -n 30 "$cache/build.log" >&2; die "docker build failed; see $cache/build.log"; }
+done
+if [ -n "$daemon_pid" ]; then "$docker" image prune -f >/dev/null || true; fi
 say "built $tag in $((SECONDS - start)) s: $("$docker" image inspect --format '{{.Size}}' "$tag" |
     awk '{printf "%.0f MB", $1 / 1e6}'), user $("$docker" image inspect --format '{{.Config.User}}' "$tag")"
 grep '^runtime packages:' "$cache/build.log" | tail -n 1 | sed 's/^/build.sh: /' || true

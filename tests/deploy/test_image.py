@@ -15,9 +15,11 @@ machine must see three brokers that serve a topic with three replicas.
 Skipped (exit 77) unless STRATA_TEST_IMAGE=1: it needs root, Debian's
 mirror for debootstrap and apt, and a few GB under STRATA_IMAGE_CACHE.
 """
+import atexit
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,7 +32,8 @@ if os.environ.get("STRATA_TEST_IMAGE") != "1":
 
 import yaml  # noqa: E402  (Debian's python3-yaml, with docker-compose)
 
-from deploy_util import COMPOSE, ROOT, check, fail, free_ports, kcat_metadata, wait_for  # noqa: E402
+from compose_loopback import Loopback, resolved  # noqa: E402
+from deploy_util import ROOT, check, fail, kcat_metadata, wait_for  # noqa: E402
 
 tag = "strata:test-%d" % os.getpid()
 subprocess.run([os.path.join(ROOT, "scripts", "deps.sh"), "image"], check=True)
@@ -47,6 +50,7 @@ if m:
 docker = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"
 project = "strata-image-test-%d" % os.getpid()
 tmp = tempfile.mkdtemp(prefix="strata-image-test-")
+atexit.register(shutil.rmtree, tmp, True)
 compose_file = os.path.join(tmp, "docker-compose.yml")
 
 
@@ -72,26 +76,13 @@ def cleanup():
 
 
 try:
-    r = subprocess.run(["docker-compose", "-f", COMPOSE, "config"], capture_output=True, text=True,
-                       env={"PATH": "/usr/bin:/bin", "HOME": tmp}, cwd=tmp)
-    check(r.returncode == 0, "docker-compose config: " + r.stderr)
-    cfg = yaml.safe_load(r.stdout)
-    nodes = sorted(n for n in cfg["services"] if n.startswith("strata-"))
-    ports = free_ports(2 * len(nodes))
-    addr = {}
-    for i, n in enumerate(nodes):
-        ls = dict(l.split("://") for l in cfg["services"][n]["environment"]["STRATA_LISTENERS"].split(","))
-        addr[(n, int(ls["PLAINTEXT"].rsplit(":", 1)[1]))] = ports[2 * i]
-        addr[(n, int(ls["CONTROLLER"].rsplit(":", 1)[1]))] = ports[2 * i + 1]
-
-    def loopback(n, v):
-        v = re.sub(r"(strata-\d):(\d+)", lambda m: "127.0.0.1:%d" % addr[(m.group(1), int(m.group(2)))], v)
-        return re.sub(r"://:(\d+)", lambda m: "://127.0.0.1:%d" % addr[(n, int(m.group(1)))], v)
-
+    cfg = resolved(tmp)
+    lb = Loopback(cfg, tmp)  # its addresses only: the nodes run in containers
+    nodes = lb.nodes
     out = {"version": "3.9", "services": {}, "volumes": {}}
     for n in nodes:
         s = cfg["services"][n]
-        e = {k: loopback(n, str(v)) for k, v in s["environment"].items()}
+        e = {k: lb.to_loopback(n, str(v)) for k, v in s["environment"].items()}
         e["STRATA_REMOTE_LOG_STORAGE_SYSTEM_ENABLE"] = "false"
         out["services"][n] = {"image": tag, "network_mode": "host", "environment": e,
                               "volumes": s["volumes"], "healthcheck": s["healthcheck"],
@@ -117,7 +108,7 @@ try:
 
     states = wait_for(healthy, 180, "the three services to be healthy")
     print("ok: health: %s" % states)
-    boot = ",".join("127.0.0.1:%d" % ports[2 * i] for i in range(len(nodes)))
+    boot = lb.bootstrap
     rc, text = kcat_metadata(boot)
     check(rc == 0 and " 3 brokers:" in text, "kcat -L:\n" + text)
     print("ok: kcat -L: %s" % ", ".join(l.strip() for l in text.splitlines() if l.strip().startswith("broker ")))
