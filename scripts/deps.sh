@@ -4,10 +4,13 @@
 # `deps.sh test` (the default) adds the test tools: kcat, cmocka, clang
 # (libFuzzer, tests/fuzz), Ceph RGW (a real S3 server), Node.js and npm
 # (kafkajs), kafka-python with its codecs, Go with Sarama (built offline
-# in GOPATH mode), and for the Helm chart's tests (tests/helm) the Go
+# in GOPATH mode), for the Helm chart's tests (tests/helm) the Go
 # packages of tools/helm-render (sprig, yaml.v3, gojsonschema), yamllint
 # and the Kubernetes API models of python3-kubernetes; Prometheus (a real
-# server scraping /metrics, and promtool).
+# server scraping /metrics, and promtool); and what checks the deploy
+# files: docker-compose (`config -q`) and shellcheck.  `deps.sh image`
+# adds to `run` what building the container image without a registry
+# needs (deploy/image/build.sh): Debian's docker and debootstrap.
 set -euo pipefail
 
 what=${1:-test}
@@ -22,10 +25,16 @@ test_pkgs=(kcat libcmocka-dev python3 curl clang
            golang-go golang-github-shopify-sarama-dev
            golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev
            golang-github-xeipuuv-gojsonschema-dev yamllint python3-kubernetes python3-yaml
-           prometheus)
+           prometheus docker-compose shellcheck)
+image_pkgs=(docker.io debootstrap kcat python3 python3-yaml docker-compose)
 
 pkgs=("${run_pkgs[@]}")
-[ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
+case "$what" in
+run) ;;
+test) pkgs+=("${test_pkgs[@]}") ;;
+image) pkgs+=("${image_pkgs[@]}") ;;
+*) echo "deps.sh: say run, test or image" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do
