@@ -9,6 +9,7 @@
 #ifndef CLI_INT_H
 #define CLI_INT_H
 
+#include "admin_config.h"
 #include "config.h"
 #include "st_objectstore.h"
 
@@ -17,6 +18,7 @@
 typedef struct st_cli_ctx {
     st_broker_config_t broker;
     st_os_config_t os;
+    st_admin_config_t admin; /* read with the rest of the file, unused */
     char bootstrap[300];
 } st_cli_ctx_t;
 

@@ -60,6 +60,7 @@ static void default_bootstrap(const st_broker_config_t *b, char *out, size_t n) 
 static int run(const command_t *cmd, int argc, char **argv) {
     static st_cli_ctx_t ctx;
     st_os_config_init(&ctx.os);
+    st_admin_config_init(&ctx.admin);
     char err[1024];
     int i = 0, rc;
     const char *config = NULL, *bootstrap = NULL;
@@ -93,8 +94,8 @@ static int run(const command_t *cmd, int argc, char **argv) {
             break;
         }
     }
-    st_cfg_bind_t extra[] = {{&st_os_config_table, &ctx.os}};
-    if (st_broker_config_load(&ctx.broker, config, overrides, noverrides, extra, 1, err,
+    st_cfg_bind_t extra[] = {{&st_os_config_table, &ctx.os}, {&st_admin_config_table, &ctx.admin}};
+    if (st_broker_config_load(&ctx.broker, config, overrides, noverrides, extra, 2, err,
                               sizeof err)) {
         fprintf(stderr, "strata %s: %s\n", cmd->name, err);
         rc = ST_CLI_EXIT_FAIL;
@@ -112,6 +113,7 @@ fini:
     st_broker_config_fini(&ctx.broker);
 out:
     st_os_config_fini(&ctx.os);
+    st_admin_config_fini(&ctx.admin);
     return rc;
 }
 

@@ -19,6 +19,7 @@
 #ifndef ST_ADMIN_H
 #define ST_ADMIN_H
 
+#include "admin_config.h"
 #include "controller.h"
 #include "log.h"
 #include "net.h"
@@ -27,13 +28,6 @@
 #include "st_objectstore.h"
 #include "st_tiering.h"
 
-typedef struct st_admin_config {
-    char *listeners; /* admin.listeners: http://host:port,...; empty: off */
-} st_admin_config_t;
-
-extern const st_cfg_table_t st_admin_config_table;
-void st_admin_config_init(st_admin_config_t *c);
-void st_admin_config_fini(st_admin_config_t *c);
 
 /* What the endpoints read; borrowed from attach to detach. */
 typedef struct st_admin_sources {

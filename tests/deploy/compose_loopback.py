@@ -45,14 +45,16 @@ class Loopback:
     def __init__(self, cfg, tmp):
         self.cfg, self.tmp = cfg, tmp
         self.nodes = strata_nodes(cfg)
-        ports = free_ports(2 * len(self.nodes))
+        ports = free_ports(3 * len(self.nodes))
         self.client_port = {}
+        self.admin_port = {}  # the admin listener's port here
         self.addr = {}  # (service, port in compose) -> free port here
         for i, n in enumerate(self.nodes):
             ls = listeners(str(cfg["services"][n]["environment"]["STRATA_LISTENERS"]))
             self.addr[(n, ls["PLAINTEXT"][1])] = ports[2 * i]
             self.addr[(n, ls["CONTROLLER"][1])] = ports[2 * i + 1]
             self.client_port[n] = ports[2 * i]
+            self.admin_port[n] = ports[2 * len(self.nodes) + i]
         self.bootstrap = ",".join("127.0.0.1:%d" % self.client_port[n] for n in self.nodes)
         self.procs = {}
 
@@ -65,6 +67,8 @@ class Loopback:
         """Node n's environment here: compose's, names and ports moved to
         loopback, its directories under tmp, then the test's changes."""
         e = {k: self.to_loopback(n, str(v)) for k, v in self.cfg["services"][n]["environment"].items()}
+        if "STRATA_ADMIN_LISTENERS" in e:
+            e["STRATA_ADMIN_LISTENERS"] = "http://127.0.0.1:%d" % self.admin_port[n]
         d = os.path.join(self.tmp, n)
         e.update({"STRATA_LOG_DIRS": os.path.join(d, "logs"),
                   "STRATA_REMOTE_LOG_CACHE_DIR": os.path.join(d, "cache"),
