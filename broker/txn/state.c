@@ -639,8 +639,9 @@ void st_tstate_load_done(st_tstate_t *s, int32_t partition) {
                 send_markers(s, t);
             }
         }
-    ST_INFO("txn", "%s-%d loaded: %d transactional ids, %d transactions completing",
-            ST_TXN_STATE_TOPIC, (int)partition, n, resumed);
+    if (n)
+        ST_INFO("txn", "%s-%d loaded: %d transactional ids, %d transactions completing",
+                ST_TXN_STATE_TOPIC, (int)partition, n, resumed);
 }
 
 void st_tstate_unload(st_tstate_t *s, int32_t partition) {
