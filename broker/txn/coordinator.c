@@ -214,8 +214,9 @@ static void start_load(st_txn_coord_t *c, int32_t partition, st_partition_t *p) 
     pt->load_pos = o.log_start_offset;
     pt->written_end = 0;
     st_tstate_set_partition(c->state, partition, ST_TPART_LOADING);
-    ST_INFO("txn", "loading %s-%d (offsets %lld..%lld)", ST_TXN_STATE_TOPIC, (int)partition,
-            (long long)o.log_start_offset, (long long)o.leo);
+    if (o.leo > o.log_start_offset)
+        ST_INFO("txn", "loading %s-%d (offsets %lld..%lld)", ST_TXN_STATE_TOPIC, (int)partition,
+                (long long)o.log_start_offset, (long long)o.leo);
 }
 
 static void unload(st_txn_coord_t *c, int32_t partition) {

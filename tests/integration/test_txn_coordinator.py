@@ -25,7 +25,8 @@ the flexible ones of DescribeTransactions / ListTransactions):
   - every change is a record of __transaction_state in Kafka's
     TransactionLogKey / TransactionLogValue v0 formats, read back here;
   - after a restart (SIGTERM, then SIGKILL) the coordinator replays the
-    partitions: the same states, epochs and partitions.
+    partitions: the same states, epochs and partitions;
+  - `strata transactions list` and `describe ID` show what the wire says.
 """
 import os
 import struct
@@ -34,10 +35,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kwire  # noqa: E402
-from strata_harness import Broker, check, fail, kstr  # noqa: E402
+import subprocess  # noqa: E402
+from strata_harness import CONFIG, Broker, binary, check, kstr  # noqa: E402
 
 TOPIC = "txn-data"
-MAX_TIMEOUT = 20000
+MAX_TIMEOUT = 300000
 NAMES = {0: "NONE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 14: "COORDINATOR_LOAD_IN_PROGRESS",
          15: "COORDINATOR_NOT_AVAILABLE", 16: "NOT_COORDINATOR", 42: "INVALID_REQUEST",
          47: "INVALID_PRODUCER_EPOCH", 48: "INVALID_TXN_STATE", 49: "INVALID_PRODUCER_ID_MAPPING",
@@ -307,7 +309,7 @@ expect(add_partitions(c, "tx-c", pid_c, ep0, [(TOPIC, [0])], version=1)[(TOPIC, 
        "AddPartitionsToTxn v1 at the fenced epoch")
 expect(add_offsets(c, "tx-c", pid_c, ep0, "g1"), 90, "AddOffsetsToTxn at the fenced epoch")
 # KIP-360: the producer's own id and epoch bump it; a stale epoch is fenced
-err, pid_c3, ep2 = init_pid(c, "tx-c", pid=pid_c, epoch=ep1)
+err, pid_c3, ep2 = init_pid(c, "tx-c", timeout_ms=MAX_TIMEOUT, pid=pid_c, epoch=ep1)
 expect(err, 0, "InitProducerId v4 with its id and epoch")
 check(pid_c3 == pid_c and ep2 == ep1 + 1, "KIP-360 bump: %d/%d" % (pid_c3, ep2))
 expect(init_pid(c, "tx-c", pid=pid_c, epoch=ep0)[0], 90, "InitProducerId v4 with a stale epoch")
@@ -400,6 +402,30 @@ for how in ("SIGTERM", "SIGKILL"):
           (how, ", ".join("%s %s@%d" % (t, v["state"], v["epoch"]) for t, v in sorted(after.items()))),
           flush=True)
     before = after
+
+
+
+def strata(*verb):
+    p = subprocess.run([binary("strata"), "transactions", "--config", CONFIG, "--bootstrap", b.bootstrap] +
+                       list(verb), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+rc, out, err = strata("list")
+print(out, end="", flush=True)
+check(rc == 0, "strata transactions list: rc %d %s" % (rc, err))
+rows = {ln.split()[0]: ln.split() for ln in out.splitlines()[1:]}
+for tid, v in before.items():
+    check(tid in rows and rows[tid][2] == str(v["pid"]) and rows[tid][3] == v["state"],
+          "strata transactions list: %s is %r, the wire says %r" % (tid, rows.get(tid), v))
+rc, out, err = strata("describe", "tx-c")
+print(out, end="", flush=True)
+check(rc == 0 and "producer epoch    %d" % before["tx-c"]["epoch"] in out and
+      "__consumer_offsets-%d" % partition_for("g1") in out, "strata transactions describe tx-c: %s %s" % (out, err))
+rc, out, err = strata("describe", "tx-none")
+check(rc == 1 and "does not exist" in err, "describe of an unknown id: rc %d, %s" % (rc, err))
+rc, out, err = strata("describe")
+check(rc == 2, "describe without an id: rc %d" % rc)
 
 err, p4, e4 = init_ok("tx-c")
 expect(err, 51 if before["tx-c"]["state"] == "Ongoing" else 0, "InitProducerId tx-c after the restarts")
