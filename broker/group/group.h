@@ -421,6 +421,11 @@ void st_group_coord_submit(st_group_coord_t *c, st_group_job_fn fn, void *arg);
  * partition's flushed offset reaches it.  Coordinator thread. */
 int64_t st_group_coord_written_end(st_group_coord_t *c, int32_t partition);
 int32_t st_group_coord_num_partitions(st_group_coord_t *c);
+/* A transaction marker of producer_id was appended to partition of
+ * __consumer_offsets (WriteTxnMarkers, any thread): its pending offset
+ * commits there become committed (commit) or go (abort). */
+void st_group_coord_txn_marker(st_group_coord_t *c, int32_t partition, int64_t producer_id,
+                               int16_t producer_epoch, int commit);
 
 /* ------------------------------------------------------------------------
  * Compaction: which logs the cleaner visits (compaction.c)

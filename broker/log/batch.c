@@ -791,3 +791,13 @@ void st_batch_build_control(st_buf_t *out, int16_t key_version, int16_t type, co
     st_be16_put(out->data + start + ST_BATCH_ATTR_OFFSET, ST_ATTR_CONTROL);
     crc_update(out->data + start, out->len - start);
 }
+
+void st_batch_set_producer(uint8_t *batch, size_t size, int64_t producer_id, int16_t epoch,
+                           int32_t base_sequence, uint16_t attrs) {
+    st_be64_put(batch + ST_BATCH_PRODUCER_ID_OFFSET, (uint64_t)producer_id);
+    st_be16_put(batch + ST_BATCH_PRODUCER_EPOCH_OFFSET, (uint16_t)epoch);
+    st_be32_put(batch + ST_BATCH_BASE_SEQUENCE_OFFSET, (uint32_t)base_sequence);
+    st_be16_put(batch + ST_BATCH_ATTR_OFFSET,
+                (uint16_t)(st_be16_get(batch + ST_BATCH_ATTR_OFFSET) | attrs));
+    crc_update(batch, size);
+}

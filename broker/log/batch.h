@@ -241,4 +241,12 @@ void st_batch_build(st_buf_t *out, const st_batch_record_t *recs, int n, int64_t
 void st_batch_build_control(st_buf_t *out, int16_t key_version, int16_t type, const void *value,
                             int32_t value_len, int64_t timestamp_ms);
 
+/* Give the batch built at batch (size bytes, from st_batch_build*) a
+ * producer: id, epoch, base sequence (-1: none, as the broker's own
+ * transactional writes carry) and attribute bits to add
+ * (ST_ATTR_TRANSACTIONAL); the CRC is recomputed.  A transaction marker
+ * is st_batch_build_control then this with ST_ATTR_TRANSACTIONAL. */
+void st_batch_set_producer(uint8_t *batch, size_t size, int64_t producer_id, int16_t epoch,
+                           int32_t base_sequence, uint16_t attrs);
+
 #endif /* ST_BATCH_H */

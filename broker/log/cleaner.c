@@ -253,7 +253,25 @@ typedef struct pass {
     int32_t nkept, nall;
     int tombstones_removed;
     int map_full;
+    /* the log's aborted transactions when the pass began: their batches
+     * are neither mapped nor kept (Kafka's cleaner drops aborted data) */
+    st_log_aborted_txn_t *aborted;
+    int naborted;
 } pass_t;
+
+/* A transactional data batch whose transaction was aborted. */
+static int aborted_batch(const pass_t *p, const st_batch_info_t *b) {
+    if (b->producer_id < 0 || !(b->attributes & ST_ATTR_TRANSACTIONAL) ||
+        (b->attributes & ST_ATTR_CONTROL))
+        return 0;
+    for (int i = 0; i < p->naborted; i++) {
+        const st_log_aborted_txn_t *a = &p->aborted[i];
+        if (a->producer_id == b->producer_id && a->first_offset <= b->base_offset &&
+            b->base_offset < a->last_offset)
+            return 1;
+    }
+    return 0;
+}
 
 static int cancelled(const pass_t *p) { return p->o->cancel && *p->o->cancel; }
 
@@ -336,7 +354,7 @@ static st_err_t build_map(pass_t *p, int first, int last, int64_t *end) {
             e = read_batch(p, s, pos, &b, &got);
             if (e) return e;
             if (!got || cancelled(p)) break;
-            if (!(b.attributes & ST_ATTR_CONTROL)) {
+            if (!(b.attributes & ST_ATTR_CONTROL) && !aborted_batch(p, &b)) {
                 e = walk_records(p->buf, &b, &p->plain, map_record, p);
                 if (e) return e;
                 /* full inside this segment: the section ends before it (the
@@ -385,6 +403,10 @@ static st_err_t filter_batch(pass_t *p, const st_batch_info_t *b) {
     p->outbatch.len = 0;
     if (b->attributes & ST_ATTR_CONTROL) {
         st_buf_put(&p->outbatch, p->buf, (size_t)b->size);
+        return ST_OK;
+    }
+    if (aborted_batch(p, b)) {
+        p->res->records_removed += b->record_count;
         return ST_OK;
     }
     p->bi = b;
@@ -553,6 +575,9 @@ static st_err_t swap_group_locked(pass_t *p, int g0, int g1) {
     memmove(&log->segs[i0 + 1], &log->segs[i0 + 1 + (g1 - g0)],
             sizeof *log->segs * (size_t)(log->nsegs - i0 - 1 - (g1 - g0)));
     log->nsegs -= g1 - g0;
+    /* the group's aborted transactions in one file (the others went with
+     * their segments; their data was dropped by this pass anyway) */
+    st_log__txn_rewrite_seg(log, i0);
     return ST_OK;
 }
 
@@ -565,6 +590,7 @@ static void pass_fini(pass_t *p) {
     st_buf_fini(&p->packed);
     st_buf_fini(&p->outbatch);
     keymap_fini(&p->map);
+    free(p->aborted);
 }
 
 /* KIP-354: a log whose oldest dirty record (the first dirty segment's first
@@ -601,10 +627,18 @@ st_err_t st_log_clean(st_log_t *log, const st_log_compact_config_t *cfg,
     p.index_interval = log->cfg.index_interval_bytes;
     p.max_lag_ms = log->cfg.max_compaction_lag_ms;
     p.segs = st_calloc((size_t)log->nsegs + 1, sizeof *p.segs);
+    /* never past the last stable offset: an open transaction's batches
+     * are neither committed nor aborted yet (Kafka's firstUncleanableOffset) */
+    int64_t stable = st_log__lso_locked(log);
+    if (log->naborted) {
+        p.aborted = st_malloc(sizeof *p.aborted * (size_t)log->naborted);
+        memcpy(p.aborted, log->aborted, sizeof *p.aborted * (size_t)log->naborted);
+        p.naborted = log->naborted;
+    }
     for (int i = 0; i + 1 < log->nsegs; i++) {
         st_segment_t *s = log->segs[i];
         int64_t next = log->segs[i + 1]->base_offset;
-        if (next > log->high_watermark) break;
+        if (next > stable) break;
         p.segs[p.nsegs++] = (snap_t){s->base_offset, next, s->size, s->max_timestamp,
                                      st_log__seg_first_timestamp(s), s->id, NULL};
     }

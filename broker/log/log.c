@@ -639,6 +639,7 @@ static st_err_t append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
     s->size += (int64_t)len;
     if (as_follower) st_log__pstate_apply(log, records, len);
     else st_log__pstate_commit(log, stage);
+    st_log__txn_apply_all(log, records, len);
     info->base_offset = log->leo;
     info->last_offset = next - 1;
     info->log_append_time = lat;
@@ -768,6 +769,28 @@ static st_err_t read_to(st_log_t *log, int64_t offset, int32_t max_bytes, int mi
 st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
                      st_log_read_t *out) {
     return read_to(log, offset, max_bytes, min_one, 0, out);
+}
+
+st_err_t st_log_read_committed(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
+                               st_log_read_t *out, int64_t *lso_out) {
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&log->lock);
+    int64_t lso = st_log__lso_locked(log);
+    st_err_t e;
+    if (offset > lso && offset <= log->high_watermark && offset >= log->log_start_offset &&
+        !log->offline && !log->closed) {
+        /* in range, but behind an open transaction: nothing yet */
+        e = ST_OK;
+        out->high_watermark = log->high_watermark;
+        out->log_start_offset = log->log_start_offset;
+        out->leo = log->leo;
+    } else {
+        e = read_locked(log, offset, max_bytes, min_one, offset > lso ? log->high_watermark : lso,
+                        out);
+    }
+    pthread_mutex_unlock(&log->lock);
+    *lso_out = lso;
+    return e;
 }
 
 st_err_t st_log_read_replica(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
@@ -1020,8 +1043,10 @@ st_err_t st_log_roll(st_log_t *log) {
  * what was covered.  *more: the round stopped at FLUSH_FILES_MAX. */
 static st_err_t flush_round(st_log_t *log, int *more) {
     st_file_t *files[FLUSH_FILES_MAX];
-    uint64_t idx_ids[FLUSH_FILES_MAX];
-    int nfiles = 0, nidx = 0;
+    uint64_t idx_ids[FLUSH_FILES_MAX], txn_ids[FLUSH_FILES_MAX];
+    int64_t txn_bases[FLUSH_FILES_MAX];
+    int txn_gens[FLUSH_FILES_MAX];
+    int nfiles = 0, nidx = 0, ntxn = 0;
     st_err_t e = ST_OK;
     st_fcache_t *fc = st_log__mgr_fcache(log->mgr);
     *more = 0;
@@ -1053,6 +1078,12 @@ static st_err_t flush_round(st_log_t *log, int *more) {
             break;
         }
         if (want_log && !e && !(e = st_log__seg_keep(s, ST_SEG_LOG, &files[nfiles]))) nfiles++;
+        if (want_log && s->txn_unsynced) {
+            /* the aborted transactions of what this round makes durable */
+            txn_ids[ntxn] = s->id;
+            txn_gens[ntxn] = s->txn_unsynced;
+            txn_bases[ntxn++] = s->base_offset;
+        }
         if (want_idx && !e && !(e = st_log__seg_keep(s, ST_SEG_INDEX, &files[nfiles]))) nfiles++;
         if (want_idx && !e && !(e = st_log__seg_keep(s, ST_SEG_TIMEINDEX, &files[nfiles]))) {
             nfiles++;
@@ -1079,6 +1110,15 @@ static st_err_t flush_round(st_log_t *log, int *more) {
         if (!e) e = st_log__sync(fc, files[i]->fd, 1);
         st_file_release(files[i]);
     }
+    for (int i = 0; i < ntxn && !e; i++) {
+        char path[4096];
+        st_log__seg_path(log->dir, txn_bases[i], ".txnindex", path, sizeof path);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            e = st_log__sync(fc, fd, 1);
+            close(fd);
+        }
+    }
     if (!e && snap_at >= 0) {
         /* the roll's producer snapshot (gone already when a truncation
          * or retention deleted it) */
@@ -1102,6 +1142,10 @@ static st_err_t flush_round(st_log_t *log, int *more) {
         for (int i = 0; i < log->nsegs; i++)
             for (int k = 0; k < nidx; k++)
                 if (log->segs[i]->id == idx_ids[k]) log->segs[i]->indexes_unsynced = 0;
+        for (int i = 0; i < log->nsegs; i++)
+            for (int k = 0; k < ntxn; k++)
+                if (log->segs[i]->id == txn_ids[k] && log->segs[i]->txn_unsynced == txn_gens[k])
+                    log->segs[i]->txn_unsynced = 0; /* none written since */
         log->last_flush_ms = st_mono_ms();
         /* appended meanwhile: the next flush.ms deadline starts now */
         if (log->cfg.flush_ms > 0 && log->flushed_offset < log->leo)

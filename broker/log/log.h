@@ -331,6 +331,45 @@ typedef struct st_log_producer {
     int64_t current_txn_start_offset; /* -1: no transaction open */
 } st_log_producer_t;
 
+/* ---- transactions (txn.c) ----------------------------------------------
+ *
+ * Transactional batches (attribute bit 4) open a transaction of their
+ * producer in this partition at their base offset; a control batch (a
+ * commit or abort marker a transaction coordinator had written through
+ * WriteTxnMarkers) closes it.  The last stable offset is the first offset
+ * of the oldest open transaction, or the high watermark when none is
+ * open: read_committed consumers read below it.  Each aborted transaction
+ * (producer id, first offset, marker offset, the LSO after it) is kept in
+ * memory and in the .txnindex file of the segment holding its marker
+ * (Kafka's format: int16 version 0, then four int64), rebuilt by the
+ * replay after a crash or truncation.
+ */
+typedef struct st_log_aborted_txn {
+    int64_t producer_id;
+    int64_t first_offset;
+    int64_t last_offset; /* the abort marker's offset */
+    int64_t last_stable_offset;
+} st_log_aborted_txn_t;
+
+/* Kafka's control record types (the marker's key). */
+#define ST_CONTROL_ABORT 0
+#define ST_CONTROL_COMMIT 1
+
+/* The last stable offset: <= the high watermark. */
+int64_t st_log_last_stable_offset(st_log_t *log);
+/* Read as st_log_read does, stopping at the last stable offset
+ * (isolation_level read_committed); *lso_out receives it. */
+st_err_t st_log_read_committed(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
+                               st_log_read_t *out, int64_t *lso_out);
+/* The aborted transactions whose marker is at or above from and whose
+ * first offset is below upper (Kafka's collectAbortedTransactions), up
+ * to max, oldest first; returns how many there are (may exceed max). */
+int st_log_aborted_txns(st_log_t *log, int64_t from, int64_t upper, st_log_aborted_txn_t *out,
+                        int max);
+/* A control batch's marker: ST_CONTROL_ABORT or _COMMIT and the
+ * coordinator epoch from its value; -1 when the batch holds none. */
+int st_batch_control_type(const uint8_t *batch, int32_t size, int32_t *coordinator_epoch);
+
 /* Up to max producers, ascending producer id; returns how many there are
  * (which may be more than max). */
 int st_log_producers(st_log_t *log, st_log_producer_t *out, int max);

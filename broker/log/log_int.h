@@ -100,6 +100,7 @@ typedef struct st_segment {
     int indexes_final;  /* closed: the index files are complete (and synced unless
                          * indexes_unsynced) */
     int indexes_unsynced; /* closed by a roll: the flusher still syncs the index files */
+    int txn_unsynced;     /* writes of its .txnindex since the flusher synced it */
 } st_segment_t;
 
 /* ---- producer state (pstate.c) ------------------------------------------ */
@@ -195,6 +196,11 @@ struct st_log {
     int nsnaps, capsnaps;
     int64_t pstate_snap_unsynced;
     int64_t pstate_replayed;
+    /* Aborted transactions (txn.c), ascending marker offset: what the
+     * .txnindex files hold, for read_committed fetches. */
+    st_log_aborted_txn_t *aborted;
+    int naborted, capaborted;
+    int txn_replaying; /* a replay re-derives entries: no file writes */
 
     int64_t last_flush_ms; /* monotonic: for flush.ms */
     /* Bumped by every truncation: an fsync that started before one must
@@ -297,6 +303,29 @@ st_err_t st_log__pstate_snapshot(st_log_t *log, int64_t offset, int sync);
 int64_t st_log__pstate_sync_target(st_log_t *log, char *path, size_t n);
 void st_log__pstate_synced(st_log_t *log, int64_t offset);
 void st_log__pstate_free(st_log_t *log);
+
+/* Transactions (txn.c), lock held.  Every batch written (leader, follower,
+ * replay) passes through txn_apply after the producer state took it:
+ * bytes is the whole batch (needed for a control batch's marker type),
+ * or NULL when only the header was read (the function then reads a
+ * control batch itself from fd at pos). */
+void st_log__txn_apply(st_log_t *log, const st_batch_info_t *b, const uint8_t *bytes, int fd,
+                       int64_t pos);
+void st_log__txn_apply_all(st_log_t *log, const uint8_t *records, size_t len);
+/* The leader's checks of one batch against the transaction state. */
+st_err_t st_log__txn_check(st_log_t *log, const st_batch_info_t *b, const uint8_t *bytes);
+int64_t st_log__lso_locked(st_log_t *log);
+/* Load every segment's .txnindex (at open, before the producer state). */
+void st_log__txn_load(st_log_t *log);
+/* A replay from `from` starts (entries at or above it go) / ended (the
+ * .txnindex files of the segments it covered are written again). */
+void st_log__txn_replay_begin(st_log_t *log, int64_t from);
+void st_log__txn_replay_end(st_log_t *log, int64_t from);
+void st_log__txn_start_moved(st_log_t *log);
+/* Write segment i's .txnindex again from memory (after a cleaner swap). */
+void st_log__txn_rewrite_seg(st_log_t *log, int i);
+void st_log__txn_reset(st_log_t *log);
+void st_log__txn_free(st_log_t *log);
 
 /* When flush.ms wants the log synced (monotonic ms); INT64_MAX: never. */
 int64_t st_log__flush_due(st_log_t *log);

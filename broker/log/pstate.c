@@ -196,7 +196,7 @@ static void apply_marker(st_pstate_entry_t *e, int16_t epoch, int64_t ts) {
 static void apply_replicated(st_pstate_t *t, const st_batch_info_t *b) {
     if (b->producer_id < 0) return;
     st_pstate_entry_t *e = upsert(t, b->producer_id);
-    if (b->attributes & ST_ATTR_CONTROL) {
+    if ((b->attributes & ST_ATTR_CONTROL) || b->base_sequence < 0) {
         apply_marker(e, b->producer_epoch, b->max_timestamp);
         return;
     }
@@ -242,7 +242,11 @@ st_err_t st_log__pstate_check(st_log_t *log, const uint8_t *records, size_t len,
         if (b.producer_id < 0) continue;
         int32_t last_seq = batch_last_seq(&b);
         const st_pstate_entry_t *cur = st_log__pstate_lookup(&log->pstate, b.producer_id);
-        int control = (b.attributes & ST_ATTR_CONTROL) != 0; /* never from a client */
+        /* a marker, or a coordinator's own transactional write (no
+         * sequence): held to the epoch only; never from a client */
+        int control = (b.attributes & ST_ATTR_CONTROL) != 0 || b.base_sequence < 0;
+        st_err_t te = st_log__txn_check(log, &b, records + pos - (size_t)b.size);
+        if (te) return te;
         if (cur && cur->epoch == b.producer_epoch && !control) {
             for (int i = 0; i < cur->nbatches; i++) {
                 const st_pstate_batch_t *m = &cur->batches[i];
@@ -552,6 +556,7 @@ static st_err_t replay(st_log_t *log, int64_t from) {
         while (pos < s->size && !(e = hdr_read(r, pos, s->size, &b))) {
             if (st_batch_last_offset(&b) >= from) {
                 apply_replicated(&log->pstate, &b);
+                st_log__txn_apply(log, &b, NULL, f->fd, pos);
                 log->pstate_replayed++;
             }
             pos += b.size;
@@ -580,7 +585,9 @@ static void reload(st_log_t *log) {
         }
         snap_delete_at(log, log->nsnaps - 1);
     }
+    st_log__txn_replay_begin(log, from);
     replay(log, from);
+    st_log__txn_replay_end(log, from);
 }
 
 /* At open, after the segments are recovered; log->snaps holds the
@@ -591,6 +598,7 @@ static void reload(st_log_t *log) {
  * Kafka does, and is not read whole: a snapshot is written at the leo. */
 void st_log__pstate_open(st_log_t *log, int clean) {
     int nsnaps = log->nsnaps;
+    st_log__txn_load(log);
     if (nsnaps > 1) qsort(log->snaps, (size_t)nsnaps, sizeof *log->snaps, cmp_i64);
     /* below the log start: nothing can be replayed from them */
     while (log->nsnaps && log->snaps[0] < log->log_start_offset) snap_delete_at(log, 0);
@@ -609,6 +617,7 @@ void st_log__pstate_truncated(st_log_t *log) { reload(log); }
 void st_log__pstate_reset(st_log_t *log) {
     st_log__pstate_clear(&log->pstate);
     while (log->nsnaps) snap_delete_at(log, log->nsnaps - 1);
+    st_log__txn_reset(log);
 }
 
 /* The log start moved (retention, DeleteRecords): the snapshots below it
@@ -616,6 +625,7 @@ void st_log__pstate_reset(st_log_t *log) {
  * (Kafka since KIP-360), so one whose batches all went keeps its sequence. */
 void st_log__pstate_start_moved(st_log_t *log) {
     while (log->nsnaps && log->snaps[0] < log->log_start_offset) snap_delete_at(log, 0);
+    st_log__txn_start_moved(log);
 }
 
 /* The flusher's part: which roll snapshot to sync (-1: none). */
@@ -632,6 +642,7 @@ void st_log__pstate_synced(st_log_t *log, int64_t offset) {
 void st_log__pstate_free(st_log_t *log) {
     st_log__pstate_fini(&log->pstate);
     st_log__pstate_fini(&log->pstage);
+    st_log__txn_free(log);
     free(log->snaps);
     log->snaps = NULL;
     log->nsnaps = log->capsnaps = 0;

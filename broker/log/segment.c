@@ -271,6 +271,8 @@ void st_log__seg_unlink_files(const char *dir, int64_t base) {
         st_log__seg_path(dir, base, seg_exts[i], path, sizeof path);
         unlink(path);
     }
+    st_log__seg_path(dir, base, ".txnindex", path, sizeof path);
+    unlink(path);
 }
 
 void st_log__seg_unlink(st_segment_t *s, const char *dir) {

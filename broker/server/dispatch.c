@@ -53,6 +53,7 @@ static const struct {
     {ST_API_END_TXN, st_handle_end_txn},
     {ST_API_DESCRIBE_TRANSACTIONS, st_handle_describe_transactions},
     {ST_API_LIST_TRANSACTIONS, st_handle_list_transactions},
+    {ST_API_WRITE_TXN_MARKERS, st_handle_write_txn_markers},
 };
 
 st_handler_fn st_handler_for(int16_t key) {

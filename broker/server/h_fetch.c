@@ -56,7 +56,15 @@ typedef struct part_data {
     int64_t pos;
     int32_t len;
     int64_t high_watermark, log_start_offset;
+    int64_t last_stable_offset;
 } part_data_t;
+
+/* isolation_level read_committed (1): a consumer reads below the last
+ * stable offset and is told the aborted transactions in what it got. */
+static int read_committed(const fetch_op_t *op) {
+    const st_fetch_req_t *q = op->req->body;
+    return op->replica_id < 0 && q->isolation_level == 1;
+}
 
 static st_err_t read_partition(fetch_op_t *op, st_partition_t *p, int64_t offset, int32_t limit,
                                int min_one, part_data_t *d) {
@@ -66,12 +74,15 @@ static st_err_t read_partition(fetch_op_t *op, st_partition_t *p, int64_t offset
     /* a follower reads up to the log end and never from the bucket; its
      * log start is the leader's local one */
     int follower = op->replica_id >= 0;
+    int64_t lso = -1;
     if (limit > 0)
-        e = follower ? st_log_read_replica(p->log, offset, limit, min_one, &rd)
-                     : st_log_read(p->log, offset, limit, min_one, &rd);
+        e = follower            ? st_log_read_replica(p->log, offset, limit, min_one, &rd)
+            : read_committed(op) ? st_log_read_committed(p->log, offset, limit, min_one, &rd, &lso)
+                                 : st_log_read(p->log, offset, limit, min_one, &rd);
     st_log_offsets_t o;
     st_log_offsets(p->log, &o);
     d->high_watermark = o.high_watermark;
+    d->last_stable_offset = lso >= 0 ? lso : st_log_last_stable_offset(p->log);
     d->log_start_offset = follower ? o.log_start_offset : st_partition_log_start(p);
     if (!follower && e == ST_E_OFFSET_OUT_OF_RANGE && st_partition_is_remote(p, offset)) {
         /* Below the local log start: from the bucket, never blocking. */
@@ -91,6 +102,30 @@ static st_err_t read_partition(fetch_op_t *op, st_partition_t *p, int64_t offset
     d->pos = rd.pos;
     d->len = rd.file ? rd.len : 0;
     return ST_OK;
+}
+
+/* The aborted transactions a read_committed consumer must skip in what
+ * it was sent (Kafka's FetchResponse.abortedTransactions): those whose
+ * abort marker is at or after the fetch offset and that began below the
+ * last stable offset.  Empty (not null) when none, as Kafka answers. */
+#define MAX_ABORTED 4096
+
+static void aborted_in(fetch_op_t *op, st_partition_t *p, int64_t from, const part_data_t *d,
+                       st_fetch_resp_part_t *rp) {
+    st_log_aborted_txn_t buf[64];
+    int n = d->len ? st_log_aborted_txns(p->log, from, d->last_stable_offset, buf, 64) : 0;
+    st_log_aborted_txn_t *v = buf;
+    if (n > 64) {
+        n = ST_MIN(n, MAX_ABORTED);
+        v = st_malloc(sizeof *v * (size_t)n);
+        n = ST_MIN(st_log_aborted_txns(p->log, from, d->last_stable_offset, v, n), n);
+    }
+    ST_ARRAY_ALLOC(rp->aborted_transactions, &op->req->arena, n);
+    for (int i = 0; i < n; i++) {
+        rp->aborted_transactions.v[i].producer_id = v[i].producer_id;
+        rp->aborted_transactions.v[i].first_offset = v[i].first_offset;
+    }
+    if (v != buf) free(v);
 }
 
 /* One pass over every partition.  With out == NULL only count the bytes
@@ -164,7 +199,7 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
             part_data_t d = {0};
             if (!e) e = read_partition(op, p, qp->fetch_offset, limit, total == 0, &d);
             rp->high_watermark = d.high_watermark;
-            rp->last_stable_offset = d.high_watermark;
+            rp->last_stable_offset = d.last_stable_offset;
             rp->log_start_offset = d.log_start_offset;
             if (e) {
                 rp->error_code = st_err_wire(e);
@@ -179,6 +214,7 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
                 continue;
             }
             total += d.len;
+            if (out && read_committed(op)) aborted_in(op, p, qp->fetch_offset, &d, rp);
             if (out) {
                 /* let go of after the response is built */
                 rp->records.file = d.file;

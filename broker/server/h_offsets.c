@@ -86,7 +86,8 @@ static st_err_t remote_time_scan(st_partition_t *p, int64_t ts, int64_t from, st
 }
 
 /* One partition's answer; ST_E_AGAIN while the bucket is being read. */
-static st_err_t list_one(st_partition_t *p, int64_t timestamp, st_loop_t *loop, int64_t *offset_out,
+static st_err_t list_one(st_partition_t *p, int64_t timestamp, int committed, st_loop_t *loop,
+                         int64_t *offset_out,
                          int64_t *ts_out, int32_t *epoch_out) {
     st_log_offsets_t o;
     st_log_offsets(p->log, &o);
@@ -114,7 +115,7 @@ static st_err_t list_one(st_partition_t *p, int64_t timestamp, st_loop_t *loop, 
          * OFFSET_NOT_AVAILABLE (retriable) rather than an offset a
          * consumer would start from too early. */
         if (o.high_watermark < st_partition_epoch_start_offset(p)) return ST_E_OFFSET_NOT_AVAILABLE;
-        offset = o.high_watermark;
+        offset = committed ? st_log_last_stable_offset(p->log) : o.high_watermark;
         epoch = st_log_latest_epoch(p->log);
     } else if (timestamp == TS_MAX_TIMESTAMP || timestamp >= 0) {
         int64_t target = timestamp;
@@ -165,6 +166,7 @@ typedef struct offsets_slot {
 typedef struct offsets_job {
     st_server_t *srv;
     st_loop_t *loop;
+    int committed; /* isolation_level read_committed: latest is the LSO */
     offsets_slot_t *slots;
     int nslots;
     struct offsets_op *op; /* NULL once orphaned (I/O thread only) */
@@ -192,7 +194,7 @@ static void slot_compute(offsets_job_t *job, offsets_slot_t *sl) {
     st_err_t e = p ? st_check_leader_epoch(sl->leader_epoch, st_partition_leader_epoch(p))
                    : ST_E_UNKNOWN_TOPIC_OR_PARTITION;
     if (!e) e = st_partition_check_leader(p);
-    if (!e) e = list_one(p, sl->timestamp, job->loop, &offset, &ts, &epoch);
+    if (!e) e = list_one(p, sl->timestamp, job->committed, job->loop, &offset, &ts, &epoch);
     st_partition_release(p);
     if (e == ST_E_AGAIN) return;
     if (e) offset = ts = epoch = -1;
@@ -306,6 +308,7 @@ void st_handle_list_offsets(st_server_t *srv, st_request_t *req) {
     offsets_job_t *job = st_calloc(1, sizeof *job);
     job->srv = srv;
     job->loop = req->loop;
+    job->committed = req->hdr.api_version >= 2 && q->isolation_level == 1;
     for (int i = 0; i < q->topics.n; i++) job->nslots += q->topics.v[i].partitions.n;
     job->slots = st_calloc((size_t)job->nslots + 1, sizeof *job->slots);
     int searches = 0, k = 0;

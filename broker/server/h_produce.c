@@ -441,16 +441,6 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
                 e = ST_E_RECORD_LIST_TOO_LARGE;
                 snprintf(why, sizeof why, "%d bytes of records exceed segment.bytes %lld",
                          qp->records.len, (long long)lc.segment_bytes);
-            } else if (first_batch_transactional(&qp->records)) {
-                /* ReplicaManager verifies a transactional batch with the
-                 * transaction coordinator, which answers an unknown
-                 * transactional id with INVALID_PRODUCER_ID_MAPPING: with no
-                 * coordinator here, every id is unknown. */
-                e = ST_E_INVALID_PRODUCER_ID_MAPPING;
-                snprintf(why, sizeof why,
-                         "transactional id %.*s has no producer id: this broker has no "
-                         "transaction coordinator",
-                         (int)ST_MIN(q->transactional_id.len, 100), q->transactional_id.p);
             } else {
                 int64_t pid = unissued_producer_id(srv, &qp->records);
                 if (pid >= 0) {

@@ -153,6 +153,7 @@ void st_handle_alter_partition(st_server_t *srv, st_request_t *req);
 void st_handle_init_producer_id(st_server_t *srv, st_request_t *req);
 void st_handle_allocate_producer_ids(st_server_t *srv, st_request_t *req);
 void st_handle_describe_producers(st_server_t *srv, st_request_t *req);
+void st_handle_write_txn_markers(st_server_t *srv, st_request_t *req);
 
 /* Producer ids (h_producer.c). */
 typedef struct st_pid_pool st_pid_pool_t;

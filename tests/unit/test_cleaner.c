@@ -685,6 +685,97 @@ static void test_recovery_each_step(void **state) {
     unit_tmpdir_remove(e.root);
 }
 
+
+/* Append a transactional batch of producer pid (keys as append) without
+ * touching the model; returns its base offset. */
+static int64_t append_txn(env_t *e, int64_t pid, int32_t seq, const int *keys, int n, int round) {
+    kv_t recs[64];
+    for (int i = 0; i < n; i++) {
+        recs[i].klen = snprintf(recs[i].key, sizeof recs[i].key, "key-%05d", keys[i]);
+        recs[i].vlen = snprintf(recs[i].value, sizeof recs[i].value, "value-%05d-round-%04d",
+                                keys[i], round);
+    }
+    st_buf_t b;
+    st_buf_init(&b);
+    build(&b, recs, n, 0, NOW - DAY);
+    st_batch_set_producer(b.data, b.len, pid, 0, seq, ST_ATTR_TRANSACTIONAL);
+    st_append_info_t info;
+    assert_int_equal(st_log_append(e->log, b.data, b.len, 3, NOW - DAY, &info), ST_OK);
+    st_log_set_high_watermark(e->log, info.last_offset + 1);
+    e->leo = info.last_offset + 1;
+    st_buf_fini(&b);
+    return info.base_offset;
+}
+
+static void append_marker(env_t *e, int64_t pid, int commit) {
+    uint8_t value[6] = {0, 0, 0, 0, 0, 1};
+    st_buf_t b;
+    st_buf_init(&b);
+    st_batch_build_control(&b, 0, commit ? ST_CONTROL_COMMIT : ST_CONTROL_ABORT, value,
+                           sizeof value, NOW - DAY);
+    st_batch_set_producer(b.data, b.len, pid, 0, -1, ST_ATTR_TRANSACTIONAL);
+    st_append_info_t info;
+    assert_int_equal(st_log_append(e->log, b.data, b.len, 3, NOW - DAY, &info), ST_OK);
+    st_log_set_high_watermark(e->log, info.last_offset + 1);
+    e->leo = info.last_offset + 1;
+    st_buf_fini(&b);
+}
+
+/* Transactions: an aborted transaction's records neither win over the
+ * committed values of their keys nor stay; a committed one's do; the
+ * cleaner stops before an open transaction (the last stable offset); the
+ * aborted list survives the swap and a reopen. */
+static void test_transactions(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e, 4 << 10);
+    int keys[10];
+    for (int i = 0; i < 10; i++) keys[i] = i;
+    append(&e, keys, 10, 0, 0, 0, NOW - DAY);            /* committed: round 0 */
+    append_txn(&e, 7, 0, keys, 10, 1);                   /* aborted: round 1 */
+    append_marker(&e, 7, 0);
+    int64_t committed = append_txn(&e, 8, 0, keys, 5, 2); /* committed: round 2, keys 0-4 */
+    append_marker(&e, 8, 1);
+    assert_int_equal(st_log_roll(e.log), ST_OK);
+    int64_t open_at = append_txn(&e, 9, 0, keys, 10, 3); /* open */
+    assert_int_equal(st_log_roll(e.log), ST_OK);
+    int tail[1] = {50};
+    append(&e, tail, 1, 4, 0, 0, NOW);
+    assert_int_equal(st_log_last_stable_offset(e.log), open_at);
+    st_log_aborted_txn_t ab[4];
+    assert_int_equal(st_log_aborted_txns(e.log, 0, INT64_MAX, ab, 4), 1);
+    assert_int_equal(ab[0].producer_id, 7);
+
+    st_log_clean_result_t r = clean(&e, 0, NOW, 1);
+    assert_true(r.cleaned);
+    assert_true(r.first_dirty <= open_at); /* never past the open transaction */
+    readback_t rb;
+    read_all(&e, &rb);
+    int rounds[10] = {0};
+    int open_seen = 0;
+    for (int i = 0; i < rb.n; i++) {
+        const seen_t *sv = &rb.v[i];
+        if (sv->offset >= open_at) {
+            open_seen++;
+            continue;
+        }
+        if (sv->key < 0 || sv->key >= 10) continue; /* markers have no such key */
+        int round = atoi(strstr(sv->value, "round-") + 6);
+        assert_int_not_equal(round, 1); /* nothing of the aborted transaction */
+        rounds[sv->key] = round;
+    }
+    for (int k = 0; k < 10; k++) assert_int_equal(rounds[k], k < 5 ? 2 : 0);
+    assert_int_equal(open_seen, 11); /* the open transaction and the tail, untouched */
+    (void)committed;
+    free(rb.v);
+    env_close(&e);
+    env_open(&e);
+    assert_int_equal(st_log_aborted_txns(e.log, 0, INT64_MAX, ab, 4), 1);
+    assert_int_equal(ab[0].producer_id, 7);
+    assert_int_equal(st_log_last_stable_offset(e.log), open_at);
+    env_fini(&e);
+}
+
 int main(void) {
     unit_seed("cleaner");
     st_log_set_level(getenv("STRATA_TEST_LOG") ? ST_LOG_DEBUG : ST_LOG_ERROR);
@@ -696,6 +787,7 @@ int main(void) {
         cmocka_unit_test(test_max_compaction_lag),
         cmocka_unit_test(test_cancel_leaves_nothing),
         cmocka_unit_test(test_recovery_each_step),
+        cmocka_unit_test(test_transactions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
