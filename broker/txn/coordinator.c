@@ -70,6 +70,7 @@ typedef struct mtask {
     int nparts;
     int state, inflight;
     int64_t next_try;
+    int64_t since; /* monotonic ms it began waiting for durability */
     int64_t backoff_ms;
     int attempts;
 } mtask_t;
@@ -173,6 +174,7 @@ static void op_send_markers(void *arg, const st_txn_markers_t *m) {
         t->parts[i] = (st_txn_tp_t){sdup(m->parts[i].topic), m->parts[i].partition};
     t->nparts = m->nparts;
     t->state = TASK_WAIT_DURABLE;
+    t->since = st_mono_ms();
     t->backoff_ms = MARKER_BACKOFF_MIN_MS;
     t->next = c->tasks;
     c->tasks = t;
@@ -637,9 +639,11 @@ static void task_send(st_txn_coord_t *c, mtask_t *t) {
 }
 
 /* The marker tasks: durable ones go out, due retries go again.  Returns
- * whether one waits for something soon. */
-static int run_tasks(st_txn_coord_t *c) {
-    int waiting = 0;
+ * how soon to look again (ms; -1: nothing waits): often for a Prepare
+ * record just written (the producer's next transaction waits for its
+ * markers), less for one whose replication is slow. */
+static int64_t run_tasks(st_txn_coord_t *c) {
+    int64_t waiting = -1;
     int64_t now = st_mono_ms();
     for (mtask_t **pp = &c->tasks; *pp;) {
         mtask_t *t = *pp;
@@ -658,7 +662,8 @@ static int run_tasks(st_txn_coord_t *c) {
                 t->state = TASK_READY;
                 t->next_try = now;
             } else {
-                waiting = 1;
+                int64_t w = now - t->since < 200 ? 2 : 50;
+                waiting = waiting < 0 ? w : ST_MIN(waiting, w);
             }
         }
         if (t->state == TASK_READY && now >= t->next_try && !closing(c)) {
@@ -670,7 +675,10 @@ static int run_tasks(st_txn_coord_t *c) {
                 continue;
             }
         }
-        if (t->state == TASK_READY) waiting = 1;
+        if (t->state == TASK_READY) {
+            int64_t w = ST_MAX(t->next_try - now, 1);
+            waiting = waiting < 0 ? w : ST_MIN(waiting, w);
+        }
         pp = &t->next;
     }
     return waiting;
@@ -703,10 +711,10 @@ static void *coord_main(void *arg) {
         int loading = st_tstate_loading(c->state) && load_some(c);
         follow_leaders(c);
         int64_t next = st_tstate_tick(c->state);
-        int tasks = run_tasks(c);
+        int64_t tasks = run_tasks(c);
         pthread_mutex_lock(&c->lock);
         if (c->head || c->stopping || loading) continue;
-        int64_t wait = ST_MIN(ST_MAX(next - st_mono_ms(), 0), tasks ? 20 : 1000);
+        int64_t wait = ST_MIN(ST_MAX(next - st_mono_ms(), 0), tasks >= 0 ? tasks : 1000);
         if (wait <= 0) continue;
         st_cond_wait_ms(&c->cond, &c->lock, wait);
     }

@@ -351,10 +351,64 @@ check(de["state"] in ("PrepareAbort", "CompleteAbort") and de["epoch"] == epe + 
 print("tx-e timed out: %s at epoch %d" % (de["state"], de["epoch"]), flush=True)
 expect(end_txn(c, "tx-e", pid_e, epe, True), 90, "EndTxn after the timeout abort")
 
+# with data, when the partition leader writes markers: an aborted and a
+# committed transaction in txn-data-2, then a read_committed fetch
+if markers_served:
+    def fetch_committed(partition, offset):
+        body = struct.pack(">iiiib", -1, 100, 1, 1 << 20, 1) + struct.pack(">i", 1) + kstr(TOPIC)
+        body += struct.pack(">i", 1) + struct.pack(">iqqi", partition, offset, -1, 1 << 20)
+        cur = c.call(1, 5, body)
+        cur.take(">i")
+        cur.take(">i")
+        cur.string()
+        cur.take(">i")
+        _p, err, hw, lso, _ls = cur.take(">ihqqq")
+        aborted = [cur.take(">qq") for _ in range(max(cur.take(">i"), 0))]
+        return err, hw, lso, aborted, cur.bytes_()
+
+    def produce_txn(tid, partition, records):
+        body = kstr(tid) + struct.pack(">hi", -1, 10000) + struct.pack(">i", 1) + kstr(TOPIC)
+        body += struct.pack(">i", 1) + struct.pack(">ii", partition, len(records)) + records
+        cur = c.call(0, 3, body)
+        cur.take(">i")
+        cur.string()
+        cur.take(">i")
+        _idx, err, base, _lat = cur.take(">ihqq")
+        return err, base
+
+    out = {}
+    for tid, commit in (("tx-f", False), ("tx-g", True)):
+        err, pid, ep = init_ok(tid)
+        check(add_partitions(c, tid, pid, ep, [(TOPIC, [2])]) == {(TOPIC, 2): 0}, "%s add" % tid)
+        batch = kwire.record_batch([b"%s-%d" % (tid.encode(), i) for i in range(3)], producer_id=pid,
+                                   producer_epoch=ep, base_sequence=0, transactional=True)
+        perr, base = produce_txn(tid, 2, batch)
+        check(perr == 0, "transactional produce %s: %s" % (tid, name(perr)))
+        expect(end_txn(c, tid, pid, ep, commit), 0, "EndTxn %s %s (3 records at %d)" %
+               ("commit" if commit else "abort", tid, base))
+        want = "CompleteCommit" if commit else "CompleteAbort"
+        deadline = time.time() + 20
+        while describe(c, [tid])[tid]["state"] != want and time.time() < deadline:
+            time.sleep(0.05)
+        check(describe(c, [tid])[tid]["state"] == want, "%s never reached %s" % (tid, want))
+        out[tid] = (pid, base)
+    err, hw, lso, aborted, data = fetch_committed(2, 0)
+    check(err == 0 and lso == hw, "read_committed fetch: %s, high watermark %d, LSO %d" % (name(err), hw, lso))
+    check((out["tx-f"][0], out["tx-f"][1]) in [tuple(a) for a in aborted],
+          "tx-f (producer %d at %d) not among the aborted transactions %r" % (out["tx-f"][0], out["tx-f"][1], aborted))
+    check(all(a[0] != out["tx-g"][0] for a in aborted), "the committed tx-g is listed as aborted: %r" % aborted)
+    ctrl = [bb for bb in kwire.batches(data) if struct.unpack_from(">h", bb[2], 21)[0] & 0x20]
+    # tx-e's timed-out transaction had txn-data-2 too: its abort marker
+    # comes first (it wrote no data, so it is no aborted transaction)
+    check(len(ctrl) == 3, "txn-data-2 has %d control batches (markers), expected 3" % len(ctrl))
+    print("txn-data-2 read_committed: LSO %d = high watermark, aborted %r, %d markers" % (lso, aborted, len(ctrl)),
+          flush=True)
+
 # ListTransactions
 err, unknown, txns = list_txns(c)
 expect(err, 0, "ListTransactions")
 check(set(txns) >= {"tx-a", "tx-b", "tx-c", "tx-d", "tx-e"}, "ListTransactions: %r" % txns)
+txns = {k: v for k, v in txns.items() if k not in ("tx-f", "tx-g")}
 err, unknown, ongoing = list_txns(c, states=["Ongoing", "Bogus"])
 check(unknown == ["Bogus"] and set(ongoing) == {"tx-c"}, "ListTransactions Ongoing: %r %r" % (unknown, ongoing))
 err, _u, by_pid = list_txns(c, pids=[pid_b])
