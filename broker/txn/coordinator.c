@@ -497,6 +497,16 @@ static void task_drop_part(mtask_t *t, const st_txn_tp_t *tp) {
     }
 }
 
+/* Whether the task still speaks for its transaction: the partition is
+ * loaded here and the transaction is still prepared at that epoch (a
+ * partition unloaded, or a transaction completed, leaves it stale). */
+static int task_live(st_txn_coord_t *c, const mtask_t *t) {
+    if (st_tstate_partition(c->state, t->tpart) != ST_TPART_LOADED) return 0;
+    const st_txn_t *x = st_tstate_lookup(c->state, t->id);
+    return x && x->producer_id == t->pid && x->producer_epoch == t->epoch &&
+           (x->status == ST_TXN_PREPARE_COMMIT || x->status == ST_TXN_PREPARE_ABORT);
+}
+
 static void markers_answered(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
     msend_t *m = arg;
     mtask_t **where;
@@ -530,6 +540,11 @@ static void markers_answered(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
     }
     msend_free(m);
     if (t->inflight > 0) return;
+    if (!task_live(c, t)) {
+        *where = t->next;
+        task_free(t);
+        return;
+    }
     if (t->nparts == 0) {
         *where = t->next;
         ST_DEBUG("txn", "transactional id %.*s: every marker written", (int)ST_MIN(t->id.len, 100),
@@ -665,6 +680,11 @@ static int64_t run_tasks(st_txn_coord_t *c) {
                 int64_t w = now - t->since < 200 ? 2 : 50;
                 waiting = waiting < 0 ? w : ST_MIN(waiting, w);
             }
+        }
+        if (t->state == TASK_READY && !task_live(c, t)) {
+            *pp = t->next;
+            task_free(t);
+            continue;
         }
         if (t->state == TASK_READY && now >= t->next_try && !closing(c)) {
             task_send(c, t);

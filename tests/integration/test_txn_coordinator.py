@@ -29,6 +29,7 @@ the flexible ones of DescribeTransactions / ListTransactions):
   - `strata transactions list` and `describe ID` show what the wire says.
 """
 import os
+import re
 import struct
 import sys
 import time
@@ -484,5 +485,8 @@ check(rc == 2, "describe without an id: rc %d" % rc)
 err, p4, e4 = init_ok("tx-c")
 expect(err, 51 if before["tx-c"]["state"] == "Ongoing" else 0, "InitProducerId tx-c after the restarts")
 c.close()
-b.stop()
+check(b.stop() == 0, "stratad did not stop cleanly")
+check(not re.search(r"(ERROR|WARNING): (AddressSanitizer|LeakSanitizer)|runtime error: ", b.log_text()),
+      "a sanitizer report in stratad's log:\n" + b.log_tail())
+b.cleanup()
 print("OK", flush=True)

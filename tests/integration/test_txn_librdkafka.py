@@ -18,6 +18,7 @@ partition leader's markers (`clients/rdk_txn`):
     id continues: 3 more committed transactions, read_committed sees them.
 """
 import os
+import re
 import subprocess
 import sys
 import time
@@ -113,5 +114,8 @@ check(committed3 == [0, 1, 2], "after the restart: %r" % committed3)
 got = consume("read_committed")
 check(len(got) == 130, "read_committed after the restart: %d messages, expected 130" % len(got))
 print("after SIGKILL and restart: read_committed %d messages" % len(got), flush=True)
-b.stop()
+check(b.stop() == 0, "stratad did not stop cleanly")
+check(not re.search(r"(ERROR|WARNING): (AddressSanitizer|LeakSanitizer)|runtime error: ", b.log_text()),
+      "a sanitizer report in stratad's log:\n" + b.log_tail())
+b.cleanup()
 print("OK", flush=True)
