@@ -36,6 +36,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kwire  # noqa: E402
+from ktxn import (add_offsets, add_partitions, decode_value, describe, end_txn, fetch_committed,  # noqa: E402
+                  find_coordinator, init_pid, list_txns, partition_for, produce_txn, records)
 import subprocess  # noqa: E402
 from strata_harness import CONFIG, Broker, binary, check, kstr  # noqa: E402
 
@@ -46,8 +48,6 @@ NAMES = {0: "NONE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 14: "COORDINATOR_LOAD_IN_PR
          47: "INVALID_PRODUCER_EPOCH", 48: "INVALID_TXN_STATE", 49: "INVALID_PRODUCER_ID_MAPPING",
          50: "INVALID_TRANSACTION_TIMEOUT", 51: "CONCURRENT_TRANSACTIONS", 55: "OPERATION_NOT_ATTEMPTED",
          90: "PRODUCER_FENCED", 105: "TRANSACTIONAL_ID_NOT_FOUND"}
-STATUS = ["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
-          "PrepareEpochFence"]
 
 
 def name(err):
@@ -57,153 +57,6 @@ def name(err):
 def expect(err, want, what):
     check(err == want, "%s: %s, expected %s" % (what, name(err), name(want)))
     print("%-60s %s" % (what, name(err)), flush=True)
-
-
-def partition_for(tid, n=50):
-    h = 0
-    for ch in tid.encode("utf-16-be").decode("utf-16-be"):
-        for unit in struct.unpack(">%dH" % (len(ch.encode("utf-16-be")) // 2), ch.encode("utf-16-be")):
-            h = (h * 31 + unit) & 0xFFFFFFFF
-    if h >= 1 << 31:
-        h -= 1 << 32
-    return (0 if h == -(1 << 31) else abs(h)) % n
-
-
-# ---- requests ----------------------------------------------------------------
-
-def find_coordinator(c, key, key_type=1):
-    cur = c.call(10, 1, kstr(key) + struct.pack(">b", key_type))
-    cur.take(">i")
-    err = cur.take(">h")
-    cur.string()
-    node = cur.take(">i")
-    host = cur.string()
-    port = cur.take(">i")
-    return err, node, host, port
-
-
-def init_pid(c, tid, timeout_ms=10000, version=4, pid=-1, epoch=-1):
-    return kwire.init_producer_id(c, transactional_id=tid, timeout_ms=timeout_ms, version=version,
-                                  producer_id=pid, producer_epoch=epoch)
-
-
-def add_partitions(c, tid, pid, epoch, topics, version=2):
-    body = kstr(tid) + struct.pack(">qh", pid, epoch) + struct.pack(">i", len(topics))
-    for t, parts in topics:
-        body += kstr(t) + struct.pack(">i", len(parts)) + b"".join(struct.pack(">i", p) for p in parts)
-    cur = c.call(24, version, body)
-    cur.take(">i")
-    out = {}
-    for _ in range(cur.take(">i")):
-        t = cur.string()
-        for _ in range(cur.take(">i")):
-            p, err = cur.take(">ih")
-            out[(t, p)] = err
-    return out
-
-
-def add_offsets(c, tid, pid, epoch, group, version=2):
-    cur = c.call(25, version, kstr(tid) + struct.pack(">qh", pid, epoch) + kstr(group))
-    cur.take(">i")
-    return cur.take(">h")
-
-
-def end_txn(c, tid, pid, epoch, commit, version=2):
-    cur = c.call(26, version, kstr(tid) + struct.pack(">qhb", pid, epoch, 1 if commit else 0))
-    cur.take(">i")
-    return cur.take(">h")
-
-
-def carray(items):
-    return kwire.uvarint(len(items) + 1) + b"".join(items)
-
-
-def describe(c, tids):
-    body = carray([kwire.compact_str(t) for t in tids]) + b"\x00"
-    cur = kwire.flex_call(c, 65, 0, body)
-    cur.take(">i")
-    out = {}
-    for _ in range(cur.uvarint() - 1):
-        err = cur.take(">h")
-        tid = cur.compact_string()
-        state = cur.compact_string()
-        timeout, start, pid, epoch = cur.take(">iqqi")
-        parts = []
-        for _ in range(cur.uvarint() - 1):
-            t = cur.compact_string()
-            for _ in range(cur.uvarint() - 1):
-                parts.append((t, cur.take(">i")))
-            cur.skip_tags()
-        cur.skip_tags()
-        out[tid] = dict(error=err, state=state, timeout=timeout, start=start, pid=pid, epoch=epoch,
-                        parts=sorted(parts))
-    return out
-
-
-def list_txns(c, states=(), pids=(), duration=-1):
-    body = carray([kwire.compact_str(s) for s in states]) + carray([struct.pack(">q", p) for p in pids])
-    body += struct.pack(">q", duration) + b"\x00"
-    cur = kwire.flex_call(c, 66, 1, body)
-    cur.take(">i")
-    err = cur.take(">h")
-    unknown = [cur.compact_string() for _ in range(cur.uvarint() - 1)]
-    txns = {}
-    for _ in range(cur.uvarint() - 1):
-        tid = cur.compact_string()
-        pid = cur.take(">q")
-        state = cur.compact_string()
-        cur.skip_tags()
-        txns[tid] = (pid, state)
-    return err, unknown, txns
-
-
-# ---- __transaction_state records ---------------------------------------------
-
-def zigzag(d, pos):
-    shift = v = 0
-    while True:
-        b = d[pos]
-        pos += 1
-        v |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return (v >> 1) ^ -(v & 1), pos
-
-
-def records(batch):
-    pos = 61
-    out = []
-    for _ in range(struct.unpack_from(">i", batch, 57)[0]):
-        _len, pos = zigzag(batch, pos)
-        pos += 1  # attributes
-        _, pos = zigzag(batch, pos)
-        _, pos = zigzag(batch, pos)
-        kl, pos = zigzag(batch, pos)
-        key = batch[pos:pos + kl] if kl >= 0 else None
-        pos += max(kl, 0)
-        vl, pos = zigzag(batch, pos)
-        value = batch[pos:pos + vl] if vl >= 0 else None
-        pos += max(vl, 0)
-        nh, pos = zigzag(batch, pos)
-        check(nh == 0, "a __transaction_state record with headers")
-        out.append((key, value))
-    return out
-
-
-def decode_value(v):
-    cur = kwire.Cursor(v)
-    version, pid, epoch, timeout, status = cur.take(">hqhib")
-    check(version == 0, "TransactionLogValue version %d (Strata writes v0)" % version)
-    parts = []
-    n = cur.take(">i")
-    for _ in range(max(n, 0)):
-        t = cur.string()
-        for _ in range(cur.take(">i")):
-            parts.append((t, cur.take(">i")))
-    update, start = cur.take(">qq")
-    check(cur.p == len(v), "TransactionLogValue has %d bytes after its fields" % (len(v) - cur.p))
-    return dict(pid=pid, epoch=epoch, timeout=timeout, status=STATUS[status], parts=sorted(parts),
-                update=update, start=start)
 
 
 def state_log(c, tid):
@@ -355,35 +208,13 @@ expect(end_txn(c, "tx-e", pid_e, epe, True), 90, "EndTxn after the timeout abort
 # with data, when the partition leader writes markers: an aborted and a
 # committed transaction in txn-data-2, then a read_committed fetch
 if markers_served:
-    def fetch_committed(partition, offset):
-        body = struct.pack(">iiiib", -1, 100, 1, 1 << 20, 1) + struct.pack(">i", 1) + kstr(TOPIC)
-        body += struct.pack(">i", 1) + struct.pack(">iqqi", partition, offset, -1, 1 << 20)
-        cur = c.call(1, 5, body)
-        cur.take(">i")
-        cur.take(">i")
-        cur.string()
-        cur.take(">i")
-        _p, err, hw, lso, _ls = cur.take(">ihqqq")
-        aborted = [cur.take(">qq") for _ in range(max(cur.take(">i"), 0))]
-        return err, hw, lso, aborted, cur.bytes_()
-
-    def produce_txn(tid, partition, records):
-        body = kstr(tid) + struct.pack(">hi", -1, 10000) + struct.pack(">i", 1) + kstr(TOPIC)
-        body += struct.pack(">i", 1) + struct.pack(">ii", partition, len(records)) + records
-        cur = c.call(0, 3, body)
-        cur.take(">i")
-        cur.string()
-        cur.take(">i")
-        _idx, err, base, _lat = cur.take(">ihqq")
-        return err, base
-
     out = {}
     for tid, commit in (("tx-f", False), ("tx-g", True)):
         err, pid, ep = init_ok(tid)
         check(add_partitions(c, tid, pid, ep, [(TOPIC, [2])]) == {(TOPIC, 2): 0}, "%s add" % tid)
         batch = kwire.record_batch([b"%s-%d" % (tid.encode(), i) for i in range(3)], producer_id=pid,
                                    producer_epoch=ep, base_sequence=0, transactional=True)
-        perr, base = produce_txn(tid, 2, batch)
+        perr, base = produce_txn(c, tid, TOPIC, 2, batch)
         check(perr == 0, "transactional produce %s: %s" % (tid, name(perr)))
         expect(end_txn(c, tid, pid, ep, commit), 0, "EndTxn %s %s (3 records at %d)" %
                ("commit" if commit else "abort", tid, base))
@@ -393,7 +224,7 @@ if markers_served:
             time.sleep(0.05)
         check(describe(c, [tid])[tid]["state"] == want, "%s never reached %s" % (tid, want))
         out[tid] = (pid, base)
-    err, hw, lso, aborted, data = fetch_committed(2, 0)
+    err, hw, lso, aborted, data = fetch_committed(c, TOPIC, 2, 0)
     check(err == 0 and lso == hw, "read_committed fetch: %s, high watermark %d, LSO %d" % (name(err), hw, lso))
     check((out["tx-f"][0], out["tx-f"][1]) in [tuple(a) for a in aborted],
           "tx-f (producer %d at %d) not among the aborted transactions %r" % (out["tx-f"][0], out["tx-f"][1], aborted))
