@@ -39,7 +39,7 @@ import kwire  # noqa: E402
 from ktxn import (add_offsets, add_partitions, decode_value, describe, end_txn, fetch_committed,  # noqa: E402
                   find_coordinator, init_pid, list_txns, partition_for, produce_txn, records)
 import subprocess  # noqa: E402
-from strata_harness import CONFIG, Broker, binary, check, kstr  # noqa: E402
+from strata_harness import CONFIG, Broker, binary, check  # noqa: E402
 
 TOPIC = "txn-data"
 MAX_TIMEOUT = 300000
