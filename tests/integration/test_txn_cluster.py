@@ -1,0 +1,163 @@
+"""
+integration.txn_cluster - the transaction coordinator in a cluster of three
+combined nodes (requests by hand, ktxn.py):
+
+  - FindCoordinator key type 1 creates __transaction_state with
+    replication factor 3 and min.insync.replicas 2 and names the leader of
+    the id's partition;
+  - a transaction writes to three partitions of a replicated topic, led by
+    different nodes; the coordinator is killed (SIGKILL) while it is
+    Ongoing; the new leader of the id's __transaction_state partition
+    replays it (the same producer, epoch and partitions), commits it on
+    EndTxn and writes the markers to every partition's leader, remote ones
+    included: read_committed shows the data, LSO = high watermark;
+  - the killed node comes back; a second transaction is aborted after its
+    coordinator is killed again: read_committed lists it as aborted in
+    every partition it wrote.
+"""
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kwire  # noqa: E402
+from ktxn import add_partitions, describe, end_txn, fetch_committed, find_coordinator, init_pid, produce_txn  # noqa: E402
+from strata_harness import Cluster, check  # noqa: E402
+
+TOPIC = "txn-cl"
+TID = "tx-cluster"
+RETRY = (6, 14, 15, 16)  # NOT_LEADER, LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+
+cl = Cluster(3, overrides={"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500})
+cl.up()
+
+
+def any_conn():
+    for i in cl.live():
+        try:
+            return cl.conn(i, timeout=10)
+        except OSError:
+            pass
+    check(False, "no node answers")
+
+
+def coordinator(not_node=None, timeout=60):
+    """The node FindCoordinator(1) names for TID (another than not_node)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            c = any_conn()
+            err, node, _host, port = find_coordinator(c, TID)
+            c.close()
+            if err == 0 and node != not_node and cl.alive(node):
+                return node
+        except (OSError, ConnectionError):
+            pass
+        time.sleep(0.2)
+    check(False, "no coordinator for %s (other than %s)" % (TID, not_node))
+
+
+def retried(fn, what, timeout=60):
+    deadline = time.time() + timeout
+    while True:
+        try:
+            r = fn()
+        except (OSError, ConnectionError) as e:
+            r = e
+        err = r[0] if isinstance(r, tuple) else r
+        if isinstance(err, int) and err not in RETRY:
+            return r
+        if time.time() > deadline:
+            check(False, "%s: still %r" % (what, r))
+        time.sleep(0.2)
+
+
+def leaders():
+    m = cl.metadata(cl.live()[0], [TOPIC])
+    return {p: d["leader"] for p, d in m["topics"][TOPIC][1].items()}
+
+
+c = any_conn()
+check(c.create_topic(TOPIC, 3, rf=3) == 0, "create topic")
+c.close()
+cl.wait(lambda: all(v in cl.ids() for v in leaders().values()), 30, "leaders for %s" % TOPIC)
+
+
+def write_txn(value):
+    """InitProducerId at the coordinator, the three partitions added, a
+    transactional batch to each partition's leader: (pid, epoch, bases)."""
+    x = coordinator()
+    cx = cl.conn(x, timeout=10)
+    err, pid, ep = retried(lambda: init_pid(cx, TID), "InitProducerId")
+    check(err == 0, "InitProducerId: %d" % err)
+    res = retried(lambda: (max(add_partitions(cx, TID, pid, ep, [(TOPIC, [0, 1, 2])]).values()),), "add")
+    check(res[0] == 0, "AddPartitionsToTxn: %r" % (res,))
+    cx.close()
+    bases = {}
+    for p, leader in leaders().items():
+        cp = cl.conn(leader, timeout=10)
+        batch = kwire.record_batch([b"%s-%d" % (value, p)], producer_id=pid, producer_epoch=ep, base_sequence=0,
+                                   transactional=True)
+        err, bases[p] = produce_txn(cp, TID, TOPIC, p, batch)
+        check(err == 0, "transactional produce to %s-%d at node %d: %d" % (TOPIC, p, leader, err))
+        cp.close()
+    print("%s: producer %d epoch %d wrote %s-0..2 (leaders %r) through coordinator %d" %
+          (value.decode(), pid, ep, TOPIC, leaders(), x), flush=True)
+    return x, pid, ep, bases
+
+
+def kill_and_end(x, pid, ep, commit):
+    cl.kill(x)
+    y = coordinator(not_node=x)
+    cy = cl.conn(y, timeout=10)
+    d = retried(lambda: (describe(cy, [TID])[TID]["error"],), "describe at the new coordinator")
+    d = describe(cy, [TID])[TID]
+    check(d["state"] == "Ongoing" and d["pid"] == pid and d["epoch"] == ep and
+          d["parts"] == [(TOPIC, 0), (TOPIC, 1), (TOPIC, 2)], "replayed at node %d: %r" % (y, d))
+    print("coordinator %d killed; node %d replayed %s: %s at epoch %d, %d partitions" %
+          (x, y, TID, d["state"], d["epoch"], len(d["parts"])), flush=True)
+    err = retried(lambda: end_txn(cy, TID, pid, ep, commit), "EndTxn")
+    check(err == 0, "EndTxn at node %d: %d" % (y, err))
+    want = "CompleteCommit" if commit else "CompleteAbort"
+    cl.wait(lambda: describe(cy, [TID])[TID]["state"] == want, 60, "%s reaching %s" % (TID, want))
+    print("EndTxn %s at node %d: %s (markers to leaders %r)" % ("commit" if commit else "abort", y, want,
+                                                               leaders()), flush=True)
+    cy.close()
+    return y
+
+
+def read_committed(p):
+    leader = leaders()[p]
+    cp = cl.conn(leader, timeout=10)
+    r = fetch_committed(cp, TOPIC, p, 0)
+    cp.close()
+    return r
+
+
+x, pid, ep, bases1 = write_txn(b"first")
+kill_and_end(x, pid, ep, True)
+for p in range(3):
+    err, hw, lso, aborted, data = read_committed(p)
+    check(err == 0 and lso == hw and not aborted, "%s-%d: err %d hw %d lso %d aborted %r" % (TOPIC, p, err, hw, lso,
+                                                                                          aborted))
+    check(b"first-%d" % p in data, "%s-%d: the committed record is not read" % (TOPIC, p))
+print("read_committed: the committed records in every partition, LSO = high watermark", flush=True)
+
+cl.restart(x)
+x2, pid2, ep2, bases2 = write_txn(b"second")
+check(pid2 == pid and ep2 == ep + 1, "the second InitProducerId: %d/%d after %d/%d" % (pid2, ep2, pid, ep))
+kill_and_end(x2, pid2, ep2, False)
+for p in range(3):
+    cl.wait(lambda: read_committed(p)[0] == 0, 30, "a leader for %s-%d" % (TOPIC, p))
+    err, hw, lso, aborted, data = read_committed(p)
+    check(lso == hw and [pid2, bases2[p]] in [list(a) for a in aborted],
+          "%s-%d: lso %d hw %d aborted %r (want %d at %d)" % (TOPIC, p, lso, hw, aborted, pid2, bases2[p]))
+print("read_committed: the aborted transaction listed in every partition", flush=True)
+cl.restart(x2)
+reports = cl.sanitizer_reports()
+check(not reports, "sanitizer reports: %r" % reports)
+bad = [i for i in cl.ids() if re.search(r" ERROR ", cl.log_text(i) or "")]
+print("nodes with ERROR lines: %r" % bad, flush=True)
+cl.cleanup()
+print("OK", flush=True)
