@@ -26,7 +26,9 @@ the flexible ones of DescribeTransactions / ListTransactions):
     TransactionLogKey / TransactionLogValue v0 formats, read back here;
   - after a restart (SIGTERM, then SIGKILL) the coordinator replays the
     partitions: the same states, epochs and partitions;
-  - `strata transactions list` and `describe ID` show what the wire says.
+  - `strata transactions list` and `describe ID` show what the wire says;
+  - transactional.id.expiration.ms: an idle id is removed (a tombstone)
+    and stays removed after a restart, an id in use is kept.
 """
 import os
 import re
@@ -98,6 +100,9 @@ expect(err, 0, "FindCoordinator(1) tx-a")
 check(port == b.port, "coordinator port %d, not this broker's %d" % (port, b.port))
 terr, tparts = kwire.metadata(c, ["__transaction_state"])["topics"]["__transaction_state"]
 check(terr == 0 and len(tparts) == 50, "__transaction_state: error %d, %d partitions" % (terr, len(tparts)))
+cerr, cfg = kwire.describe_configs(c, ["__transaction_state"])["__transaction_state"]
+check(cerr == 0 and cfg.get("cleanup.policy") == "compact" and cfg.get("min.insync.replicas") == "1" and
+      cfg.get("segment.bytes") == "104857600", "__transaction_state configs: %r" % cfg)
 print("__transaction_state: 50 partitions, leader of tx-a's (%d): node %d" %
       (partition_for("tx-a"), tparts[partition_for("tx-a")]["leader"]), flush=True)
 
@@ -319,5 +324,40 @@ c.close()
 check(b.stop() == 0, "stratad did not stop cleanly")
 check(not re.search(r"(ERROR|WARNING): (AddressSanitizer|LeakSanitizer)|runtime error: ", b.log_text()),
       "a sanitizer report in stratad's log:\n" + b.log_tail())
+b.cleanup()
+
+# transactional.id.expiration.ms: an idle id goes, with a tombstone, and
+# stays gone after a restart
+b = Broker({"transactional.id.expiration.ms": "1500",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}).start()
+c = kwire.Conn(b.port, timeout=15)
+expect(find_coordinator(c, "tx-idle")[0], 0, "FindCoordinator(1) tx-idle")
+expect(init_ok("tx-idle")[0], 0, "InitProducerId tx-idle")
+expect(init_ok("tx-busy")[0], 0, "InitProducerId tx-busy")
+deadline = time.time() + 15
+while time.time() < deadline:
+    init_pid(c, "tx-busy")  # an update: not idle
+    if describe(c, ["tx-idle"])["tx-idle"]["error"] == 105:
+        break
+    time.sleep(0.3)
+expect(describe(c, ["tx-idle"])["tx-idle"]["error"], 105, "DescribeTransactions tx-idle after its expiry")
+expect(describe(c, ["tx-busy"])["tx-busy"]["error"], 0, "DescribeTransactions tx-busy (kept updating)")
+log_idle = state_log(c, "tx-idle")
+check(log_idle[-1] is None and log_idle[0]["status"] == "Empty", "tx-idle records: %r" % log_idle)
+print("tx-idle in __transaction_state: %s" % [v and v["status"] for v in log_idle], flush=True)
+c.close()
+check(b.stop() == 0, "stratad did not stop cleanly")
+b.start()
+c = kwire.Conn(b.port, timeout=15)
+d = None
+deadline = time.time() + 15
+while time.time() < deadline:
+    d = describe(c, ["tx-idle"])["tx-idle"]
+    if d["error"] not in (14, 16):
+        break
+    time.sleep(0.1)
+expect(d["error"], 105, "DescribeTransactions tx-idle after a restart")
+c.close()
+check(b.stop() == 0, "stratad did not stop cleanly")
 b.cleanup()
 print("OK", flush=True)
