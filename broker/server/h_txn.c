@@ -208,9 +208,8 @@ static void init_job(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
     r->producer_epoch = e ? -1 : epoch;
     /* CONCURRENT_TRANSACTIONS after a fence wrote the abort: durable too */
     if (!e || e == ST_E_CONCURRENT_TRANSACTIONS) top_wait(op, s, p->id);
-    if (!e)
-        ST_DEBUG("txn", "InitProducerId %.*s: producer %lld epoch %d", (int)ST_MIN(p->id.len, 100),
-                 p->id.p, (long long)pid, (int)epoch);
+    ST_DEBUG("txn", "InitProducerId %.*s: %s, producer %lld epoch %d", (int)ST_MIN(p->id.len, 100),
+             p->id.p, st_err_name(e), (long long)pid, (int)epoch);
     top_finish(op, r);
 }
 
