@@ -82,6 +82,8 @@ char *st_tier__manifest_encode(const st_manifest_t *m, const char *topic, const 
             json_array_append_new(ep, json_pack("[iI]", (int)s->epochs[k].epoch,
                                                 (json_int_t)s->epochs[k].start_offset));
         json_object_set_new(o, "leader_epochs", ep);
+        if (s->has_txnindex) json_object_set_new(o, "txn_index", json_true());
+        if (s->has_snapshot) json_object_set_new(o, "producer_snapshot", json_true());
         json_array_append_new(segs, o);
     }
     json_object_set_new(root, "segments", segs);
@@ -139,6 +141,8 @@ st_err_t st_tier__manifest_decode(const char *text, size_t len, st_manifest_t *o
         }
         snprintf(s->id, sizeof s->id, "%s", json_string_value(id));
         s->crc32c = (uint32_t)strtoul(json_string_value(crc), NULL, 16);
+        s->has_txnindex = json_is_true(json_object_get(o, "txn_index"));
+        s->has_snapshot = json_is_true(json_object_get(o, "producer_snapshot"));
         s->nepochs = (int)json_array_size(ep);
         s->epochs = st_calloc((size_t)s->nepochs + 1, sizeof *s->epochs);
         for (int k = 0; k < s->nepochs; k++) {

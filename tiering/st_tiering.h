@@ -77,6 +77,8 @@ typedef struct st_tier_segment {
     char log_path[PATH_MAX]; /* any path the system can open fits */
     char index_path[PATH_MAX];
     char timeindex_path[PATH_MAX];
+    char txnindex_path[PATH_MAX]; /* aborted transactions; "" when none */
+    char snapshot_path[PATH_MAX]; /* producer state at its end; "" when none */
     st_tier_epoch_t epochs[32]; /* the leader epochs the segment spans */
     int nepochs;
 } st_tier_segment_t;
@@ -91,6 +93,12 @@ typedef struct st_tier_part_ops {
     void (*remote_changed)(void *arg, int64_t remote_start, int64_t remote_end);
     /* Bytes of the local log not yet in the bucket (for total retention). */
     int64_t (*local_bytes_above)(void *arg, int64_t offset);
+    /* The aborted transactions the bucket's .txnindex objects hold (n
+     * entries of producer id, first offset, marker offset, last stable
+     * offset), read when the partition's manifest is loaded by its
+     * leader: a restart that lost the local files still answers
+     * read_committed fetches of remote offsets.  May be NULL. */
+    void (*remote_aborted)(void *arg, const int64_t (*entries)[4], int n);
     /* The manager is done with arg (after st_tier_part_close, once no job
      * of the partition runs any more). */
     void (*release)(void *arg);

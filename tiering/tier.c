@@ -394,17 +394,19 @@ static void fail_reset(st_tier_part_t *p) {
     status_write(p);
 }
 
-/* Delete the four objects of one attempt (deleting a missing one
+/* Delete the objects of one attempt (deleting a missing one
  * succeeds); 0 when they are gone. */
 static int delete_attempt(st_tier_part_t *p, int64_t base, const char *id) {
-    static const char *kinds[] = {"log", "index", "timeindex", "epochs"};
+    static const char *kinds[] = {"log", "index", "timeindex", "epochs", "txnindex", "snapshot"};
     st_rseg_t r;
     memset(&r, 0, sizeof r);
     r.base_offset = base;
     snprintf(r.id, sizeof r.id, "%s", id);
-    char *keys[4];
-    for (int k = 0; k < 4; k++) keys[k] = st_tier__object_key(p->prefix, &r, kinds[k]);
-    st_os_request_t rq = {.op = ST_OS_DELETE_BATCH, .keys = (const char *const *)keys, .nkeys = 4};
+    char *keys[ST_ARRAY_SIZE(kinds)];
+    for (size_t k = 0; k < ST_ARRAY_SIZE(kinds); k++)
+        keys[k] = st_tier__object_key(p->prefix, &r, kinds[k]);
+    st_os_request_t rq = {.op = ST_OS_DELETE_BATCH, .keys = (const char *const *)keys,
+                          .nkeys = ST_ARRAY_SIZE(kinds)};
     st_os_result_t *res = st_os_run(p->tier->os, &rq);
     int rc = res->status == ST_OK ? 0 : -1;
     if (rc)
@@ -412,7 +414,7 @@ static int delete_attempt(st_tier_part_t *p, int64_t base, const char *id) {
                            "upload of segment %lld (%s.*): %s", p->topic, (int)p->partition,
                            (long long)base, keys[0], res->message);
     st_os_result_free(res);
-    for (int k = 0; k < 4; k++) free(keys[k]);
+    for (size_t k = 0; k < ST_ARRAY_SIZE(kinds); k++) free(keys[k]);
     return rc;
 }
 
@@ -490,6 +492,23 @@ static int leftovers_settled(st_tier_part_t *p) {
     return 0;
 }
 
+/* Upload a small file of a segment (read whole first) as its kind
+ * object; a file gone meanwhile (retention, a truncation) is none:
+ * *uploaded stays 0 then. */
+static st_err_t put_small_file(st_tier_part_t *p, const st_rseg_t *r, const char *kind,
+                               const char *path, int *uploaded, char **why) {
+    char *data = NULL;
+    size_t len = 0;
+    *uploaded = 0;
+    if (st_read_file(path, &data, &len)) return ST_OK;
+    char *key = st_tier__object_key(p->prefix, r, kind);
+    st_err_t e = put_mem(p->tier, key, data, len, why);
+    free(key);
+    free(data);
+    *uploaded = !e;
+    return e;
+}
+
 static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) {
     st_tier_t *t = p->tier;
     char *why = NULL, *key = NULL;
@@ -528,6 +547,18 @@ static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) 
         e = put_file(t, key, seg->timeindex_path, 0, 0, 0, &why);
         free(key);
     }
+    /* The transaction index and the producer snapshot, when the segment
+     * has them (Kafka's RemoteLogSegmentData transactionIndex and
+     * producerSnapshotIndex): read_committed fetches of remote offsets,
+     * and a replica restored from the bucket, need them. */
+    /* The transaction index and the producer snapshot, when the segment
+     * has them (Kafka's RemoteLogSegmentData transactionIndex and
+     * producerSnapshotIndex): read_committed fetches of remote offsets
+     * after a restart, and a replica restored from the bucket, need them. */
+    if (!e && seg->txnindex_path[0]) e = put_small_file(p, &r, "txnindex", seg->txnindex_path,
+                                                        &r.has_txnindex, &why);
+    if (!e && seg->snapshot_path[0]) e = put_small_file(p, &r, "snapshot", seg->snapshot_path,
+                                                        &r.has_snapshot, &why);
     if (!e) {
         st_buf_t b;
         st_buf_init(&b);
@@ -596,11 +627,15 @@ static void delete_objects(st_tier_t *t, const char *const *keys, size_t n) {
 
 static void delete_segment_objects(st_tier_part_t *p, const st_rseg_t *segs, int n) {
     static const char *kinds[] = {"log", "index", "timeindex", "epochs"};
-    char **keys = st_malloc(sizeof *keys * (size_t)(4 * n + 1));
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < 4; k++) keys[4 * i + k] = st_tier__object_key(p->prefix, &segs[i], kinds[k]);
-    delete_objects(p->tier, (const char *const *)keys, (size_t)(4 * n));
-    for (int i = 0; i < 4 * n; i++) free(keys[i]);
+    char **keys = st_malloc(sizeof *keys * (size_t)(6 * n + 1));
+    size_t nk = 0;
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < 4; k++) keys[nk++] = st_tier__object_key(p->prefix, &segs[i], kinds[k]);
+        if (segs[i].has_txnindex) keys[nk++] = st_tier__object_key(p->prefix, &segs[i], "txnindex");
+        if (segs[i].has_snapshot) keys[nk++] = st_tier__object_key(p->prefix, &segs[i], "snapshot");
+    }
+    delete_objects(p->tier, (const char *const *)keys, nk);
+    for (size_t i = 0; i < nk; i++) free(keys[i]);
     free(keys);
 }
 
@@ -726,6 +761,48 @@ static void delete_everything(st_tier_part_t *p) {
 
 static void part_forget(st_tier_part_t *p);
 
+/* Hand the broker the aborted transactions of every remote segment that
+ * has a .txnindex object (the leader's first job after the manifest was
+ * loaded).  An object that cannot be read is reported; the next load
+ * tries again. */
+static void restore_aborted(st_tier_part_t *p) {
+    if (!p->ops.remote_aborted) return;
+    st_manifest_t m;
+    pthread_mutex_lock(&p->lock);
+    st_tier__manifest_copy(&m, &p->man);
+    pthread_mutex_unlock(&p->lock);
+    int64_t (*v)[4] = NULL;
+    int n = 0, cap = 0;
+    for (int i = 0; i < m.nsegs; i++) {
+        if (!m.segs[i].has_txnindex) continue;
+        char *key = st_tier__object_key(p->prefix, &m.segs[i], "txnindex");
+        st_os_request_t rq = {.op = ST_OS_GET, .key = key, .offset = 0, .length = ST_OS_TO_END};
+        rq.sink.kind = ST_OS_SINK_ALLOC;
+        st_os_result_t *res = st_os_run(p->tier->os, &rq);
+        if (res->status) {
+            ST_WARN("tiering", "%s-%d: reading %s: %s (read_committed fetches of its offsets may "
+                    "show aborted records until it is read)", p->topic, (int)p->partition, key,
+                    res->message);
+        } else {
+            const uint8_t *d = (const uint8_t *)res->data;
+            for (uint64_t pos = 0; pos + 34 <= (uint64_t)res->length; pos += 34) {
+                if (st_be16_get(d + pos) != 0) break;
+                if (n == cap) {
+                    cap = cap ? cap * 2 : 16;
+                    v = st_realloc(v, sizeof *v * (size_t)cap);
+                }
+                for (int k = 0; k < 4; k++) v[n][k] = (int64_t)st_be64_get(d + pos + 2 + 8 * k);
+                n++;
+            }
+        }
+        st_os_result_free(res);
+        free(key);
+    }
+    st_tier__manifest_fini(&m);
+    if (n) p->ops.remote_aborted(p->ops.arg, (const int64_t(*)[4])v, n);
+    free(v);
+}
+
 static void part_job(void *arg) {
     st_tier_part_t *p = arg;
     st_tier_t *t = p->tier;
@@ -749,6 +826,7 @@ static void part_job(void *arg) {
             if (e == ST_OK) manifest_install(p, &m);
             p->loaded = 1;
             free(why);
+            restore_aborted(p);
         } else {
             set_error(p, "reading the manifest: %s", why);
             free(why);

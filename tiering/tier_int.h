@@ -17,6 +17,8 @@ typedef struct st_rseg {
     uint32_t crc32c;
     st_tier_epoch_t *epochs;
     int nepochs;
+    int has_txnindex; /* a <...>.txnindex object: the segment's aborted transactions */
+    int has_snapshot; /* a <...>.snapshot object: the producer state at its end */
 } st_rseg_t;
 
 typedef struct st_manifest {

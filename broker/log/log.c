@@ -1199,6 +1199,12 @@ int st_log_closed_segments(st_log_t *log, int64_t from, st_log_segment_info_t *o
         st_log__seg_path(log->dir, s->base_offset, ".index", o->index_path, sizeof o->index_path);
         st_log__seg_path(log->dir, s->base_offset, ".timeindex", o->timeindex_path,
                          sizeof o->timeindex_path);
+        st_log__seg_path(log->dir, s->base_offset, ".txnindex", o->txnindex_path,
+                         sizeof o->txnindex_path);
+        if (access(o->txnindex_path, F_OK) != 0) o->txnindex_path[0] = 0;
+        st_log__seg_path(log->dir, s->next_offset, ".snapshot", o->snapshot_path,
+                         sizeof o->snapshot_path);
+        if (access(o->snapshot_path, F_OK) != 0) o->snapshot_path[0] = 0;
         /* the epochs in force inside [base, next) */
         for (int k = 0; k < log->nepochs && o->nepochs < (int)ST_ARRAY_SIZE(o->epochs); k++) {
             int64_t start = log->epochs[k].start;

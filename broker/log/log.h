@@ -295,6 +295,8 @@ typedef struct st_log_segment_info {
     char log_path[4096]; /* the log's own path bound: a path always fits */
     char index_path[4096];
     char timeindex_path[4096];
+    char txnindex_path[4096]; /* "" when the segment has no aborted transaction */
+    char snapshot_path[4096]; /* the producer snapshot at its end; "" when none */
     struct {
         int32_t epoch;
         int64_t start_offset;
@@ -366,6 +368,9 @@ st_err_t st_log_read_committed(st_log_t *log, int64_t offset, int32_t max_bytes,
  * to max, oldest first; returns how many there are (may exceed max). */
 int st_log_aborted_txns(st_log_t *log, int64_t from, int64_t upper, st_log_aborted_txn_t *out,
                         int max);
+/* Add aborted transactions known from elsewhere (the bucket's .txnindex
+ * objects of a tiered partition), skipping those already held. */
+void st_log_add_aborted(st_log_t *log, const st_log_aborted_txn_t *v, int n);
 /* A control batch's marker: ST_CONTROL_ABORT or _COMMIT and the
  * coordinator epoch from its value; -1 when the batch holds none. */
 int st_batch_control_type(const uint8_t *batch, int32_t size, int32_t *coordinator_epoch);

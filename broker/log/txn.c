@@ -323,3 +323,23 @@ int st_log_aborted_txns(st_log_t *log, int64_t from, int64_t upper, st_log_abort
     pthread_mutex_unlock(&log->lock);
     return n;
 }
+
+void st_log_add_aborted(st_log_t *log, const st_log_aborted_txn_t *v, int n) {
+    pthread_mutex_lock(&log->lock);
+    int added = 0;
+    for (int i = 0; i < n; i++) {
+        int have = 0;
+        for (int k = 0; k < log->naborted && !have; k++)
+            have = log->aborted[k].producer_id == v[i].producer_id &&
+                   log->aborted[k].last_offset == v[i].last_offset;
+        if (have) continue;
+        int saved = log->txn_replaying;
+        log->txn_replaying = 1; /* in memory only: the bucket holds them */
+        add_aborted(log, &v[i]);
+        log->txn_replaying = saved;
+        added++;
+    }
+    if (added && log->naborted > 1)
+        qsort(log->aborted, (size_t)log->naborted, sizeof *log->aborted, cmp_last);
+    pthread_mutex_unlock(&log->lock);
+}

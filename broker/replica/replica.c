@@ -674,6 +674,8 @@ static int tier_closed_segments(void *arg, int64_t from, st_tier_segment_t *out,
         snprintf(o->log_path, sizeof o->log_path, "%s", info[i].log_path);
         snprintf(o->index_path, sizeof o->index_path, "%s", info[i].index_path);
         snprintf(o->timeindex_path, sizeof o->timeindex_path, "%s", info[i].timeindex_path);
+        snprintf(o->txnindex_path, sizeof o->txnindex_path, "%s", info[i].txnindex_path);
+        snprintf(o->snapshot_path, sizeof o->snapshot_path, "%s", info[i].snapshot_path);
         o->nepochs = ST_MIN(info[i].nepochs, (int)ST_ARRAY_SIZE(o->epochs));
         for (int k = 0; k < o->nepochs; k++) {
             o->epochs[k].epoch = info[i].epochs[k].epoch;
@@ -700,12 +702,20 @@ static int64_t tier_local_bytes_above(void *arg, int64_t offset) {
 
 static void tier_release(void *arg) { st_partition_release(arg); }
 
+static void tier_remote_aborted(void *arg, const int64_t (*e)[4], int n) {
+    st_partition_t *p = arg;
+    st_log_aborted_txn_t *v = st_malloc(sizeof *v * (size_t)(n + 1));
+    for (int i = 0; i < n; i++) v[i] = (st_log_aborted_txn_t){e[i][0], e[i][1], e[i][2], e[i][3]};
+    st_log_add_aborted(p->log, v, n);
+    free(v);
+}
+
 /* Tier the partition: read its manifest, and when the bucket is ahead of
  * the local log (a lost or old disk) start the local log at the remote
  * end. */
 static void tier_attach(st_replicas_t *rm, st_partition_t *p, const st_log_config_t *lc) {
     st_tier_part_ops_t ops = {tier_closed_segments, tier_remote_changed, tier_local_bytes_above,
-                              tier_release, partition_keep(p)};
+                              tier_remote_aborted, tier_release, partition_keep(p)};
     st_tier_retention_t ret = {lc->retention_ms, lc->retention_bytes};
     char id[23], cache[4200], err[512];
     st_uuid_format(&p->topic_id, id);

@@ -450,7 +450,8 @@ class Bucket:
         return None if data is None else json.loads(data)
 
 
-SEGMENT_KINDS = ("log", "index", "timeindex", "epochs")
+SEGMENT_KINDS = ("log", "index", "timeindex", "epochs")  # and, when the manifest says so,
+# "txnindex" (txn_index: true) and "snapshot" (producer_snapshot: true)
 
 
 def manifest_problems(man, objects, prefix):
@@ -461,7 +462,9 @@ def manifest_problems(man, objects, prefix):
     problems, named = [], set()
     prev = None
     for s in man["segments"]:
-        for kind in SEGMENT_KINDS:
+        kinds = SEGMENT_KINDS + (("txnindex",) if s.get("txn_index") else ()) + \
+            (("snapshot",) if s.get("producer_snapshot") else ())
+        for kind in kinds:
             key = "%s%020d-%s.%s" % (prefix, s["base_offset"], s["id"], kind)
             named.add(key)
             if key not in objects:

@@ -220,7 +220,7 @@ static void open_tier_quota(env_t *e, int64_t cache_bytes, int64_t fetch_per_s, 
 static void open_tier(env_t *e, int64_t cache_bytes) { open_tier_quota(e, cache_bytes, 0, 0); }
 
 static void open_part(env_t *e, const st_tier_retention_t *ret) {
-    st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, release_cb, e};
+    st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, NULL, release_cb, e};
     char cache[300], err[256];
     snprintf(cache, sizeof cache, "%s/remote-manifest.json", e->root);
     assert_int_equal(st_tier_part_open(e->tier, e->topic ? e->topic : "orders",
@@ -726,7 +726,7 @@ static void test_copy_quota_shared(void **state) {
     int64_t rate = 2 << 20;
     open_tier_quota(&e, 64 << 20, 0, rate);
     st_tier_retention_t ret = {-1, -1};
-    st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, release_cb, &e};
+    st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, NULL, release_cb, &e};
     char cache[300], err[256];
     snprintf(cache, sizeof cache, "%s/remote-manifest-4.json", e.root);
     st_tier_part_t *second;
