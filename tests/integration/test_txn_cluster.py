@@ -13,8 +13,15 @@ combined nodes (requests by hand, ktxn.py):
     included: read_committed shows the data, LSO = high watermark;
   - the killed node comes back; a second transaction is aborted after its
     coordinator is killed again: read_committed lists it as aborted in
-    every partition it wrote.
+    every partition it wrote;
+  - a third is committed while the leader of one of its partitions (a node
+    that holds no replica of the id's __transaction_state partition) is
+    stopped (SIGSTOP): the transaction stays PrepareCommit, its marker
+    there unanswered; the coordinator is killed (and the stopped node
+    continued); the new coordinator replays PrepareCommit, sends the
+    markers again to the partitions' leaders now and completes the commit.
 """
+import signal
 import os
 import re
 import sys
@@ -22,14 +29,19 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kwire  # noqa: E402
-from ktxn import add_partitions, describe, end_txn, fetch_committed, find_coordinator, init_pid, produce_txn  # noqa: E402
+from ktxn import (add_partitions, describe, end_txn, fetch_committed, find_coordinator, init_pid,  # noqa: E402
+                  partition_for, produce_txn)
 from strata_harness import Cluster, check  # noqa: E402
 
 TOPIC = "txn-cl"
 TID = "tx-cluster"
 RETRY = (6, 14, 15, 16)  # NOT_LEADER, LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
-cl = Cluster(3, overrides={"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500})
+# __transaction_state on two of the three nodes, so that the third can
+# lead data partitions without holding the coordinator's log
+cl = Cluster(3, overrides={"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500,
+                           "transaction.state.log.replication.factor": 2,
+                           "transaction.state.log.min.isr": 1})
 cl.up()
 
 
@@ -155,6 +167,41 @@ for p in range(3):
           "%s-%d: lso %d hw %d aborted %r (want %d at %d)" % (TOPIC, p, lso, hw, aborted, pid2, bases2[p]))
 print("read_committed: the aborted transaction listed in every partition", flush=True)
 cl.restart(x2)
+cl.wait_stable(timeout=60)
+
+# the third: its coordinator dies while a marker is unanswered
+m = cl.metadata(cl.live()[0], ["__transaction_state"])
+tpart = m["topics"]["__transaction_state"][1][partition_for(TID)]
+stopped = [n for n in cl.ids() if n not in tpart["replicas"]]
+check(len(stopped) == 1, "__transaction_state-%d replicas %r" % (partition_for(TID), tpart["replicas"]))
+stopped = stopped[0]
+cl.wait(lambda: stopped in leaders().values(), 60, "node %d leading a partition of %s" % (stopped, TOPIC))
+x3, pid3, ep3, bases3 = write_txn(b"third")
+check(x3 != stopped, "coordinator %d is the node to stop" % x3)
+os.kill(cl.pid(stopped), signal.SIGSTOP)
+c3 = cl.conn(x3, timeout=40)
+check(end_txn(c3, TID, pid3, ep3, True) == 0, "EndTxn commit with node %d stopped" % stopped)
+time.sleep(5.0)  # node `stopped` is fenced meanwhile: its partitions have other leaders
+st = describe(c3, [TID])[TID]["state"]
+check(st == "PrepareCommit", "with node %d stopped the transaction is %s, not PrepareCommit" % (stopped, st))
+print("node %d stopped: %s stays PrepareCommit at coordinator %d" % (stopped, TID, x3), flush=True)
+c3.close()
+# the coordinator dies; the stopped node goes on (two of the three
+# controllers are needed to move the coordinator's partition)
+cl.kill(x3)
+os.kill(cl.pid(stopped), signal.SIGCONT)
+y3 = coordinator(not_node=x3, timeout=90)
+cy = cl.conn(y3, timeout=10)
+cl.wait(lambda: describe(cy, [TID])[TID]["state"] == "CompleteCommit", 90,
+        "%s completing its commit at node %d" % (TID, y3))
+print("coordinator %d killed: node %d replayed PrepareCommit and completed the commit" % (x3, y3), flush=True)
+cy.close()
+for p in range(3):
+    cl.wait(lambda: read_committed(p)[0] == 0, 30, "a leader for %s-%d" % (TOPIC, p))
+    err, hw, lso, aborted, data = read_committed(p)
+    check(lso == hw and b"third-%d" % p in data, "%s-%d after the resumed commit: lso %d hw %d" % (TOPIC, p, lso, hw))
+print("read_committed: the third transaction in every partition", flush=True)
+cl.restart(x3)
 reports = cl.sanitizer_reports()
 check(not reports, "sanitizer reports: %r" % reports)
 bad = [i for i in cl.ids() if re.search(r" ERROR ", cl.log_text(i) or "")]
