@@ -38,8 +38,10 @@ TID = "tx-cluster"
 RETRY = (6, 14, 15, 16)  # NOT_LEADER, LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
 # __transaction_state on two of the three nodes, so that the third can
-# lead data partitions without holding the coordinator's log
-cl = Cluster(3, overrides={"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500,
+# lead data partitions without holding the coordinator's log; a session
+# timeout longer than a controller election (the stopped node may be the
+# active controller: the others must not be fenced meanwhile)
+cl = Cluster(3, overrides={"broker.session.timeout.ms": 6000, "broker.heartbeat.interval.ms": 500,
                            "transaction.state.log.replication.factor": 2,
                            "transaction.state.log.min.isr": 1})
 cl.up()
@@ -119,7 +121,17 @@ def write_txn(value):
     return x, pid, ep, bases
 
 
+def isr_full():
+    """Every replica in sync: the id's __transaction_state partition and
+    the data partitions (a kill then leaves an in-sync replica to lead)."""
+    m = cl.metadata(cl.live()[0], ["__transaction_state", TOPIC])
+    parts = [m["topics"]["__transaction_state"][1][partition_for(TID)]]
+    parts += list(m["topics"][TOPIC][1].values())
+    return all(sorted(d["isr"]) == sorted(d["replicas"]) and d["leader"] >= 0 for d in parts)
+
+
 def kill_and_end(x, pid, ep, commit):
+    cl.wait(isr_full, 60, "every replica in sync before the kill")
     cl.kill(x)
     y = coordinator(not_node=x)
     cy = cl.conn(y, timeout=10)
@@ -169,23 +181,39 @@ print("read_committed: the aborted transaction listed in every partition", flush
 cl.restart(x2)
 cl.wait_stable(timeout=60)
 
-# the third: its coordinator dies while a marker is unanswered
+# the third: its coordinator dies while a marker is unanswered.  A
+# transactional id whose __transaction_state replicas leave out a node
+# that leads a data partition and is not the active controller (stopping
+# that one would stall the whole cluster's metadata meanwhile)
 m = cl.metadata(cl.live()[0], ["__transaction_state"])
-tpart = m["topics"]["__transaction_state"][1][partition_for(TID)]
-stopped = [n for n in cl.ids() if n not in tpart["replicas"]]
-check(len(stopped) == 1, "__transaction_state-%d replicas %r" % (partition_for(TID), tpart["replicas"]))
-stopped = stopped[0]
-cl.wait(lambda: stopped in leaders().values(), 60, "node %d leading a partition of %s" % (stopped, TOPIC))
+ctl = cl.wait_leader()
+lead = set(leaders().values())
+for k in range(500):
+    TID = "tx-cluster-%d" % k
+    tpart = m["topics"]["__transaction_state"][1][partition_for(TID)]
+    out = [n for n in cl.ids() if n not in tpart["replicas"]]
+    if len(out) == 1 and out[0] != ctl and out[0] in lead:
+        stopped = out[0]
+        break
+else:
+    check(False, "no transactional id fits (controller %r, leaders %r)" % (ctl, lead))
+print("%s: __transaction_state-%d on %r, node %d to stop (the controller is %d)" %
+      (TID, partition_for(TID), tpart["replicas"], stopped, ctl), flush=True)
+cl.wait(isr_full, 60, "every replica in sync")
 x3, pid3, ep3, bases3 = write_txn(b"third")
 check(x3 != stopped, "coordinator %d is the node to stop" % x3)
 os.kill(cl.pid(stopped), signal.SIGSTOP)
 c3 = cl.conn(x3, timeout=40)
 check(end_txn(c3, TID, pid3, ep3, True) == 0, "EndTxn commit with node %d stopped" % stopped)
-time.sleep(5.0)  # node `stopped` is fenced meanwhile: its partitions have other leaders
+time.sleep(9.0)  # node `stopped` is fenced meanwhile (6 s): its partitions have other leaders
 st = describe(c3, [TID])[TID]["state"]
 check(st == "PrepareCommit", "with node %d stopped the transaction is %s, not PrepareCommit" % (stopped, st))
 print("node %d stopped: %s stays PrepareCommit at coordinator %d" % (stopped, TID, x3), flush=True)
 c3.close()
+m = cl.metadata(x3, ["__transaction_state"])
+tp_now = m["topics"]["__transaction_state"][1][partition_for(TID)]
+check(sorted(tp_now["isr"]) == sorted(tpart["replicas"]),
+      "__transaction_state-%d is not fully in sync before the kill: %r" % (partition_for(TID), tp_now))
 # the coordinator dies; the stopped node goes on (two of the three
 # controllers are needed to move the coordinator's partition)
 cl.kill(x3)
