@@ -79,7 +79,11 @@
     X(INVALID_TXN_STATE, 48, 0, 48, "invalid transaction state")                       \
     X(INVALID_PRODUCER_ID_MAPPING, 49, 0, 49,                                          \
       "the producer id is not assigned to its transactional id")                       \
-    X(TRANSACTION_COORDINATOR_FENCED, 52, 0, 52, "transaction coordinator fenced")   \
+    X(INVALID_TRANSACTION_TIMEOUT, 50, 0, 50,                                          \
+      "the transaction timeout is larger than transaction.max.timeout.ms")             \
+    X(CONCURRENT_TRANSACTIONS, 51, 1, 51,                                              \
+      "the producer's previous transaction is still being completed")                  \
+    X(TRANSACTION_COORDINATOR_FENCED, 52, 0, 52, "transaction coordinator fenced")     \
     X(TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 53, 0, 53, "transactional id authorization failed") \
     X(OPERATION_NOT_ATTEMPTED, 55, 0, 55, "operation not attempted")                   \
     X(KAFKA_STORAGE_ERROR, 56, 1, 56, "storage error: log directory offline")          \
@@ -105,6 +109,7 @@
     X(INVALID_RECORD, 87, 0, 87, "invalid record")                                     \
     X(UNSTABLE_OFFSET_COMMIT, 88, 1, 88, "there are unstable offsets for the partition") \
     X(THROTTLING_QUOTA_EXCEEDED, 89, 1, 89, "throttling quota exceeded")               \
+    X(PRODUCER_FENCED, 90, 0, 90, "a newer producer with the same transactional id fenced this one") \
     X(RESOURCE_NOT_FOUND, 91, 0, 91, "resource not found")                             \
     X(DUPLICATE_RESOURCE, 92, 0, 92, "duplicate resource")                             \
     X(INCONSISTENT_VOTER_SET, 94, 0, 94, "inconsistent voter set")                     \
@@ -116,6 +121,7 @@
     X(BROKER_ID_NOT_REGISTERED, 102, 0, 102, "broker id not registered")               \
     X(INCONSISTENT_TOPIC_ID, 103, 1, 103, "inconsistent topic id")                     \
     X(INCONSISTENT_CLUSTER_ID, 104, 0, 104, "inconsistent cluster id")                 \
+    X(TRANSACTIONAL_ID_NOT_FOUND, 105, 0, 105, "transactional id not found")           \
     X(INELIGIBLE_REPLICA, 107, 0, 107, "ineligible replica")                           \
     X(OFFSET_MOVED_TO_TIERED_STORAGE, 109, 0, 109, "offset moved to tiered storage")   \
     /* internal codes: never on the wire as such */                                    \

@@ -43,6 +43,10 @@ void st_cli_groups_usage(FILE *out);
 int st_cli_cluster(const st_cli_ctx_t *ctx, int argc, char **argv);
 void st_cli_cluster_usage(FILE *out);
 
+/* strata transactions ... list | describe ID */
+int st_cli_transactions(const st_cli_ctx_t *ctx, int argc, char **argv);
+void st_cli_transactions_usage(FILE *out);
+
 /* strata topics ... list | describe TOPIC */
 int st_cli_topics(const st_cli_ctx_t *ctx, int argc, char **argv);
 void st_cli_topics_usage(FILE *out);

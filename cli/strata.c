@@ -29,6 +29,8 @@ static const command_t commands[] = {
      st_cli_bucket_usage},
     {"tiering", "tiered storage per partition (status)", st_cli_tiering, st_cli_tiering_usage},
     {"groups", "consumer groups (list, describe GROUP)", st_cli_groups, st_cli_groups_usage},
+    {"transactions", "transactions and their coordinators (list, describe ID)",
+     st_cli_transactions, st_cli_transactions_usage},
     {"cluster", "the metadata quorum and the brokers (status, brokers)", st_cli_cluster,
      st_cli_cluster_usage},
     {"topics", "topics and their partitions, offsets and producers (list, describe TOPIC)",

@@ -212,6 +212,21 @@ ST_SCHEMA_DEFINE(st_write_txn_markers_resp_part, ST_WRITE_TXN_MARKERS_RESP_PART)
 ST_SCHEMA_DEFINE(st_write_txn_markers_resp_topic, ST_WRITE_TXN_MARKERS_RESP_TOPIC)
 ST_SCHEMA_DEFINE(st_write_txn_marker_result, ST_WRITE_TXN_MARKER_RESULT)
 ST_SCHEMA_DEFINE(st_write_txn_markers_resp, ST_WRITE_TXN_MARKERS_RESP)
+ST_SCHEMA_DEFINE(st_add_partitions_to_txn_topic, ST_ADD_PARTITIONS_TO_TXN_TOPIC)
+ST_SCHEMA_DEFINE(st_add_partitions_to_txn_req, ST_ADD_PARTITIONS_TO_TXN_REQ)
+ST_SCHEMA_DEFINE(st_add_partitions_to_txn_part_result, ST_ADD_PARTITIONS_TO_TXN_PART_RESULT)
+ST_SCHEMA_DEFINE(st_add_partitions_to_txn_topic_result, ST_ADD_PARTITIONS_TO_TXN_TOPIC_RESULT)
+ST_SCHEMA_DEFINE(st_add_partitions_to_txn_resp, ST_ADD_PARTITIONS_TO_TXN_RESP)
+ST_SCHEMA_DEFINE(st_add_offsets_to_txn_req, ST_ADD_OFFSETS_TO_TXN_REQ)
+ST_SCHEMA_DEFINE(st_txn_simple_resp, ST_TXN_SIMPLE_RESP)
+ST_SCHEMA_DEFINE(st_end_txn_req, ST_END_TXN_REQ)
+ST_SCHEMA_DEFINE(st_describe_transactions_req, ST_DESCRIBE_TRANSACTIONS_REQ)
+ST_SCHEMA_DEFINE(st_txn_topic_data, ST_TXN_TOPIC_DATA)
+ST_SCHEMA_DEFINE(st_described_txn, ST_DESCRIBED_TXN)
+ST_SCHEMA_DEFINE(st_describe_transactions_resp, ST_DESCRIBE_TRANSACTIONS_RESP)
+ST_SCHEMA_DEFINE(st_list_transactions_req, ST_LIST_TRANSACTIONS_REQ)
+ST_SCHEMA_DEFINE(st_listed_txn, ST_LISTED_TXN)
+ST_SCHEMA_DEFINE(st_list_transactions_resp, ST_LIST_TRANSACTIONS_RESP)
 
 
 /* key, name, advertised min, min, max, first flexible, request, response.
@@ -252,6 +267,17 @@ static const st_api_t api_table[] = {
     /* Transactions (KIP-98): a coordinator's markers to partition leaders. */
     {ST_API_WRITE_TXN_MARKERS, "WriteTxnMarkers", 0, 0, 1, 1, &st_write_txn_markers_req_schema,
      &st_write_txn_markers_resp_schema, 0, 1},
+    /* The transaction coordinator (broker/txn). */
+    {ST_API_ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 0, 3, 3,
+     &st_add_partitions_to_txn_req_schema, &st_add_partitions_to_txn_resp_schema, 0, 3},
+    {ST_API_ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 0, 3, 3, &st_add_offsets_to_txn_req_schema,
+     &st_txn_simple_resp_schema, 0, 3},
+    {ST_API_END_TXN, "EndTxn", 0, 0, 3, 3, &st_end_txn_req_schema, &st_txn_simple_resp_schema, 0,
+     3},
+    {ST_API_DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0, 0, 0,
+     &st_describe_transactions_req_schema, &st_describe_transactions_resp_schema, 0, 0},
+    {ST_API_LIST_TRANSACTIONS, "ListTransactions", 0, 0, 1, 0, &st_list_transactions_req_schema,
+     &st_list_transactions_resp_schema, 0, 1},
     {ST_API_DESCRIBE_CONFIGS, "DescribeConfigs", 0, 0, 4, 4, &st_describe_configs_req_schema,
      &st_describe_configs_resp_schema, 0, 4},
     {ST_API_ALTER_CONFIGS, "AlterConfigs", 0, 0, 2, 2, &st_alter_configs_req_schema,

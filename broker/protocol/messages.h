@@ -49,7 +49,12 @@ enum st_api_key {
     ST_API_DESCRIBE_PRODUCERS = 61,
     ST_API_BROKER_HEARTBEAT = 63,
     ST_API_ALLOCATE_PRODUCER_IDS = 67,
-    ST_API_WRITE_TXN_MARKERS = 27
+    ST_API_WRITE_TXN_MARKERS = 27,
+    ST_API_ADD_PARTITIONS_TO_TXN = 24,
+    ST_API_ADD_OFFSETS_TO_TXN = 25,
+    ST_API_END_TXN = 26,
+    ST_API_DESCRIBE_TRANSACTIONS = 65,
+    ST_API_LIST_TRANSACTIONS = 66
 };
 
 /* ---- ApiVersions (18) ------------------------------------------------- */
@@ -1448,6 +1453,102 @@ ST_SCHEMA_DECLARE(st_write_txn_marker_result, ST_WRITE_TXN_MARKER_RESULT)
     X(S, ARRAY, markers, V(0), NN, NT, 0, st_write_txn_marker_result)
 ST_SCHEMA_DECLARE(st_write_txn_markers_resp, ST_WRITE_TXN_MARKERS_RESP)
 
+/* ---- The transaction coordinator's APIs (KIP-98, KIP-664): versions 0-3
+ * of AddPartitionsToTxn (24), AddOffsetsToTxn (25) and EndTxn (26), the
+ * producer's (v1 = v0, v2 PRODUCER_FENCED, v3 flexible; AddPartitionsToTxn
+ * v4+ is the brokers' batched form), DescribeTransactions (65) and
+ * ListTransactions (66, v1 the duration filter), flexible from v0. ---- */
+#define ST_ADD_PARTITIONS_TO_TXN_TOPIC(X, S)                                            \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY_INT32, partitions, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_add_partitions_to_txn_topic, ST_ADD_PARTITIONS_TO_TXN_TOPIC)
+
+#define ST_ADD_PARTITIONS_TO_TXN_REQ(X, S)                                              \
+    X(S, STRING, transactional_id, VR(0, 3), NN, NT, 0, _)                             \
+    X(S, INT64, producer_id, VR(0, 3), NN, NT, 0, _)                                   \
+    X(S, INT16, producer_epoch, VR(0, 3), NN, NT, 0, _)                                \
+    X(S, ARRAY, topics, VR(0, 3), NN, NT, 0, st_add_partitions_to_txn_topic)
+ST_SCHEMA_DECLARE(st_add_partitions_to_txn_req, ST_ADD_PARTITIONS_TO_TXN_REQ)
+
+#define ST_ADD_PARTITIONS_TO_TXN_PART_RESULT(X, S)                                      \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT16, partition_error_code, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_add_partitions_to_txn_part_result, ST_ADD_PARTITIONS_TO_TXN_PART_RESULT)
+
+#define ST_ADD_PARTITIONS_TO_TXN_TOPIC_RESULT(X, S)                                     \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, results_by_partition, V(0), NN, NT, 0, st_add_partitions_to_txn_part_result)
+ST_SCHEMA_DECLARE(st_add_partitions_to_txn_topic_result, ST_ADD_PARTITIONS_TO_TXN_TOPIC_RESULT)
+
+#define ST_ADD_PARTITIONS_TO_TXN_RESP(X, S)                                             \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, ARRAY, results_by_topic, VR(0, 3), NN, NT, 0, st_add_partitions_to_txn_topic_result)
+ST_SCHEMA_DECLARE(st_add_partitions_to_txn_resp, ST_ADD_PARTITIONS_TO_TXN_RESP)
+
+#define ST_ADD_OFFSETS_TO_TXN_REQ(X, S)                                                 \
+    X(S, STRING, transactional_id, V(0), NN, NT, 0, _)                                 \
+    X(S, INT64, producer_id, V(0), NN, NT, 0, _)                                       \
+    X(S, INT16, producer_epoch, V(0), NN, NT, 0, _)                                    \
+    X(S, STRING, group_id, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_add_offsets_to_txn_req, ST_ADD_OFFSETS_TO_TXN_REQ)
+
+/* AddOffsetsToTxn's and EndTxn's responses (v0-3) are the same two fields. */
+#define ST_TXN_SIMPLE_RESP(X, S)                                                        \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_txn_simple_resp, ST_TXN_SIMPLE_RESP)
+
+#define ST_END_TXN_REQ(X, S)                                                            \
+    X(S, STRING, transactional_id, V(0), NN, NT, 0, _)                                 \
+    X(S, INT64, producer_id, V(0), NN, NT, 0, _)                                       \
+    X(S, INT16, producer_epoch, V(0), NN, NT, 0, _)                                    \
+    X(S, BOOL, committed, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_end_txn_req, ST_END_TXN_REQ)
+
+#define ST_DESCRIBE_TRANSACTIONS_REQ(X, S)                                              \
+    X(S, ARRAY_STRING, transactional_ids, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_describe_transactions_req, ST_DESCRIBE_TRANSACTIONS_REQ)
+
+#define ST_TXN_TOPIC_DATA(X, S)                                                         \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY_INT32, partition_indexes, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_txn_topic_data, ST_TXN_TOPIC_DATA)
+
+#define ST_DESCRIBED_TXN(X, S)                                                          \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, transactional_id, V(0), NN, NT, 0, _)                                 \
+    X(S, STRING, transaction_state, V(0), NN, NT, 0, _)                                \
+    X(S, INT32, transaction_timeout_ms, V(0), NN, NT, 0, _)                            \
+    X(S, INT64, transaction_start_time_ms, V(0), NN, NT, -1, _)                        \
+    X(S, INT64, producer_id, V(0), NN, NT, -1, _)                                      \
+    X(S, INT32, producer_epoch, V(0), NN, NT, -1, _)                                   \
+    X(S, ARRAY, topic_partitions, V(0), NN, NT, 0, st_txn_topic_data)
+ST_SCHEMA_DECLARE(st_described_txn, ST_DESCRIBED_TXN)
+
+#define ST_DESCRIBE_TRANSACTIONS_RESP(X, S)                                             \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, ARRAY, transaction_states, V(0), NN, NT, 0, st_described_txn)
+ST_SCHEMA_DECLARE(st_describe_transactions_resp, ST_DESCRIBE_TRANSACTIONS_RESP)
+
+#define ST_LIST_TRANSACTIONS_REQ(X, S)                                                  \
+    X(S, ARRAY_STRING, state_filters, V(0), NN, NT, 0, _)                              \
+    X(S, ARRAY_INT64, producer_id_filters, V(0), NN, NT, 0, _)                         \
+    X(S, INT64, duration_filter, V(1), NN, NT, -1, _)
+ST_SCHEMA_DECLARE(st_list_transactions_req, ST_LIST_TRANSACTIONS_REQ)
+
+#define ST_LISTED_TXN(X, S)                                                             \
+    X(S, STRING, transactional_id, V(0), NN, NT, 0, _)                                 \
+    X(S, INT64, producer_id, V(0), NN, NT, 0, _)                                       \
+    X(S, STRING, transaction_state, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_listed_txn, ST_LISTED_TXN)
+
+#define ST_LIST_TRANSACTIONS_RESP(X, S)                                                 \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, ARRAY_STRING, unknown_state_filters, V(0), NN, NT, 0, _)                      \
+    X(S, ARRAY, transaction_states, V(0), NN, NT, 0, st_listed_txn)
+ST_SCHEMA_DECLARE(st_list_transactions_resp, ST_LIST_TRANSACTIONS_RESP)
+
 /* Every schema above, for tests that walk them all: X(schema). */
 #define ST_ALL_SCHEMAS(X)                                                               \
     X(st_api_versions_req) X(st_api_versions_key) X(st_api_versions_feature)           \
@@ -1533,7 +1634,13 @@ ST_SCHEMA_DECLARE(st_write_txn_markers_resp, ST_WRITE_TXN_MARKERS_RESP)
     X(st_allocate_producer_ids_req) X(st_allocate_producer_ids_resp)                   \
     X(st_describe_producers_req_topic) X(st_describe_producers_req) X(st_producer_state) \
     X(st_describe_producers_resp_part) X(st_describe_producers_resp_topic)             \
-    X(st_describe_producers_resp)
+    X(st_describe_producers_resp) X(st_add_partitions_to_txn_topic)                   \
+    X(st_add_partitions_to_txn_req) X(st_add_partitions_to_txn_part_result)           \
+    X(st_add_partitions_to_txn_topic_result) X(st_add_partitions_to_txn_resp)         \
+    X(st_add_offsets_to_txn_req) X(st_txn_simple_resp) X(st_end_txn_req)              \
+    X(st_describe_transactions_req) X(st_txn_topic_data) X(st_described_txn)          \
+    X(st_describe_transactions_resp) X(st_list_transactions_req) X(st_listed_txn)     \
+    X(st_list_transactions_resp)
 
 #include "msg_dsl_end.h"
 

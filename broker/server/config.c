@@ -321,6 +321,35 @@ static const st_cfg_desc_t broker_rows[] = {
          "alive then."),
     BROW("offsets.topic.segment.bytes", ST_CFG_INT, offsets_topic_segment_bytes, "104857600",
          14, I32MAX, NULL, 0, "segment.bytes of __consumer_offsets when it is created."),
+    /* the transaction coordinator (broker/txn) */
+    BROW("transaction.state.log.num.partitions", ST_CFG_INT, transaction_state_log_num_partitions,
+         "50", 1, 100000, NULL, 0,
+         "Partitions of __transaction_state when it is created (on first use); transactional "
+         "ids are placed by abs(hash(transactional.id)) % this count."),
+    BROW("transaction.state.log.replication.factor", ST_CFG_INT,
+         transaction_state_log_replication_factor, "3", 1, 32767, NULL, 0,
+         "Replication factor of __transaction_state when it is created, capped by the brokers "
+         "alive then."),
+    BROW("transaction.state.log.segment.bytes", ST_CFG_INT, transaction_state_log_segment_bytes,
+         "104857600", 14, I32MAX, NULL, 0,
+         "segment.bytes of __transaction_state when it is created."),
+    BROW("transaction.state.log.min.isr", ST_CFG_INT, transaction_state_log_min_isr, "2", 1,
+         32767, NULL, 0,
+         "min.insync.replicas of __transaction_state when it is created, capped by its "
+         "replication factor."),
+    BROW("transaction.max.timeout.ms", ST_CFG_INT, transaction_max_timeout_ms, "900000", 1,
+         I32MAX, NULL, 0,
+         "The longest transaction timeout a producer may ask for (InitProducerId); longer ones "
+         "get INVALID_TRANSACTION_TIMEOUT."),
+    BROW("transactional.id.expiration.ms", ST_CFG_LONG, transactional_id_expiration_ms,
+         "604800000", 1, I64MAX, NULL, 0,
+         "A transactional id without a transaction in progress is forgotten (a tombstone in "
+         "__transaction_state) this long after its last update."),
+    BROW("transaction.abort.timed.out.transaction.cleanup.interval.ms", ST_CFG_INT,
+         transaction_abort_timed_out_transaction_cleanup_interval_ms, "10000", 1, I32MAX, NULL,
+         0,
+         "How often transactions open longer than their timeout are aborted (and expired "
+         "transactional ids removed)."),
     BROW("offsets.retention.minutes", ST_CFG_INT, offsets_retention_minutes, "10080", 1, I32MAX,
          NULL, 0,
          "Committed offsets of a group without members are deleted this long after it became "

@@ -96,6 +96,13 @@ typedef struct st_broker_config {
     int32_t offsets_topic_num_partitions;
     int32_t offsets_topic_replication_factor;
     int32_t offsets_topic_segment_bytes;
+    int32_t transaction_state_log_num_partitions;
+    int32_t transaction_state_log_replication_factor;
+    int32_t transaction_state_log_segment_bytes;
+    int32_t transaction_state_log_min_isr;
+    int32_t transaction_max_timeout_ms;
+    int64_t transactional_id_expiration_ms;
+    int32_t transaction_abort_timed_out_transaction_cleanup_interval_ms;
     int32_t offsets_retention_minutes;
     int64_t offsets_retention_check_interval_ms;
     int32_t offsets_load_buffer_size;

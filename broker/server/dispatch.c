@@ -49,6 +49,11 @@ static const struct {
     {ST_API_INIT_PRODUCER_ID, st_handle_init_producer_id},
     {ST_API_ALLOCATE_PRODUCER_IDS, st_handle_allocate_producer_ids},
     {ST_API_DESCRIBE_PRODUCERS, st_handle_describe_producers},
+    {ST_API_ADD_PARTITIONS_TO_TXN, st_handle_add_partitions_to_txn},
+    {ST_API_ADD_OFFSETS_TO_TXN, st_handle_add_offsets_to_txn},
+    {ST_API_END_TXN, st_handle_end_txn},
+    {ST_API_DESCRIBE_TRANSACTIONS, st_handle_describe_transactions},
+    {ST_API_LIST_TRANSACTIONS, st_handle_list_transactions},
     {ST_API_WRITE_TXN_MARKERS, st_handle_write_txn_markers},
 };
 

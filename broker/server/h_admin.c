@@ -7,6 +7,7 @@
  */
 #include "server.h"
 #include "group.h"
+#include "txn.h"
 
 #include <stdlib.h>
 #include <sys/statvfs.h>
@@ -307,6 +308,13 @@ void st_handle_create_topics(st_server_t *srv, st_request_t *req) {
              * broker can only cause what a FindCoordinator would */
             st_offsets_topic_configs_t *cf = st_arena_alloc(&req->arena, sizeof *cf);
             st_server_offsets_topic_spec(srv, t, cf);
+            continue;
+        }
+        if (is_broker(req) && t->name_len == strlen(ST_TXN_STATE_TOPIC) &&
+            !memcmp(t->name, ST_TXN_STATE_TOPIC, t->name_len)) {
+            /* the same for a transaction coordinator's first use */
+            st_txn_topic_configs_t *cf = st_arena_alloc(&req->arena, sizeof *cf);
+            st_server_txn_topic_spec(srv, t, cf);
             continue;
         }
         if (st_topic_is_internal(t->name, t->name_len)) {

@@ -24,6 +24,7 @@
  */
 #include "group.h"
 #include "server.h"
+#include "txn.h"
 
 #include <stdlib.h>
 #include <strings.h>
@@ -190,18 +191,28 @@ static void coordinator_of(st_server_t *srv, st_request_t *req, const st_meta_im
     *port = -1;
     *err = st_err_wire(ST_E_COORDINATOR_NOT_AVAILABLE);
     *msg = ST_STR_NULL;
-    if (key_type != 0) {
-        *msg = st_str("transactions are not supported by this broker");
+    if (key_type != 0 && key_type != 1) {
+        *err = st_err_wire(ST_E_INVALID_REQUEST);
+        *msg = st_str("unknown coordinator key type");
         return;
     }
-    const st_meta_topic_t *t =
-        st_image_topic(img, ST_GROUP_OFFSETS_TOPIC, strlen(ST_GROUP_OFFSETS_TOPIC));
+    /* 0: a group's, in __consumer_offsets; 1: a transactional id's, in
+     * __transaction_state (h_txn.c) */
+    const char *topic = key_type == 0 ? ST_GROUP_OFFSETS_TOPIC : ST_TXN_STATE_TOPIC;
+    const st_meta_topic_t *t = st_image_topic(img, topic, strlen(topic));
     if (!t || t->nparts <= 0) {
         *msg = st_str(st_err_msg(ST_E_COORDINATOR_NOT_AVAILABLE));
         return;
     }
-    int32_t n = st_group_coord_num_partitions(srv->groups);
-    int32_t p = st_group_partition_for(key.p ? key.p : "", (size_t)ST_MAX(key.len, 0), n);
+    if (key_type == 1 && key.len <= 0) {
+        *err = st_err_wire(ST_E_INVALID_REQUEST);
+        *msg = st_str("empty transactional id");
+        return;
+    }
+    int32_t p = key_type == 0
+                    ? st_group_partition_for(key.p ? key.p : "", (size_t)ST_MAX(key.len, 0),
+                                             st_group_coord_num_partitions(srv->groups))
+                    : st_server_txn_partition_for(srv, key);
     int32_t leader = p < t->nparts ? t->parts[p].leader : -1;
     for (int i = 0; i < img->nbrokers && leader >= 0; i++) {
         const st_meta_broker_t *b = &img->brokers[i];
@@ -271,6 +282,11 @@ static void create_offsets_topic(st_server_t *srv, st_controller_t *ctl, void *a
                 (int)t.num_partitions);
 }
 
+static void create_txn_topic(st_server_t *srv, st_controller_t *ctl, void *arg) {
+    (void)arg;
+    st_server_create_txn_topic(srv, ctl);
+}
+
 static void find_coordinator_created(st_server_t *srv, st_request_t *req, void *arg) {
     (void)arg;
     find_coordinator_respond(srv, req);
@@ -280,11 +296,13 @@ void st_handle_find_coordinator(st_server_t *srv, st_request_t *req) {
     st_find_coordinator_req_t *q = req->body;
     st_meta_image_t *img = st_controller_image(srv->ctl);
     int exists = st_image_topic(img, ST_GROUP_OFFSETS_TOPIC, strlen(ST_GROUP_OFFSETS_TOPIC)) != NULL;
+    int txn_exists = st_image_topic(img, ST_TXN_STATE_TOPIC, strlen(ST_TXN_STATE_TOPIC)) != NULL;
     st_image_release(img);
-    if (!exists && q->key_type == 0) {
+    if ((!exists && q->key_type == 0) || (!txn_exists && q->key_type == 1)) {
         /* first use: create the topic, then answer (the client need not
          * retry on COORDINATOR_NOT_AVAILABLE) */
-        st_server_via_controller(srv, req, create_offsets_topic, find_coordinator_created, NULL);
+        st_server_via_controller(srv, req, q->key_type == 0 ? create_offsets_topic : create_txn_topic,
+                                 find_coordinator_created, NULL);
         return;
     }
     find_coordinator_respond(srv, req);

@@ -16,8 +16,8 @@
  * An idempotent producer (no transactional id) always gets a new id at
  * epoch 0, whatever id and epoch it sends (KIP-360: that is how Kafka's
  * coordinator answers a producer bumping its epoch without a transactional
- * id).  With a transactional id the request is for a transaction
- * coordinator, which this broker is not for any id: NOT_COORDINATOR.
+ * id).  With a transactional id the request is the transaction
+ * coordinator's (h_txn.c), which takes its ids from the same pool.
  *
  * Threads: the pool is shared by every loop and by the controller thread
  * (which runs the block callback); its mutex guards it.  Requests are only
@@ -142,6 +142,15 @@ static void ask_block(st_pid_pool_t *p) {
     if (go) st_controller_send_allocate_producer_ids(p->ctl, on_block, p);
 }
 
+int64_t st_pid_pool_try_take(st_pid_pool_t *p) {
+    pthread_mutex_lock(&p->lock);
+    int64_t id = p->head ? -1 : take_locked(p); /* none while requests wait: order */
+    int ask = want_block_locked(p);
+    pthread_mutex_unlock(&p->lock);
+    if (ask) ask_block(p);
+    return id;
+}
+
 void st_handle_init_producer_id(st_server_t *srv, st_request_t *req) {
     st_init_producer_id_req_t *q = req->body;
     st_init_producer_id_resp_t r;
@@ -150,14 +159,8 @@ void st_handle_init_producer_id(st_server_t *srv, st_request_t *req) {
     if (q->transactional_id.len >= 0) {
         /* Kafka: an empty transactional id is INVALID_REQUEST; any other
          * belongs to the transaction coordinator of its __transaction_state
-         * partition, which no broker here is */
-        r.error_code = st_err_wire(q->transactional_id.len == 0 ? ST_E_INVALID_REQUEST
-                                                                : ST_E_NOT_COORDINATOR);
-        ST_LOG_RATELIMITED(ST_LOG_INFO, "producer", 5000,
-                           "InitProducerId from %s for transactional id %.*s: no transaction "
-                           "coordinator", st_request_peer(req),
-                           (int)ST_MIN(q->transactional_id.len, 100), q->transactional_id.p);
-        st_request_respond(req, &r);
+         * partition */
+        st_handle_init_producer_id_txn(srv, req);
         return;
     }
     st_pid_pool_t *p = srv->pids;

@@ -17,6 +17,7 @@
  */
 #include "admin.h"
 #include "group.h"
+#include "txn.h"
 #include "server.h"
 #include "st_objectstore.h"
 #include "st_tiering.h"
@@ -375,10 +376,12 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     st_log_cleaner_t *cleaner = st_server_cleaner_new(&srv);
     srv.workers = st_pool_new(srv.cfg.num_io_threads, "io-worker");
     srv.pids = st_pid_pool_new(srv.ctl);
+    srv.txns = st_server_txns_new(&srv);
     st_logmgr_start(srv.logs);
     if (tier) st_tier_start(tier);
     st_controller_start(srv.ctl);
     st_group_coord_start(srv.groups);
+    st_txn_coord_start(srv.txns);
     if (cleaner) st_log_cleaner_start(cleaner);
     st_net_set_max_connections(srv.net, connection_limit(&srv.cfg, &fdl));
     if (srv.cfg.queued_max_request_bytes > 0)
@@ -406,9 +409,11 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     st_admin_detach(admin); /* /v1/ready answers 503 from here on */
     st_controller_stop(srv.ctl); /* controlled shutdown, while the loops still run */
     st_group_coord_close_requests(srv.groups); /* parked joins and syncs are answered */
+    st_txn_coord_close_requests(srv.txns);     /* no marker goes out any more */
     st_net_stop(srv.net);
     st_pool_destroy(srv.workers); /* after the loops: nothing submits any more */
     st_group_coord_destroy(srv.groups);
+    st_txn_coord_destroy(srv.txns); /* its clients, after the loops stopped */
     st_log_cleaner_destroy(cleaner); /* a pass in progress is undone */
     st_controller_close(srv.ctl);
     st_replicas_destroy(srv.rm);

@@ -31,6 +31,7 @@ typedef struct st_server {
     const st_cfg_bind_t *extra_config; /* the object store's table, etc. */
     size_t nextra_config;
     struct st_group_coord *groups; /* the group coordinator (broker/group) */
+    struct st_txn_coord *txns;     /* the transaction coordinator (broker/txn) */
     /* num.io.threads request workers: produce validation of compressed
      * batches and recompression (h_produce.c), never on an I/O thread */
     st_pool_t *workers;
@@ -121,6 +122,27 @@ typedef struct st_offsets_topic_configs {
 } st_offsets_topic_configs_t;
 void st_server_offsets_topic_spec(st_server_t *srv, st_new_topic_t *t,
                                   st_offsets_topic_configs_t *cf);
+/* the transaction coordinator (h_txn.c) */
+void st_handle_init_producer_id_txn(st_server_t *srv, st_request_t *req);
+void st_handle_add_partitions_to_txn(st_server_t *srv, st_request_t *req);
+void st_handle_add_offsets_to_txn(st_server_t *srv, st_request_t *req);
+void st_handle_end_txn(st_server_t *srv, st_request_t *req);
+void st_handle_describe_transactions(st_server_t *srv, st_request_t *req);
+void st_handle_list_transactions(st_server_t *srv, st_request_t *req);
+/* __transaction_state as this broker creates it (transaction.state.log.*);
+ * cf holds the configs t points at. */
+typedef struct st_txn_topic_configs {
+    char seg[32], isr[16];
+    st_kv_t kv[3];
+} st_txn_topic_configs_t;
+void st_server_txn_topic_spec(st_server_t *srv, st_new_topic_t *t, st_txn_topic_configs_t *cf);
+/* Create it (controller thread), logging the outcome. */
+void st_server_create_txn_topic(st_server_t *srv, st_controller_t *ctl);
+/* The __transaction_state partition of a transactional id. */
+int32_t st_server_txn_partition_for(st_server_t *srv, st_str_t id);
+/* The transaction coordinator configured from srv->cfg (not started;
+ * after srv->pids). */
+struct st_txn_coord *st_server_txns_new(st_server_t *srv);
 /* h_quorum.c: the metadata quorum */
 void st_handle_vote(st_server_t *srv, st_request_t *req);
 void st_handle_begin_quorum_epoch(st_server_t *srv, st_request_t *req);
@@ -143,6 +165,9 @@ void st_pid_pool_free(st_pid_pool_t *p);
 #define ST_PID_ISSUED_SLACK 16
 /* 1 when no InitProducerId can have answered pid (UNKNOWN_PRODUCER_ID). */
 int st_pid_never_issued(st_server_t *srv, int64_t pid);
+/* A producer id from the block at hand, or -1 when none is (a block is
+ * then asked for).  Any thread. */
+int64_t st_pid_pool_try_take(st_pid_pool_t *p);
 void st_handle_elect_leaders(st_server_t *srv, st_request_t *req);
 void st_handle_broker_registration(st_server_t *srv, st_request_t *req);
 void st_handle_broker_heartbeat(st_server_t *srv, st_request_t *req);

@@ -13,8 +13,9 @@ answered with Kafka's error while the partition keeps taking writes:
     the old epoch: INVALID_PRODUCER_EPOCH (47);
   - a producer id never issued (far above any InitProducerId answer):
     UNKNOWN_PRODUCER_ID (59);
-  - InitProducerId with a transactional id while transactions are not
-    served: an error answer (printed), not a hang nor a closed connection;
+  - InitProducerId with a transactional id before any FindCoordinator
+    made __transaction_state: NOT_COORDINATOR, not a hang nor a closed
+    connection;
 and after each, a plain batch (no producer id) and a new idempotent
 producer's first batch are both written.  The log holds exactly the batches
 that were answered with a new offset.
@@ -170,8 +171,10 @@ try:
     err, tpid, tepoch = init_pid(c, transactional_id="idem-bad-txn", timeout_ms=10000)
     print("InitProducerId with transactional id idem-bad-txn: %s (id %d, epoch %d)" % (name(err), tpid, tepoch),
           flush=True)
-    check(err != 0, "InitProducerId with a transactional id answered NONE while transactions are not served "
-          "(update this test once they are)")
+    # no FindCoordinator key type 1 came first, so there is no
+    # __transaction_state and this broker coordinates no transactional id
+    check(err == 16, "InitProducerId with a transactional id before __transaction_state exists answered %s, "
+          "not NOT_COORDINATOR" % name(err))
     still_serves("InitProducerId with a transactional id")
 
     # ---- the log holds exactly what was answered with a new offset

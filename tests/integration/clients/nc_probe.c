@@ -67,13 +67,13 @@ static int pipeline_send_next(void);
 /* Served keys that must be there, and keys stratad does not serve that
  * must not be advertised. */
 /* served: the client APIs, InitProducerId, OffsetForLeaderEpoch,
- * DescribeProducers, the quorum's and the brokers' lifecycle ones,
- * AlterPartition */
-static const int16_t must_have[] = {0, 1, 3, 18, 19, 22, 23, 43, 52, 53, 54, 55, 56, 59, 60,
-                                    61, 62, 63};
-/* not served: transactions (AddPartitionsToTxn, EndTxn) and SASL
- * (SaslHandshake) */
-static const int16_t must_not[] = {17, 24, 26};
+ * DescribeProducers, the transaction coordinator's (AddPartitionsToTxn,
+ * AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions), the
+ * quorum's and the brokers' lifecycle ones, AlterPartition */
+static const int16_t must_have[] = {0,  1,  3,  18, 19, 22, 23, 24, 25, 26, 43, 52,
+                                    53, 54, 55, 56, 59, 60, 61, 62, 63, 65, 66};
+/* not served: SASL (SaslHandshake, SaslAuthenticate) */
+static const int16_t must_not[] = {17, 36};
 
 static void check_body(const st_netclient_resp_t *resp) {
     st_arena_t a;
