@@ -68,10 +68,11 @@ static int pipeline_send_next(void);
  * must not be advertised. */
 /* served: the client APIs, InitProducerId, OffsetForLeaderEpoch,
  * DescribeProducers, the transaction coordinator's (AddPartitionsToTxn,
- * AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions), the
- * quorum's and the brokers' lifecycle ones, AlterPartition */
-static const int16_t must_have[] = {0,  1,  3,  18, 19, 22, 23, 24, 25, 26, 43, 52,
-                                    53, 54, 55, 56, 59, 60, 61, 62, 63, 65, 66};
+ * AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions),
+ * WriteTxnMarkers, TxnOffsetCommit, the quorum's and the brokers'
+ * lifecycle ones, AlterPartition */
+static const int16_t must_have[] = {0,  1,  3,  18, 19, 22, 23, 24, 25, 26, 27, 28, 43,
+                                    52, 53, 54, 55, 56, 59, 60, 61, 62, 63, 65, 66};
 /* not served: SASL (SaslHandshake, SaslAuthenticate) */
 static const int16_t must_not[] = {17, 36};
 
