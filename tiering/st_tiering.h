@@ -146,6 +146,11 @@ void st_tier_part_set_retention(st_tier_part_t *p, const st_tier_retention_t *re
  * uploads segments, applies remote retention and sweeps orphans; on
  * becoming leader the manifest is read from the bucket again. */
 void st_tier_part_set_leader(st_tier_part_t *p, int leading);
+/* Whether the bucket's aborted transactions were handed to the broker
+ * (remote_aborted) since the partition opened: until then a
+ * read_committed fetch of a remote offset must wait, or it could show
+ * records of aborted transactions. */
+int st_tier_part_aborted_ready(st_tier_part_t *p);
 /* Upload now, whatever the task interval (tests, shutdown). */
 void st_tier_part_kick(st_tier_part_t *p);
 

@@ -51,6 +51,7 @@ struct st_tier_part {
      * the bucket; a follower that becomes leader reads the manifest again
      * first (another leader wrote it meanwhile).  p->lock. */
     int leading, reload;
+    int aborted_ready; /* restore_aborted ran once (atomic) */
     int64_t last_upload_ms;
     int64_t last_sweep_ms;
     char *last_error; /* NULL: none */
@@ -762,8 +763,8 @@ static void delete_everything(st_tier_part_t *p) {
 static void part_forget(st_tier_part_t *p);
 
 /* Hand the broker the aborted transactions of every remote segment that
- * has a .txnindex object (the leader's first job after the manifest was
- * loaded).  An object that cannot be read is reported; the next load
+ * has a .txnindex object (the partition's first job as leader, once its
+ * manifest is known).  An object that cannot be read is reported; the next load
  * tries again. */
 static void restore_aborted(st_tier_part_t *p) {
     if (!p->ops.remote_aborted) return;
@@ -801,6 +802,11 @@ static void restore_aborted(st_tier_part_t *p) {
     st_tier__manifest_fini(&m);
     if (n) p->ops.remote_aborted(p->ops.arg, (const int64_t(*)[4])v, n);
     free(v);
+    __atomic_store_n(&p->aborted_ready, 1, __ATOMIC_RELEASE);
+}
+
+int st_tier_part_aborted_ready(st_tier_part_t *p) {
+    return !p->ops.remote_aborted || __atomic_load_n(&p->aborted_ready, __ATOMIC_ACQUIRE);
 }
 
 static void part_job(void *arg) {
@@ -826,13 +832,13 @@ static void part_job(void *arg) {
             if (e == ST_OK) manifest_install(p, &m);
             p->loaded = 1;
             free(why);
-            restore_aborted(p);
         } else {
             set_error(p, "reading the manifest: %s", why);
             free(why);
             goto out;
         }
     }
+    if (!__atomic_load_n(&p->aborted_ready, __ATOMIC_ACQUIRE)) restore_aborted(p);
     if (st_mono_ms() - p->last_sweep_ms > SWEEP_INTERVAL_MS || p->last_sweep_ms == 0) {
         sweep_orphans(p);
         p->last_sweep_ms = st_mono_ms();

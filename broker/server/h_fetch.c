@@ -86,7 +86,10 @@ static st_err_t read_partition(fetch_op_t *op, st_partition_t *p, int64_t offset
     d->last_stable_offset = lso >= 0 ? lso : st_log_last_stable_offset(p->log);
     d->log_start_offset = follower ? o.log_start_offset : st_partition_log_start(p);
     if (!follower && e == ST_E_OFFSET_OUT_OF_RANGE && st_partition_is_remote(p, offset)) {
-        /* Below the local log start: from the bucket, never blocking. */
+        /* Below the local log start: from the bucket, never blocking; a
+         * read_committed one once the bucket's aborted transactions are
+         * known (just after a restart or a leader change they may not be) */
+        if (read_committed(op) && !st_tier_part_aborted_ready(p->tier)) return ST_OK;
         st_tier_read_t tr;
         e = st_tier_read(p->tier, offset, limit, min_one ? ST_TIER_READ_MIN_ONE : 0, &tr, wake_loop,
                          op->req->loop);

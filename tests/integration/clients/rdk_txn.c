@@ -3,16 +3,19 @@
  * consumer for the transaction tests.
  *
  *   rdk_txn produce -b B -t TOPIC -i TXN_ID [-n TXNS] [-m MSGS] [-a ABORT_EVERY]
- *                   [-p PARTITIONS] [-X key=value ...]
+ *                   [-p PARTITIONS] [-k KEYS] [-f] [-X key=value ...]
  *       TXNS transactions of MSGS messages each, message j of
  *       transaction k to partition j % PARTITIONS with value "k j"; every
  *       ABORT_EVERY-th transaction (k % ABORT_EVERY == ABORT_EVERY - 1)
- *       is aborted, the others committed.  Prints "COMMITTED k" or
+ *       is aborted, the others committed.  -k: message j has key
+ *       "kK" with K = j % KEYS (compacted topics).  -f: flush before the
+ *       transaction ends, so an aborted one's messages are in the log
+ *       (librdkafka otherwise drops what it has not sent yet).  Prints "COMMITTED k" or
  *       "ABORTED k" as each ends (an abortable error aborts the
  *       transaction: "ABORTED k"), "FATAL name: reason" and exit 3 on a
  *       fatal error (fenced).
  *
- *   rdk_txn ctp -b B -i TXN_ID -g GROUP -s SRC -t DST [-n MAX] [-a ABORT_EVERY]
+ *   rdk_txn ctp -b B -i TXN_ID -g GROUP -s SRC -t DST [-n MAX] [-a ABORT_EVERY] [-f]
  *       consume-transform-produce: a read_committed consumer of SRC in
  *       GROUP; each polled message goes to DST as "x VALUE" inside a
  *       transaction that also commits the consumer's position with
@@ -22,10 +25,11 @@
  *       committed or 10 s without input.  Prints "COMMITTED n" per
  *       committed transaction (n messages) and "ABORTED n".
  *
- *   rdk_txn consume -b B -t TOPIC [-p PARTITIONS] [-I IDLE_MS] [-X key=value ...]
+ *   rdk_txn consume -b B -t TOPIC [-p PARTITIONS] [-I IDLE_MS] [-K] [-X key=value ...]
  *       reads every partition from the start with isolation.level
  *       read_committed (unless -X says otherwise) until IDLE_MS pass
- *       without a message; prints "p offset value" per message.
+ *       without a message; prints "p offset value" per message (with -K
+ *       "p offset key value").
  *
  *   rdk_txn zombie -b B -t TOPIC -i TXN_ID
  *       two producers with the same transactional id: the first begins a
@@ -46,6 +50,7 @@
 
 static const char *brokers, *topic, *txn_id, *group, *src;
 static int ntxns = 10, nmsgs = 10, abort_every = 0, nparts = 1, idle_ms = 5000, max_msgs = 0;
+static int nkeys = 0, flush_first = 0, print_keys = 0;
 static const char *xprops[32];
 static int nx;
 
@@ -87,10 +92,12 @@ static rd_kafka_t *producer_new(const char *id) {
     return rk;
 }
 
-static void produce_one(rd_kafka_t *rk, const char *to, int32_t partition, const char *value) {
+static void produce_keyed(rd_kafka_t *rk, const char *to, int32_t partition, const char *key,
+                          const char *value) {
     for (;;) {
         rd_kafka_resp_err_t err =
             rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(to), RD_KAFKA_V_PARTITION(partition),
+                              RD_KAFKA_V_KEY((void *)key, key ? strlen(key) : 0),
                               RD_KAFKA_V_VALUE((void *)value, strlen(value)),
                               RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
         if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
@@ -100,6 +107,10 @@ static void produce_one(rd_kafka_t *rk, const char *to, int32_t partition, const
         if (err) fprintf(stderr, "produce: %s\n", rd_kafka_err2name(err));
         return;
     }
+}
+
+static void produce_one(rd_kafka_t *rk, const char *to, int32_t partition, const char *value) {
+    produce_keyed(rk, to, partition, NULL, value);
 }
 
 /* Commit (or abort); 1 committed, 0 aborted.  Retriable errors retry,
@@ -127,10 +138,12 @@ static int do_produce(void) {
         rd_kafka_error_t *e = rd_kafka_begin_transaction(rk);
         if (e) die("begin_transaction", e);
         for (int j = 0; j < nmsgs; j++) {
-            char v[64];
+            char v[64], key[32];
             snprintf(v, sizeof v, "%d %d", k, j);
-            produce_one(rk, topic, j % nparts, v);
+            snprintf(key, sizeof key, "k%d", nkeys > 0 ? j % nkeys : 0);
+            produce_keyed(rk, topic, j % nparts, nkeys > 0 ? key : NULL, v);
         }
+        if (flush_first) rd_kafka_flush(rk, TIMEOUT_MS);
         int want_commit = !(abort_every > 0 && k % abort_every == abort_every - 1);
         int committed = end_txn(rk, want_commit);
         printf("%s %d\n", committed ? "COMMITTED" : "ABORTED", k);
@@ -143,6 +156,8 @@ static int do_produce(void) {
 static rd_kafka_t *consumer_new(const char *grp, int committed) {
     char err[512];
     rd_kafka_conf_t *c = conf_new();
+    for (int i = 0; i < nx; i++) /* -X isolation.level=... wins */
+        if (!strncmp(xprops[i], "isolation.level=", 16)) committed = 0;
     if (committed) rd_kafka_conf_set(c, "isolation.level", "read_committed", err, sizeof err);
     rd_kafka_conf_set(c, "group.id", grp ? grp : "rdk-txn-reader", err, sizeof err);
     rd_kafka_conf_set(c, "enable.auto.commit", "false", err, sizeof err);
@@ -180,8 +195,13 @@ static int do_consume(void) {
         if (m->err) {
             fprintf(stderr, "consume: %s\n", rd_kafka_message_errstr(m));
         } else {
-            printf("%d %lld %.*s\n", (int)m->partition, (long long)m->offset, (int)m->len,
-                   (const char *)m->payload);
+            if (print_keys)
+                printf("%d %lld %.*s %.*s\n", (int)m->partition, (long long)m->offset,
+                       (int)m->key_len, m->key ? (const char *)m->key : "", (int)m->len,
+                       (const char *)m->payload);
+            else
+                printf("%d %lld %.*s\n", (int)m->partition, (long long)m->offset, (int)m->len,
+                       (const char *)m->payload);
             last = now;
         }
         rd_kafka_message_destroy(m);
@@ -248,6 +268,7 @@ static int do_ctp(void) {
         rd_kafka_consumer_group_metadata_destroy(gm);
         rd_kafka_topic_partition_list_destroy(pos);
         int commit = !(abort_every > 0 && ntx % abort_every == abort_every - 1);
+        if (flush_first) rd_kafka_flush(p, TIMEOUT_MS);
         if (e) {
             if (rd_kafka_error_is_fatal(e)) die("send_offsets_to_transaction", e);
             fprintf(stderr, "send_offsets: %s\n", rd_kafka_error_string(e));
@@ -298,7 +319,7 @@ int main(int argc, char **argv) {
     const char *mode = argv[1];
     int opt;
     optind = 2;
-    while ((opt = getopt(argc, argv, "b:t:i:n:m:a:p:g:s:I:X:")) != -1) {
+    while ((opt = getopt(argc, argv, "b:t:i:n:m:a:p:g:s:I:X:k:fK")) != -1) {
         switch (opt) {
         case 'b': brokers = optarg; break;
         case 't': topic = optarg; break;
@@ -310,6 +331,9 @@ int main(int argc, char **argv) {
         case 'g': group = optarg; break;
         case 's': src = optarg; break;
         case 'I': idle_ms = atoi(optarg); break;
+        case 'k': nkeys = atoi(optarg); break;
+        case 'f': flush_first = 1; break;
+        case 'K': print_keys = 1; break;
         case 'X':
             if (nx < 32) xprops[nx++] = optarg;
             break;
