@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
 
@@ -59,6 +60,7 @@ typedef struct opts {
     int latency;      /* report delivery latency percentiles */
     int e2e;          /* a consumer reads along: produce-to-delivery */
     int idempotent;   /* produce: enable.idempotence=true (KIP-98) */
+    long long txn;    /* produce: transactions of this many records (0: none) */
     int max_in_flight; /* produce: max.in.flight per connection, 0: librdkafka's */
     int partitions;   /* topic mode */
     int replication;  /* topic mode */
@@ -108,6 +110,8 @@ static void usage(FILE *out) {
             "  -r, --rate N               produce: N records/s (default: as fast as possible)\n"
             "  -L, --latency              produce: delivery latency percentiles (lat_*_ms)\n"
             "  -I, --idempotent           produce: enable.idempotence=true (needs --acks all)\n"
+            "      --txn K                produce: in transactions of K records each (a\n"
+            "                             transactional.id of its own, commit after every K)\n"
             "  -F, --max-in-flight N      produce: max.in.flight requests per connection\n"
             "  -E, --e2e                  produce: a consumer reads along; produce-to-delivery\n"
             "                             percentiles (e2e_*_ms); needs --size >= 16\n"
@@ -329,6 +333,15 @@ static int warm_every_partition(rd_kafka_t *rk, const opts_t *o, const unsigned 
     return 0;
 }
 
+/* A transactional call's error, printed; 0 when none. */
+static int txn_call(rd_kafka_error_t *e, const char *what) {
+    if (!e) return 0;
+    fprintf(stderr, "strata-loadgen: %s_transaction: %s: %s\n", what, rd_kafka_error_name(e),
+            rd_kafka_error_string(e));
+    rd_kafka_error_destroy(e);
+    return 1;
+}
+
 static int run_produce(const opts_t *o) {
     char err[512], buf[64];
     dr_stats_t st = {0};
@@ -340,6 +353,11 @@ static int run_produce(const opts_t *o) {
     if (o->debug) set(conf, "debug", o->debug);
     set(conf, "acks", o->acks);
     if (o->idempotent) set(conf, "enable.idempotence", "true");
+    if (o->txn > 0) {
+        snprintf(buf, sizeof buf, "strata-loadgen-%d", (int)getpid());
+        set(conf, "transactional.id", buf);
+        set(conf, "transaction.timeout.ms", "120000"); /* >= message.timeout.ms below */
+    }
     if (o->max_in_flight > 0) {
         snprintf(buf, sizeof buf, "%d", o->max_in_flight);
         set(conf, "max.in.flight", buf);
@@ -365,6 +383,10 @@ static int run_produce(const opts_t *o) {
         return 1;
     }
 
+    if (o->txn > 0 && txn_call(rd_kafka_init_transactions(rk, o->timeout_s * 1000), "init")) {
+        rd_kafka_destroy(rk);
+        return 1;
+    }
     /* The window a record takes slides by a prime stride through a pool
      * larger than any batch. */
     size_t pool_len = (size_t)o->size + (1u << 20);
@@ -387,9 +409,16 @@ static int run_produce(const opts_t *o) {
 
     /* Warm up: one record, delivered, so topic creation and connection set
      * up are not timed.  It is not counted. */
+    if (o->txn > 0 && txn_call(rd_kafka_begin_transaction(rk), "begin")) {
+        free(payload);
+        rd_kafka_destroy(rk);
+        return 1;
+    }
     rd_kafka_resp_err_t e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(o->topic),
                                               RD_KAFKA_V_VALUE(payload, (size_t)o->size),
                                               RD_KAFKA_V_END);
+    if (!e && o->txn > 0 && txn_call(rd_kafka_commit_transaction(rk, o->timeout_s * 1000), "commit"))
+        e = RD_KAFKA_RESP_ERR__FAIL;
     if (e || rd_kafka_flush(rk, o->timeout_s * 1000) || st.failed) {
         fprintf(stderr, "strata-loadgen: warm-up record failed: %s\n",
                 rd_kafka_err2str(e ? e : st.failed ? st.first_err : RD_KAFKA_RESP_ERR__TIMED_OUT));
@@ -439,6 +468,10 @@ static int run_produce(const opts_t *o) {
             v = val;
             flags = RD_KAFKA_MSG_F_COPY;
         }
+        if (o->txn > 0 && sent % o->txn == 0 && txn_call(rd_kafka_begin_transaction(rk), "begin")) {
+            rc = 1;
+            break;
+        }
         if (st.t_sent) st.t_sent[sent] = now_s();
         e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(o->topic), RD_KAFKA_V_MSGFLAGS(flags),
                               RD_KAFKA_V_VALUE(v, (size_t)o->size),
@@ -455,6 +488,11 @@ static int run_produce(const opts_t *o) {
         }
         sent++;
         off = (off + 7919) % (pool_len - (size_t)o->size);
+        if (o->txn > 0 && (sent % o->txn == 0 || sent == o->count) &&
+            txn_call(rd_kafka_commit_transaction(rk, (int)(deadline - now_s()) * 1000 + 1), "commit")) {
+            rc = 1;
+            break;
+        }
         if ((sent & 1023) == 0) {
             rd_kafka_poll(rk, 0);
             double t = now_s();
@@ -482,6 +520,7 @@ static int run_produce(const opts_t *o) {
     char extra[512];
     int len = snprintf(extra, sizeof extra, "acks=%s ", o->acks);
     if (o->idempotent) len += snprintf(extra + len, sizeof extra - (size_t)len, "idempotent=1 ");
+    if (o->txn > 0) len += snprintf(extra + len, sizeof extra - (size_t)len, "txn=%lld ", o->txn);
     if (o->max_in_flight > 0)
         len += snprintf(extra + len, sizeof extra - (size_t)len, "max_in_flight=%d ", o->max_in_flight);
     if (o->rate > 0) len += snprintf(extra + len, sizeof extra - (size_t)len, "rate=%.0f ", o->rate);
@@ -747,11 +786,12 @@ int main(int argc, char **argv) {
         {"replication-factor", required_argument, NULL, 'R'},
         {"config", required_argument, NULL, 'c'},
         {"idempotent", no_argument, NULL, 'I'},
+        {"txn", required_argument, NULL, 'X'},
         {"max-in-flight", required_argument, NULL, 'F'},
         {NULL, 0, NULL, 0}};
     int ch;
     char *end;
-    while ((ch = getopt_long(argc, argv, "b:t:n:s:a:l:T:qd:hz:r:LEp:R:c:IF:", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "b:t:n:s:a:l:T:qd:hz:r:LEp:R:c:IF:X:", longopts, NULL)) != -1) {
         errno = 0;
         switch (ch) {
         case 'b': o.bootstrap = optarg; break;
@@ -768,6 +808,7 @@ int main(int argc, char **argv) {
         case 'L': o.latency = 1; break;
         case 'E': o.e2e = 1; break;
         case 'I': o.idempotent = 1; break;
+        case 'X': o.txn = atoll(optarg); break;
         case 'F': o.max_in_flight = (int)strtol(optarg, &end, 10); break;
         case 'p': o.partitions = (int)strtol(optarg, &end, 10); break;
         case 'R': o.replication = (int)strtol(optarg, &end, 10); break;
@@ -801,8 +842,8 @@ int main(int argc, char **argv) {
                         "--replication-factor positive, --size >= 16 with --e2e\n");
         return 2;
     }
-    if (o.idempotent && strcmp(o.acks, "all")) {
-        fprintf(stderr, "strata-loadgen: --idempotent needs --acks all\n");
+    if ((o.idempotent || o.txn > 0) && strcmp(o.acks, "all")) {
+        fprintf(stderr, "strata-loadgen: --idempotent and --txn need --acks all\n");
         return 2;
     }
     if (strcmp(o.acks, "0") && strcmp(o.acks, "1") && strcmp(o.acks, "all")) {

@@ -366,11 +366,33 @@ typedef struct end_params {
     int knows_fenced;
 } end_params_t;
 
-static void end_job(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
+/* The answer to an EndTxn that prepared its transaction: after the
+ * markers, when they come soon (END_WAIT_MS).  Kafka answers at once, and
+ * the client's next AddPartitionsToTxn meets CONCURRENT_TRANSACTIONS until
+ * the markers are written, then retries after its backoff (librdkafka's
+ * and the Java client's 20 ms): held here, a producer's next transaction
+ * starts as soon as it can. */
+#define END_WAIT_MS 1000
+
+static void end_answer(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
     (void)c;
     top_t *op = arg;
     end_params_t *p = op->params;
+    top_wait(op, s, p->id);
+    st_txn_simple_resp_t *r = resp_new(op->req, &st_txn_simple_resp_schema);
+    r->error_code = 0;
+    top_finish(op, r);
+}
+
+static void end_job(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
+    top_t *op = arg;
+    end_params_t *p = op->params;
     st_err_t e = st_tstate_end_txn(s, p->id, p->pid, p->epoch, p->commit);
+    const st_txn_t *t = e ? NULL : st_tstate_lookup(s, p->id);
+    if (t && (t->status == ST_TXN_PREPARE_COMMIT || t->status == ST_TXN_PREPARE_ABORT)) {
+        st_txn_coord_when_ended(c, p->id, p->pid, p->epoch, END_WAIT_MS, end_answer, op);
+        return;
+    }
     if (!e) top_wait(op, s, p->id);
     st_txn_simple_resp_t *r = resp_new(op->req, &st_txn_simple_resp_schema);
     r->error_code = fenced_wire(e, p->knows_fenced);

@@ -82,6 +82,18 @@ typedef struct client {
     st_netclient_t *nc;
 } client_t;
 
+/* An EndTxn answer held until its transaction completes (coordinator
+ * thread). */
+typedef struct ewait {
+    struct ewait *next;
+    st_str_t id; /* owned */
+    int64_t pid;
+    int16_t epoch;
+    int64_t deadline; /* monotonic ms */
+    st_txn_job_fn fn;
+    void *arg;
+} ewait_t;
+
 struct st_txn_coord {
     st_txn_coord_config_t cfg;
     st_replicas_t *rm;
@@ -94,6 +106,7 @@ struct st_txn_coord {
     uint8_t *buf;
     size_t bufcap;
     mtask_t *tasks;
+    ewait_t *ewaits;
     uint64_t next_seq;
     int64_t next_leader_check;
 
@@ -706,6 +719,36 @@ static int64_t run_tasks(st_txn_coord_t *c) {
 
 /* ---- the thread ----------------------------------------------------------------------- */
 
+void st_txn_coord_when_ended(st_txn_coord_t *c, st_str_t id, int64_t pid, int16_t epoch,
+                             int32_t wait_ms, st_txn_job_fn fn, void *arg) {
+    ewait_t *w = st_malloc(sizeof *w);
+    *w = (ewait_t){c->ewaits, sdup(id), pid, epoch, st_mono_ms() + wait_ms, fn, arg};
+    c->ewaits = w;
+}
+
+/* Run the held answers whose transaction is no longer Prepare* (or whose
+ * wait is over; all of them with force); returns the next deadline, -1
+ * when none waits. */
+static int64_t run_ewaits(st_txn_coord_t *c, int force) {
+    int64_t now = st_mono_ms(), next = -1;
+    for (ewait_t **pp = &c->ewaits; *pp;) {
+        ewait_t *w = *pp;
+        const st_txn_t *t = st_tstate_lookup(c->state, w->id);
+        int pending = t && t->producer_id == w->pid && t->producer_epoch == w->epoch &&
+                      (t->status == ST_TXN_PREPARE_COMMIT || t->status == ST_TXN_PREPARE_ABORT);
+        if (!force && pending && now < w->deadline) {
+            next = next < 0 ? w->deadline : ST_MIN(next, w->deadline);
+            pp = &w->next;
+            continue;
+        }
+        *pp = w->next;
+        w->fn(c, c->state, w->arg);
+        free((char *)w->id.p);
+        free(w);
+    }
+    return next;
+}
+
 static void *coord_main(void *arg) {
     st_txn_coord_t *c = arg;
     st_thread_set_name("txn-coord");
@@ -732,9 +775,11 @@ static void *coord_main(void *arg) {
         follow_leaders(c);
         int64_t next = st_tstate_tick(c->state);
         int64_t tasks = run_tasks(c);
+        int64_t held = run_ewaits(c, closing(c));
         pthread_mutex_lock(&c->lock);
         if (c->head || c->stopping || loading) continue;
         int64_t wait = ST_MIN(ST_MAX(next - st_mono_ms(), 0), tasks >= 0 ? tasks : 1000);
+        if (held >= 0) wait = ST_MIN(wait, ST_MAX(held - st_mono_ms(), 0));
         if (wait <= 0) continue;
         st_cond_wait_ms(&c->cond, &c->lock, wait);
     }
@@ -791,6 +836,7 @@ static void close_job(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
     close_wait_t *w = arg;
     st_tstate_close(s);
     __atomic_store_n(&c->closing, 1, __ATOMIC_RELEASE);
+    run_ewaits(c, 1); /* answered now, before the loops stop */
     pthread_mutex_lock(&w->lock);
     w->done = 1;
     pthread_cond_signal(&w->cond);
@@ -827,6 +873,7 @@ void st_txn_coord_destroy(st_txn_coord_t *c) {
         j->fn(c, c->state, j->arg);
         free(j);
     }
+    run_ewaits(c, 1);
     while (c->tasks) {
         mtask_t *t = c->tasks;
         c->tasks = t->next;

@@ -244,5 +244,11 @@ void st_txn_coord_submit(st_txn_coord_t *c, st_txn_job_fn fn, void *arg);
  * when answers need not wait).  Coordinator thread. */
 int64_t st_txn_coord_written_end(st_txn_coord_t *c, int32_t partition);
 int32_t st_txn_coord_num_partitions(st_txn_coord_t *c);
+/* Run fn (coordinator thread) once the transaction of id at pid / epoch
+ * is no longer PrepareCommit / PrepareAbort (its markers are written and
+ * the Complete record appended), or after wait_ms, or when the
+ * coordinator stops.  Coordinator thread. */
+void st_txn_coord_when_ended(st_txn_coord_t *c, st_str_t id, int64_t pid, int16_t epoch,
+                             int32_t wait_ms, st_txn_job_fn fn, void *arg);
 
 #endif /* ST_TXN_H */
