@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# bench/idempotent.sh - what idempotence costs a producer: 1 KB records with
-# acks=all from librdkafka with enable.idempotence=false and =true, to one
-# stratad on this machine, in one run.  See bench/README.md and
+# bench/idempotent.sh - what idempotence and transactions cost a producer:
+# 1 KB records with acks=all from librdkafka with enable.idempotence=false
+# and =true, and in transactions of 100 records, to one stratad on this
+# machine, in one run.  See bench/README.md and
 # docs/BENCHMARKS.md.
 #
 # Each measurement starts a fresh stratad (empty temporary log dir, free
@@ -15,10 +16,15 @@
 #               limit (KIP-98): what idempotence costs the broker alone;
 #   idempotent  --idempotent: InitProducerId first, every batch with its
 #               producer id, epoch and sequence, checked by the broker
-#               against the producer's state in each partition.
+#               against the producer's state in each partition;
+#   txn-100     --txn 100: a transactional.id, transactions of 100 records
+#               each (AddPartitionsToTxn, the records, EndTxn commit with
+#               its markers), one after another.
 #
-# The three take turns, REPEATS times each; the medians and the ratios
-# idempotent / plain (aim >= 0.95) and idempotent / plain-5 are printed.
+# The four take turns, REPEATS times each; the medians and the ratios
+# idempotent / plain (aim >= 0.95), idempotent / plain-5 and txn-100 /
+# idempotent are printed.  TXN_N (N / 5) records go in txn-100 runs: a
+# producer commits one transaction at a time.
 #
 # Settings (environment): REPEATS (5), PARTITIONS (3), N (1000000), SETTLE_S
 # (3), LINGER_MS (5), BUILD_DIR (build-bench), SKIP_BUILD=1 to reuse a
@@ -34,6 +40,7 @@ PARTITIONS=${PARTITIONS:-3}
 N=${N:-1000000}
 SETTLE_S=${SETTLE_S:-3}
 LINGER_MS=${LINGER_MS:-5}
+TXN_N=${TXN_N:-$((N / 5))}
 BUILD_DIR=${BUILD_DIR:-build-bench}
 SIZE=1000
 
@@ -144,17 +151,19 @@ echo "stratad at $rev; $(uname -sr), librdkafka $(pkg-config --modversion rdkafk
      "log.flush.on.ack=${flush:-true}, linger.ms $LINGER_MS, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 declare -A rps mbs cpus
-modes=(plain plain-5 idempotent)
+modes=(plain plain-5 idempotent txn-100)
 for r in $(seq 1 "$REPEATS"); do
   for mode in "${modes[@]}"; do
     extra=()
     [ "$mode" = plain-5 ] && extra=(--max-in-flight 5)
     [ "$mode" = idempotent ] && extra=(--idempotent)
+    n=$N
+    if [ "$mode" = txn-100 ]; then extra=(--txn 100); n=$TXN_N; fi
     start_stratad
     sleep "$SETTLE_S"
     c0=$(cpu_s)
-    loadgen produce -b "$bootstrap" -t bench -n "$N" -s "$SIZE" -a all -l "$LINGER_MS" "${extra[@]}"
-    cpu=$(awk -v a="$c0" -v b="$(cpu_s)" -v n="$N" -v s="$SIZE" 'BEGIN { printf "%.2f", (b - a) / (n * s / 1e9) }')
+    loadgen produce -b "$bootstrap" -t bench -n "$n" -s "$SIZE" -a all -l "$LINGER_MS" "${extra[@]}"
+    cpu=$(awk -v a="$c0" -v b="$(cpu_s)" -v n="$n" -v s="$SIZE" 'BEGIN { printf "%.2f", (b - a) / (n * s / 1e9) }')
     echo "    $mode: $result stratad_cpu_s_per_gb=$cpu" >&2
     rps[$mode]+="$(field records_per_s "$result") "
     mbs[$mode]+="$(field mb_per_s "$result") "
@@ -164,6 +173,7 @@ for r in $(seq 1 "$REPEATS"); do
 done
 # shellcheck disable=SC2086 # the lists are space-separated on purpose
 plain=$(median ${rps[plain]}); plain5=$(median ${rps[plain-5]}); idem=$(median ${rps[idempotent]})
+txn=$(median ${rps[txn-100]})
 
 echo
 echo "Produce, acks=all, $N records of 1 KB to $PARTITIONS partitions (MB = 10^6 bytes of record values)"
@@ -177,8 +187,10 @@ row() { # row LABEL MODE
 row "plain (librdkafka defaults)" plain
 row "plain, max.in.flight 5" plain-5
 row "idempotent (enable.idempotence=true)" idempotent
+row "transactional, 100 records per transaction ($TXN_N records)" txn-100
 echo
 echo "idempotent / plain throughput: $(ratio "$idem" "$plain") (aim >= 0.95);" \
-     "idempotent / plain with max.in.flight 5: $(ratio "$idem" "$plain5")"
+     "idempotent / plain with max.in.flight 5: $(ratio "$idem" "$plain5");" \
+     "transactional / idempotent: $(ratio "$txn" "$idem")"
 echo
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
