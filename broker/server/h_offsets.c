@@ -87,8 +87,7 @@ static st_err_t remote_time_scan(st_partition_t *p, int64_t ts, int64_t from, st
 
 /* One partition's answer; ST_E_AGAIN while the bucket is being read. */
 static st_err_t list_one(st_partition_t *p, int64_t timestamp, int committed, st_loop_t *loop,
-                         int64_t *offset_out,
-                         int64_t *ts_out, int32_t *epoch_out) {
+                         int64_t *offset_out, int64_t *ts_out, int32_t *epoch_out) {
     st_log_offsets_t o;
     st_log_offsets(p->log, &o);
     if (o.offline) return ST_E_KAFKA_STORAGE_ERROR;
