@@ -96,13 +96,15 @@ static void file_append(st_log_t *log, const st_log_aborted_txn_t *a) {
                            WHAT_ARGS(log), (long long)s->base_offset, st_err_msg(e));
 }
 
-static void add_aborted(st_log_t *log, const st_log_aborted_txn_t *a) {
+/* to_file: also in the marker segment's .txnindex (not while a replay
+ * re-derives the entries, nor for entries read from a file or the bucket) */
+static void add_aborted(st_log_t *log, const st_log_aborted_txn_t *a, int to_file) {
     if (log->naborted == log->capaborted) {
         log->capaborted = log->capaborted ? log->capaborted * 2 : 8;
         log->aborted = st_realloc(log->aborted, (size_t)log->capaborted * sizeof *log->aborted);
     }
     log->aborted[log->naborted++] = *a;
-    if (!log->txn_replaying) file_append(log, a);
+    if (to_file) file_append(log, a);
 }
 
 /* Rewrite the .txnindex of segment i from memory (none when empty). */
@@ -158,10 +160,7 @@ void st_log__txn_load(st_log_t *log) {
             st_log_aborted_txn_t a = {(int64_t)st_be64_get(p + 2), (int64_t)st_be64_get(p + 10),
                                       (int64_t)st_be64_get(p + 18), (int64_t)st_be64_get(p + 26)};
             if (a.last_offset < log->log_start_offset || a.first_offset > a.last_offset) continue;
-            int saved = log->txn_replaying;
-            log->txn_replaying = 1;
-            add_aborted(log, &a);
-            log->txn_replaying = saved;
+            add_aborted(log, &a, 0);
         }
         free(data);
     }
@@ -249,7 +248,7 @@ void st_log__txn_apply(st_log_t *log, const st_batch_info_t *b, const uint8_t *b
         int64_t other = first_open(log, b->producer_id);
         st_log_aborted_txn_t a = {b->producer_id, e->txn_first_offset, b->base_offset,
                                   other == INT64_MAX ? b->base_offset + 1 : other};
-        add_aborted(log, &a);
+        add_aborted(log, &a, !log->txn_replaying);
     }
     e->txn_first_offset = -1;
     if (cepoch >= 0) e->coordinator_epoch = cepoch;
@@ -333,10 +332,7 @@ void st_log_add_aborted(st_log_t *log, const st_log_aborted_txn_t *v, int n) {
             have = log->aborted[k].producer_id == v[i].producer_id &&
                    log->aborted[k].last_offset == v[i].last_offset;
         if (have) continue;
-        int saved = log->txn_replaying;
-        log->txn_replaying = 1; /* in memory only: the bucket holds them */
-        add_aborted(log, &v[i]);
-        log->txn_replaying = saved;
+        add_aborted(log, &v[i], 0); /* in memory only: the bucket holds them */
         added++;
     }
     if (added && log->naborted > 1)

@@ -421,6 +421,17 @@ int st_partition_committed(st_partition_t *p, int64_t need, st_err_t *e) {
     return 1;
 }
 
+int st_partition_durable(st_partition_t *p, int64_t need, int flush, st_err_t *e) {
+    st_log_offsets_t o;
+    st_log_offsets(p->log, &o);
+    if (o.offline) {
+        *e = ST_E_KAFKA_STORAGE_ERROR;
+        return 1;
+    }
+    if (!st_partition_committed(p, need, e)) return 0;
+    return *e || !flush || o.flushed_offset >= need;
+}
+
 /* Kafka's Replica.updateFetchStateOrThrow: a fetch at the leader's log end
  * means caught up now; one at or past where the leader's log ended at the
  * follower's previous fetch means caught up as of that fetch. */

@@ -170,6 +170,12 @@ st_err_t st_partition_follower_fetch(st_partition_t *p, int32_t replica_id, int3
  * be (NOT_LEADER_OR_FOLLOWER) or is but the ISR is below
  * min.insync.replicas (NOT_ENOUGH_REPLICAS_AFTER_APPEND). */
 int st_partition_committed(st_partition_t *p, int64_t need, st_err_t *e);
+/* What every answer that reports an acks=all write waits for (Produce,
+ * WriteTxnMarkers, the coordinators' records): 1 when the write ending
+ * before need is done with, *e saying how (OK; KAFKA_STORAGE_ERROR when
+ * the log went offline; the errors of st_partition_committed); 0 while it
+ * is not yet in every in-sync replica or, with flush, not yet flushed. */
+int st_partition_durable(st_partition_t *p, int64_t need, int flush, st_err_t *e);
 
 /* The controller (AlterPartition goes to its active node; the fetchers
  * start with its image) and the leader's periodic ISR check (a ticker on

@@ -112,14 +112,12 @@ static int durable_try(st_delayed_t *d) {
         gwait_t *w = &op->waits[i];
         if (!w->part) continue;
         st_partition_watch(w->part, &op->d, loop);
-        st_log_offsets_t o;
-        st_log_offsets(w->part->log, &o);
         /* in every in-sync replica (a replicated __consumer_offsets) and
-         * flushed; a coordinator that lost the partition answers what it
-         * has (the next coordinator replays the log) */
+         * flushed (only then are there waits); a coordinator that lost
+         * the partition answers what it has (the next coordinator replays
+         * the log) */
         st_err_t e;
-        if (!o.offline && (o.flushed_offset < w->offset || !st_partition_committed(w->part, w->offset, &e)))
-            return 0;
+        if (!st_partition_durable(w->part, w->offset, 1, &e)) return 0;
     }
     st_request_respond(op->req, op->resp);
     return 1;

@@ -83,16 +83,11 @@ static int markers_try(st_delayed_t *d) {
         mwait_t *w = &op->waits[i];
         if (!w->p) continue;
         st_partition_watch(w->p, &op->d, loop);
-        st_log_offsets_t o;
-        st_log_offsets(w->p->log, &o);
-        st_err_t e = ST_OK;
-        int done = st_partition_committed(w->p, w->need, &e);
-        int unflushed = op->srv->cfg.log_flush_on_ack && o.flushed_offset < w->need;
-        if (!e && !o.offline && (!done || unflushed)) {
+        st_err_t e;
+        if (!st_partition_durable(w->p, w->need, op->srv->cfg.log_flush_on_ack, &e)) {
             pending = 1;
             continue;
         }
-        if (o.offline) e = ST_E_KAFKA_STORAGE_ERROR;
         *w->error_code = st_err_wire(e);
         if (!e && w->offsets_partition)
             st_group_coord_txn_marker(op->srv->groups, w->p->index, w->producer_id,

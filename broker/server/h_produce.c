@@ -89,15 +89,8 @@ static int produce_try(st_delayed_t *d) {
         produce_wait_t *w = &op->waits[i];
         if (!w->part) continue;
         st_partition_watch(w->part, &op->base, loop);
-        st_log_offsets_t o;
-        st_log_offsets(w->part->log, &o);
-        st_err_t e = ST_OK;
-        if (o.offline) {
-            e = ST_E_KAFKA_STORAGE_ERROR;
-        } else if (!st_partition_committed(w->part, w->need, &e) ||
-                   (!e && w->flush && o.flushed_offset < w->need)) {
-            return 0;
-        }
+        st_err_t e;
+        if (!st_partition_durable(w->part, w->need, w->flush, &e)) return 0;
         if (e) {
             w->out->error_code = st_err_wire(e);
             w->out->error_message = st_str(st_err_msg(e));

@@ -76,14 +76,10 @@ static void top_wait(top_t *op, st_tstate_t *s, st_str_t id) {
 static int durable_try(st_delayed_t *d) {
     top_t *op = (top_t *)d;
     st_partition_watch(op->part, &op->d, st_loop_index(op->req->loop));
-    st_log_offsets_t o;
-    st_log_offsets(op->part->log, &o);
-    st_err_t e = ST_OK;
-    int flushed = !op->srv->cfg.log_flush_on_ack || o.flushed_offset >= op->offset;
-    int committed = flushed && st_partition_committed(op->part, op->offset, &e);
     /* a coordinator that lost the partition answers what it has (the next
-     * one replays the log); below min.insync.replicas it waits */
-    if (!o.offline && !committed && e != ST_E_NOT_LEADER_OR_FOLLOWER) return 0;
+     * one replays the log) */
+    st_err_t e;
+    if (!st_partition_durable(op->part, op->offset, op->srv->cfg.log_flush_on_ack, &e)) return 0;
     st_request_respond(op->req, op->resp);
     return 1;
 }

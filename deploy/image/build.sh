@@ -48,7 +48,7 @@ command -v "$docker" >/dev/null || die "no docker client (Debian's docker.io: sc
 
 daemon_pid=""
 container=""
-workdir="$(mktemp -d /tmp/strata-image.XXXXXX)"
+workdir="$(mktemp -d "${TMPDIR:-/tmp}/strata-image.XXXXXX")"
 cleanup() {
     if [ -n "$container" ]; then "$docker" rm -f "$container" >/dev/null 2>&1 || true; fi
     if [ -n "$daemon_pid" ] && [ "$keep" = 0 ]; then
