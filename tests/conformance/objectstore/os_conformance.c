@@ -947,20 +947,31 @@ static void test_destroy_completes_all(void **state) {
     free(data);
 }
 
-/* Last: delete everything the run wrote, in batches, and see it gone. */
+/* Last: delete everything the run wrote, in batches, and see it gone.
+ * One key may come back: a PUT that test_destroy_completes_all cancelled
+ * after its body was sent can still be stored by the server, later than
+ * our listing (seen with RGW). Only that key may reappear, and it is
+ * deleted again until the listing is empty. */
 static void test_batch_delete_all(void **state) {
     (void)state;
     char **keys;
+    const char *late = key_of("cancel", "put");
     size_t n = list_all(g.os, g.run, 1000, &keys, NULL);
     assert_true(n > 0);
-    st_os_request_t rq = {.op = ST_OS_DELETE_BATCH, .keys = (const char *const *)keys, .nkeys = n};
-    st_os_result_t *r = st_os_run(g.os, &rq);
-    expect_status(r, ST_OK, "batch delete of the run");
-    assert_int_equal(r->nfailed, 0);
-    st_os_result_free(r);
-    free_keys(keys, n);
-    n = list_all(g.os, g.run, 1000, &keys, NULL);
-    assert_int_equal(n, 0);
+    for (int round = 0; n > 0; round++) {
+        if (round > 0) {
+            for (size_t i = 0; i < n; i++) assert_string_equal(keys[i], late);
+            assert_true(round < 20);
+            usleep(500 * 1000);
+        }
+        st_os_request_t rq = {.op = ST_OS_DELETE_BATCH, .keys = (const char *const *)keys, .nkeys = n};
+        st_os_result_t *r = st_os_run(g.os, &rq);
+        expect_status(r, ST_OK, "batch delete of the run");
+        assert_int_equal(r->nfailed, 0);
+        st_os_result_free(r);
+        free_keys(keys, n);
+        n = list_all(g.os, g.run, 1000, &keys, NULL);
+    }
     free_keys(keys, n);
     print_message("  deleted every key of the run\n");
 }
