@@ -90,7 +90,7 @@ static st_err_t op_append(void *arg, int32_t partition, int64_t producer_id, int
     if ((int64_t)b.len > lc.max_message_bytes) e = ST_E_MESSAGE_TOO_LARGE;
     else if ((int64_t)b.len > lc.segment_bytes) e = ST_E_RECORD_LIST_TOO_LARGE;
     st_append_info_t info;
-    if (!e) e = st_partition_append(p, b.data, b.len, &info);
+    if (!e) e = st_partition_append(p, b.data, b.len, ST_LOG_UNVERIFIED, &info);
     if (!e) {
         if (base_offset) *base_offset = info.base_offset;
         c->parts[partition].written_end = info.last_offset + 1;

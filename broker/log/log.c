@@ -556,7 +556,7 @@ static st_err_t check_follower_batches(st_log_t *log, const uint8_t *records, si
 
 /* leader_epoch < 0 with as_follower: the batches keep their own. */
 static st_err_t append(st_log_t *log, uint8_t *records, size_t len, int32_t leader_epoch,
-                       int as_follower, int64_t now_ms, st_append_info_t *info) {
+                       int64_t guard, int as_follower, int64_t now_ms, st_append_info_t *info) {
     st_err_t e = ST_OK;
     st_file_t *f = NULL;
     int want_flush = 0;
@@ -586,6 +586,7 @@ static st_err_t append(st_log_t *log, uint8_t *records, size_t len, int32_t lead
     /* The producer checks (KIP-98) come before anything changes: a refused
      * or duplicate append neither rolls nor writes. */
     if (!as_follower) {
+        log->append_guard = guard;
         e = st_log__pstate_check(log, records, len, lat, stage, info);
         if (e || info->duplicate) goto out;
     }
@@ -666,13 +667,18 @@ out:
 
 st_err_t st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t leader_epoch,
                        int64_t now_ms, st_append_info_t *info) {
-    return append(log, records, len, leader_epoch, 0, now_ms, info);
+    return append(log, records, len, leader_epoch, ST_LOG_UNVERIFIED, 0, now_ms, info);
+}
+
+st_err_t st_log_append_verified(st_log_t *log, uint8_t *records, size_t len, int32_t leader_epoch,
+                                int64_t now_ms, int64_t guard, st_append_info_t *info) {
+    return append(log, records, len, leader_epoch, guard, 0, now_ms, info);
 }
 
 st_err_t st_log_append_as_follower(st_log_t *log, const uint8_t *records, size_t len,
                                    int64_t now_ms, st_append_info_t *info) {
     /* nothing is stamped: the bytes are written as they are */
-    return append(log, (uint8_t *)records, len, -1, 1, now_ms, info);
+    return append(log, (uint8_t *)records, len, -1, ST_LOG_UNVERIFIED, 1, now_ms, info);
 }
 
 void st_log_set_high_watermark(st_log_t *log, int64_t hw) {

@@ -357,6 +357,32 @@ typedef struct st_log_aborted_txn {
 #define ST_CONTROL_ABORT 0
 #define ST_CONTROL_COMMIT 1
 
+/* KIP-890 part 1, the leader's verification of a transaction.  Before a
+ * transactional batch of a producer that has no transaction open in this
+ * partition is appended, the transaction coordinator is asked whether the
+ * partition is in the producer's transaction.  A marker written while it
+ * is asked (the transaction ended, by EndTxn or a timeout) must make that
+ * append fail rather than open a transaction nobody will end (a hanging
+ * transaction), so the verification begins with a guard:
+ *
+ *   st_log_txn_verify_begin   0 when pid has a transaction open here (no
+ *                             verification; the open one must still be
+ *                             open at the append), else its guard (> 0;
+ *                             one per producer, shared by verifications
+ *                             under way at once)
+ *   st_log_append_verified    with the guard: a transactional batch of a
+ *                             producer with no transaction open is
+ *                             INVALID_TXN_STATE unless its guard is still
+ *                             the producer's (no marker came meanwhile)
+ *
+ * The guard goes when the producer's transaction begins here or a marker
+ * of it is written.  st_log_append checks no guard (verification off,
+ * ST_LOG_UNVERIFIED). */
+#define ST_LOG_UNVERIFIED (-1)
+int64_t st_log_txn_verify_begin(st_log_t *log, int64_t producer_id);
+st_err_t st_log_append_verified(st_log_t *log, uint8_t *records, size_t len, int32_t leader_epoch,
+                                int64_t now_ms, int64_t guard, st_append_info_t *info);
+
 /* The last stable offset: <= the high watermark. */
 int64_t st_log_last_stable_offset(st_log_t *log);
 /* Read as st_log_read does, stopping at the last stable offset

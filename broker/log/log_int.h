@@ -146,6 +146,11 @@ st_err_t st_log__pstate_decode(const uint8_t *p, size_t len, int64_t now_ms, int
  * Lock order: the manager's lock, then a log's lock, then the file cache's
  * lock (innermost).
  */
+typedef struct st_log_guard {
+    int64_t producer_id;
+    int64_t guard;
+} st_log_guard_t;
+
 struct st_log {
     pthread_mutex_t lock;
     int refs;
@@ -201,6 +206,14 @@ struct st_log {
     st_log_aborted_txn_t *aborted;
     int naborted, capaborted;
     int txn_replaying; /* a replay re-derives entries: no file writes */
+    /* KIP-890 verification guards (txn.c): per producer with no
+     * transaction open here, the guard a verification began with; taken
+     * away when the producer's transaction begins or a marker ends it.
+     * append_guard is the append's own (under the lock, during append). */
+    st_log_guard_t *guards;
+    int nguards, capguards;
+    int64_t next_guard;
+    int64_t append_guard;
 
     int64_t last_flush_ms; /* monotonic: for flush.ms */
     /* Bumped by every truncation: an fsync that started before one must

@@ -194,6 +194,9 @@ void st_log__txn_start_moved(st_log_t *log) {
 void st_log__txn_reset(st_log_t *log) { log->naborted = 0; }
 
 void st_log__txn_free(st_log_t *log) {
+    free(log->guards);
+    log->guards = NULL;
+    log->nguards = log->capguards = 0;
     free(log->aborted);
     log->aborted = NULL;
     log->naborted = log->capaborted = 0;
@@ -217,11 +220,58 @@ int64_t st_log__lso_locked(st_log_t *log) {
     return ST_MIN(first_open(log, -1), log->high_watermark);
 }
 
+/* ---- verification guards (KIP-890) --------------------------------------------- */
+
+static int guard_at(const st_log_t *log, int64_t pid) {
+    for (int i = 0; i < log->nguards; i++)
+        if (log->guards[i].producer_id == pid) return i;
+    return -1;
+}
+
+static void guard_drop(st_log_t *log, int64_t pid) {
+    int i = log->nguards ? guard_at(log, pid) : -1;
+    if (i >= 0) log->guards[i] = log->guards[--log->nguards];
+}
+
+/* Guards of verifications that never came to an append stay until their
+ * producer's next transaction or marker; past this many, the oldest half
+ * goes (their appends, if any still come, get INVALID_TXN_STATE). */
+#define MAX_GUARDS 65536
+
+int64_t st_log_txn_verify_begin(st_log_t *log, int64_t pid) {
+    pthread_mutex_lock(&log->lock);
+    const st_pstate_entry_t *e = st_log__pstate_lookup(&log->pstate, pid);
+    int64_t g = 0;
+    if (!e || e->txn_first_offset < 0) {
+        int i = guard_at(log, pid);
+        if (i >= 0) {
+            g = log->guards[i].guard;
+        } else {
+            if (log->nguards == MAX_GUARDS) {
+                log->nguards /= 2;
+                memmove(log->guards, log->guards + log->nguards,
+                        sizeof *log->guards * (size_t)log->nguards);
+            }
+            if (log->nguards == log->capguards) {
+                log->capguards = log->capguards ? log->capguards * 2 : 8;
+                log->guards = st_realloc(log->guards, sizeof *log->guards * (size_t)log->capguards);
+            }
+            g = ++log->next_guard;
+            log->guards[log->nguards++] = (st_log_guard_t){pid, g};
+        }
+    }
+    pthread_mutex_unlock(&log->lock);
+    return g;
+}
+
+/* ---- open transactions, markers -------------------------------------------------- */
+
 void st_log__txn_apply(st_log_t *log, const st_batch_info_t *b, const uint8_t *bytes, int fd,
                        int64_t pos) {
     if (b->producer_id < 0 || !(b->attributes & ST_ATTR_TRANSACTIONAL)) return;
     st_pstate_entry_t *e = st_log__pstate_lookup(&log->pstate, b->producer_id);
     if (!e) return; /* the producer state took every batch with an id */
+    if (log->nguards) guard_drop(log, b->producer_id); /* begun, or ended by a marker */
     if (!(b->attributes & ST_ATTR_CONTROL)) {
         if (e->txn_first_offset < 0) e->txn_first_offset = b->base_offset;
         return;
@@ -289,6 +339,22 @@ st_err_t st_log__txn_check(st_log_t *log, const st_batch_info_t *b, const uint8_
                            WHAT_ARGS(log), (long long)b->producer_id,
                            (long long)e->txn_first_offset);
         return ST_E_INVALID_TXN_STATE;
+    }
+    /* KIP-890: a transaction begins here only as its coordinator verified
+     * it, with no marker of the producer written since */
+    if (txn && log->append_guard != ST_LOG_UNVERIFIED && !(e && e->txn_first_offset >= 0)) {
+        int i = log->append_guard > 0 ? guard_at(log, b->producer_id) : -1;
+        if (i < 0 || log->guards[i].guard != log->append_guard) {
+            ST_LOG_RATELIMITED(ST_LOG_WARN, "log", 10000,
+                               WHAT_FMT ": transactional batch of producer %lld epoch %d "
+                               "refused: %s: INVALID_TXN_STATE",
+                               WHAT_ARGS(log), (long long)b->producer_id, (int)b->producer_epoch,
+                               log->append_guard > 0
+                                   ? "a marker of the producer was written while its "
+                                     "transaction was being verified"
+                                   : "its transaction here ended before the append");
+            return ST_E_INVALID_TXN_STATE;
+        }
     }
     return ST_OK;
 }

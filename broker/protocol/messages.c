@@ -213,9 +213,11 @@ ST_SCHEMA_DEFINE(st_write_txn_markers_resp_topic, ST_WRITE_TXN_MARKERS_RESP_TOPI
 ST_SCHEMA_DEFINE(st_write_txn_marker_result, ST_WRITE_TXN_MARKER_RESULT)
 ST_SCHEMA_DEFINE(st_write_txn_markers_resp, ST_WRITE_TXN_MARKERS_RESP)
 ST_SCHEMA_DEFINE(st_add_partitions_to_txn_topic, ST_ADD_PARTITIONS_TO_TXN_TOPIC)
+ST_SCHEMA_DEFINE(st_add_partitions_to_txn_txn, ST_ADD_PARTITIONS_TO_TXN_TXN)
 ST_SCHEMA_DEFINE(st_add_partitions_to_txn_req, ST_ADD_PARTITIONS_TO_TXN_REQ)
 ST_SCHEMA_DEFINE(st_add_partitions_to_txn_part_result, ST_ADD_PARTITIONS_TO_TXN_PART_RESULT)
 ST_SCHEMA_DEFINE(st_add_partitions_to_txn_topic_result, ST_ADD_PARTITIONS_TO_TXN_TOPIC_RESULT)
+ST_SCHEMA_DEFINE(st_add_partitions_to_txn_result, ST_ADD_PARTITIONS_TO_TXN_RESULT)
 ST_SCHEMA_DEFINE(st_add_partitions_to_txn_resp, ST_ADD_PARTITIONS_TO_TXN_RESP)
 ST_SCHEMA_DEFINE(st_add_offsets_to_txn_req, ST_ADD_OFFSETS_TO_TXN_REQ)
 ST_SCHEMA_DEFINE(st_txn_simple_resp, ST_TXN_SIMPLE_RESP)
@@ -268,8 +270,8 @@ static const st_api_t api_table[] = {
     {ST_API_WRITE_TXN_MARKERS, "WriteTxnMarkers", 0, 0, 1, 1, &st_write_txn_markers_req_schema,
      &st_write_txn_markers_resp_schema, 0, 1},
     /* The transaction coordinator (broker/txn). */
-    {ST_API_ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 0, 3, 3,
-     &st_add_partitions_to_txn_req_schema, &st_add_partitions_to_txn_resp_schema, 0, 3},
+    {ST_API_ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 0, 5, 3,
+     &st_add_partitions_to_txn_req_schema, &st_add_partitions_to_txn_resp_schema, 0, 5},
     {ST_API_ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 0, 3, 3, &st_add_offsets_to_txn_req_schema,
      &st_txn_simple_resp_schema, 0, 3},
     {ST_API_END_TXN, "EndTxn", 0, 0, 3, 3, &st_end_txn_req_schema, &st_txn_simple_resp_schema, 0,

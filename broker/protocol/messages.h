@@ -1456,14 +1456,25 @@ ST_SCHEMA_DECLARE(st_write_txn_markers_resp, ST_WRITE_TXN_MARKERS_RESP)
 /* ---- The transaction coordinator's APIs (KIP-98, KIP-664): versions 0-3
  * of AddPartitionsToTxn (24), AddOffsetsToTxn (25) and EndTxn (26), the
  * producer's (v1 = v0, v2 PRODUCER_FENCED, v3 flexible; AddPartitionsToTxn
- * v4+ is the brokers' batched form), DescribeTransactions (65) and
+ * v4-5 is the brokers' batched form, KIP-890's verification, v5 = v4),
+ * DescribeTransactions (65) and
  * ListTransactions (66, v1 the duration filter), flexible from v0. ---- */
 #define ST_ADD_PARTITIONS_TO_TXN_TOPIC(X, S)                                            \
     X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
     X(S, ARRAY_INT32, partitions, V(0), NN, NT, 0, _)
 ST_SCHEMA_DECLARE(st_add_partitions_to_txn_topic, ST_ADD_PARTITIONS_TO_TXN_TOPIC)
 
+/* v4+: a broker's batch, one entry per transactional id (KIP-890) */
+#define ST_ADD_PARTITIONS_TO_TXN_TXN(X, S)                                              \
+    X(S, STRING, transactional_id, V(0), NN, NT, 0, _)                                 \
+    X(S, INT64, producer_id, V(0), NN, NT, 0, _)                                       \
+    X(S, INT16, producer_epoch, V(0), NN, NT, 0, _)                                    \
+    X(S, BOOL, verify_only, V(0), NN, NT, 0, _)                                        \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_add_partitions_to_txn_topic)
+ST_SCHEMA_DECLARE(st_add_partitions_to_txn_txn, ST_ADD_PARTITIONS_TO_TXN_TXN)
+
 #define ST_ADD_PARTITIONS_TO_TXN_REQ(X, S)                                              \
+    X(S, ARRAY, transactions, V(4), NN, NT, 0, st_add_partitions_to_txn_txn)           \
     X(S, STRING, transactional_id, VR(0, 3), NN, NT, 0, _)                             \
     X(S, INT64, producer_id, VR(0, 3), NN, NT, 0, _)                                   \
     X(S, INT16, producer_epoch, VR(0, 3), NN, NT, 0, _)                                \
@@ -1480,8 +1491,15 @@ ST_SCHEMA_DECLARE(st_add_partitions_to_txn_part_result, ST_ADD_PARTITIONS_TO_TXN
     X(S, ARRAY, results_by_partition, V(0), NN, NT, 0, st_add_partitions_to_txn_part_result)
 ST_SCHEMA_DECLARE(st_add_partitions_to_txn_topic_result, ST_ADD_PARTITIONS_TO_TXN_TOPIC_RESULT)
 
+#define ST_ADD_PARTITIONS_TO_TXN_RESULT(X, S)                                           \
+    X(S, STRING, transactional_id, V(0), NN, NT, 0, _)                                 \
+    X(S, ARRAY, topic_results, V(0), NN, NT, 0, st_add_partitions_to_txn_topic_result)
+ST_SCHEMA_DECLARE(st_add_partitions_to_txn_result, ST_ADD_PARTITIONS_TO_TXN_RESULT)
+
 #define ST_ADD_PARTITIONS_TO_TXN_RESP(X, S)                                             \
     X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(4), NN, NT, 0, _)                                        \
+    X(S, ARRAY, results_by_transaction, V(4), NN, NT, 0, st_add_partitions_to_txn_result) \
     X(S, ARRAY, results_by_topic, VR(0, 3), NN, NT, 0, st_add_partitions_to_txn_topic_result)
 ST_SCHEMA_DECLARE(st_add_partitions_to_txn_resp, ST_ADD_PARTITIONS_TO_TXN_RESP)
 
@@ -1635,6 +1653,7 @@ ST_SCHEMA_DECLARE(st_list_transactions_resp, ST_LIST_TRANSACTIONS_RESP)
     X(st_describe_producers_req_topic) X(st_describe_producers_req) X(st_producer_state) \
     X(st_describe_producers_resp_part) X(st_describe_producers_resp_topic)             \
     X(st_describe_producers_resp) X(st_add_partitions_to_txn_topic)                   \
+    X(st_add_partitions_to_txn_txn) X(st_add_partitions_to_txn_result)                 \
     X(st_add_partitions_to_txn_req) X(st_add_partitions_to_txn_part_result)           \
     X(st_add_partitions_to_txn_topic_result) X(st_add_partitions_to_txn_resp)         \
     X(st_add_offsets_to_txn_req) X(st_txn_simple_resp) X(st_end_txn_req)              \

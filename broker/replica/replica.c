@@ -387,12 +387,13 @@ static void propose_isr(st_partition_t *p, const int32_t *isr, int n);
 static void wake_watchers(st_partition_t *p) { on_log_change(p->log, p); }
 
 st_err_t st_partition_append(st_partition_t *p, uint8_t *records, size_t len,
-                             st_append_info_t *info) {
+                             int64_t verify_guard, st_append_info_t *info) {
     pthread_mutex_lock(&p->rlock);
     st_err_t e = ST_E_NOT_LEADER_OR_FOLLOWER;
     int moved = 0;
     if (p->rs->leading) {
-        e = st_log_append(p->log, records, len, p->rs->leader_epoch, st_now_ms(), info);
+        e = st_log_append_verified(p->log, records, len, p->rs->leader_epoch, st_now_ms(),
+                                   verify_guard, info);
         /* alone in the ISR, what is appended is committed at once */
         if (!e) moved = advance_hw_locked(p);
     }

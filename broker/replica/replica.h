@@ -137,9 +137,11 @@ void st_partition_watch(st_partition_t *p, st_delayed_t *op, int loop_index);
 
 /* Append validated batches as leader (stamped with the leader epoch);
  * moves the high watermark when the ISR is this broker alone.
- * NOT_LEADER_OR_FOLLOWER when this broker does not lead p now. */
+ * NOT_LEADER_OR_FOLLOWER when this broker does not lead p now.
+ * verify_guard: a produce's KIP-890 guard (st_log_append_verified), or
+ * ST_LOG_UNVERIFIED. */
 st_err_t st_partition_append(st_partition_t *p, uint8_t *records, size_t len,
-                             st_append_info_t *info);
+                             int64_t verify_guard, st_append_info_t *info);
 
 int32_t st_partition_leader_epoch(const st_partition_t *p);
 int32_t st_partition_isr_size(const st_partition_t *p);

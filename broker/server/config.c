@@ -350,6 +350,12 @@ static const st_cfg_desc_t broker_rows[] = {
          0,
          "How often transactions open longer than their timeout are aborted (and expired "
          "transactional ids removed)."),
+    BROW("transaction.partition.verification.enable", ST_CFG_BOOL,
+         transaction_partition_verification_enable, "true", 0, 0, NULL, 0,
+         "KIP-890: before a partition leader appends the first batch of a producer's "
+         "transaction, it asks the transaction coordinator whether the partition was added to "
+         "that transaction (INVALID_TXN_STATE if not), so a late or stray batch cannot open a "
+         "transaction nobody will end."),
     BROW("offsets.retention.minutes", ST_CFG_INT, offsets_retention_minutes, "10080", 1, I32MAX,
          NULL, 0,
          "Committed offsets of a group without members are deleted this long after it became "

@@ -103,6 +103,7 @@ typedef struct st_broker_config {
     int32_t transaction_max_timeout_ms;
     int64_t transactional_id_expiration_ms;
     int32_t transaction_abort_timed_out_transaction_cleanup_interval_ms;
+    int transaction_partition_verification_enable;
     int32_t offsets_retention_minutes;
     int64_t offsets_retention_check_interval_ms;
     int32_t offsets_load_buffer_size;

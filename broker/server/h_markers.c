@@ -67,7 +67,7 @@ static st_err_t write_marker(st_server_t *srv, st_partition_t *p, const st_write
     st_batch_set_producer(b.data, b.len, m->producer_id, m->producer_epoch, -1,
                           ST_ATTR_TRANSACTIONAL);
     st_append_info_t info;
-    st_err_t e = st_partition_append(p, b.data, b.len, &info);
+    st_err_t e = st_partition_append(p, b.data, b.len, ST_LOG_UNVERIFIED, &info);
     st_buf_fini(&b);
     if (e) return e;
     *need = info.last_offset + 1;

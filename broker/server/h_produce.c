@@ -19,6 +19,10 @@
  *   st_handle_produce
  *     transactional batches (KafkaApis), per partition: lookup, acks,
  *     ISR, sizes, st_batches_scan (headers only)
+ *     |-- a transaction's first batch in a partition (KIP-890): gate_open,
+ *     |   st_txn_coord_verify --> the coordinator's answer, posted back:
+ *     |   produce_verified fails the partitions not in the transaction,
+ *     |   then goes on below (the gate stays open until produce_done)
  *     |-- every batch uncompressed, no recompression, at most
  *     |   PRODUCE_INLINE_BYTES: st_batches_validate inline (a record
  *     |   walk), produce_finish
@@ -42,6 +46,7 @@
  * else reads meanwhile.
  */
 #include "server.h"
+#include "txn.h"
 
 #include <stdlib.h>
 
@@ -67,6 +72,9 @@ typedef struct produce_part {
     st_batch_limits_t lim;
     st_batch_verdict_t v;
     st_err_t e;
+    int64_t guard;   /* KIP-890 (st_log_txn_verify_begin), ST_LOG_UNVERIFIED when none */
+    int verify;      /* asked of the coordinator */
+    st_err_t verdict; /* its answer */
 } produce_part_t;
 
 typedef struct produce_op {
@@ -80,6 +88,7 @@ typedef struct produce_op {
     int nwaits;
     int64_t now_ms;
     int any_error;
+    int on_worker; /* validation goes to a worker (after a verification) */
 } produce_op_t;
 
 static int produce_try(st_delayed_t *d) {
@@ -310,7 +319,7 @@ static void produce_finish(produce_op_t *op) {
          * rebuilt records) is ours. */
         uint8_t *rec = pp->v.rebuilt.len ? pp->v.rebuilt.data : (uint8_t *)pp->q->records.p;
         size_t len = pp->v.rebuilt.len ? pp->v.rebuilt.len : (size_t)pp->q->records.len;
-        st_err_t e = st_partition_append(pp->p, rec, len, &info);
+        st_err_t e = st_partition_append(pp->p, rec, len, pp->guard, &info);
         if (e) {
             part_fail(op, pp, e, "");
             continue;
@@ -362,6 +371,95 @@ static void produce_work(void *arg) {
     st_loop_post(op->req->loop, produce_done, op);
 }
 
+/* ---- KIP-890: the transaction's first batch in a partition ----------------------- */
+
+static void produce_verified_on_loop(void *arg) {
+    produce_op_t *op = arg;
+    for (int i = 0; i < op->nparts; i++) {
+        produce_part_t *pp = &op->parts[i];
+        if (!pp->p || !pp->verify || !pp->verdict) continue;
+        const char *why = pp->verdict == ST_E_INVALID_TXN_STATE
+                              ? "the partition was not added to the producer's transaction "
+                                "(AddPartitionsToTxn)"
+                          : pp->verdict == ST_E_NOT_ENOUGH_REPLICAS
+                              ? "the transaction coordinator could not verify the partition "
+                                "is in the transaction now"
+                              : "the transaction coordinator refused the verification";
+        part_fail(op, pp, pp->verdict, why);
+    }
+    if (op->on_worker) {
+        st_pool_submit(op->srv->workers, produce_work, op);
+        return;
+    }
+    validate_parts(op);
+    produce_done(op);
+}
+
+/* Coordinator thread or loop 0. */
+static void produce_verified(void *arg, const st_err_t *errs) {
+    produce_op_t *op = arg;
+    int k = 0;
+    for (int i = 0; i < op->nparts; i++)
+        if (op->parts[i].verify) op->parts[i].verdict = errs[k++];
+    st_loop_post(op->req->loop, produce_verified_on_loop, op);
+}
+
+/* The producer of a partition's first batch. */
+static void first_producer(const st_records_t *r, int64_t *pid, int16_t *epoch) {
+    *pid = (int64_t)st_be64_get((const uint8_t *)r->p + ST_BATCH_PRODUCER_ID_OFFSET);
+    *epoch = (int16_t)st_be16_get((const uint8_t *)r->p + ST_BATCH_PRODUCER_EPOCH_OFFSET);
+}
+
+/* Begin the verification of the partitions whose producer has no
+ * transaction open there; 1 when the coordinator was asked (the op goes
+ * on in produce_verified).  Every transactional partition gets a guard,
+ * also those with a transaction open (0: it must still be open at the
+ * append).  Kafka's ReplicaManager: the records of one request are one
+ * producer's, else INVALID_PRODUCER_ID_MAPPING. */
+static int verify_begin(produce_op_t *op) {
+    st_server_t *srv = op->srv;
+    st_request_t *req = op->req;
+    st_produce_req_t *q = req->body;
+    int64_t pid = -1;
+    int16_t epoch = -1;
+    int n = 0, mixed = 0;
+    for (int i = 0; i < op->nparts; i++) {
+        produce_part_t *pp = &op->parts[i];
+        if (!pp->p || !first_batch_transactional(&pp->q->records)) continue;
+        int64_t bp;
+        int16_t be;
+        first_producer(&pp->q->records, &bp, &be);
+        if (pid < 0) {
+            pid = bp;
+            epoch = be;
+        }
+        mixed |= bp != pid || be != epoch;
+    }
+    for (int i = 0; i < op->nparts; i++) {
+        produce_part_t *pp = &op->parts[i];
+        if (!pp->p || !first_batch_transactional(&pp->q->records)) continue;
+        if (mixed) {
+            part_fail(op, pp, ST_E_INVALID_PRODUCER_ID_MAPPING,
+                      "the transactional records of one request must all be one producer's "
+                      "(one producer id and epoch)");
+            continue;
+        }
+        pp->guard = st_log_txn_verify_begin(pp->p->log, pid);
+        pp->verify = pp->guard > 0;
+        n += pp->verify;
+    }
+    if (!n) return 0;
+    st_txn_tp_t *tps = st_malloc(sizeof *tps * (size_t)n);
+    int k = 0;
+    for (int i = 0; i < op->nparts; i++)
+        if (op->parts[i].verify)
+            tps[k++] = (st_txn_tp_t){st_str(op->parts[i].topic), op->parts[i].q->index};
+    gate_open(req);
+    st_txn_coord_verify(srv->txns, q->transactional_id, pid, epoch, tps, n, produce_verified, op);
+    free(tps);
+    return 1;
+}
+
 void st_handle_produce(st_server_t *srv, st_request_t *req) {
     st_produce_req_t *q = req->body;
     produce_op_t *op = st_calloc(1, sizeof *op);
@@ -402,6 +500,7 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
             pp->q = qp;
             pp->out = out;
             pp->topic = st_req_strdup(req, qt->name);
+            pp->guard = ST_LOG_UNVERIFIED;
             st_batch_verdict_init(&pp->v);
             if (whole || bad_acks) {
                 set_error(req, out, whole ? whole : ST_E_INVALID_REQUIRED_ACKS, NULL);
@@ -468,9 +567,13 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
             inline_bytes += qp->records.len;
         }
     }
-    if (deferred || inline_bytes > PRODUCE_INLINE_BYTES) {
-        /* Inflating or recompressing costs in proportion to what a batch
-         * inflates to: a worker's job, never the I/O thread's. */
+    /* Inflating or recompressing costs in proportion to what a batch
+     * inflates to: a worker's job, never the I/O thread's. */
+    op->on_worker = deferred || inline_bytes > PRODUCE_INLINE_BYTES;
+    if (transactional && !whole && srv->cfg.transaction_partition_verification_enable &&
+        verify_begin(op))
+        return;
+    if (op->on_worker) {
         gate_open(req);
         st_pool_submit(srv->workers, produce_work, op);
         return;

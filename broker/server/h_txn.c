@@ -27,15 +27,21 @@
 
 #define DURABLE_WAIT_MS 30000
 
+/* A partition of __transaction_state the answer waits for. */
+typedef struct twait {
+    int32_t partition;
+    int64_t offset;
+    st_partition_t *part;
+} twait_t;
+
 typedef struct top {
     st_delayed_t d;
     st_server_t *srv;
     st_request_t *req;
     void *resp;
     void *params;
-    int32_t partition; /* of __transaction_state to wait for; -1 none */
-    int64_t offset;
-    st_partition_t *part;
+    twait_t *w; /* one per partition written (AddPartitionsToTxn v4+: several) */
+    int nw;
 } top_t;
 
 static st_str_t acopy(st_request_t *req, st_str_t s) {
@@ -53,12 +59,12 @@ static top_t *top_new(st_server_t *srv, st_request_t *req) {
     top_t *op = st_calloc(1, sizeof *op);
     op->srv = srv;
     op->req = req;
-    op->partition = -1;
     return op;
 }
 
 static void top_free(top_t *op) {
-    st_partition_release(op->part);
+    for (int i = 0; i < op->nw; i++) st_partition_release(op->w[i].part);
+    free(op->w);
     free(op);
 }
 
@@ -69,17 +75,28 @@ static void top_wait(top_t *op, st_tstate_t *s, st_str_t id) {
     int32_t p = st_tstate_partition_of(s, id);
     int64_t end = st_txn_coord_written_end(op->srv->txns, p);
     if (end <= 0) return;
-    op->partition = p;
-    op->offset = end;
+    for (int i = 0; i < op->nw; i++)
+        if (op->w[i].partition == p) {
+            op->w[i].offset = ST_MAX(op->w[i].offset, end);
+            return;
+        }
+    op->w = st_realloc(op->w, sizeof *op->w * (size_t)(op->nw + 1));
+    op->w[op->nw++] = (twait_t){p, end, NULL};
 }
 
 static int durable_try(st_delayed_t *d) {
     top_t *op = (top_t *)d;
-    st_partition_watch(op->part, &op->d, st_loop_index(op->req->loop));
-    /* a coordinator that lost the partition answers what it has (the next
-     * one replays the log) */
-    st_err_t e;
-    if (!st_partition_durable(op->part, op->offset, op->srv->cfg.log_flush_on_ack, &e)) return 0;
+    for (int i = 0; i < op->nw; i++) {
+        twait_t *w = &op->w[i];
+        if (!w->part) continue;
+        st_partition_watch(w->part, &op->d, st_loop_index(op->req->loop));
+        /* a coordinator that lost the partition answers what it has (the
+         * next one replays the log) */
+        st_err_t e;
+        if (!st_partition_durable(w->part, w->offset, op->srv->cfg.log_flush_on_ack, &e)) return 0;
+        st_partition_release(w->part);
+        w->part = NULL;
+    }
     st_request_respond(op->req, op->resp);
     return 1;
 }
@@ -96,10 +113,13 @@ static void durable_destroy(st_delayed_t *d) { top_free((top_t *)d); }
 
 static void top_on_loop(void *arg) {
     top_t *op = arg;
-    if (op->partition >= 0)
-        op->part = st_replicas_lookup(op->srv->rm, ST_TXN_STATE_TOPIC, strlen(ST_TXN_STATE_TOPIC),
-                                      op->partition, NULL);
-    if (!op->part) {
+    int any = 0;
+    for (int i = 0; i < op->nw; i++) {
+        op->w[i].part = st_replicas_lookup(op->srv->rm, ST_TXN_STATE_TOPIC,
+                                           strlen(ST_TXN_STATE_TOPIC), op->w[i].partition, NULL);
+        any |= op->w[i].part != NULL;
+    }
+    if (!any) {
         st_request_respond(op->req, op->resp);
         top_free(op);
         return;
@@ -284,22 +304,17 @@ static int topic_name_ok(st_str_t n) {
     return n.len > 0 && st_topic_name_valid(n.p, (size_t)n.len, why, sizeof why);
 }
 
-void st_handle_add_partitions_to_txn(st_server_t *srv, st_request_t *req) {
-    st_add_partitions_to_txn_req_t *q = req->body;
-    top_t *op = top_new(srv, req);
-    add_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
-    memset(p, 0, sizeof *p);
-    p->id = acopy(req, q->transactional_id);
-    p->pid = q->producer_id;
-    p->epoch = q->producer_epoch;
-    p->knows_fenced = req->hdr.api_version >= 2;
-    for (int i = 0; i < q->topics.n; i++) p->n += ST_MAX(q->topics.v[i].partitions.n, 0);
+/* p's partitions: the topics' (request order), copied into the request's
+ * arena; those the metadata does not know are UNKNOWN_TOPIC_OR_PARTITION
+ * (counted in nbad), the others OK. */
+static void take_parts(st_request_t *req, st_meta_image_t *img,
+                       const st_add_partitions_to_txn_topic_t *topics, int ntopics, add_params_t *p) {
+    for (int i = 0; i < ntopics; i++) p->n += ST_MAX(topics[i].partitions.n, 0);
     p->parts = st_arena_alloc(&req->arena, sizeof *p->parts * (size_t)(p->n + 1));
     p->errs = st_arena_alloc(&req->arena, sizeof *p->errs * (size_t)(p->n + 1));
-    st_meta_image_t *img = st_controller_image(srv->ctl);
     int k = 0;
-    for (int i = 0; i < q->topics.n; i++) {
-        st_add_partitions_to_txn_topic_t *qt = &q->topics.v[i];
+    for (int i = 0; i < ntopics; i++) {
+        const st_add_partitions_to_txn_topic_t *qt = &topics[i];
         const st_meta_topic_t *t =
             topic_name_ok(qt->name) ? st_image_topic(img, qt->name.p, (size_t)qt->name.len) : NULL;
         st_str_t topic = acopy(req, qt->name);
@@ -313,6 +328,100 @@ void st_handle_add_partitions_to_txn(st_server_t *srv, st_request_t *req) {
             }
         }
     }
+}
+
+/* ---- AddPartitionsToTxn v4+: brokers' batches (KIP-890) -------------------------- */
+
+/* One entry per transactional id.  verify_only (a partition leader asking
+ * before it appends a transaction's first batch): each partition OK when
+ * it is in the ongoing transaction, else INVALID_TXN_STATE, nothing
+ * written; otherwise the partitions are added as v0-3 add them.  The
+ * answer waits for every __transaction_state partition written. */
+
+typedef struct batch_params {
+    add_params_t *t;
+    int n;
+} batch_params_t;
+
+static void add_batch_job(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
+    (void)c;
+    top_t *op = arg;
+    batch_params_t *b = op->params;
+    st_request_t *req = op->req;
+    st_add_partitions_to_txn_req_t *q = req->body;
+    st_add_partitions_to_txn_resp_t *r = resp_new(req, &st_add_partitions_to_txn_resp_schema);
+    ST_ARRAY_ALLOC(r->results_by_transaction, &req->arena, b->n);
+    for (int i = 0; i < b->n; i++) {
+        add_params_t *p = &b->t[i];
+        st_add_partitions_to_txn_txn_t *qt = &q->transactions.v[i];
+        st_err_t *verdict = st_arena_alloc(&req->arena, sizeof *verdict * (size_t)(p->n + 1));
+        if (qt->verify_only) {
+            /* the known partitions are verified; unknown ones keep theirs */
+            st_tstate_verify(s, p->id, p->pid, p->epoch, p->parts, p->n, verdict);
+        } else {
+            st_err_t e = p->nbad ? ST_E_OPERATION_NOT_ATTEMPTED
+                                 : st_tstate_add_partitions(s, p->id, p->pid, p->epoch, p->parts,
+                                                            p->n);
+            if (!p->nbad && !e) top_wait(op, s, p->id);
+            for (int k = 0; k < p->n; k++) verdict[k] = e;
+        }
+        st_add_partitions_to_txn_result_t *tr = &r->results_by_transaction.v[i];
+        st_schema_defaults(&st_add_partitions_to_txn_result_schema, tr);
+        tr->transactional_id = qt->transactional_id;
+        ST_ARRAY_ALLOC(tr->topic_results, &req->arena, qt->topics.n);
+        int k = 0;
+        for (int x = 0; x < qt->topics.n; x++) {
+            st_add_partitions_to_txn_topic_result_t *rt = &tr->topic_results.v[x];
+            st_schema_defaults(&st_add_partitions_to_txn_topic_result_schema, rt);
+            rt->name = qt->topics.v[x].name;
+            ST_ARRAY_ALLOC(rt->results_by_partition, &req->arena, qt->topics.v[x].partitions.n);
+            for (int j = 0; j < qt->topics.v[x].partitions.n; j++, k++) {
+                rt->results_by_partition.v[j].partition_index = qt->topics.v[x].partitions.v[j];
+                rt->results_by_partition.v[j].partition_error_code =
+                    st_err_wire(p->errs[k] ? p->errs[k] : verdict[k]);
+            }
+        }
+    }
+    top_finish(op, r);
+}
+
+static void add_partitions_batch(st_server_t *srv, st_request_t *req) {
+    st_add_partitions_to_txn_req_t *q = req->body;
+    top_t *op = top_new(srv, req);
+    batch_params_t *b = st_arena_alloc(&req->arena, sizeof *b);
+    b->n = ST_MAX(q->transactions.n, 0);
+    b->t = st_arena_alloc(&req->arena, sizeof *b->t * (size_t)(b->n + 1));
+    memset(b->t, 0, sizeof *b->t * (size_t)(b->n + 1));
+    st_meta_image_t *img = st_controller_image(srv->ctl);
+    for (int i = 0; i < b->n; i++) {
+        st_add_partitions_to_txn_txn_t *qt = &q->transactions.v[i];
+        add_params_t *p = &b->t[i];
+        p->id = acopy(req, qt->transactional_id);
+        p->pid = qt->producer_id;
+        p->epoch = qt->producer_epoch;
+        p->knows_fenced = 1;
+        take_parts(req, img, qt->topics.v, qt->topics.n, p);
+    }
+    st_image_release(img);
+    op->params = b;
+    st_txn_coord_submit(srv->txns, add_batch_job, op);
+}
+
+void st_handle_add_partitions_to_txn(st_server_t *srv, st_request_t *req) {
+    if (req->hdr.api_version >= 4) {
+        add_partitions_batch(srv, req);
+        return;
+    }
+    st_add_partitions_to_txn_req_t *q = req->body;
+    top_t *op = top_new(srv, req);
+    add_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
+    memset(p, 0, sizeof *p);
+    p->id = acopy(req, q->transactional_id);
+    p->pid = q->producer_id;
+    p->epoch = q->producer_epoch;
+    p->knows_fenced = req->hdr.api_version >= 2;
+    st_meta_image_t *img = st_controller_image(srv->ctl);
+    take_parts(req, img, q->topics.v, q->topics.n, p);
     st_image_release(img);
     op->params = p;
     st_txn_coord_submit(srv->txns, add_partitions_job, op);

@@ -156,7 +156,7 @@ static st_err_t op_append(void *arg, int32_t partition, const st_batch_record_t 
     if ((int64_t)b.len > lc.max_message_bytes) e = ST_E_MESSAGE_TOO_LARGE;
     else if ((int64_t)b.len > lc.segment_bytes) e = ST_E_RECORD_LIST_TOO_LARGE;
     st_append_info_t info;
-    if (!e) e = st_partition_append(p, b.data, b.len, &info);
+    if (!e) e = st_partition_append(p, b.data, b.len, ST_LOG_UNVERIFIED, &info);
     if (!e) {
         c->parts[partition].written_end = info.last_offset + 1;
         if (c->cfg.flush_on_ack) st_logmgr_request_flush(c->logs, p->log);
@@ -813,6 +813,197 @@ st_txn_coord_t *st_txn_coord_new(const st_txn_coord_config_t *cfg, st_replicas_t
 void st_txn_coord_start(st_txn_coord_t *c) {
     pthread_create(&c->thread, NULL, coord_main, c);
     c->started = 1;
+}
+
+/* ---- KIP-890: verification for this broker's partitions ---------------------------- */
+
+#define VERIFY_VERSION 4
+#define VERIFY_TIMEOUT_MS 10000
+
+typedef struct vreq {
+    st_txn_coord_t *c;
+    st_str_t id; /* owned */
+    int64_t pid;
+    int16_t epoch;
+    st_txn_tp_t *parts; /* topics owned */
+    int n;
+    st_err_t *errs;
+    st_txn_verify_cb cb;
+    void *arg;
+    /* to another broker: the request, built in the arena */
+    int32_t node;
+    st_arena_t arena;
+    st_add_partitions_to_txn_req_t req;
+    char *host;
+    int port;
+} vreq_t;
+
+/* Kafka's answers to a producer for what the verification met
+ * (AddPartitionsToTxnManager, ReplicaManager): a fenced epoch is
+ * INVALID_PRODUCER_EPOCH, a coordinator that cannot say now is
+ * NOT_ENOUGH_REPLICAS (retriable: the producer sends again), an
+ * authorization failure INVALID_TXN_STATE. */
+static st_err_t for_producer(st_err_t e) {
+    switch (e) {
+    case ST_E_PRODUCER_FENCED: return ST_E_INVALID_PRODUCER_EPOCH;
+    case ST_E_CONCURRENT_TRANSACTIONS:
+    case ST_E_COORDINATOR_LOAD_IN_PROGRESS:
+    case ST_E_COORDINATOR_NOT_AVAILABLE:
+    case ST_E_NOT_COORDINATOR: return ST_E_NOT_ENOUGH_REPLICAS;
+    case ST_E_CLUSTER_AUTHORIZATION_FAILED: return ST_E_INVALID_TXN_STATE;
+    default: return e;
+    }
+}
+
+static void vreq_done(vreq_t *v) {
+    for (int i = 0; i < v->n; i++) v->errs[i] = for_producer(v->errs[i]);
+    v->cb(v->arg, v->errs);
+    for (int i = 0; i < v->n; i++) free((char *)v->parts[i].topic.p);
+    free(v->parts);
+    free(v->errs);
+    free((char *)v->id.p);
+    free(v->host);
+    st_arena_fini(&v->arena);
+    free(v);
+}
+
+static void vreq_fail(vreq_t *v, st_err_t e) {
+    for (int i = 0; i < v->n; i++) v->errs[i] = e;
+    vreq_done(v);
+}
+
+/* Loop 0. */
+static void on_verified(st_netclient_t *nc, const st_netclient_resp_t *resp, void *arg) {
+    (void)nc;
+    vreq_t *v = arg;
+    if (resp->err) {
+        ST_LOG_RATELIMITED(ST_LOG_INFO, "txn", 5000,
+                           "verification of transactional id %.*s at node %d: %s%s%s",
+                           (int)ST_MIN(v->id.len, 100), v->id.p, (int)v->node,
+                           st_err_msg(resp->err), resp->why ? ": " : "",
+                           resp->why ? resp->why : "");
+        vreq_fail(v, ST_E_NETWORK_EXCEPTION);
+        return;
+    }
+    st_arena_t a;
+    st_arena_init(&a, 1024);
+    st_add_partitions_to_txn_resp_t *r;
+    st_err_t e = st_netclient_decode(resp, &a, (void **)&r);
+    if (!e && r->error_code) e = st_err_from_wire(r->error_code);
+    if (e) {
+        st_arena_fini(&a);
+        vreq_fail(v, e);
+        return;
+    }
+    /* a partition the answer leaves out was not verified */
+    for (int i = 0; i < v->n; i++) v->errs[i] = ST_E_NETWORK_EXCEPTION;
+    for (int i = 0; i < r->results_by_transaction.n; i++) {
+        st_add_partitions_to_txn_result_t *tr = &r->results_by_transaction.v[i];
+        if (tr->transactional_id.len != v->id.len ||
+            memcmp(tr->transactional_id.p, v->id.p, (size_t)v->id.len) != 0)
+            continue;
+        for (int j = 0; j < tr->topic_results.n; j++) {
+            st_add_partitions_to_txn_topic_result_t *rt = &tr->topic_results.v[j];
+            for (int k = 0; k < rt->results_by_partition.n; k++)
+                for (int x = 0; x < v->n; x++)
+                    if (tp_same(&v->parts[x], rt->name, rt->results_by_partition.v[k].partition_index))
+                        v->errs[x] =
+                            st_err_from_wire(rt->results_by_partition.v[k].partition_error_code);
+        }
+    }
+    st_arena_fini(&a);
+    vreq_done(v);
+}
+
+/* Loop 0. */
+static void verify_send(void *arg) {
+    vreq_t *v = arg;
+    st_txn_coord_t *c = v->c;
+    if (closing(c)) {
+        vreq_fail(v, ST_E_NOT_COORDINATOR);
+        return;
+    }
+    client_t *k = client_for(c, v->node, v->host, v->port);
+    st_err_t e = k ? st_netclient_send(k->nc, ST_API_ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, &v->req,
+                                       VERIFY_TIMEOUT_MS, on_verified, v)
+                   : ST_E_NETWORK_EXCEPTION;
+    if (e) vreq_fail(v, ST_E_NETWORK_EXCEPTION);
+}
+
+/* The request to the coordinator at node: one transaction, verify only,
+ * topics grouped. */
+static void verify_build(vreq_t *v) {
+    st_schema_defaults(&st_add_partitions_to_txn_req_schema, &v->req);
+    st_add_partitions_to_txn_txn_t *t = st_arena_alloc(&v->arena, sizeof *t);
+    st_schema_defaults(&st_add_partitions_to_txn_txn_schema, t);
+    t->transactional_id = v->id;
+    t->producer_id = v->pid;
+    t->producer_epoch = v->epoch;
+    t->verify_only = 1;
+    ST_ARRAY_ALLOC(t->topics, &v->arena, v->n);
+    t->topics.n = 0;
+    for (int i = 0; i < v->n; i++) {
+        st_add_partitions_to_txn_topic_t *at = NULL;
+        for (int x = 0; x < t->topics.n && !at; x++)
+            if (tp_same(&(st_txn_tp_t){t->topics.v[x].name, v->parts[i].partition},
+                        v->parts[i].topic, v->parts[i].partition))
+                at = &t->topics.v[x];
+        if (!at) {
+            at = &t->topics.v[t->topics.n++];
+            st_schema_defaults(&st_add_partitions_to_txn_topic_schema, at);
+            at->name = v->parts[i].topic;
+            at->partitions.v = st_arena_alloc(&v->arena, sizeof(int32_t) * (size_t)v->n);
+            at->partitions.n = 0;
+        }
+        at->partitions.v[at->partitions.n++] = v->parts[i].partition;
+    }
+    v->req.transactions.v = t;
+    v->req.transactions.n = 1;
+}
+
+static void verify_job(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
+    vreq_t *v = arg;
+    int32_t tp = st_tstate_partition_of(s, v->id);
+    st_tpart_state_t ps = st_tstate_partition(s, tp);
+    int32_t leader = ps == ST_TPART_LOADED || ps == ST_TPART_LOADING ? c->cfg.node_id
+                                                                     : leader_of(c, tp, NULL);
+    if (leader == c->cfg.node_id || leader < 0) {
+        /* ours (or nobody's: the state says NOT_COORDINATOR) */
+        st_tstate_verify(s, v->id, v->pid, v->epoch, v->parts, v->n, v->errs);
+        vreq_done(v);
+        return;
+    }
+    st_meta_image_t *img = st_controller_image(c->ctl);
+    for (int k = 0; img && k < img->nbrokers; k++)
+        if (img->brokers[k].id == leader && !img->brokers[k].fenced) {
+            v->host = st_strdup(img->brokers[k].host);
+            v->port = img->brokers[k].port;
+        }
+    if (img) st_image_release(img);
+    if (!v->host) {
+        vreq_fail(v, ST_E_COORDINATOR_NOT_AVAILABLE);
+        return;
+    }
+    v->node = leader;
+    verify_build(v);
+    st_loop_post(st_net_loop(c->net, 0), verify_send, v);
+}
+
+void st_txn_coord_verify(st_txn_coord_t *c, st_str_t id, int64_t pid, int16_t epoch,
+                         const st_txn_tp_t *parts, int n, st_txn_verify_cb cb, void *arg) {
+    vreq_t *v = st_calloc(1, sizeof *v);
+    v->c = c;
+    v->id = sdup(id);
+    v->pid = pid;
+    v->epoch = epoch;
+    v->n = n;
+    v->parts = st_malloc(sizeof *v->parts * (size_t)(n + 1));
+    v->errs = st_calloc((size_t)n + 1, sizeof *v->errs);
+    for (int i = 0; i < n; i++) v->parts[i] = (st_txn_tp_t){sdup(parts[i].topic), parts[i].partition};
+    v->cb = cb;
+    v->arg = arg;
+    st_arena_init(&v->arena, 64);
+    st_txn_coord_submit(c, verify_job, v);
 }
 
 void st_txn_coord_submit(st_txn_coord_t *c, st_txn_job_fn fn, void *arg) {

@@ -201,6 +201,17 @@ st_err_t st_tstate_init_pid(st_tstate_t *s, st_str_t transactional_id, int32_t t
 st_err_t st_tstate_add_partitions(st_tstate_t *s, st_str_t transactional_id, int64_t pid,
                                   int16_t epoch, const st_txn_tp_t *parts, int n);
 
+/* KIP-890's verification (AddPartitionsToTxn v4+ with verify_only, a
+ * partition leader asking before it appends a transaction's first batch):
+ * per partition, OK when it is in the ongoing transaction of id at pid /
+ * epoch, else INVALID_TXN_STATE; the transaction's own error (the
+ * return) for all of them when the producer is unknown
+ * (INVALID_PRODUCER_ID_MAPPING), fenced (PRODUCER_FENCED), its markers
+ * are being written (CONCURRENT_TRANSACTIONS) or the id is not this
+ * coordinator's.  Nothing is written. */
+st_err_t st_tstate_verify(st_tstate_t *s, st_str_t transactional_id, int64_t pid, int16_t epoch,
+                          const st_txn_tp_t *parts, int n, st_err_t *errs);
+
 /* EndTxn. */
 st_err_t st_tstate_end_txn(st_tstate_t *s, st_str_t transactional_id, int64_t pid,
                            int16_t epoch, int commit);
@@ -250,5 +261,18 @@ int32_t st_txn_coord_num_partitions(st_txn_coord_t *c);
  * coordinator stops.  Coordinator thread. */
 void st_txn_coord_when_ended(st_txn_coord_t *c, st_str_t id, int64_t pid, int16_t epoch,
                              int32_t wait_ms, st_txn_job_fn fn, void *arg);
+
+/* KIP-890 part 1, the partition leader's side: ask the coordinator of id
+ * (this broker's state, or AddPartitionsToTxn v4 verify-only to the
+ * broker leading its __transaction_state partition) whether each of the
+ * partitions is in the ongoing transaction at pid / epoch.  cb gets one
+ * error per partition, as a Produce answers it (OK: verified;
+ * INVALID_TXN_STATE: not in the transaction; INVALID_PRODUCER_ID_MAPPING,
+ * INVALID_PRODUCER_EPOCH; NOT_ENOUGH_REPLICAS or NETWORK_EXCEPTION when
+ * the coordinator could not say, which producers retry), once, on the
+ * coordinator thread or loop 0; errs is valid during the call. */
+typedef void (*st_txn_verify_cb)(void *arg, const st_err_t *errs);
+void st_txn_coord_verify(st_txn_coord_t *c, st_str_t id, int64_t pid, int16_t epoch,
+                         const st_txn_tp_t *parts, int n, st_txn_verify_cb cb, void *arg);
 
 #endif /* ST_TXN_H */

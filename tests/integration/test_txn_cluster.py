@@ -105,6 +105,21 @@ def write_txn(value):
     cx = cl.conn(x, timeout=10)
     err, pid, ep = retried(lambda: init_pid(cx, TID), "InitProducerId")
     check(err == 0, "InitProducerId: %d" % err)
+    # KIP-890: before the partitions are added, a leader that is not the
+    # coordinator asks it (AddPartitionsToTxn v4) and refuses the batch
+    remote = [(p, n) for p, n in leaders().items() if n != x]
+    if remote:
+        p, n = remote[0]
+        cp = cl.conn(n, timeout=10)
+        early = kwire.record_batch([b"early"], producer_id=pid, producer_epoch=ep, base_sequence=0,
+                                   transactional=True)
+        r = retried(lambda: (lambda e: (e[0] if e[0] != 19 else 15,))(produce_txn(cp, TID, TOPIC, p, early)),
+                    "early produce")
+        check(r[0] == 48, "a batch to %s-%d at node %d (coordinator %d) before AddPartitionsToTxn: %d, "
+              "want INVALID_TXN_STATE 48" % (TOPIC, p, n, x, r[0]))
+        print("%s-%d at node %d, before the partition was added: INVALID_TXN_STATE from coordinator %d" %
+              (TOPIC, p, n, x), flush=True)
+        cp.close()
     res = retried(lambda: (max(add_partitions(cx, TID, pid, ep, [(TOPIC, [0, 1, 2])]).values()),), "add")
     check(res[0] == 0, "AddPartitionsToTxn: %r" % (res,))
     cx.close()

@@ -21,6 +21,13 @@ the flexible ones of DescribeTransactions / ListTransactions):
   - InitProducerId during a transaction aborts it with the epoch bumped and
     answers CONCURRENT_TRANSACTIONS;
   - a transaction past its timeout is aborted with the epoch bumped;
+  - KIP-890 part 1, the partition leader asks the coordinator before a
+    transaction's first batch in a partition: a partition not added, and a
+    late batch after the commit, are INVALID_TXN_STATE and open no
+    transaction (the LSO stays at the high watermark); a producer id the
+    transactional id does not have: INVALID_PRODUCER_ID_MAPPING; an old
+    epoch: INVALID_PRODUCER_EPOCH; an unknown transactional id:
+    INVALID_PRODUCER_ID_MAPPING; a plain producer meanwhile is served;
   - ListTransactions with state filters (an unknown one reported);
   - every change is a record of __transaction_state in Kafka's
     TransactionLogKey / TransactionLogValue v0 formats, read back here;
@@ -241,11 +248,52 @@ if markers_served:
     print("txn-data-2 read_committed: LSO %d = high watermark, aborted %r, %d markers" % (lso, aborted, len(ctrl)),
           flush=True)
 
+# KIP-890: the leader verifies a transaction's first batch in a partition
+err, pid_h, eph = init_ok("tx-h")
+expect(err, 0, "InitProducerId tx-h")
+
+
+def h_batch(seq, pid=None, epoch=None):
+    return kwire.record_batch([b"h-%d" % seq], producer_id=pid_h if pid is None else pid,
+                              producer_epoch=eph if epoch is None else epoch, base_sequence=seq,
+                              transactional=True)
+
+
+expect(produce_txn(c, "tx-h", TOPIC, 1, h_batch(0))[0], 48,
+       "transactional produce to a partition not added")
+check(add_partitions(c, "tx-h", pid_h, eph, [(TOPIC, [1])]) == {(TOPIC, 1): 0}, "tx-h add")
+expect(produce_txn(c, "tx-h", TOPIC, 0, h_batch(0))[0], 48,
+       "transactional produce to another partition than the one added")
+expect(produce_txn(c, "tx-h", TOPIC, 1, h_batch(0, pid=pid_b))[0], 49,
+       "transactional produce with another id's producer id")
+expect(produce_txn(c, "tx-h", TOPIC, 1, h_batch(0, epoch=eph + 3))[0], 47,
+       "transactional produce at another epoch")
+expect(produce_txn(c, "tx-nobody", TOPIC, 1, h_batch(0))[0], 49,
+       "transactional produce for an unknown transactional id")
+_i, perr, _b = c.produce(TOPIC, 1, kwire.record_batch([b"plain"]))
+expect(perr, 0, "a plain produce to the partition meanwhile")
+perr, base_h = produce_txn(c, "tx-h", TOPIC, 1, h_batch(0))
+expect(perr, 0, "transactional produce to the partition added")
+perr, base_h2 = produce_txn(c, "tx-h", TOPIC, 1, h_batch(1))
+expect(perr, 0, "its second batch (the transaction is open there: no verification)")
+expect(end_txn(c, "tx-h", pid_h, eph, True), 0, "EndTxn commit tx-h")
+deadline = time.time() + 20
+while describe(c, ["tx-h"])["tx-h"]["state"] != "CompleteCommit" and time.time() < deadline:
+    time.sleep(0.05)
+check(describe(c, ["tx-h"])["tx-h"]["state"] == "CompleteCommit", "tx-h never completed")
+# a batch of the committed transaction arriving late (a retry delayed in
+# the network): without verification it would open a transaction nobody
+# ends, holding the LSO of the partition for good
+expect(produce_txn(c, "tx-h", TOPIC, 1, h_batch(2))[0], 48, "a late batch after the commit")
+err, hw, lso, _ab, _d = fetch_committed(c, TOPIC, 1, 0)
+check(err == 0 and lso == hw, "after the late batch: LSO %d, high watermark %d" % (lso, hw))
+print("KIP-890: txn-data-1 LSO %d = high watermark after the late batch" % lso, flush=True)
+
 # ListTransactions
 err, unknown, txns = list_txns(c)
 expect(err, 0, "ListTransactions")
 check(set(txns) >= {"tx-a", "tx-b", "tx-c", "tx-d", "tx-e"}, "ListTransactions: %r" % txns)
-txns = {k: v for k, v in txns.items() if k not in ("tx-f", "tx-g")}
+txns = {k: v for k, v in txns.items() if k not in ("tx-f", "tx-g", "tx-h")}
 err, unknown, ongoing = list_txns(c, states=["Ongoing", "Bogus"])
 check(unknown == ["Bogus"] and set(ongoing) == {"tx-c"}, "ListTransactions Ongoing: %r %r" % (unknown, ongoing))
 err, _u, by_pid = list_txns(c, pids=[pid_b])

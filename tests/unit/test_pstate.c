@@ -515,6 +515,63 @@ static void test_pstate_markers(void **state) {
     env_fini(&e);
 }
 
+/* KIP-890's guards: a transaction begins only with the guard its
+ * verification began with, and a marker written meanwhile voids it. */
+static st_err_t txn_append(env_t *e, int64_t pid, int16_t epoch, int32_t seq, int64_t guard) {
+    st_buf_t b;
+    st_append_info_t info;
+    st_buf_init(&b);
+    pbatch(&b, pid, epoch, seq, 1, st_now_ms());
+    st_batch_set_producer(b.data, b.len, pid, epoch, seq, ST_ATTR_TRANSACTIONAL);
+    st_err_t err = st_log_append_verified(e->log, b.data, b.len, 0, st_now_ms(), guard, &info);
+    st_buf_fini(&b);
+    return err;
+}
+
+static st_err_t marker_append(env_t *e, int64_t pid, int16_t epoch) {
+    st_buf_t b;
+    st_append_info_t info;
+    st_buf_init(&b);
+    marker(&b, pid, epoch);
+    st_batch_set_producer(b.data, b.len, pid, epoch, -1, ST_ATTR_TRANSACTIONAL);
+    st_err_t err = st_log_append(e->log, b.data, b.len, 0, st_now_ms(), &info);
+    st_buf_fini(&b);
+    return err;
+}
+
+static void test_pstate_verification_guards(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e, 1 << 20);
+    /* no transaction open: a guard, the same for a second verification */
+    int64_t g = st_log_txn_verify_begin(e.log, 40);
+    assert_true(g > 0);
+    assert_int_equal(st_log_txn_verify_begin(e.log, 40), g);
+    /* the sentinel (0) or another guard opens nothing */
+    assert_int_equal(txn_append(&e, 40, 0, 0, 0), ST_E_INVALID_TXN_STATE);
+    assert_int_equal(txn_append(&e, 40, 0, 0, g + 1), ST_E_INVALID_TXN_STATE);
+    /* unchecked (verification off) and the right guard do */
+    assert_int_equal(txn_append(&e, 40, 0, 0, g), ST_OK);
+    /* open now: no verification, the sentinel passes while it stays open */
+    assert_int_equal(st_log_txn_verify_begin(e.log, 40), 0);
+    assert_int_equal(txn_append(&e, 40, 0, 1, 0), ST_OK);
+    assert_int_equal(marker_append(&e, 40, 0), ST_OK);
+    /* ended before the append: the sentinel no longer passes */
+    assert_int_equal(txn_append(&e, 40, 0, 2, 0), ST_E_INVALID_TXN_STATE);
+    /* a marker written while the verification was under way voids it */
+    g = st_log_txn_verify_begin(e.log, 40);
+    assert_true(g > 0);
+    assert_int_equal(marker_append(&e, 40, 0), ST_OK);
+    assert_int_equal(txn_append(&e, 40, 0, 2, g), ST_E_INVALID_TXN_STATE);
+    /* a new verification after it: taken */
+    g = st_log_txn_verify_begin(e.log, 40);
+    assert_int_equal(txn_append(&e, 40, 0, 2, g), ST_OK);
+    /* other producers are unaffected; unchecked appends pass */
+    assert_int_equal(txn_append(&e, 41, 0, 0, ST_LOG_UNVERIFIED), ST_OK);
+    produce_ok(&e, 42, 0, 0, 1, leo(e.log));
+    env_fini(&e);
+}
+
 /* ======================================================================
  * Followers
  * ==================================================================== */
@@ -1011,6 +1068,7 @@ int main(void) {
         cmocka_unit_test(test_pstate_five_batches_kept),
         cmocka_unit_test(test_pstate_log_append_time),
         cmocka_unit_test(test_pstate_markers),
+        cmocka_unit_test(test_pstate_verification_guards),
         cmocka_unit_test(test_pstate_follower_builds_the_same_state),
         cmocka_unit_test(test_pstate_snapshot_format),
         cmocka_unit_test(test_pstate_snapshots_at_roll_and_close),
