@@ -233,6 +233,16 @@ typedef struct snap {
     st_file_t *file; /* kept while the pass reads this segment, else NULL */
 } snap_t;
 
+/* Per producer, what the rewrite saw of its transaction since its last
+ * marker: a batch of it kept (the marker must stay), or an aborted batch
+ * dropped by this pass (the marker stays one more pass, so a consumer
+ * that read the data before it went still finds its end; Kafka's
+ * lastObservedBatchOffset). */
+typedef struct ptxn {
+    int64_t pid; /* -1: free slot */
+    int kept, dropped;
+} ptxn_t;
+
 typedef struct pass {
     st_log_t *log;
     const st_log_compact_config_t *cfg;
@@ -257,7 +267,36 @@ typedef struct pass {
      * are neither mapped nor kept (Kafka's cleaner drops aborted data) */
     st_log_aborted_txn_t *aborted;
     int naborted;
+    /* the transactions the rewrite goes through, per producer (Kafka's
+     * CleanedTransactionMetadata), and the abort markers the current
+     * group dropped (their aborted entries go at the swap) */
+    ptxn_t *ptx;
+    size_t ptx_cap, ptx_n;
+    int64_t *dropped;
+    int ndropped, capdropped;
+    int markers_removed;
 } pass_t;
+
+static ptxn_t *ptxn_get(pass_t *p, int64_t pid) {
+    if ((p->ptx_n + 1) * 2 > p->ptx_cap) {
+        size_t oldcap = p->ptx_cap;
+        ptxn_t *old = p->ptx;
+        p->ptx_cap = oldcap ? oldcap * 2 : 64;
+        p->ptx = st_malloc(sizeof *p->ptx * p->ptx_cap);
+        for (size_t i = 0; i < p->ptx_cap; i++) p->ptx[i].pid = -1;
+        p->ptx_n = 0;
+        for (size_t i = 0; i < oldcap; i++)
+            if (old[i].pid >= 0) *ptxn_get(p, old[i].pid) = old[i];
+        free(old);
+    }
+    size_t at = (size_t)((uint64_t)pid * 0x9e3779b97f4a7c15u >> 20) & (p->ptx_cap - 1);
+    while (p->ptx[at].pid >= 0 && p->ptx[at].pid != pid) at = (at + 1) & (p->ptx_cap - 1);
+    if (p->ptx[at].pid < 0) {
+        p->ptx[at] = (ptxn_t){pid, 0, 0};
+        p->ptx_n++;
+    }
+    return &p->ptx[at];
+}
 
 /* A transactional data batch whose transaction was aborted. */
 static int aborted_batch(const pass_t *p, const st_batch_info_t *b) {
@@ -370,6 +409,45 @@ static st_err_t build_map(pass_t *p, int first, int last, int64_t *end) {
     return ST_OK;
 }
 
+/* Whether a marker goes (Kafka's cleaner): its transaction left nothing in
+ * the log (no batch of it kept, none dropped by this very pass), it is
+ * older than delete.retention.ms (a consumer that read the transaction's
+ * data meanwhile still finds its end), and it is not its producer's last
+ * batch (which keeps the producer's epoch for a replay of the log).  A
+ * dropped abort marker takes its aborted-transaction entry with it: a
+ * read_committed consumer would otherwise skip the producer's later
+ * batches, waiting for a marker that is gone. */
+static int marker_goes(pass_t *p, const st_batch_info_t *b) {
+    if (b->producer_id < 0) return 0;
+    ptxn_t *t = ptxn_get(p, b->producer_id);
+    int empty = !t->kept && !t->dropped;
+    t->kept = t->dropped = 0;
+    if (!empty || b->max_timestamp < 0) return 0;
+    int64_t due = b->max_timestamp + p->cfg->delete_retention_ms;
+    if (due > p->o->now_ms) {
+        if (p->res->tombstone_due < 0 || due < p->res->tombstone_due) p->res->tombstone_due = due;
+        return 0;
+    }
+    int64_t last = st_batch_last_offset(b);
+    st_log_t *log = p->log;
+    pthread_mutex_lock(&log->lock);
+    const st_pstate_entry_t *e = st_log__pstate_lookup(&log->pstate, b->producer_id);
+    int later = !e || (e->nbatches > 0 && e->batches[e->nbatches - 1].last_offset > last);
+    pthread_mutex_unlock(&log->lock);
+    if (!later) return 0;
+    int32_t cepoch;
+    if (st_batch_control_type(p->buf, b->size, &cepoch) == ST_CONTROL_ABORT) {
+        if (p->ndropped == p->capdropped) {
+            p->capdropped = p->capdropped ? p->capdropped * 2 : 16;
+            p->dropped = st_realloc(p->dropped, sizeof *p->dropped * (size_t)p->capdropped);
+        }
+        p->dropped[p->ndropped++] = b->base_offset;
+    }
+    p->markers_removed++;
+    p->res->records_removed += b->record_count;
+    return 1;
+}
+
 static int filter_record(const rec_t *r, void *arg) {
     pass_t *p = arg;
     p->nall++;
@@ -398,17 +476,31 @@ static int filter_record(const rec_t *r, void *arg) {
     return 0;
 }
 
+static st_err_t filter_records(pass_t *p, const st_batch_info_t *b);
+
 /* Filter one batch into p->outbatch (empty when nothing stays). */
 static st_err_t filter_batch(pass_t *p, const st_batch_info_t *b) {
     p->outbatch.len = 0;
     if (b->attributes & ST_ATTR_CONTROL) {
-        st_buf_put(&p->outbatch, p->buf, (size_t)b->size);
+        if (!marker_goes(p, b)) st_buf_put(&p->outbatch, p->buf, (size_t)b->size);
         return ST_OK;
     }
+    int txn = b->producer_id >= 0 && (b->attributes & ST_ATTR_TRANSACTIONAL);
     if (aborted_batch(p, b)) {
         p->res->records_removed += b->record_count;
+        ptxn_get(p, b->producer_id)->dropped = 1;
         return ST_OK;
     }
+    if (txn) {
+        st_err_t e = filter_records(p, b);
+        if (!e && p->outbatch.len) ptxn_get(p, b->producer_id)->kept = 1;
+        return e;
+    }
+    return filter_records(p, b);
+}
+
+/* The records of a data batch that stay, into p->outbatch. */
+static st_err_t filter_records(pass_t *p, const st_batch_info_t *b) {
     p->bi = b;
     p->kept.len = 0;
     p->nkept = p->nall = 0;
@@ -576,7 +668,9 @@ static st_err_t swap_group_locked(pass_t *p, int g0, int g1) {
             sizeof *log->segs * (size_t)(log->nsegs - i0 - 1 - (g1 - g0)));
     log->nsegs -= g1 - g0;
     /* the group's aborted transactions in one file (the others went with
-     * their segments; their data was dropped by this pass anyway) */
+     * their segments; their data was dropped by this pass anyway), without
+     * those whose markers this pass dropped */
+    st_log__txn_forget(log, p->dropped, p->ndropped);
     st_log__txn_rewrite_seg(log, i0);
     return ST_OK;
 }
@@ -591,6 +685,8 @@ static void pass_fini(pass_t *p) {
     st_buf_fini(&p->outbatch);
     keymap_fini(&p->map);
     free(p->aborted);
+    free(p->ptx);
+    free(p->dropped);
 }
 
 /* KIP-354: a log whose oldest dirty record (the first dirty segment's first
@@ -702,6 +798,7 @@ st_err_t st_log_clean(st_log_t *log, const st_log_compact_config_t *cfg,
             g1++;
             size += p.segs[g1].size;
         }
+        p.ndropped = 0;
         e = write_group(&p, g0, g1);
         if (!e) {
             pthread_mutex_lock(&log->lock);
@@ -717,6 +814,7 @@ st_err_t st_log_clean(st_log_t *log, const st_log_compact_config_t *cfg,
         g0 = g1 + 1;
     }
     res->tombstones_removed = p.tombstones_removed;
+    res->markers_removed = p.markers_removed;
     res->first_dirty = end;
     pthread_mutex_lock(&log->lock);
     res->segments_after = log->nsegs;

@@ -447,6 +447,7 @@ typedef struct st_log_clean_result {
     int lag_due;            /* max.compaction.lag.ms made it eligible */
     int64_t bytes_read, bytes_written;
     int64_t records_kept, records_removed, tombstones_removed;
+    int64_t markers_removed; /* transaction markers (their transactions left nothing) */
     int segments_before, segments_after;
 } st_log_clean_result_t;
 

@@ -337,6 +337,9 @@ void st_log__txn_replay_end(st_log_t *log, int64_t from);
 void st_log__txn_start_moved(st_log_t *log);
 /* Write segment i's .txnindex again from memory (after a cleaner swap). */
 void st_log__txn_rewrite_seg(st_log_t *log, int i);
+/* Drop the aborted transactions whose markers (at these offsets) the
+ * cleaner removed. */
+void st_log__txn_forget(st_log_t *log, const int64_t *marker_offsets, int n);
 void st_log__txn_reset(st_log_t *log);
 void st_log__txn_free(st_log_t *log);
 

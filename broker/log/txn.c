@@ -107,6 +107,16 @@ static void add_aborted(st_log_t *log, const st_log_aborted_txn_t *a, int to_fil
     if (to_file) file_append(log, a);
 }
 
+void st_log__txn_forget(st_log_t *log, const int64_t *marker_offsets, int n) {
+    int k = 0;
+    for (int i = 0; i < log->naborted; i++) {
+        int gone = 0;
+        for (int j = 0; j < n && !gone; j++) gone = log->aborted[i].last_offset == marker_offsets[j];
+        if (!gone) log->aborted[k++] = log->aborted[i];
+    }
+    log->naborted = k;
+}
+
 /* Rewrite the .txnindex of segment i from memory (none when empty). */
 void st_log__txn_rewrite_seg(st_log_t *log, int i) {
     st_segment_t *s = log->segs[i];

@@ -776,6 +776,71 @@ static void test_transactions(void **state) {
     env_fini(&e);
 }
 
+/* Markers go as Kafka's cleaner removes them: once their transaction left
+ * nothing in the log (an aborted one a pass after its data went), older
+ * than delete.retention.ms, and not their producer's last batch; an
+ * abort marker takes its aborted entry with it. */
+static void test_transaction_markers(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e, 4 << 10);
+    int k0[5] = {0, 1, 2, 3, 4}, k20[2] = {20, 21}, k30[2] = {30, 31}, k40[1] = {40};
+    append_txn(&e, 7, 0, k0, 5, 1); /* aborted */
+    append_marker(&e, 7, 0);
+    append_txn(&e, 7, 5, k20, 2, 2); /* committed, kept: its marker stays */
+    append_marker(&e, 7, 1);
+    append_txn(&e, 10, 0, k30, 2, 3); /* committed, then overwritten */
+    append_marker(&e, 10, 1);
+    append(&e, k30, 2, 4, 0, 0, NOW - DAY);
+    append_txn(&e, 10, 2, k40, 1, 5); /* committed, kept */
+    append_marker(&e, 10, 1);
+    append_txn(&e, 8, 0, k0, 5, 6); /* committed, overwritten: but 8's last batch */
+    append_marker(&e, 8, 1);
+    append(&e, k0, 5, 7, 0, 0, NOW - DAY);
+    assert_int_equal(st_log_roll(e.log), ST_OK);
+    int tail[1] = {50};
+    append(&e, tail, 1, 8, 0, 0, NOW);
+    int64_t hw = e.leo;
+    st_log_aborted_txn_t ab[4];
+    assert_int_equal(st_log_aborted_txns(e.log, 0, INT64_MAX, ab, 4), 1);
+
+    /* 10's first commit marker goes (its records were overwritten); 7's
+     * abort marker stays while its data goes in this pass */
+    st_log_clean_result_t r = clean(&e, 0, NOW, 1);
+    assert_true(r.cleaned);
+    assert_int_equal(r.markers_removed, 1);
+    assert_int_equal(st_log_aborted_txns(e.log, 0, INT64_MAX, ab, 4), 1);
+    /* a pass when the marker is younger than delete.retention.ms keeps it,
+     * due later */
+    r = clean(&e, 0, NOW - DAY / 2, 1);
+    assert_int_equal(r.markers_removed, 0);
+    assert_true(r.tombstone_due > 0 && r.tombstone_due <= NOW);
+    assert_int_equal(st_log_aborted_txns(e.log, 0, INT64_MAX, ab, 4), 1);
+    /* the next pass takes it, and its aborted entry */
+    r = clean(&e, 0, NOW, 1);
+    assert_int_equal(r.markers_removed, 1);
+    assert_int_equal(st_log_aborted_txns(e.log, 0, INT64_MAX, ab, 4), 0);
+    r = clean(&e, 0, NOW, 1);
+    assert_int_equal(r.markers_removed, 0);
+    assert_int_equal(st_log_last_stable_offset(e.log), hw);
+    /* the kept transactions' records and the producers' state are there */
+    readback_t rb;
+    read_all(&e, &rb);
+    int seen20 = 0, seen40 = 0;
+    for (int i = 0; i < rb.n; i++) {
+        seen20 += rb.v[i].key == 20 || rb.v[i].key == 21;
+        seen40 += rb.v[i].key == 40;
+    }
+    assert_int_equal(seen20, 2);
+    assert_int_equal(seen40, 1);
+    free(rb.v);
+    env_close(&e);
+    env_open(&e);
+    assert_int_equal(st_log_aborted_txns(e.log, 0, INT64_MAX, ab, 4), 0);
+    assert_int_equal(st_log_last_stable_offset(e.log), hw);
+    env_fini(&e);
+}
+
 int main(void) {
     unit_seed("cleaner");
     st_log_set_level(getenv("STRATA_TEST_LOG") ? ST_LOG_DEBUG : ST_LOG_ERROR);
@@ -788,6 +853,7 @@ int main(void) {
         cmocka_unit_test(test_cancel_leaves_nothing),
         cmocka_unit_test(test_recovery_each_step),
         cmocka_unit_test(test_transactions),
+        cmocka_unit_test(test_transaction_markers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
