@@ -266,6 +266,25 @@ typedef struct add_params {
     int knows_fenced;
 } add_params_t;
 
+/* The results by topic of p's partitions (request order): each its own
+ * error (an unknown topic), else its verdict (verdict NULL: all). */
+static void topic_results(st_request_t *req, const st_add_partitions_to_txn_topic_t *topics,
+                          int ntopics, const add_params_t *p, const st_err_t *verdict, st_err_t all,
+                          st_add_partitions_to_txn_topic_result_t *out) {
+    int k = 0;
+    for (int i = 0; i < ntopics; i++) {
+        st_add_partitions_to_txn_topic_result_t *rt = &out[i];
+        st_schema_defaults(&st_add_partitions_to_txn_topic_result_schema, rt);
+        rt->name = topics[i].name;
+        ST_ARRAY_ALLOC(rt->results_by_partition, &req->arena, topics[i].partitions.n);
+        for (int j = 0; j < topics[i].partitions.n; j++, k++) {
+            st_err_t e = p->errs[k] ? p->errs[k] : verdict ? verdict[k] : all;
+            rt->results_by_partition.v[j].partition_index = topics[i].partitions.v[j];
+            rt->results_by_partition.v[j].partition_error_code = fenced_wire(e, p->knows_fenced);
+        }
+    }
+}
+
 static void add_partitions_job(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
     (void)c;
     top_t *op = arg;
@@ -283,18 +302,7 @@ static void add_partitions_job(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
     }
     st_add_partitions_to_txn_resp_t *r = resp_new(req, &st_add_partitions_to_txn_resp_schema);
     ST_ARRAY_ALLOC(r->results_by_topic, &req->arena, q->topics.n);
-    int k = 0;
-    for (int i = 0; i < q->topics.n; i++) {
-        st_add_partitions_to_txn_topic_result_t *rt = &r->results_by_topic.v[i];
-        st_schema_defaults(&st_add_partitions_to_txn_topic_result_schema, rt);
-        rt->name = q->topics.v[i].name;
-        ST_ARRAY_ALLOC(rt->results_by_partition, &req->arena, q->topics.v[i].partitions.n);
-        for (int j = 0; j < q->topics.v[i].partitions.n; j++, k++) {
-            rt->results_by_partition.v[j].partition_index = q->topics.v[i].partitions.v[j];
-            rt->results_by_partition.v[j].partition_error_code =
-                fenced_wire(p->errs[k] ? p->errs[k] : e, p->knows_fenced);
-        }
-    }
+    topic_results(req, q->topics.v, q->topics.n, p, NULL, e, r->results_by_topic.v);
     top_finish(op, r);
 }
 
@@ -354,33 +362,21 @@ static void add_batch_job(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
     for (int i = 0; i < b->n; i++) {
         add_params_t *p = &b->t[i];
         st_add_partitions_to_txn_txn_t *qt = &q->transactions.v[i];
-        st_err_t *verdict = st_arena_alloc(&req->arena, sizeof *verdict * (size_t)(p->n + 1));
+        st_err_t *verdict = NULL, e = ST_OK;
         if (qt->verify_only) {
             /* the known partitions are verified; unknown ones keep theirs */
+            verdict = st_arena_alloc(&req->arena, sizeof *verdict * (size_t)(p->n + 1));
             st_tstate_verify(s, p->id, p->pid, p->epoch, p->parts, p->n, verdict);
-        } else {
-            st_err_t e = p->nbad ? ST_E_OPERATION_NOT_ATTEMPTED
-                                 : st_tstate_add_partitions(s, p->id, p->pid, p->epoch, p->parts,
-                                                            p->n);
-            if (!p->nbad && !e) top_wait(op, s, p->id);
-            for (int k = 0; k < p->n; k++) verdict[k] = e;
+        } else if (p->nbad) {
+            e = ST_E_OPERATION_NOT_ATTEMPTED;
+        } else if (!(e = st_tstate_add_partitions(s, p->id, p->pid, p->epoch, p->parts, p->n))) {
+            top_wait(op, s, p->id);
         }
         st_add_partitions_to_txn_result_t *tr = &r->results_by_transaction.v[i];
         st_schema_defaults(&st_add_partitions_to_txn_result_schema, tr);
         tr->transactional_id = qt->transactional_id;
         ST_ARRAY_ALLOC(tr->topic_results, &req->arena, qt->topics.n);
-        int k = 0;
-        for (int x = 0; x < qt->topics.n; x++) {
-            st_add_partitions_to_txn_topic_result_t *rt = &tr->topic_results.v[x];
-            st_schema_defaults(&st_add_partitions_to_txn_topic_result_schema, rt);
-            rt->name = qt->topics.v[x].name;
-            ST_ARRAY_ALLOC(rt->results_by_partition, &req->arena, qt->topics.v[x].partitions.n);
-            for (int j = 0; j < qt->topics.v[x].partitions.n; j++, k++) {
-                rt->results_by_partition.v[j].partition_index = qt->topics.v[x].partitions.v[j];
-                rt->results_by_partition.v[j].partition_error_code =
-                    st_err_wire(p->errs[k] ? p->errs[k] : verdict[k]);
-            }
-        }
+        topic_results(req, qt->topics.v, qt->topics.n, p, verdict, e, tr->topic_results.v);
     }
     top_finish(op, r);
 }
