@@ -159,22 +159,35 @@ static int replay_marker(const st_record_t *r, void *arg) {
     return 0;
 }
 
+/* One batch of the replay: a transaction's records are pending until its
+ * marker (a control batch of the same producer) commits or aborts them. */
+static void replay_batch(const st_batch_info_t *b, const uint8_t *bytes, void *arg) {
+    replay_t *rp = arg;
+    int control = (b->attributes & ST_ATTR_CONTROL) != 0;
+    rp->producer_id =
+        (b->attributes & ST_ATTR_TRANSACTIONAL) && b->producer_id >= 0 ? b->producer_id : -1;
+    st_err_t re = ST_OK;
+    if (!control) re = st_batch_foreach_record(bytes, b->size, replay_record, rp);
+    else if (rp->producer_id >= 0) re = st_batch_foreach_record(bytes, b->size, replay_marker, rp);
+    if (re)
+        ST_WARN("group", "%s-%d: batch at offset %lld unreadable (%s); skipped",
+                ST_GROUP_OFFSETS_TOPIC, (int)rp->partition, (long long)b->base_offset,
+                st_err_name(re));
+}
+
 /* One step of replay: up to offsets.load.buffer.size bytes.  Returns 1
  * when the partition is loaded (or given up). */
 static int load_step(st_group_coord_t *c, int32_t partition) {
     part_t *pt = &c->parts[partition];
-    st_log_read_t rd;
-    /* to the log end, as Kafka's loader reads (FetchIsolation.LOG_END): a
-     * new leader's high watermark may still be behind commits its old
-     * leader acknowledged, and those must not be lost with the move */
-    st_err_t e = st_log_read_replica(pt->p->log, pt->load_pos, c->cfg.load_buffer_bytes, 1, &rd);
-    if (e == ST_E_OFFSET_OUT_OF_RANGE && pt->load_pos < rd.log_start_offset) {
-        pt->load_pos = rd.log_start_offset; /* DeleteRecords or compaction moved the start */
-        return 0;
-    }
-    if (e == ST_E_OFFSET_OUT_OF_RANGE || (!e && !rd.file)) {
+    replay_t rp = {c, partition, -1};
+    int64_t before = pt->load_pos;
+    int done;
+    st_err_t e = st_log_replay_step(pt->p->log, &pt->load_pos, c->cfg.load_buffer_bytes, &c->buf,
+                                    &c->bufcap, replay_batch, &rp, &done);
+    if (e == ST_E_CORRUPT) {
+        ST_ERROR("group", "%s-%d: no readable batch at offset %lld; loading stops there",
+                 ST_GROUP_OFFSETS_TOPIC, (int)partition, (long long)before);
         st_gstate_load_done(c->state, partition);
-        c->image_offset = -1; /* topics deleted while it was away: look again */
         return 1;
     }
     if (e) {
@@ -186,44 +199,9 @@ static int load_step(st_group_coord_t *c, int32_t partition) {
         pt->p = NULL;
         return 1;
     }
-    if ((size_t)rd.len > c->bufcap) {
-        c->bufcap = (size_t)rd.len;
-        c->buf = st_realloc(c->buf, c->bufcap);
-    }
-    size_t got = 0;
-    e = st_pread_all(rd.file->fd, c->buf, (size_t)rd.len, rd.pos, &got);
-    st_file_release(rd.file);
-    int64_t before = pt->load_pos;
-    size_t pos = 0;
-    replay_t rp = {c, partition, -1};
-    while (!e && pos + ST_BATCH_HEADER_SIZE <= got) {
-        st_batch_info_t b;
-        if (st_batch_header(c->buf + pos, got - pos, &b) || pos + (size_t)b.size > got) break;
-        if (st_batch_last_offset(&b) >= pt->load_pos) {
-            /* a transaction's records are pending until its marker (a
-             * control batch of the same producer) commits or aborts them */
-            int control = (b.attributes & ST_ATTR_CONTROL) != 0;
-            rp.producer_id = (b.attributes & ST_ATTR_TRANSACTIONAL) && b.producer_id >= 0
-                                 ? b.producer_id
-                                 : -1;
-            st_err_t re = ST_OK;
-            if (!control)
-                re = st_batch_foreach_record(c->buf + pos, b.size, replay_record, &rp);
-            else if (rp.producer_id >= 0)
-                re = st_batch_foreach_record(c->buf + pos, b.size, replay_marker, &rp);
-            if (re)
-                ST_WARN("group", "%s-%d: batch at offset %lld unreadable (%s); skipped",
-                        ST_GROUP_OFFSETS_TOPIC, (int)partition, (long long)b.base_offset,
-                        st_err_name(re));
-        }
-        pt->load_pos = st_batch_last_offset(&b) + 1;
-        pos += (size_t)b.size;
-    }
-    if (pt->load_pos == before) {
-        /* nothing whole could be read: the log is damaged past here */
-        ST_ERROR("group", "%s-%d: no readable batch at offset %lld; loading stops there",
-                 ST_GROUP_OFFSETS_TOPIC, (int)partition, (long long)before);
+    if (done) {
         st_gstate_load_done(c->state, partition);
+        c->image_offset = -1; /* topics deleted while it was away: look again */
         return 1;
     }
     return 0;

@@ -804,6 +804,39 @@ st_err_t st_log_read_replica(st_log_t *log, int64_t offset, int32_t max_bytes, i
     return read_to(log, offset, max_bytes, min_one, 1, out);
 }
 
+st_err_t st_log_replay_step(st_log_t *log, int64_t *pos, int32_t max_bytes, uint8_t **buf,
+                            size_t *bufcap, st_log_replay_fn fn, void *arg, int *done) {
+    *done = 0;
+    st_log_read_t rd;
+    st_err_t e = st_log_read_replica(log, *pos, max_bytes, 1, &rd);
+    if (e == ST_E_OFFSET_OUT_OF_RANGE && *pos < rd.log_start_offset) {
+        *pos = rd.log_start_offset; /* DeleteRecords or retention moved the start */
+        return ST_OK;
+    }
+    if (e == ST_E_OFFSET_OUT_OF_RANGE || (!e && !rd.file)) {
+        *done = 1;
+        return ST_OK;
+    }
+    if (e) return e;
+    if ((size_t)rd.len > *bufcap) {
+        *bufcap = (size_t)rd.len;
+        *buf = st_realloc(*buf, *bufcap);
+    }
+    size_t got = 0;
+    e = st_pread_all(rd.file->fd, *buf, (size_t)rd.len, rd.pos, &got);
+    st_file_release(rd.file);
+    if (e) return e;
+    int64_t before = *pos;
+    for (size_t at = 0; at + ST_BATCH_HEADER_SIZE <= got;) {
+        st_batch_info_t b;
+        if (st_batch_header(*buf + at, got - at, &b) || at + (size_t)b.size > got) break;
+        if (st_batch_last_offset(&b) >= *pos) fn(&b, *buf + at, arg);
+        *pos = st_batch_last_offset(&b) + 1;
+        at += (size_t)b.size;
+    }
+    return *pos == before ? ST_E_CORRUPT : ST_OK;
+}
+
 /* ---- timestamps --------------------------------------------------------- */
 
 /* The next batch at or after offset after whose max timestamp is >= ts,

@@ -253,6 +253,18 @@ st_err_t st_log_read(st_log_t *log, int64_t offset, int32_t max_bytes, int min_o
 st_err_t st_log_read_replica(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
                              st_log_read_t *out);
 
+/* One step of a coordinator's replay of its partition (Kafka's loaders
+ * read to the log end: a new leader's high watermark may still be behind
+ * what its old leader acknowledged): up to max_bytes of batches from *pos
+ * (at least one whole), read into *buf (grown as needed), each batch
+ * ending at or after *pos given to fn with its bytes, *pos moved past
+ * them; a *pos below the log start moves to it.  *done = 1 at the log
+ * end.  ST_E_CORRUPT when no whole batch could be read at *pos (the log
+ * is damaged from there); another error when it cannot be read. */
+typedef void (*st_log_replay_fn)(const st_batch_info_t *b, const uint8_t *bytes, void *arg);
+st_err_t st_log_replay_step(st_log_t *log, int64_t *pos, int32_t max_bytes, uint8_t **buf,
+                            size_t *bufcap, st_log_replay_fn fn, void *arg, int *done);
+
 /* First offset whose record timestamp is >= ts; ST_E_NOT_FOUND when none. */
 st_err_t st_log_offset_for_time(st_log_t *log, int64_t ts, int64_t *offset, int64_t *found_ts,
                                 int32_t *epoch);

@@ -263,17 +263,26 @@ static int replay_record(const st_record_t *r, void *arg) {
     return 0;
 }
 
+static void replay_batch(const st_batch_info_t *b, const uint8_t *bytes, void *arg) {
+    replay_t *rp = arg;
+    if (b->attributes & ST_ATTR_CONTROL) return;
+    st_err_t re = st_batch_foreach_record(bytes, b->size, replay_record, rp);
+    if (re)
+        ST_WARN("txn", "%s-%d: batch at offset %lld unreadable (%s); skipped", ST_TXN_STATE_TOPIC,
+                (int)rp->partition, (long long)b->base_offset, st_err_name(re));
+}
+
 /* One step of replay.  Returns 1 when the partition is loaded (or given up). */
 static int load_step(st_txn_coord_t *c, int32_t partition) {
     part_t *pt = &c->parts[partition];
-    st_log_read_t rd;
-    /* to the log end, as Kafka's loader reads */
-    st_err_t e = st_log_read_replica(pt->p->log, pt->load_pos, c->cfg.load_buffer_bytes, 1, &rd);
-    if (e == ST_E_OFFSET_OUT_OF_RANGE && pt->load_pos < rd.log_start_offset) {
-        pt->load_pos = rd.log_start_offset;
-        return 0;
-    }
-    if (e == ST_E_OFFSET_OUT_OF_RANGE || (!e && !rd.file)) {
+    replay_t rp = {c, partition};
+    int64_t before = pt->load_pos;
+    int done;
+    st_err_t e = st_log_replay_step(pt->p->log, &pt->load_pos, c->cfg.load_buffer_bytes, &c->buf,
+                                    &c->bufcap, replay_batch, &rp, &done);
+    if (e == ST_E_CORRUPT) {
+        ST_ERROR("txn", "%s-%d: no readable batch at offset %lld; loading stops there",
+                 ST_TXN_STATE_TOPIC, (int)partition, (long long)before);
         st_tstate_load_done(c->state, partition);
         return 1;
     }
@@ -283,36 +292,8 @@ static int load_step(st_txn_coord_t *c, int32_t partition) {
         unload(c, partition);
         return 1;
     }
-    if ((size_t)rd.len > c->bufcap) {
-        c->bufcap = (size_t)rd.len;
-        c->buf = st_realloc(c->buf, c->bufcap);
-    }
-    size_t got = 0;
-    e = st_pread_all(rd.file->fd, c->buf, (size_t)rd.len, rd.pos, &got);
-    st_file_release(rd.file);
-    int64_t before = pt->load_pos;
-    size_t pos = 0;
-    replay_t rp = {c, partition};
-    while (!e && pos + ST_BATCH_HEADER_SIZE <= got) {
-        st_batch_info_t b;
-        if (st_batch_header(c->buf + pos, got - pos, &b) || pos + (size_t)b.size > got) break;
-        if (st_batch_last_offset(&b) >= pt->load_pos && !(b.attributes & ST_ATTR_CONTROL)) {
-            st_err_t re = st_batch_foreach_record(c->buf + pos, b.size, replay_record, &rp);
-            if (re)
-                ST_WARN("txn", "%s-%d: batch at offset %lld unreadable (%s); skipped",
-                        ST_TXN_STATE_TOPIC, (int)partition, (long long)b.base_offset,
-                        st_err_name(re));
-        }
-        pt->load_pos = st_batch_last_offset(&b) + 1;
-        pos += (size_t)b.size;
-    }
-    if (pt->load_pos == before) {
-        ST_ERROR("txn", "%s-%d: no readable batch at offset %lld; loading stops there",
-                 ST_TXN_STATE_TOPIC, (int)partition, (long long)before);
-        st_tstate_load_done(c->state, partition);
-        return 1;
-    }
-    return 0;
+    if (done) st_tstate_load_done(c->state, partition);
+    return done;
 }
 
 static void op_ensure(void *arg, int32_t partition) {
