@@ -562,6 +562,13 @@ st_err_t st_ctl__quorum_open(st_controller_t *c, char *err, size_t errlen) {
     }
     ST_INFO("quorum", "node %d of a metadata quorum of %d voter%s%s", (int)b->node_id, nvoters,
             nvoters == 1 ? "" : "s", found ? " (quorum-state read)" : "");
+    /* A node restarted as the follower of the leader its quorum-state
+     * names hears of no leader change while that leader stays: it is the
+     * controller known from the start (Metadata's controller_id).  One
+     * that led before the restart is resigned and names none. */
+    int32_t leader = st_raft_leader_id(c->raft);
+    if (leader >= 0 && leader != b->node_id)
+        op_leader_change(ops.arg, st_raft_epoch(c->raft), leader);
     return ST_OK;
 }
 

@@ -871,16 +871,25 @@ class Cluster:
         """Every live node names the same controller and lists every live
         node as an (unfenced) broker."""
         want = set(self.live())
+        seen = [None]
+
+        def why(text):
+            if text != seen[0]:
+                print("  waiting: %s" % text, flush=True)
+                seen[0] = text
+            return False
 
         def stable():
+            ids = {i: self.controller_id(i) for i in want}
             if self.leader_id() is None:
-                return False
+                return why("controllers named %r" % ids)
             for i in want:
                 try:
-                    if set(self.metadata(i, topics=[])["brokers"]) != want:
-                        return False
-                except (OSError, ConnectionError, struct.error, AssertionError):
-                    return False
+                    got = set(self.metadata(i, topics=[])["brokers"])
+                except (OSError, ConnectionError, struct.error, AssertionError) as e:
+                    return why("node %d: Metadata %s" % (i, e))
+                if got != want:
+                    return why("node %d lists brokers %s" % (i, sorted(got)))
             return True
         self.wait(stable, timeout, "nodes %s to agree on a controller and list each other" % sorted(want))
 
@@ -926,8 +935,13 @@ class Cluster:
             if pid in self.exits:
                 st = self.exits[pid]
                 state += " (exit %s)" % (os.WEXITSTATUS(st) if os.WIFEXITED(st) else "signal %d" % os.WTERMSIG(st))
-            print("---- node %d (pid %s, %s, port %d); its log ends:\n%s" %
-                  (i, pid, state, self.port(i), self.log_tail(i, n)), flush=True)
+            try:
+                m = self.metadata(i, topics=[], timeout=2) if self.alive(i) else None
+                says = "controller %s, brokers %s" % (m["controller_id"], sorted(m["brokers"])) if m else "-"
+            except (OSError, ConnectionError, struct.error, AssertionError) as e:
+                says = "no answer (%s)" % e
+            print("---- node %d (pid %s, %s, port %d; Metadata: %s); its log ends:\n%s" %
+                  (i, pid, state, self.port(i), says, self.log_tail(i, n)), flush=True)
 
     def explain_failure(self, exc):
         """For `except SystemExit as e`."""

@@ -20,6 +20,9 @@ that stops heartbeating, then bad input at the quorum.
      among the offline replicas.  SIGCONT: it is listed again (unfenced).
      The timeouts are lowered for speed: broker.session.timeout.ms=3000,
      broker.heartbeat.interval.ms=500.
+  3b. A node that is not the controller restarted (SIGTERM) while the
+     controller stays: it names that controller in Metadata as the others
+     do (its quorum-state's leader, of whom it hears no change).
   4. Bad input:
      - a Vote (v2) from node 99, which is no voter, to each node's quorum
        listener, and one naming another cluster id: each answered with an
@@ -281,6 +284,19 @@ try:
     print("node %d unfenced (listed by every node) %.2f s after SIGCONT" % (fenced, time.time() - t0))
     cl.wait(lambda: all(fenced not in d["offline"] for d in md(rest[0], ["spread"])["topics"]["spread"][1].values()),
             20, "node %d to leave the offline replicas" % fenced)
+
+    # ---- 3b. a follower restarted while the controller stays: it names the
+    # controller its quorum-state holds from the start (it hears of no
+    # leader change), as every other node does
+    ctl = cl.wait_leader()
+    _, _, ep_before, _, _ = describe_quorum(ctl)
+    f = [i for i in cl.ids() if i != ctl][0]
+    cl.kill(f, signal.SIGTERM)
+    t0 = time.time()
+    cl.restart(f, timeout=30)
+    _, lead_after, ep_after, _, _ = describe_quorum(cl.wait_leader())
+    print("node %d restarted while node %d led epoch %d: every node names controller %d (epoch %d) "
+          "%.1f s after the restart" % (f, ctl, ep_before, lead_after, ep_after, time.time() - t0))
 
     # ---- 4. bad input
     ctl = cl.wait_leader()
