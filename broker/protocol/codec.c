@@ -20,6 +20,7 @@
 #include "protocol.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static int in_range(int v, int lo, int hi) { return lo >= 0 && v >= lo && v <= hi; }
 
@@ -102,6 +103,23 @@ static void field_default(const st_field_t *f, void *obj) {
 
 void st_schema_defaults(const st_schema_t *s, void *out) {
     for (size_t i = 0; i < s->nfields; i++) field_default(&s->fields[i], out);
+}
+
+void st_schema_set_errors(const st_schema_t *s, void *obj, int16_t code) {
+    for (size_t i = 0; i < s->nfields; i++) {
+        const st_field_t *f = &s->fields[i];
+        char *at = (char *)obj + f->offset;
+        if (f->type == ST_F_INT16 &&
+            (strcmp(f->name, "error_code") == 0 || strcmp(f->name, "partition_error_code") == 0)) {
+            if (*(int16_t *)at == 0) *(int16_t *)at = code;
+        } else if (f->type == ST_F_STRUCT) {
+            st_schema_set_errors(f->sub, at, code);
+        } else if (f->type == ST_F_ARRAY) {
+            st_array_t *arr = (st_array_t *)at;
+            for (int32_t k = 0; k < arr->n; k++)
+                st_schema_set_errors(f->sub, (char *)arr->v + (size_t)k * f->sub->size, code);
+        }
+    }
 }
 
 /* ---- decoding ---------------------------------------------------------- */

@@ -178,6 +178,10 @@ st_err_t st_decode(const st_schema_t *s, int v, int flexible, st_rd_t *r, st_are
 void st_encode(const st_schema_t *s, int v, int flexible, const void *in, st_chain_t *out);
 /* Fill every field with its default. */
 void st_schema_defaults(const st_schema_t *s, void *out);
+/* Set every error code of a decoded or built message that is still 0
+ * (the INT16 fields named error_code or partition_error_code, in nested
+ * structs and arrays too) to code: an answer turned into one error. */
+void st_schema_set_errors(const st_schema_t *s, void *obj, int16_t code);
 
 /* Strings */
 static inline st_str_t st_str(const char *s) {

@@ -108,17 +108,21 @@ static void gop_free(gop_t *op) {
 static int durable_try(st_delayed_t *d) {
     gop_t *op = (gop_t *)((char *)d - offsetof(gop_t, d));
     int loop = st_loop_index(op->req->loop);
+    st_err_t lost = ST_OK;
     for (int i = 0; i < op->nwaits; i++) {
         gwait_t *w = &op->waits[i];
         if (!w->part) continue;
         st_partition_watch(w->part, &op->d, loop);
         /* in every in-sync replica (a replicated __consumer_offsets) and
-         * flushed (only then are there waits); a coordinator that lost
-         * the partition answers what it has (the next coordinator replays
-         * the log) */
+         * flushed (only then are there waits) */
         st_err_t e;
         if (!st_partition_durable(w->part, w->offset, 1, &e)) return 0;
+        if (e) lost = e;
     }
+    /* A coordinator that lost the partition (or its disk) before the
+     * write was everywhere cannot say it is kept: the next one may not
+     * have it; the client sends it again there. */
+    if (lost) st_schema_set_errors(op->req->api->resp, op->resp, st_coord_append_error(lost));
     st_request_respond(op->req, op->resp);
     return 1;
 }

@@ -42,6 +42,7 @@ typedef struct top {
     void *params;
     twait_t *w; /* one per partition written (AddPartitionsToTxn v4+: several) */
     int nw;
+    st_err_t lost; /* a partition waited for lost its leadership, disk or ISR */
 } top_t;
 
 static st_str_t acopy(st_request_t *req, st_str_t s) {
@@ -90,13 +91,15 @@ static int durable_try(st_delayed_t *d) {
         twait_t *w = &op->w[i];
         if (!w->part) continue;
         st_partition_watch(w->part, &op->d, st_loop_index(op->req->loop));
-        /* a coordinator that lost the partition answers what it has (the
-         * next one replays the log) */
         st_err_t e;
         if (!st_partition_durable(w->part, w->offset, op->srv->cfg.log_flush_on_ack, &e)) return 0;
+        if (e) op->lost = e;
         st_partition_release(w->part);
         w->part = NULL;
     }
+    /* lost the partition (or its disk) before the write was everywhere:
+     * as h_group.c answers */
+    if (op->lost) st_schema_set_errors(op->req->api->resp, op->resp, st_coord_append_error(op->lost));
     st_request_respond(op->req, op->resp);
     return 1;
 }

@@ -142,6 +142,15 @@ void st_server_create_txn_topic(st_server_t *srv, st_controller_t *ctl);
 int32_t st_server_txn_partition_for(st_server_t *srv, st_str_t id);
 /* The transaction coordinator configured from srv->cfg (not started;
  * after srv->pids). */
+/* What a coordinator answers when the write it waited for met e (Kafka's
+ * GroupMetadataManager / TransactionStateManager): fewer in-sync
+ * replicas than min.insync.replicas is COORDINATOR_NOT_AVAILABLE, a lost
+ * leadership or disk NOT_COORDINATOR; both send the client to retry. */
+static inline int16_t st_coord_append_error(st_err_t e) {
+    return st_err_wire(e == ST_E_NOT_ENOUGH_REPLICAS || e == ST_E_NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                           ? ST_E_COORDINATOR_NOT_AVAILABLE
+                           : ST_E_NOT_COORDINATOR);
+}
 struct st_txn_coord *st_server_txns_new(st_server_t *srv);
 /* h_quorum.c: the metadata quorum */
 void st_handle_vote(st_server_t *srv, st_request_t *req);

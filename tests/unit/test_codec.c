@@ -18,6 +18,7 @@
 #include <fcntl.h>
 
 #include "protocol.h"
+#include "messages.h"
 
 /* ======================================================================
  * Allocation accounting
@@ -2261,6 +2262,39 @@ static void test_raft_response_bytes(void **state) {
     st_arena_fini(&a);
 }
 
+/* st_schema_set_errors: every error code still 0, nested in structs and
+ * arrays, becomes the one given; those already set stay. */
+static void test_set_errors(void **state) {
+    (void)state;
+    st_arena_t a;
+    st_arena_init(&a, 0);
+    st_add_partitions_to_txn_resp_t r;
+    st_schema_defaults(&st_add_partitions_to_txn_resp_schema, &r);
+    ST_ARRAY_ALLOC(r.results_by_transaction, &a, 1);
+    st_add_partitions_to_txn_result_t *tr = &r.results_by_transaction.v[0];
+    st_schema_defaults(&st_add_partitions_to_txn_result_schema, tr);
+    ST_ARRAY_ALLOC(tr->topic_results, &a, 1);
+    st_add_partitions_to_txn_topic_result_t *rt = &tr->topic_results.v[0];
+    st_schema_defaults(&st_add_partitions_to_txn_topic_result_schema, rt);
+    ST_ARRAY_ALLOC(rt->results_by_partition, &a, 2);
+    rt->results_by_partition.v[0] = (st_add_partitions_to_txn_part_result_t){0, 3};
+    rt->results_by_partition.v[1] = (st_add_partitions_to_txn_part_result_t){1, 0};
+    st_schema_set_errors(&st_add_partitions_to_txn_resp_schema, &r, 16);
+    assert_int_equal(r.error_code, 16);
+    assert_int_equal(rt->results_by_partition.v[0].partition_error_code, 3);
+    assert_int_equal(rt->results_by_partition.v[1].partition_error_code, 16);
+    assert_int_equal(r.throttle_time_ms, 0);
+    st_offset_commit_resp_t oc;
+    st_schema_defaults(&st_offset_commit_resp_schema, &oc);
+    ST_ARRAY_ALLOC(oc.topics, &a, 1);
+    st_schema_defaults(&st_offset_commit_resp_topic_schema, &oc.topics.v[0]);
+    ST_ARRAY_ALLOC(oc.topics.v[0].partitions, &a, 3);
+    for (int i = 0; i < 3; i++) oc.topics.v[0].partitions.v[i] = (st_offset_commit_resp_part_t){i, 0};
+    st_schema_set_errors(&st_offset_commit_resp_schema, &oc, 15);
+    for (int i = 0; i < 3; i++) assert_int_equal(oc.topics.v[0].partitions.v[i].error_code, 15);
+    st_arena_fini(&a);
+}
+
 int main(void) {
     unit_seed("codec");
     const struct CMUnitTest tests[] = {
@@ -2284,6 +2318,7 @@ int main(void) {
         cmocka_unit_test(test_huge_compact_length),
         cmocka_unit_test(test_client_direction_roundtrip),
         cmocka_unit_test(test_raft_response_bytes),
+        cmocka_unit_test(test_set_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
