@@ -409,6 +409,39 @@ static st_err_t build_map(pass_t *p, int first, int last, int64_t *end) {
     return ST_OK;
 }
 
+/* The last offset of pid's newest data batch in the producer state (-1:
+ * none); *known = 0 when the producer is not known (expired). */
+static int64_t producer_newest(pass_t *p, int64_t pid, int *known) {
+    st_log_t *log = p->log;
+    pthread_mutex_lock(&log->lock);
+    const st_pstate_entry_t *e = st_log__pstate_lookup(&log->pstate, pid);
+    *known = e != NULL;
+    int64_t last = e && e->nbatches > 0 ? e->batches[e->nbatches - 1].last_offset : -1;
+    pthread_mutex_unlock(&log->lock);
+    return last;
+}
+
+/* A batch whose records all go but that is its producer's newest stays
+ * as an empty batch (Kafka's RETAIN_EMPTY): its header (offsets, producer
+ * id, epoch, sequences) keeps the producer's state for whoever rebuilds
+ * it from the log (a new follower, a replay without snapshot), so a
+ * retried batch is still answered as a duplicate.  No codec, no records,
+ * both timestamps the batch's max. */
+static void keep_empty(pass_t *p, const st_batch_info_t *b) {
+    if (b->producer_id < 0) return;
+    int known;
+    if (producer_newest(p, b->producer_id, &known) != st_batch_last_offset(b)) return;
+    p->outbatch.len = 0;
+    st_buf_put(&p->outbatch, p->buf, ST_BATCH_HEADER_SIZE);
+    uint8_t *h = p->outbatch.data;
+    st_be32_put(h + ST_BATCH_LENGTH_OFFSET, (uint32_t)(ST_BATCH_HEADER_SIZE - ST_BATCH_LOG_OVERHEAD));
+    st_be16_put(h + ST_BATCH_ATTR_OFFSET, (uint16_t)(b->attributes & ~ST_ATTR_CODEC_MASK));
+    st_be64_put(h + ST_BATCH_BASE_TS_OFFSET, (uint64_t)b->max_timestamp);
+    st_be32_put(h + ST_BATCH_COUNT_OFFSET, 0);
+    st_be32_put(h + ST_BATCH_CRC_OFFSET,
+                st_crc32c(0, h + ST_BATCH_ATTR_OFFSET, ST_BATCH_HEADER_SIZE - ST_BATCH_ATTR_OFFSET));
+}
+
 /* Whether a marker goes (Kafka's cleaner): its transaction left nothing in
  * the log (no batch of it kept, none dropped by this very pass), it is
  * older than delete.retention.ms (a consumer that read the transaction's
@@ -428,13 +461,9 @@ static int marker_goes(pass_t *p, const st_batch_info_t *b) {
         if (p->res->tombstone_due < 0 || due < p->res->tombstone_due) p->res->tombstone_due = due;
         return 0;
     }
-    int64_t last = st_batch_last_offset(b);
-    st_log_t *log = p->log;
-    pthread_mutex_lock(&log->lock);
-    const st_pstate_entry_t *e = st_log__pstate_lookup(&log->pstate, b->producer_id);
-    int later = !e || (e->nbatches > 0 && e->batches[e->nbatches - 1].last_offset > last);
-    pthread_mutex_unlock(&log->lock);
-    if (!later) return 0;
+    int known;
+    int64_t newest = producer_newest(p, b->producer_id, &known);
+    if (known && newest <= st_batch_last_offset(b)) return 0;
     int32_t cepoch;
     if (st_batch_control_type(p->buf, b->size, &cepoch) == ST_CONTROL_ABORT) {
         if (p->ndropped == p->capdropped) {
@@ -488,7 +517,10 @@ static st_err_t filter_batch(pass_t *p, const st_batch_info_t *b) {
     int txn = b->producer_id >= 0 && (b->attributes & ST_ATTR_TRANSACTIONAL);
     if (aborted_batch(p, b)) {
         p->res->records_removed += b->record_count;
-        ptxn_get(p, b->producer_id)->dropped = 1;
+        keep_empty(p, b);
+        ptxn_t *t = ptxn_get(p, b->producer_id);
+        t->dropped = 1;
+        t->kept |= p->outbatch.len > 0;
         return ST_OK;
     }
     if (txn) {
@@ -509,7 +541,10 @@ static st_err_t filter_records(pass_t *p, const st_batch_info_t *b) {
     if (e) return e;
     p->res->records_kept += p->nkept;
     p->res->records_removed += p->nall - p->nkept;
-    if (p->nkept == 0) return ST_OK;
+    if (p->nkept == 0) {
+        keep_empty(p, b);
+        return ST_OK;
+    }
     if (p->nkept == p->nall) {
         st_buf_put(&p->outbatch, p->buf, (size_t)b->size);
         return ST_OK;

@@ -219,6 +219,8 @@ typedef struct readback {
     int n, cap;
     int codec;
     int batches;
+    int64_t empty_pid; /* the producer of the last empty batch seen; -1 none */
+    int empty_batches;
 } readback_t;
 
 static int collect(const st_record_t *r, void *arg) {
@@ -240,6 +242,7 @@ static int collect(const st_record_t *r, void *arg) {
 /* Every record from offset 0 through st_log_read, checking each batch. */
 static void read_all(env_t *e, readback_t *rb) {
     memset(rb, 0, sizeof *rb);
+    rb->empty_pid = -1;
     int64_t off = 0;
     uint8_t *buf = NULL;
     for (;;) {
@@ -262,6 +265,10 @@ static void read_all(env_t *e, readback_t *rb) {
             assert_true(b.base_offset >= off || st_batch_last_offset(&b) >= off);
             rb->codec = b.attributes & ST_ATTR_CODEC_MASK;
             rb->batches++;
+            if (b.record_count == 0) {
+                rb->empty_batches++;
+                rb->empty_pid = b.producer_id;
+            }
             assert_int_equal(st_batch_foreach_record(buf + pos, b.size, collect, rb), ST_OK);
             off = st_batch_last_offset(&b) + 1;
             pos += (size_t)b.size;
@@ -779,7 +786,8 @@ static void test_transactions(void **state) {
 /* Markers go as Kafka's cleaner removes them: once their transaction left
  * nothing in the log (an aborted one a pass after its data went), older
  * than delete.retention.ms, and not their producer's last batch; an
- * abort marker takes its aborted entry with it. */
+ * abort marker takes its aborted entry with it.  A producer's newest
+ * batch stays, empty, when its records go. */
 static void test_transaction_markers(void **state) {
     (void)state;
     env_t e;
@@ -833,6 +841,10 @@ static void test_transaction_markers(void **state) {
     }
     assert_int_equal(seen20, 2);
     assert_int_equal(seen40, 1);
+    /* 8's records were all overwritten, but its newest batch stays empty,
+     * for the producer state of whoever rebuilds it from the log */
+    assert_int_equal(rb.empty_batches, 1);
+    assert_int_equal(rb.empty_pid, 8);
     free(rb.v);
     env_close(&e);
     env_open(&e);
