@@ -349,7 +349,9 @@ try:
     shutil.copyfile(saved, qs)
     os.unlink(saved)
     cl.up()
-    check(same_view(cl.ids(), ["spread"]) is not None, "node 3 restarted does not show the others' metadata")
+    # the ISR it rejoins reaches every node's image a little later
+    cl.wait(lambda: same_view(cl.ids(), ["spread"]) is not None, 30,
+            "node 3, restarted, to show the others' metadata")
     print("node 3 restarted with its quorum-state restored: rejoined, the same metadata on every node")
 
     # A node with no quorum-state yet (a new disk) and a voter list that
