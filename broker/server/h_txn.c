@@ -315,6 +315,18 @@ static int topic_name_ok(st_str_t n) {
     return n.len > 0 && st_topic_name_valid(n.p, (size_t)n.len, why, sizeof why);
 }
 
+/* The producer's part of an AddPartitionsToTxn / AddOffsetsToTxn (v2+
+ * knows PRODUCER_FENCED), in the request's arena. */
+static add_params_t *add_params_new(st_request_t *req, st_str_t id, int64_t pid, int16_t epoch) {
+    add_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
+    memset(p, 0, sizeof *p);
+    p->id = acopy(req, id);
+    p->pid = pid;
+    p->epoch = epoch;
+    p->knows_fenced = req->hdr.api_version >= 2;
+    return p;
+}
+
 /* p's partitions: the topics' (request order), copied into the request's
  * arena; those the metadata does not know are UNKNOWN_TOPIC_OR_PARTITION
  * (counted in nbad), the others OK. */
@@ -413,12 +425,7 @@ void st_handle_add_partitions_to_txn(st_server_t *srv, st_request_t *req) {
     }
     st_add_partitions_to_txn_req_t *q = req->body;
     top_t *op = top_new(srv, req);
-    add_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
-    memset(p, 0, sizeof *p);
-    p->id = acopy(req, q->transactional_id);
-    p->pid = q->producer_id;
-    p->epoch = q->producer_epoch;
-    p->knows_fenced = req->hdr.api_version >= 2;
+    add_params_t *p = add_params_new(req, q->transactional_id, q->producer_id, q->producer_epoch);
     st_meta_image_t *img = st_controller_image(srv->ctl);
     take_parts(req, img, q->topics.v, q->topics.n, p);
     st_image_release(img);
@@ -442,12 +449,7 @@ static void add_offsets_job(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
 void st_handle_add_offsets_to_txn(st_server_t *srv, st_request_t *req) {
     st_add_offsets_to_txn_req_t *q = req->body;
     top_t *op = top_new(srv, req);
-    add_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
-    memset(p, 0, sizeof *p);
-    p->id = acopy(req, q->transactional_id);
-    p->pid = q->producer_id;
-    p->epoch = q->producer_epoch;
-    p->knows_fenced = req->hdr.api_version >= 2;
+    add_params_t *p = add_params_new(req, q->transactional_id, q->producer_id, q->producer_epoch);
     p->n = 1;
     p->parts = st_arena_alloc(&req->arena, sizeof *p->parts);
     /* the group's partition of __consumer_offsets joins the transaction:
