@@ -472,7 +472,7 @@ st_err_t st_tstate_add_partitions(st_tstate_t *s, st_str_t id, int64_t pid, int1
 
 st_err_t st_tstate_verify(st_tstate_t *s, st_str_t id, int64_t pid, int16_t epoch,
                           const st_txn_tp_t *parts, int n, st_err_t *errs) {
-    st_txn_t *t;
+    st_txn_t *t = NULL;
     st_err_t e = check_producer(s, id, pid, epoch, &t);
     if (!e && (t->status == ST_TXN_PREPARE_COMMIT || t->status == ST_TXN_PREPARE_ABORT ||
                t->status == ST_TXN_PREPARE_EPOCH_FENCE))
