@@ -362,7 +362,7 @@ static void take_parts(st_request_t *req, st_meta_image_t *img,
  * answer waits for every __transaction_state partition written. */
 
 typedef struct batch_params {
-    add_params_t *t;
+    add_params_t **t;
     int n;
 } batch_params_t;
 
@@ -375,7 +375,7 @@ static void add_batch_job(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
     st_add_partitions_to_txn_resp_t *r = resp_new(req, &st_add_partitions_to_txn_resp_schema);
     ST_ARRAY_ALLOC(r->results_by_transaction, &req->arena, b->n);
     for (int i = 0; i < b->n; i++) {
-        add_params_t *p = &b->t[i];
+        add_params_t *p = b->t[i];
         st_add_partitions_to_txn_txn_t *qt = &q->transactions.v[i];
         st_err_t *verdict = NULL, e = ST_OK;
         if (qt->verify_only) {
@@ -402,15 +402,11 @@ static void add_partitions_batch(st_server_t *srv, st_request_t *req) {
     batch_params_t *b = st_arena_alloc(&req->arena, sizeof *b);
     b->n = ST_MAX(q->transactions.n, 0);
     b->t = st_arena_alloc(&req->arena, sizeof *b->t * (size_t)(b->n + 1));
-    memset(b->t, 0, sizeof *b->t * (size_t)(b->n + 1));
     st_meta_image_t *img = st_controller_image(srv->ctl);
     for (int i = 0; i < b->n; i++) {
         st_add_partitions_to_txn_txn_t *qt = &q->transactions.v[i];
-        add_params_t *p = &b->t[i];
-        p->id = acopy(req, qt->transactional_id);
-        p->pid = qt->producer_id;
-        p->epoch = qt->producer_epoch;
-        p->knows_fenced = 1;
+        add_params_t *p = b->t[i] =
+            add_params_new(req, qt->transactional_id, qt->producer_id, qt->producer_epoch);
         take_parts(req, img, qt->topics.v, qt->topics.n, p);
     }
     st_image_release(img);
