@@ -18,13 +18,12 @@
  * knows; the tool follows it, and retries for about 10 s while an election
  * is going on, as Kafka's admin client retries.
  *
- * DescribeCluster v0-1 (and Metadata) list only the unfenced brokers (as
- * Kafka's do before KIP-1073's include_fenced_brokers), so `brokers` adds
- * the members of the quorum, voters and observers, that are not among them
- * and shows those as fenced: a node of the quorum that is not an unfenced
- * broker is a fenced one, or one that has not registered (yet).  Their
- * host and rack are not known then.  Uses the broker's own codec through
- * kclient.c, one request at a time; no thread.
+ * `brokers` asks DescribeCluster v2 for the fenced brokers too (KIP-1073's
+ * include_fenced_brokers) and adds the members of the quorum, voters and
+ * observers, that are not among them: a controller-only node, or a node
+ * that has not registered (yet); FENCED says "-" for those, and the
+ * CONTROLLER column marks the Raft leader.  Uses the broker's own codec
+ * through kclient.c, one request at a time; no thread.
  */
 #include "cli_int.h"
 #include "kclient.h"
@@ -75,7 +74,7 @@ static int describe_quorum(const char *addr, int32_t node, st_arena_t *a,
                            size_t errlen, int *retry) {
     char why[512];
     int rc = 1;
-    st_kclient_t kc = {-1, 0};
+    st_kclient_t kc = {-1, 0, NULL};
     *leader_hint = -1;
     if (st_kclient_open(&kc, addr, why, sizeof why)) {
         st_snprintf_marked(err, errlen, "the active controller, node %d, does not answer: %s",
@@ -147,7 +146,7 @@ static int look(const st_cli_ctx_t *ctx, st_arena_t *a, view_t *v, char *err, si
                 char *qerr, size_t qerrlen, int *retry) {
     char why[512];
     int rc = 1;
-    st_kclient_t kc = {-1, 0};
+    st_kclient_t kc = {-1, 0, NULL};
     memset(v, 0, sizeof *v);
     *retry = 0;
     if (st_kclient_open(&kc, ctx->bootstrap, why, sizeof why)) {
@@ -290,7 +289,7 @@ typedef struct brow {
     int32_t id;
     char addr[300];
     char rack[256];
-    int fenced;
+    int fenced; /* -1: not a registered broker */
     const char *quorum; /* "voter", "observer", "-" */
 } brow_t;
 
@@ -309,7 +308,7 @@ static brow_t *add_brow(brow_t **rows, int *n, int *cap, int32_t id) {
     brow_t *r = &(*rows)[(*n)++];
     memset(r, 0, sizeof *r);
     r->id = id;
-    r->fenced = 1;
+    r->fenced = -1;
     snprintf(r->addr, sizeof r->addr, "-");
     snprintf(r->rack, sizeof r->rack, "-");
     r->quorum = "-";
@@ -321,7 +320,7 @@ static int brokers(const st_cli_ctx_t *ctx) {
     int rc = ST_CLI_EXIT_FAIL;
     st_arena_t a;
     st_arena_init(&a, 1 << 16);
-    st_kclient_t kc = {-1, 0};
+    st_kclient_t kc = {-1, 0, NULL};
     brow_t *rows = NULL;
     int n = 0, cap = 0;
     view_t v;
@@ -336,8 +335,9 @@ static int brokers(const st_cli_ctx_t *ctx) {
     }
     st_describe_cluster_req_t dq;
     st_schema_defaults(&st_describe_cluster_req_schema, &dq);
+    dq.include_fenced_brokers = 1;
     st_describe_cluster_resp_t *dc;
-    if (st_kclient_call(&kc, ST_API_DESCRIBE_CLUSTER, 1, &dq, &a, (void **)&dc, why, sizeof why)) {
+    if (st_kclient_call(&kc, ST_API_DESCRIBE_CLUSTER, 2, &dq, &a, (void **)&dc, why, sizeof why)) {
         fprintf(stderr, "strata cluster: the broker at %s: %s\n", ctx->bootstrap, why);
         goto out;
     }
@@ -350,11 +350,12 @@ static int brokers(const st_cli_ctx_t *ctx) {
     for (int i = 0; i < dc->brokers.n; i++) {
         const st_describe_cluster_broker_t *b = &dc->brokers.v[i];
         brow_t *r = add_brow(&rows, &n, &cap, b->broker_id);
-        r->fenced = 0;
+        r->fenced = b->is_fenced != 0;
         snprintf(r->addr, sizeof r->addr, "%.*s:%d", ST_STR_FMT(b->host), (int)b->port);
         if (b->rack.len > 0) snprintf(r->rack, sizeof r->rack, "%.*s", ST_STR_FMT(b->rack));
     }
-    /* the quorum's members: those not above are fenced (or unregistered) */
+    /* the quorum's members: those not above are no brokers (controller-only,
+     * or not registered yet) */
     if (v.q) {
         for (int i = 0; i < v.q->current_voters.n; i++)
             add_brow(&rows, &n, &cap, v.q->current_voters.v[i].replica_id)->quorum = "voter";
@@ -362,20 +363,28 @@ static int brokers(const st_cli_ctx_t *ctx) {
             add_brow(&rows, &n, &cap, v.q->observers.v[i].replica_id)->quorum = "observer";
     }
     if (n) qsort(rows, (size_t)n, sizeof *rows, cmp_brow);
-    int nfenced = 0;
-    for (int i = 0; i < n; i++) nfenced += rows[i].fenced;
-    printf("cluster %.*s: %d broker%s (%d unfenced, %d fenced), active controller %d\n\n",
-           ST_STR_FMT(dc->cluster_id), n, n == 1 ? "" : "s", n - nfenced, nfenced,
-           (int)dc->controller_id);
+    int nfenced = 0, nother = 0;
+    for (int i = 0; i < n; i++) {
+        nfenced += rows[i].fenced > 0;
+        nother += rows[i].fenced < 0;
+    }
+    /* the Raft's leader, as the quorum says; else whom the broker names */
+    int32_t active = v.q ? v.q->leader_id : dc->controller_id;
+    printf("cluster %.*s: %d broker%s (%d unfenced, %d fenced)", ST_STR_FMT(dc->cluster_id),
+           n - nother, n - nother == 1 ? "" : "s", n - nother - nfenced, nfenced);
+    if (nother)
+        printf(", %d quorum member%s that %s no broker", nother, nother == 1 ? "" : "s",
+               nother == 1 ? "is" : "are");
+    printf(", active controller %d\n\n", (int)active);
     printf("%-6s %-24s %-12s %-7s %-11s %s\n", "ID", "HOST:PORT", "RACK", "FENCED", "CONTROLLER",
            "QUORUM");
     for (int i = 0; i < n; i++)
         printf("%-6d %-24s %-12s %-7s %-11s %s\n", (int)rows[i].id, rows[i].addr, rows[i].rack,
-               rows[i].fenced ? "yes" : "no", rows[i].id == dc->controller_id ? "yes" : "no",
-               rows[i].quorum);
+               rows[i].fenced < 0 ? "-" : rows[i].fenced ? "yes" : "no",
+               rows[i].id == active ? "yes" : "no", rows[i].quorum);
     if (!v.q) {
-        /* the list above may miss fenced brokers: say so, and fail */
-        fprintf(stderr, "strata cluster: fenced brokers cannot be listed: %s\n", qerr);
+        /* the list above may miss controllers: say so, and fail */
+        fprintf(stderr, "strata cluster: the quorum's members cannot be listed: %s\n", qerr);
         goto out;
     }
     rc = ST_CLI_EXIT_OK;

@@ -60,7 +60,7 @@ static int from_leader(st_arena_t *a, const char *addr, row_t *rows, int nrows, 
                        char *err, size_t errlen) {
     char why[512];
     int rc = 1;
-    st_kclient_t kc = {-1, 0};
+    st_kclient_t kc = {-1, 0, NULL};
     if (st_kclient_open(&kc, addr, why, sizeof why)) {
         st_snprintf_marked(err, errlen, "broker %d, a partition leader: %s", (int)leader, why);
         goto out;
@@ -132,7 +132,7 @@ static int status(const st_cli_ctx_t *ctx, const char *topic) {
     int rc = ST_CLI_EXIT_FAIL;
     st_arena_t a;
     st_arena_init(&a, 1 << 16);
-    st_kclient_t kc = {-1, 0};
+    st_kclient_t kc = {-1, 0, NULL};
     st_os_t *os = NULL;
     row_t *rows = NULL;
     int nrows = 0;

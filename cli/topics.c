@@ -98,7 +98,7 @@ static int bootstrap_call(const st_cli_ctx_t *ctx, int16_t key, int16_t version,
                           st_arena_t *a, void **resp, char *err, size_t errlen) {
     char why[512];
     int rc = 1;
-    st_kclient_t kc = {-1, 0};
+    st_kclient_t kc = {-1, 0, NULL};
     if (st_kclient_open(&kc, ctx->bootstrap, why, sizeof why)) {
         st_snprintf_marked(err, errlen, "no broker reachable at %s (%s)", ctx->bootstrap, why);
         goto out;
@@ -321,7 +321,7 @@ static int from_leader(const st_metadata_resp_t *md, st_arena_t *a, const char *
                        prow_t *rows, int nrows, int32_t leader, char *err, size_t errlen) {
     char addr[300], why[512];
     int rc = 1, served = 0;
-    st_kclient_t kc = {-1, 0};
+    st_kclient_t kc = {-1, 0, NULL};
     if (!broker_addr(md, leader, addr, sizeof addr)) {
         st_snprintf_marked(err, errlen, "Metadata names broker %d as a leader but not its "
                            "address", (int)leader);

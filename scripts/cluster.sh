@@ -16,10 +16,17 @@
 #                    e.g. a voter list of its own)
 #   --no-build       use build/bin/stratad as it is ($STRATA_BIN_DIR/stratad
 #                    when that is set)
+#   --controllers K  nodes 1..K are the voters of controller.quorum.voters
+#                    (default: all N); nodes K+1..N are broker-only
+#                    (process.roles=broker), following the quorum as observers
+#   --controller-only
+#                    the K voters are controller-only (process.roles=controller):
+#                    they serve the quorum, not clients
 #
-# Node ids are 1..N; every node is a voter of controller.quorum.voters and
-# they share one cluster.id, made at the first `up` of DIR and kept in
-# DIR/cluster.id.  The tests start clusters with this script.
+# Node ids are 1..N and they share one cluster.id, made at the first `up`
+# of DIR and kept in DIR/cluster.id.  By default every node is both broker
+# and controller (combined mode).  The tests start clusters with this
+# script.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="${STRATA_CLUSTER_DIR:-$root/data/cluster}"
@@ -29,6 +36,8 @@ cmd=""
 n=""
 overrides=()
 node_overrides=() # "I k=v" each
+ncontrollers=""
+controller_only=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --dir) dir="$2"; shift 2 ;;
@@ -36,9 +45,11 @@ while [ $# -gt 0 ]; do
     --override) overrides+=("--override" "$2"); shift 2 ;;
     --node-override) node_overrides+=("$2 $3"); shift 3 ;;
     --no-build) build=0; shift ;;
+    --controllers) ncontrollers="$2"; shift 2 ;;
+    --controller-only) controller_only=1; shift ;;
     up|down|status) cmd="$1"; shift ;;
     [0-9]*) n="$1"; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "cluster.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -67,6 +78,13 @@ case "$cmd" in
 up)
     n="${n:-3}"
     if [ "$n" -lt 1 ] || [ "$n" -gt 32 ]; then echo "cluster.sh: 1 to 32 nodes" >&2; exit 2; fi
+    k="${ncontrollers:-$n}"
+    if ! [ "$k" -ge 1 ] 2>/dev/null || [ "$k" -gt "$n" ]; then
+        echo "cluster.sh: --controllers takes 1 to N (the node count, $n)" >&2; exit 2
+    fi
+    if [ "$controller_only" = 1 ] && [ "$k" = "$n" ]; then
+        echo "cluster.sh: --controller-only needs broker nodes too: --controllers below N" >&2; exit 2
+    fi
     if [ "$build" = 1 ] && [ -z "${STRATAD:-}" ] && [ -z "${STRATA_BIN_DIR:-}" ]; then
         "$root/scripts/deps.sh" run
         cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -82,8 +100,8 @@ up)
     boot=""
     for i in $(seq 1 "$n"); do
         p=$((base + 2 * (i - 1)))
-        voters="${voters:+$voters,}$i@127.0.0.1:$((p + 1))"
-        boot="${boot:+$boot,}127.0.0.1:$p"
+        [ "$i" -le "$k" ] && voters="${voters:+$voters,}$i@127.0.0.1:$((p + 1))"
+        if [ "$i" -gt "$k" ] || [ "$controller_only" = 0 ]; then boot="${boot:+$boot,}127.0.0.1:$p"; fi
     done
     for i in $(seq 1 "$n"); do
         nd="$dir/node-$i"
@@ -94,14 +112,22 @@ up)
         for o in "${node_overrides[@]+"${node_overrides[@]}"}"; do
             [ "${o%% *}" = "$i" ] && mine+=("--override" "${o#* }")
         done
+        if [ "$i" -gt "$k" ]; then
+            roles=broker listeners="PLAINTEXT://127.0.0.1:$p"
+        elif [ "$controller_only" = 1 ]; then
+            roles=controller listeners="CONTROLLER://127.0.0.1:$((p + 1))"
+        else
+            roles=broker,controller listeners="PLAINTEXT://127.0.0.1:$p,CONTROLLER://127.0.0.1:$((p + 1))"
+        fi
+        echo "$roles" >"$nd/roles"
         echo "==== start $(date -u +%FT%TZ) ====" >>"$nd/stratad.log"
         nohup "$stratad" --config "$root/config/server.properties" \
             --override node.id="$i" \
-            --override process.roles=broker,controller \
+            --override process.roles="$roles" \
             --override controller.quorum.voters="$voters" \
             --override controller.listener.names=CONTROLLER \
             --override listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT \
-            --override listeners="PLAINTEXT://127.0.0.1:$p,CONTROLLER://127.0.0.1:$((p + 1))" \
+            --override listeners="$listeners" \
             --override cluster.id="$cid" \
             --override log.dirs="$nd/logs" \
             --override remote.log.cache.dir="$nd/cache" \
@@ -109,9 +135,11 @@ up)
             "${overrides[@]+"${overrides[@]}"}" "${mine[@]+"${mine[@]}"}" >>"$nd/stratad.log" 2>&1 </dev/null &
         echo $! >"$nd/pid"
     done
-    # ready when each answers on its client port
+    # ready when each answers on its client port (a controller-only node:
+    # its quorum port)
     for i in $(seq 1 "$n"); do
         p=$((base + 2 * (i - 1)))
+        [ "$(cat "$dir/node-$i/roles")" = controller ] && p=$((p + 1))
         for _ in $(seq 1 300); do
             if ! alive "$i"; then
                 echo "cluster.sh: node $i stopped; the end of $dir/node-$i/stratad.log:" >&2
@@ -122,7 +150,11 @@ up)
             sleep 0.1
         done
     done
-    echo "cluster $cid: $n nodes in $dir"
+    if [ "$k" = "$n" ] && [ "$controller_only" = 0 ]; then
+        echo "cluster $cid: $n nodes in $dir"
+    else
+        echo "cluster $cid: $n nodes in $dir: controllers 1-$k$([ "$controller_only" = 1 ] && echo " (controller-only)"), broker-only $((k + 1))-$n"
+    fi
     echo "bootstrap.servers=$boot"
     ;;
 status)
@@ -131,7 +163,13 @@ status)
         found=1
         if alive "$i"; then state="running (pid $(cat "$dir/node-$i/pid"))"; else state="stopped"; fi
         p=$((base + 2 * (i - 1)))
-        echo "node $i: $state, clients 127.0.0.1:$p, quorum 127.0.0.1:$((p + 1))"
+        roles="$(cat "$dir/node-$i/roles" 2>/dev/null || echo broker,controller)"
+        case "$roles" in
+        broker) ports="clients 127.0.0.1:$p" ;;
+        controller) ports="quorum 127.0.0.1:$((p + 1))" ;;
+        *) ports="clients 127.0.0.1:$p, quorum 127.0.0.1:$((p + 1))" ;;
+        esac
+        echo "node $i ($roles): $state, $ports"
     done
     [ "$found" = 1 ] || echo "no cluster in $dir"
     ;;

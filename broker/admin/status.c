@@ -22,7 +22,7 @@
 int st_admin__ready(const st_admin_sources_t *src, char **body) {
     json_t *reasons = json_array();
     int32_t me = src->cfg->node_id;
-    if (!st_controller_broker_ready(src->ctl))
+    if (st_controller_is_broker(src->ctl) && !st_controller_broker_ready(src->ctl))
         json_array_append_new(reasons, json_sprintf("broker %d is not registered (or is fenced) "
                                                     "in the metadata this node has applied",
                                                     (int)me));

@@ -313,7 +313,7 @@ void st_controller_broker_heartbeat(st_controller_t *c, const st_broker_heartbea
 /* ---- jobs the tick queues (they commit, so they run as jobs) ---------------------------- */
 
 void st_ctl__register_self(st_controller_t *c) {
-    if (c->broker_epoch >= 0 || !leads(c)) return;
+    if (c->broker_epoch >= 0 || !leads(c) || !c->cfg.broker_role) return;
     const st_broker_config_t *b = c->cfg.broker;
     const st_meta_broker_t *mine = image_broker(c->image, b->node_id);
     if (mine && !memcmp(mine->incarnation.b, c->incarnation.b, 16)) {
@@ -449,6 +449,7 @@ int64_t st_ctl__members_tick(st_controller_t *c) {
     if (leader < 0) return -1;
     if (leader != self_id(c)) {
         c->hbs_epoch = -1; /* a new term as leader starts the clocks again */
+        if (!c->cfg.broker_role) return -1; /* a controller-only node never registers */
         if (c->broker_epoch < 0) {
             if (!c->reg_in_flight && now >= c->next_reg_ms) send_registration(c, leader);
             if (!c->reg_in_flight) due = c->next_reg_ms;
@@ -465,11 +466,11 @@ int64_t st_ctl__members_tick(st_controller_t *c) {
         for (int i = 0; i < c->image->nbrokers; i++) hb_of(c, c->image->brokers[i].id, 1);
         for (int i = 0; i < c->nhbs; i++) c->hbs[i].last_ms = now;
     }
-    if (c->broker_epoch < 0 && !c->self_reg_queued) {
+    if (c->cfg.broker_role && c->broker_epoch < 0 && !c->self_reg_queued) {
         c->self_reg_queued = 1;
         st_controller_submit(c, register_self_job, NULL);
     }
-    if (c->broker_epoch >= 0) {
+    if (c->cfg.broker_role && c->broker_epoch >= 0) {
         hb_of(c, self_id(c), 1)->last_ms = now;
         const st_meta_broker_t *me = image_broker(c->image, self_id(c));
         if (me && me->fenced && me->epoch == c->broker_epoch && !c->self_reg_queued) {
@@ -515,7 +516,14 @@ static int shutdown_answered(st_controller_t *c) { return c->shutdown_acked != 0
 static int not_leading(st_controller_t *c) { return !leads(c); }
 
 void st_ctl__members_shutdown(st_controller_t *c) {
-    if (c->cfg.nvoters <= 1 || !c->raft) return; /* alone: nobody to hand anything to */
+    if (c->alone || !c->raft) return; /* alone: nobody to hand anything to */
+    if (!c->cfg.broker_role) { /* a controller-only node: no partitions to move */
+        if (leads(c) && st_raft_resign(c->raft) == ST_OK) {
+            ST_INFO("quorum", "resigned as the active controller (EndQuorumEpoch sent)");
+            st_ctl__pump_until(c, not_leading, 500);
+        }
+        return;
+    }
     if (leads(c)) {
         if (c->broker_epoch >= 0 && write_fencing(c, self_id(c), 1) == ST_OK)
             ST_INFO("controller", "controlled shutdown: this broker's partition leaders moved "

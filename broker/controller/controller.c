@@ -45,6 +45,22 @@ int32_t st_controller_id(st_controller_t *c) {
     return id;
 }
 
+int st_controller_is_broker(const st_controller_t *c) { return c->cfg.broker_role; }
+
+int32_t st_controller_id_for_clients(st_controller_t *c, const st_meta_image_t *img) {
+    int32_t leader = st_controller_id(c), self = c->cfg.broker->node_id, any = -1;
+    int self_live = 0;
+    for (int i = 0; i < img->nbrokers; i++) {
+        const st_meta_broker_t *b = &img->brokers[i];
+        if (b->id == leader) return leader;
+        if (b->fenced) continue;
+        if (b->id == self) self_live = 1;
+        if (any < 0) any = b->id;
+    }
+    if (leader < 0) return -1;
+    return self_live ? self : any;
+}
+
 void st_ctl__publish(st_controller_t *c, st_meta_image_t *img) {
     pthread_mutex_lock(&c->lock);
     st_meta_image_t *old = c->image;
@@ -229,7 +245,7 @@ st_err_t st_controller_open(const st_controller_config_t *cfg, st_logmgr_t *logs
     if (e) goto fail;
     ST_INFO("controller", "metadata applied up to offset %lld: %d topics, %d brokers",
             (long long)(c->applied_end - 1), c->image->ntopics, c->image->nbrokers);
-    if (c->cfg.nvoters <= 1) {
+    if (c->alone && c->cfg.broker_role) {
         /* a quorum of one leads already: register here and now */
         st_ctl__register_self(c);
         if (c->broker_epoch < 0) {

@@ -93,6 +93,10 @@ typedef struct st_controller_config {
     int nvoters;
     /* the loops the outbound clients to the other voters run on */
     st_net_t *net;
+    /* process.roles: whether this node is a broker (registers, heartbeats,
+     * hosts partitions); a node that is not in voters follows the quorum
+     * as an observer (a broker-only node) */
+    int broker_role;
 } st_controller_config_t;
 
 /* Open the metadata log, replay it into an image, register this broker. */
@@ -115,6 +119,14 @@ int st_controller_broker_ready(st_controller_t *c);
 const char *st_controller_cluster_id(const st_controller_t *c);
 /* The active controller (the Raft's leader), -1 while none is known. */
 int32_t st_controller_id(st_controller_t *c);
+/* The controller a client is told of (Metadata, DescribeCluster): the
+ * active controller when it is a broker of img; when it is a
+ * controller-only node (clients cannot reach its listener), this broker
+ * or another live one, which forwards admin requests to it (Kafka names
+ * a live broker the same way); -1 while none is known. */
+int32_t st_controller_id_for_clients(st_controller_t *c, const st_meta_image_t *img);
+/* Whether this node is a broker (process.roles names broker). */
+int st_controller_is_broker(const st_controller_t *c);
 
 /* A Raft request from another node (decoded by raft_wire.c from req, on
  * req's loop): handed to the controller thread, which answers req later

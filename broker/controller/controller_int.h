@@ -92,6 +92,8 @@ struct st_controller {
     int32_t voter_ids[ST_RAFT_MAX_VOTERS]; /* this node's voter set, ascending */
     int nvoter_ids;
     int32_t voters_checked_epoch; /* the last LeaderChange compared with it */
+    int voter;  /* this node is one of the voters (else an observer) */
+    int alone;  /* the quorum is this node alone: no network, no one to ask */
     peer_t *peers;       /* the other voters */
     int npeers;
     pending_req_t *pending;

@@ -512,6 +512,9 @@ st_err_t st_ctl__quorum_open(st_controller_t *c, char *err, size_t errlen) {
         }
     memcpy(c->voter_ids, ids, sizeof ids[0] * (size_t)nvoters);
     c->nvoter_ids = nvoters;
+    c->voter = 0;
+    for (int i = 0; i < nvoters; i++) c->voter |= ids[i] == b->node_id;
+    c->alone = c->voter && nvoters == 1;
     c->voters_checked_epoch = -1;
     if (c->npeers > 0 && !c->cfg.net) {
         snprintf(err, errlen, "a quorum of %d voters needs the network", nvoters);
@@ -560,8 +563,13 @@ st_err_t st_ctl__quorum_open(st_controller_t *c, char *err, size_t errlen) {
         snprintf(err, errlen, "the metadata quorum cannot start: %s", ml_err[0] ? ml_err : why);
         return e;
     }
-    ST_INFO("quorum", "node %d of a metadata quorum of %d voter%s%s", (int)b->node_id, nvoters,
-            nvoters == 1 ? "" : "s", found ? " (quorum-state read)" : "");
+    if (c->voter)
+        ST_INFO("quorum", "node %d of a metadata quorum of %d voter%s%s", (int)b->node_id,
+                nvoters, nvoters == 1 ? "" : "s", found ? " (quorum-state read)" : "");
+    else
+        ST_INFO("quorum", "node %d follows a metadata quorum of %d voter%s as an observer%s",
+                (int)b->node_id, nvoters, nvoters == 1 ? "" : "s",
+                found ? " (quorum-state read)" : "");
     /* A node restarted as the follower of the leader its quorum-state
      * names hears of no leader change while that leader stays: it is the
      * controller known from the start (Metadata's controller_id).  One
@@ -709,7 +717,7 @@ static job_t *turn(st_controller_t *c, int take_job, int64_t until_ms) {
 }
 
 st_err_t st_ctl__quorum_catch_up(st_controller_t *c, char *err, size_t errlen) {
-    if (c->cfg.nvoters > 1) return ST_OK; /* the network is not running yet */
+    if (!c->alone) return ST_OK; /* the network is not running yet */
     int64_t end = st_metalog_end_offset(c->ml);
     int64_t deadline = st_mono_ms() + COMMIT_TIMEOUT_MS;
     while (st_raft_role(c->raft) != ST_RAFT_LEADER || c->applied_end < end ||

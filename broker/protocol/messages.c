@@ -288,8 +288,8 @@ static const st_api_t api_table[] = {
      &st_create_partitions_resp_schema, 0, 3},
     {ST_API_INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 0, 1, 1,
      &st_incr_alter_configs_req_schema, &st_alter_configs_resp_schema, 0, 1},
-    {ST_API_DESCRIBE_CLUSTER, "DescribeCluster", 0, 0, 1, 0, &st_describe_cluster_req_schema,
-     &st_describe_cluster_resp_schema, 0, 1},
+    {ST_API_DESCRIBE_CLUSTER, "DescribeCluster", 0, 0, 2, 0, &st_describe_cluster_req_schema,
+     &st_describe_cluster_resp_schema, 0, 2},
     {ST_API_DESCRIBE_LOG_DIRS, "DescribeLogDirs", 0, 0, 4, 2, &st_describe_log_dirs_req_schema,
      &st_describe_log_dirs_resp_schema, 0, 4},
     /* Consumer groups.  Minimums stay at 0 as Kafka 3.x advertises them:

@@ -549,14 +549,16 @@ ST_SCHEMA_DECLARE(st_create_partitions_resp, ST_CREATE_PARTITIONS_RESP)
 /* ---- DescribeCluster (60) --------------------------------------------- */
 #define ST_DESCRIBE_CLUSTER_REQ(X, S)                                                   \
     X(S, BOOL, include_cluster_authorized_operations, V(0), NN, NT, 0, _)              \
-    X(S, INT8, endpoint_type, V(1), NN, NT, 1, _)
+    X(S, INT8, endpoint_type, V(1), NN, NT, 1, _)                                      \
+    X(S, BOOL, include_fenced_brokers, V(2), NN, NT, 0, _)
 ST_SCHEMA_DECLARE(st_describe_cluster_req, ST_DESCRIBE_CLUSTER_REQ)
 
 #define ST_DESCRIBE_CLUSTER_BROKER(X, S)                                                \
     X(S, INT32, broker_id, V(0), NN, NT, 0, _)                                         \
     X(S, STRING, host, V(0), NN, NT, 0, _)                                             \
     X(S, INT32, port, V(0), NN, NT, 0, _)                                              \
-    X(S, STRING, rack, V(0), NUL(0), NT, ST_DEF_NULL, _)
+    X(S, STRING, rack, V(0), NUL(0), NT, ST_DEF_NULL, _)                               \
+    X(S, BOOL, is_fenced, V(2), NN, NT, 0, _)
 ST_SCHEMA_DECLARE(st_describe_cluster_broker, ST_DESCRIBE_CLUSTER_BROKER)
 
 #define ST_DESCRIBE_CLUSTER_RESP(X, S)                                                  \

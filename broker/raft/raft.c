@@ -108,6 +108,13 @@ struct st_raft {
     int64_t next_fetch_at; /* follower / observer: not before (backoff) */
     int32_t next_request_id;
     int32_t observer_target; /* unattached observer: the voter asked */
+    /* Observer: the leader it lost the connection to, and its epoch.  The
+     * voters that have not noticed yet still name it; following it again
+     * would wait out the fetch timeout, so the observer asks on until a
+     * voter names another leader or a later epoch.  It asks the other
+     * voters first (lost_leader is also the last voter found
+     * unreachable while asking). */
+    int32_t lost_leader, lost_epoch;
     /* Prospective: the leader of this epoch we stopped hearing from, and
      * one a voter named in its answer.  A prospective that fails to gather
      * pre-votes goes back to following it (Kafka's ProspectiveState);
@@ -682,6 +689,7 @@ static int maybe_follow(st_raft_t *r, int32_t leader_id, int32_t epoch) {
             to_unattached(r, epoch);
         return 1;
     }
+    if (!is_voter(r) && leader_id == r->lost_leader && epoch == r->lost_epoch) return 0;
     if (epoch == r->epoch && leader_id >= 0 && leader_id != r->cfg.node_id &&
         voter_index(r, leader_id) >= 0 && r->leader_id == -1 && r->role != ST_RAFT_LEADER &&
         r->role != ST_RAFT_RESIGNED) {
@@ -782,6 +790,8 @@ static void drive(st_raft_t *r) {
             if (r->peers[i].req_id) return;
         if (r->next_fetch_at >= 0 && r->next_fetch_at > now_ms(r)) break;
         r->observer_target = (int32_t)jitter(r, r->nvoters);
+        if (r->nvoters > 1 && r->voters[r->observer_target] == r->lost_leader)
+            r->observer_target = (r->observer_target + 1) % r->nvoters; /* not the lost one */
         r->next_fetch_at = now_ms(r) + r->cfg.retry_backoff_ms;
         if (r->ops.log_durable_end(r->ops.arg) < r->ops.log_end_offset(r->ops.arg)) break;
         send_fetch(r, r->observer_target);
@@ -1464,8 +1474,31 @@ st_err_t st_raft_propose(st_raft_t *r, const uint8_t *data, int32_t len, int32_t
 }
 
 void st_raft_leader_unreachable(st_raft_t *r, int32_t leader) {
-    if (r->failed || r->role != ST_RAFT_FOLLOWER || r->leader_id != leader || !is_voter(r))
+    if (r->failed) return;
+    if (!is_voter(r) && r->role == ST_RAFT_UNATTACHED) {
+        /* An observer asking around: the voter it asked is not there; ask
+         * another after the backoff instead of at the request timeout. */
+        int i = voter_index(r, leader);
+        if (i >= 0 && i == r->observer_target && r->peers[i].req_id) {
+            r->peers[i].req_id = 0;
+            r->lost_leader = leader;
+            r->next_fetch_at = now_ms(r) + r->cfg.retry_backoff_ms;
+            drive(r);
+        }
         return;
+    }
+    if (r->role != ST_RAFT_FOLLOWER || r->leader_id != leader) return;
+    if (!is_voter(r)) {
+        /* An observer cannot elect anyone: it asks the voters who leads
+         * now instead of waiting out the fetch timeout. */
+        ST_INFO("raft", "node %d: the leader %d of epoch %d is unreachable; asking the voters",
+                (int)r->cfg.node_id, (int)leader, (int)r->epoch);
+        r->lost_leader = leader;
+        r->lost_epoch = r->epoch;
+        to_unattached(r, r->epoch);
+        drive(r);
+        return;
+    }
     ST_INFO("raft", "node %d: the leader %d of epoch %d is unreachable; asking for pre-votes",
             (int)r->cfg.node_id, (int)leader, (int)r->epoch);
     to_prospective(r, 0);
@@ -1620,6 +1653,7 @@ st_err_t st_raft_new(const st_raft_config_t *cfg, const st_raft_ops_t *ops,
     r->election_at = r->round_at = r->fetch_timeout_at = r->check_quorum_at = -1;
     r->next_fetch_at = -1;
     r->abandoned_leader = r->heard_leader = -1;
+    r->lost_leader = r->lost_epoch = -1;
     forget_requests(r);
 
     /* The state machine starts from the latest snapshot (KRaft loads it at

@@ -435,8 +435,10 @@ st_err_t st_raft_propose(st_raft_t *r, const uint8_t *data, int32_t len, int32_t
  * a voter following it starts asking for pre-votes now instead of at its
  * fetch timeout.  Safe against a healthy leader: pre-vote changes no
  * epoch, and the voters that still fetch from the leader refuse it
- * (KIP-996); a prospective that fails goes back to following.  Ignored in
- * any other state or for any other node. */
+ * (KIP-996); a prospective that fails goes back to following.  An
+ * observer following it goes back to asking the voters who leads, and
+ * an observer asking a voter that is unreachable asks another.  Ignored
+ * in any other state or for any other node. */
 void st_raft_leader_unreachable(st_raft_t *r, int32_t leader);
 /* Leader only: step down gracefully (controlled shutdown), telling the
  * voters with EndQuorumEpoch, the most caught up first. */

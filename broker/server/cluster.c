@@ -19,10 +19,12 @@
  * that is the whole quorum: the single-node start of the README.
  */
 #include "config.h"
+#include "kclient.h"
 
 #include <ctype.h>
 #include <stdlib.h>
 #include <strings.h>
+#include <unistd.h>
 
 static void free_strv(char **v, int n) { st_free_strv(v, n); }
 
@@ -394,4 +396,107 @@ void st_cluster_config_fini(st_cluster_config_t *cc) {
     free(cc->bootstrap);
     if (cc->controller_listeners) st_free_strv(cc->controller_listeners, cc->ncontroller_listeners);
     memset(cc, 0, sizeof *cc);
+}
+
+/* ---- the voters from controller.quorum.bootstrap.servers ---------------------------------
+ *
+ * Kafka's dynamic quorum (KIP-853) keeps its voter set in the metadata log;
+ * this build's quorum is static (controller.quorum.voters on every
+ * controller), so a broker-only node given only bootstrap servers learns
+ * that set once, at start: DescribeQuorum v2 names each voter with its
+ * listeners (the `nodes` array), whichever voter answers, leader or not. */
+
+/* One bootstrap server's answer: ST_OK with cc->voters filled. */
+static st_err_t ask_voters(st_cluster_config_t *cc, const st_voter_t *b, char *why, size_t n) {
+    char addr[300];
+    snprintf(addr, sizeof addr, strchr(b->host, ':') ? "[%s]:%d" : "%s:%d", b->host, b->port);
+    st_kclient_t kc = {-1, 0, "strata-bootstrap"};
+    st_arena_t a;
+    st_arena_init(&a, 8192);
+    st_err_t e = st_kclient_open(&kc, addr, why, n);
+    if (e) goto out;
+    st_describe_quorum_req_part_t part;
+    st_schema_defaults(&st_describe_quorum_req_part_schema, &part);
+    part.partition_index = 0;
+    st_describe_quorum_req_topic_t topic;
+    st_schema_defaults(&st_describe_quorum_req_topic_schema, &topic);
+    topic.topic_name = st_str("__cluster_metadata");
+    topic.partitions.v = &part;
+    topic.partitions.n = 1;
+    st_describe_quorum_req_t q;
+    st_schema_defaults(&st_describe_quorum_req_schema, &q);
+    q.topics.v = &topic;
+    q.topics.n = 1;
+    st_describe_quorum_resp_t *r = NULL;
+    e = st_kclient_call(&kc, ST_API_DESCRIBE_QUORUM, 2, &q, &a, (void **)&r, why, n);
+    if (e) goto out;
+    if (r->nodes.n <= 0) {
+        snprintf(why, n, "%s named no voters (DescribeQuorum v2 nodes)", addr);
+        e = ST_E_INVAL;
+        goto out;
+    }
+    st_voter_t *v = st_calloc((size_t)r->nodes.n, sizeof *v);
+    int nv = 0;
+    const char *want = cc->ncontroller_listeners ? cc->controller_listeners[0] : NULL;
+    for (int i = 0; i < r->nodes.n; i++) {
+        const st_describe_quorum_node_t *node = &r->nodes.v[i];
+        const st_raft_listener_t *l = NULL;
+        for (int j = 0; j < node->listeners.n && !l; j++)
+            if (!want || st_str_eq(node->listeners.v[j].name, want)) l = &node->listeners.v[j];
+        if (!l || l->host.len <= 0 || l->host.len >= (int32_t)sizeof v[0].host) {
+            snprintf(why, n, "%s named voter %d without a %s listener", addr, (int)node->node_id,
+                     want ? want : "controller");
+            free(v);
+            e = ST_E_INVAL;
+            goto out;
+        }
+        v[nv].id = node->node_id;
+        memcpy(v[nv].host, l->host.p, (size_t)l->host.len);
+        v[nv].port = l->port;
+        nv++;
+    }
+    free(cc->voters);
+    cc->voters = v;
+    cc->nvoters = nv;
+out:
+    st_kclient_close(&kc);
+    st_arena_fini(&a);
+    return e;
+}
+
+st_err_t st_cluster_discover_voters(st_cluster_config_t *cc, int32_t node_id, int64_t wait_ms,
+                                    char *err, size_t errlen) {
+    char why[512] = "";
+    int64_t deadline = st_mono_ms() + wait_ms;
+    for (;;) {
+        for (int i = 0; i < cc->nbootstrap; i++) {
+            if (ask_voters(cc, &cc->bootstrap[i], why, sizeof why)) {
+                ST_INFO("cluster", "controller.quorum.bootstrap.servers: %s", why);
+                continue;
+            }
+            char list[1024] = "";
+            for (int k = 0; k < cc->nvoters; k++) {
+                size_t len = strlen(list);
+                snprintf(list + len, sizeof list - len, "%s%d@%s:%d", k ? "," : "",
+                         (int)cc->voters[k].id, cc->voters[k].host, cc->voters[k].port);
+                if (cc->voters[k].id == node_id) {
+                    snprintf(err, errlen,
+                             "controller.quorum.bootstrap.servers: the quorum's voters (%s) "
+                             "include node.id %d, so process.roles must include controller",
+                             list, (int)node_id);
+                    return ST_E_CONFIG;
+                }
+            }
+            ST_INFO("cluster", "the quorum's voters, from %s:%d: %s", cc->bootstrap[i].host,
+                    cc->bootstrap[i].port, list);
+            return ST_OK;
+        }
+        if (st_mono_ms() >= deadline) break;
+        usleep(500 * 1000);
+    }
+    snprintf(err, errlen,
+             "controller.quorum.bootstrap.servers: no server named the quorum's voters within "
+             "%lld s (the last: %s)",
+             (long long)(wait_ms / 1000), why);
+    return ST_E_CONFIG;
 }

@@ -88,8 +88,9 @@ static const st_cfg_desc_t broker_rows[] = {
          "of its controller listener). Empty: this node alone is the quorum."),
     BROW("controller.quorum.bootstrap.servers", ST_CFG_STRING,
          controller_quorum_bootstrap_servers, "", 0, 0, NULL, 0,
-         "Comma-separated host:port of controllers a broker-only node may ask for the quorum "
-         "(instead of controller.quorum.voters)."),
+         "Comma-separated host:port of controllers a node would ask for the quorum's voters "
+         "(KIP-853's dynamic quorum). Not served yet: a node given it refuses to start; list "
+         "the voters in controller.quorum.voters."),
     BROW("controller.listener.names", ST_CFG_STRING, controller_listener_names, "", 0, 0, NULL,
          0,
          "Comma-separated names of the listeners that carry controller traffic (Raft, broker "

@@ -203,6 +203,12 @@ st_err_t st_cluster_config_parse(const st_broker_config_t *cfg, st_cluster_confi
 void st_cluster_config_fini(st_cluster_config_t *cc);
 /* 1 when a listener of that name carries controller traffic. */
 int st_cluster_is_controller_listener(const st_cluster_config_t *cc, const char *name);
+/* A broker-only node given controller.quorum.bootstrap.servers: the
+ * voters (ids and controller listeners) from the first bootstrap server
+ * whose DescribeQuorum v2 names them, asking again for up to wait_ms;
+ * fills cc->voters.  Blocking: at start-up, before any loop runs. */
+st_err_t st_cluster_discover_voters(st_cluster_config_t *cc, int32_t node_id, int64_t wait_ms,
+                                    char *err, size_t errlen);
 /* "id@host:port,..." ; on error err says which entry and why. */
 st_err_t st_parse_voters(const char *text, st_voter_t **out, int *n, char *err, size_t errlen);
 

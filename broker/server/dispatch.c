@@ -63,9 +63,48 @@ st_handler_fn st_handler_for(int16_t key) {
     return NULL;
 }
 
+/* What a node serves follows its process.roles, as Kafka scopes its APIs
+ * to brokers and controllers.  A combined node serves everything.  A
+ * controller-only node serves the quorum, the brokers' calls on the
+ * active controller and the admin requests brokers forward to it; a
+ * broker-only node serves what clients send, and not the quorum's or
+ * the controller's own APIs (it is never asked them: it votes for no one
+ * and is never the active controller). */
+static const int16_t controller_apis[] = {
+    ST_API_API_VERSIONS,        ST_API_FETCH, /* the Raft's Fetch of __cluster_metadata */
+    ST_API_VOTE,                ST_API_BEGIN_QUORUM_EPOCH,
+    ST_API_END_QUORUM_EPOCH,    ST_API_DESCRIBE_QUORUM,
+    ST_API_FETCH_SNAPSHOT,      ST_API_BROKER_REGISTRATION,
+    ST_API_BROKER_HEARTBEAT,    ST_API_ALTER_PARTITION,
+    ST_API_ALLOCATE_PRODUCER_IDS, ST_API_CREATE_TOPICS,
+    ST_API_DELETE_TOPICS,       ST_API_CREATE_PARTITIONS,
+    ST_API_ALTER_CONFIGS,       ST_API_INCREMENTAL_ALTER_CONFIGS,
+    ST_API_ELECT_LEADERS,       ST_API_DESCRIBE_CLUSTER,
+};
+static const int16_t quorum_only_apis[] = {
+    ST_API_VOTE,          ST_API_BEGIN_QUORUM_EPOCH,  ST_API_END_QUORUM_EPOCH,
+    ST_API_FETCH_SNAPSHOT, ST_API_BROKER_REGISTRATION, ST_API_BROKER_HEARTBEAT,
+    ST_API_ALTER_PARTITION, ST_API_ALLOCATE_PRODUCER_IDS,
+};
+
+static int in(const int16_t *v, size_t n, int16_t key) {
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == key) return 1;
+    return 0;
+}
+
+st_handler_fn st_server_handler(const st_server_t *srv, int16_t key) {
+    int roles = srv->cluster.roles;
+    if (!(roles & ST_ROLE_BROKER) && !in(controller_apis, ST_ARRAY_SIZE(controller_apis), key))
+        return NULL;
+    if (!(roles & ST_ROLE_CONTROLLER) && in(quorum_only_apis, ST_ARRAY_SIZE(quorum_only_apis), key))
+        return NULL;
+    return st_handler_for(key);
+}
+
 void st_server_on_request(st_request_t *req, void *arg) {
     st_server_t *srv = arg;
-    st_handler_fn fn = st_handler_for(req->api->key);
+    st_handler_fn fn = st_server_handler(srv, req->api->key);
     if (!fn) {
         st_request_close_conn(req, "API without a handler");
         st_request_no_response(req);
@@ -147,7 +186,6 @@ void st_server_via_controller(st_server_t *srv, st_request_t *req, st_ctl_work_f
 /* ---- ApiVersions -------------------------------------------------------- */
 
 void st_handle_api_versions(st_server_t *srv, st_request_t *req) {
-    (void)srv;
     st_api_versions_resp_t r;
     st_schema_defaults(&st_api_versions_resp_schema, &r);
     if (!req->body) {
@@ -157,12 +195,12 @@ void st_handle_api_versions(st_server_t *srv, st_request_t *req) {
         req->hdr.api_version = 0;
     }
     int n = 0;
-    for (size_t i = 0; st_api_at(i); i++) n += st_handler_for(st_api_at(i)->key) != NULL;
+    for (size_t i = 0; st_api_at(i); i++) n += st_server_handler(srv, st_api_at(i)->key) != NULL;
     ST_ARRAY_ALLOC(r.api_keys, &req->arena, n);
     int k = 0;
     for (size_t i = 0; st_api_at(i); i++) {
         const st_api_t *api = st_api_at(i);
-        if (!st_handler_for(api->key)) continue;
+        if (!st_server_handler(srv, api->key)) continue;
         r.api_keys.v[k].api_key = api->key;
         r.api_keys.v[k].min_version = api->adv_min_ver;
         r.api_keys.v[k].max_version = api->max_ver;
@@ -178,21 +216,25 @@ void st_handle_describe_cluster(st_server_t *srv, st_request_t *req) {
     st_schema_defaults(&st_describe_cluster_resp_schema, &r);
     st_meta_image_t *img = st_controller_image(srv->ctl);
     r.cluster_id = st_str(st_req_strdup(req, st_str(st_controller_cluster_id(srv->ctl))));
-    r.controller_id = st_controller_id(srv->ctl);
+    r.controller_id = st_controller_id_for_clients(srv->ctl, img);
+    st_describe_cluster_req_t *q = req->body;
+    /* v2 (KIP-1073): fenced brokers too, when asked, marked as such */
+    int fenced_too = q->include_fenced_brokers;
     int n = 0;
-    for (int i = 0; i < img->nbrokers; i++) n += !img->brokers[i].fenced;
+    for (int i = 0; i < img->nbrokers; i++) n += fenced_too || !img->brokers[i].fenced;
     ST_ARRAY_ALLOC(r.brokers, &req->arena, n);
     int k = 0;
     for (int i = 0; i < img->nbrokers; i++) {
         const st_meta_broker_t *b = &img->brokers[i];
-        if (b->fenced) continue;
+        if (b->fenced && !fenced_too) continue;
+        st_schema_defaults(&st_describe_cluster_broker_schema, &r.brokers.v[k]);
+        r.brokers.v[k].is_fenced = (int8_t)b->fenced;
         r.brokers.v[k].broker_id = b->id;
         r.brokers.v[k].host = st_str(st_req_strdup(req, st_str(b->host)));
         r.brokers.v[k].port = b->port;
         r.brokers.v[k].rack = b->rack ? st_str(st_req_strdup(req, st_str(b->rack))) : ST_STR_NULL;
         k++;
     }
-    st_describe_cluster_req_t *q = req->body;
     if (q->include_cluster_authorized_operations) r.cluster_authorized_operations = ST_ACL_OPS_CLUSTER;
     st_image_release(img);
     st_request_respond(req, &r);

@@ -81,7 +81,7 @@ static void respond(st_server_t *srv, st_request_t *req) {
         k++;
     }
     r.cluster_id = st_str(st_req_strdup(req, st_str(st_controller_cluster_id(srv->ctl))));
-    r.controller_id = st_controller_id(srv->ctl);
+    r.controller_id = st_controller_id_for_clients(srv->ctl, img);
     if (q->include_cluster_authorized_operations) r.cluster_authorized_operations = ST_ACL_OPS_CLUSTER;
     int include_ops = q->include_topic_authorized_operations;
     if (all_topics(req)) {

@@ -169,6 +169,10 @@ static void describe_done(st_server_t *srv, st_request_t *req, void *arg) {
 }
 
 void st_handle_describe_quorum(st_server_t *srv, st_request_t *req) {
+    /* Only the leader knows the quorum's state; a broker-only node, which
+     * clients reach and the leader's listener is not given to, asks it
+     * (Kafka's brokers forward DescribeQuorum to the active controller). */
+    if (!(srv->cluster.roles & ST_ROLE_CONTROLLER) && st_controller_forward(srv->ctl, req)) return;
     describe_ctx_t *x = st_calloc(1, sizeof *x);
     st_server_via_controller(srv, req, describe_work, describe_done, x);
 }

@@ -211,20 +211,14 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
         fprintf(stderr, "stratad: configuration error: %s\n", err);
         return 1;
     }
-    /* The shapes of a cluster this build runs: every node both broker and
-     * controller (combined mode), a voter of the quorum.  Say so rather
-     * than start a node that cannot work. */
-    if (srv.cluster.roles != (ST_ROLE_BROKER | ST_ROLE_CONTROLLER) || srv.cluster.nbootstrap > 0) {
-        fprintf(stderr,
-                "stratad: configuration error: %s: this build runs nodes that are both broker "
-                "and controller (process.roles=broker,controller), each a voter in "
-                "controller.quorum.voters; broker-only and controller-only nodes are not served "
-                "yet\n",
-                srv.cluster.roles != (ST_ROLE_BROKER | ST_ROLE_CONTROLLER)
-                    ? "process.roles"
-                    : "controller.quorum.bootstrap.servers");
+    /* A broker-only node given bootstrap servers learns the voters from
+     * them now: the controller and its clients want the voter list. */
+    if (srv.cluster.nbootstrap > 0 &&
+        st_cluster_discover_voters(&srv.cluster, srv.cfg.node_id, 60000, err, sizeof err)) {
+        fprintf(stderr, "stratad: configuration error: %s\n", err);
         return 1;
     }
+    int is_broker = (srv.cluster.roles & ST_ROLE_BROKER) != 0;
 
     if (st_parse_listeners(srv.cfg.listeners, &srv.listeners, &srv.nlisteners, err, sizeof err) ||
         srv.nlisteners == 0) {
@@ -281,13 +275,15 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
             srv.advertised[i].port = st_net_bound_port(srv.net, li);
         if (!srv.advertised[i].host[0]) snprintf(srv.advertised[i].host, sizeof srv.advertised[i].host, "localhost");
     }
-    /* Controller listeners are never given to clients (Kafka's rule). */
+    /* Controller listeners are never given to clients (Kafka's rule).  A
+     * controller-only node registers nothing and keeps its own for the
+     * log line below. */
     int nclient = 0;
-    for (int i = 0; i < srv.nadvertised; i++)
+    for (int i = 0; i < srv.nadvertised && is_broker; i++)
         if (!st_cluster_is_controller_listener(&srv.cluster, srv.advertised[i].name))
             srv.advertised[nclient++] = srv.advertised[i];
-    srv.nadvertised = nclient;
-    if (nclient == 0) {
+    if (is_broker) srv.nadvertised = nclient;
+    if (srv.nadvertised == 0) {
         fprintf(stderr, "stratad: configuration error: advertised.listeners: no listener for "
                         "clients (every one is in controller.listener.names)\n");
         return 1;
@@ -364,7 +360,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     st_controller_config_t ccfg = {&srv.cfg,          st_logmgr_cluster_id(srv.logs),
                                    srv.advertised,    srv.nadvertised,
                                    srv.cluster.voters, srv.cluster.nvoters,
-                                   srv.net};
+                                   srv.net,           is_broker};
     if (st_controller_open(&ccfg, srv.logs, st_replicas_sync, srv.rm, &srv.ctl, err, sizeof err)) {
         fprintf(stderr, "stratad: %s\n", err);
         st_logmgr_close(srv.logs);
@@ -394,12 +390,19 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     st_replicas_start(srv.rm);
     st_net_start(srv.net);
 
-    ST_INFO("server", "stratad node %d of cluster %s is serving at %s:%d (CRC32C %s)",
-            (int)srv.cfg.node_id, st_controller_cluster_id(srv.ctl), srv.advertised[0].host,
-            srv.advertised[0].port, st_crc32c_hw() ? "SSE4.2" : "software");
+    ST_INFO("server", "stratad node %d (%s) of cluster %s is serving at %s:%d (CRC32C %s)",
+            (int)srv.cfg.node_id,
+            !is_broker ? "controller"
+            : srv.cluster.roles & ST_ROLE_CONTROLLER ? "broker and controller" : "broker",
+            st_controller_cluster_id(srv.ctl), srv.advertised[0].host, srv.advertised[0].port,
+            st_crc32c_hw() ? "SSE4.2" : "software");
     st_admin_sources_t asrc = {&srv.cfg, srv.ctl, srv.rm, srv.net, tier, os};
     st_admin_attach(admin, &asrc);
-    printf("bootstrap.servers=%s:%d\n", srv.advertised[0].host, srv.advertised[0].port);
+    if (is_broker)
+        printf("bootstrap.servers=%s:%d\n", srv.advertised[0].host, srv.advertised[0].port);
+    else /* clients never reach a controller-only node */
+        printf("controller listener %s:%d (a controller-only node: no client listener)\n",
+               srv.advertised[0].host, srv.advertised[0].port);
     fflush(stdout);
 
     int sig = 0;

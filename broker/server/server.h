@@ -49,6 +49,8 @@ typedef void (*st_handler_fn)(st_server_t *srv, st_request_t *req);
 /* The handler of an API key, or NULL (ApiVersions advertises only keys that
  * have one). */
 st_handler_fn st_handler_for(int16_t key);
+/* The handler this node serves key with (its process.roles), NULL: none. */
+st_handler_fn st_server_handler(const st_server_t *srv, int16_t key);
 
 /* net hooks */
 void st_server_on_request(st_request_t *req, void *arg);

@@ -655,12 +655,17 @@ class Cluster:
     """N combined (broker + controller) nodes, ids 1..N, started with
     scripts/cluster.sh under a temporary root.  Node i serves clients on
     port(i) and the quorum on quorum_port(i).  node_overrides {i: {k: v}}
-    are passed to node i only (cluster.sh --node-override)."""
+    are passed to node i only (cluster.sh --node-override).  With
+    controllers=K only nodes 1..K are voters and the others broker-only;
+    controller_only makes those K controller-only (no client port)."""
 
     LEADER_LINE = re.compile(r"raft: node (\d+) is the leader of epoch (\d+)")
 
-    def __init__(self, n=3, overrides=None, node_overrides=None, root=None):
+    def __init__(self, n=3, overrides=None, node_overrides=None, root=None, controllers=None,
+                 controller_only=False):
         self.n = n
+        self.controllers = controllers
+        self.controller_only = controller_only
         self.root = root or tempfile.mkdtemp(prefix="strata-cluster-")
         self.dir = os.path.join(self.root, "cluster")
         self.base = free_port_block(2 * n)
@@ -742,6 +747,10 @@ class Cluster:
     def _sh(self, *args, node_overrides=None, timeout=120, check_rc=True):
         cmd = ["bash", CLUSTER_SH] + list(args) + ["--dir", self.dir, "--base-port", str(self.base),
                                                     "--no-build"]
+        if self.controllers:
+            cmd += ["--controllers", str(self.controllers)]
+        if self.controller_only:
+            cmd += ["--controller-only"]
         for k, v in self.overrides.items():
             cmd += ["--override", "%s=%s" % (k, v)]
         nov = {i: dict(v) for i, v in self.node_overrides.items()}

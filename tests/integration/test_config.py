@@ -90,12 +90,13 @@ start_fails(["--config", CONFIG, "--override", "controller.quorum.voters=1@local
             "controller.quorum.voters: voter 1: 'localhost' is not host:port")
 start_fails(["--config", CONFIG, "--override", "listeners=SSL://127.0.0.1:0"],
             "listener SSL uses SSL, which this build does not serve yet")
-# Broker-only and controller-only nodes are refused by name until served.
-start_fails(["--config", CONFIG, "--override", "process.roles=broker", "--override", "node.id=4",
+# A broker-only node whose node.id is a voter (integration.cluster_roles
+# runs broker-only and controller-only nodes).
+start_fails(["--config", CONFIG, "--override", "process.roles=broker", "--override", "node.id=1",
              "--override", "controller.quorum.voters=1@127.0.0.1:19093",
              "--override", "controller.listener.names=CONTROLLER", "--override",
              "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"],
-            "broker-only and controller-only nodes are not served yet")
+            "node.id 1 is a voter, so process.roles must include controller")
 
 # cluster.id is fixed at first start (meta.properties); broker.rack and
 # the controller listener reach clients as Kafka gives them: the rack in

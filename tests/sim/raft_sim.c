@@ -654,7 +654,15 @@ static int run_seed(uint64_t seed, uint64_t *steps_out) {
             ev_t e = heap_pop();
             sim_node_t *sn = &S.nodes[e.node];
             if (e.kind == EV_DELIVER) {
-                if (sn->up) st_raft_recv(sn->m.r, e.from, e.msg);
+                int from = node_index(e.from);
+                if (sn->up) {
+                    st_raft_recv(sn->m.r, e.from, e.msg);
+                } else if (e.msg->type % 2 == 1 && S.nodes[from].up && chance(500)) {
+                    /* a request to a node that is down: the sender's host
+                     * sees the connection refused, as stratad's does */
+                    st_raft_leader_unreachable(S.nodes[from].m.r, S.ids[e.node]);
+                    refresh_deadline(from);
+                }
                 rm_msg_free(e.msg);
             } else if (e.kind == EV_FLUSH) {
                 if (sn->up && e.incarnation == sn->incarnation) rm_node_flush_complete(&sn->m);

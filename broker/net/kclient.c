@@ -29,8 +29,10 @@ st_err_t st_kclient_open(st_kclient_t *c, const char *bootstrap, char *err, size
         return ST_E_INVAL;
     }
     c->fd = -1;
+    struct timeval tv = {30, 0}; /* SO_SNDTIMEO bounds connect too (Linux) */
     for (struct addrinfo *ai = res; ai && c->fd < 0; ai = ai->ai_next) {
         int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+        if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
         if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) c->fd = fd;
         else if (fd >= 0) close(fd);
     }
@@ -39,7 +41,6 @@ st_err_t st_kclient_open(st_kclient_t *c, const char *bootstrap, char *err, size
         st_snprintf_marked(err, errlen, "cannot connect to %s: %s", bootstrap, strerror(errno));
         return ST_E_IO;
     }
-    struct timeval tv = {30, 0};
     setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     c->correlation_id = 0;
     return ST_OK;
@@ -72,7 +73,8 @@ st_err_t st_kclient_call(st_kclient_t *c, int16_t key, int16_t version, const vo
     st_chain_t ch;
     st_chain_init(&ch);
     st_buf_put_i32(&ch.mem, 0);
-    st_req_header_t h = {key, version, ++c->correlation_id, st_str("strata-cli")};
+    st_req_header_t h = {key, version, ++c->correlation_id,
+                         st_str(c->client_id ? c->client_id : "strata-cli")};
     st_req_header_encode(&h, st_api_req_header_version(api, version), &ch.mem);
     st_encode(api->req, version, st_api_flexible(api, version), req, &ch);
     st_be32_put(ch.mem.data, (uint32_t)(ch.mem.len - 4));

@@ -1,6 +1,9 @@
 /*
- * kclient.h - a small Kafka client for the `strata` tool, built on the
- * broker's own codec: one connection, one request at a time.
+ * kclient.h - a small blocking Kafka client built on the broker's own
+ * codec: one connection, one request at a time.  The `strata` tool's, and
+ * stratad's before its loops run (a broker-only node asking
+ * controller.quorum.bootstrap.servers for the voters).  Connecting and
+ * each answer wait at most 30 s.
  */
 #ifndef ST_KCLIENT_H
 #define ST_KCLIENT_H
@@ -10,6 +13,7 @@
 typedef struct st_kclient {
     int fd;
     int32_t correlation_id;
+    const char *client_id; /* NULL: "strata-cli" */
 } st_kclient_t;
 
 /* Connect to "host:port". */
