@@ -304,6 +304,29 @@ def describe_cluster(conn):
     return err, cluster_id, controller, brokers
 
 
+def describe_quorum(conn):
+    """DescribeQuorum v0 for __cluster_metadata-0: (error, leader, epoch,
+    high watermark, {voter: log end offset}, {observer: log end offset});
+    error is the top-level one, else the partition's."""
+    body = uvarint(2) + compact_str("__cluster_metadata") + uvarint(2)
+    body += struct.pack(">i", 0) + b"\x00" + b"\x00" + b"\x00"
+    r = flex_call(conn, 55, 0, body)
+    err = r.take(">h")
+    r.uvarint()
+    r.compact_string()
+    r.uvarint()
+    _p, perr, leader, epoch, hw = r.take(">ihiiq")
+    lists = []
+    for _ in range(2):
+        ends = {}
+        for _ in range(r.uvarint() - 1):
+            rid, leo = r.take(">iq")
+            r.skip_tags()
+            ends[rid] = leo
+        lists.append(ends)
+    return err or perr, leader, epoch, hw, lists[0], lists[1]
+
+
 def metadata(conn, topics=None):
     """Metadata v5 (topics None: all): a dict with brokers {id: (host,
     port, rack)}, cluster_id, controller_id and topics {name: (error,

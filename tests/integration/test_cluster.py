@@ -84,20 +84,8 @@ def describe_quorum(i):
     """DescribeQuorum v0 to node i: (error, leader, epoch, hw, voter ids)."""
     c = cl.conn(i)
     try:
-        body = kwire.uvarint(2) + kwire.compact_str("__cluster_metadata") + kwire.uvarint(2)
-        body += struct.pack(">i", 0) + b"\x00" + b"\x00" + b"\x00"
-        r = kwire.flex_call(c, 55, 0, body)
-        err = r.take(">h")
-        r.uvarint()
-        r.compact_string()
-        r.uvarint()
-        _p, perr, leader, epoch, hw = r.take(">ihiiq")
-        voters = []
-        for _ in range(r.uvarint() - 1):
-            rid, _leo = r.take(">iq")
-            r.skip_tags()
-            voters.append(rid)
-        return err or perr, leader, epoch, hw, sorted(voters)
+        err, leader, epoch, hw, voters, _observers = kwire.describe_quorum(c)
+        return err, leader, epoch, hw, sorted(voters)
     finally:
         c.close()
 

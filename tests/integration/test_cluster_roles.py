@@ -62,29 +62,14 @@ def describe_quorum(port, ends=None):
     ends, a dict, gets each replica's log end offset and "hw"."""
     c = kwire.Conn(port)
     try:
-        body = kwire.uvarint(2) + kwire.compact_str("__cluster_metadata") + kwire.uvarint(2)
-        body += struct.pack(">i", 0) + b"\x00" + b"\x00" + b"\x00"
-        r = kwire.flex_call(c, 55, 0, body)
-        err = r.take(">h")
-        r.uvarint()
-        r.compact_string()
-        r.uvarint()
-        _p, perr, leader, epoch, hw = r.take(">ihiiq")
-        if ends is not None:
-            ends["hw"] = hw
-        lists = []
-        for _ in range(2):
-            ids = []
-            for _ in range(r.uvarint() - 1):
-                rid, leo = r.take(">iq")
-                r.skip_tags()
-                ids.append(rid)
-                if ends is not None:
-                    ends[rid] = leo
-            lists.append(sorted(ids))
-        return err or perr, leader, epoch, lists[0], lists[1]
+        err, leader, epoch, hw, voters, observers = kwire.describe_quorum(c)
     finally:
         c.close()
+    if ends is not None:
+        ends.update(voters)
+        ends.update(observers)
+        ends["hw"] = hw
+    return err, leader, epoch, sorted(voters), sorted(observers)
 
 
 def raft_leader(broker=4):
