@@ -26,7 +26,6 @@ registration, heartbeats and forwarded admin requests take the same links.
      is the leader's (DescribeQuorum), and no epoch had two leaders.
 """
 import os
-import struct
 import sys
 import time
 
