@@ -706,7 +706,12 @@ static int seg_for_offset(st_log_t *log, int64_t offset) {
 }
 
 /* Read up to `bound` (the high watermark for consumers, the leo for
- * followers).  Lock held. */
+ * followers).  Out of range only below the log start or past the log end,
+ * as Kafka's LocalLog.read: an offset between the bound and the log end is
+ * one a consumer may well have seen (a new leader's high watermark lags
+ * the old one's until its followers fetch again), so it reads nothing
+ * yet rather than sending the consumer back to auto.offset.reset.  Lock
+ * held. */
 static st_err_t read_locked(st_log_t *log, int64_t offset, int32_t max_bytes, int min_one,
                             int64_t bound, st_log_read_t *out) {
     st_err_t e = ST_OK;
@@ -715,8 +720,8 @@ static st_err_t read_locked(st_log_t *log, int64_t offset, int32_t max_bytes, in
     out->leo = log->leo;
     if (log->offline || log->closed)
         return log->closed ? ST_E_NOT_LEADER_OR_FOLLOWER : ST_E_KAFKA_STORAGE_ERROR;
-    if (offset < log->log_start_offset || offset > bound) return ST_E_OFFSET_OUT_OF_RANGE;
-    if (offset == bound) return ST_OK; /* nothing yet */
+    if (offset < log->log_start_offset || offset > log->leo) return ST_E_OFFSET_OUT_OF_RANGE;
+    if (offset >= bound) return ST_OK; /* nothing yet */
     for (int i = seg_for_offset(log, offset); i < log->nsegs; i++) {
         st_segment_t *s = log->segs[i];
         int64_t pos;
@@ -783,17 +788,8 @@ st_err_t st_log_read_committed(st_log_t *log, int64_t offset, int32_t max_bytes,
     pthread_mutex_lock(&log->lock);
     int64_t lso = st_log__lso_locked(log);
     st_err_t e;
-    if (offset > lso && offset <= log->high_watermark && offset >= log->log_start_offset &&
-        !log->offline && !log->closed) {
-        /* in range, but behind an open transaction: nothing yet */
-        e = ST_OK;
-        out->high_watermark = log->high_watermark;
-        out->log_start_offset = log->log_start_offset;
-        out->leo = log->leo;
-    } else {
-        e = read_locked(log, offset, max_bytes, min_one, offset > lso ? log->high_watermark : lso,
-                        out);
-    }
+    /* past the LSO (behind an open transaction) reads nothing yet */
+    e = read_locked(log, offset, max_bytes, min_one, lso, out);
     pthread_mutex_unlock(&log->lock);
     *lso_out = lso;
     return e;
