@@ -37,9 +37,10 @@ typedef struct job {
 } job_t;
 
 typedef struct part {
-    st_partition_t *p; /* kept while loading or loaded */
-    int64_t load_pos;  /* next offset to replay */
+    st_partition_t *p;    /* kept while loading or loaded */
+    int64_t load_pos;     /* next offset to replay */
     int64_t written_end;
+    int32_t leader_epoch; /* the partition's leader epoch when its load began */
 } part_t;
 
 struct st_group_coord {
@@ -58,8 +59,9 @@ struct st_group_coord {
     pthread_cond_t cond;
     job_t *head, *tail;
     int stopping, started;
-    int64_t image_offset; /* the metadata image last looked at */
+    int64_t image_offset; /* the metadata image last looked at for deletions */
     int64_t next_image_check;
+    int64_t leaders_offset; /* ... and for the leaders of __consumer_offsets */
 };
 
 static int64_t op_mono(void *arg) {
@@ -102,12 +104,14 @@ static st_err_t op_append(void *arg, int32_t partition, int64_t producer_id, int
 
 /* ---- loading ------------------------------------------------------------- */
 
-/* The partition if this broker leads it (kept), else NULL. */
-static st_partition_t *led_partition(st_group_coord_t *c, int32_t partition) {
+/* The partition if this broker leads it (kept, with its leader epoch),
+ * else NULL. */
+static st_partition_t *led_partition(st_group_coord_t *c, int32_t partition, int32_t *epoch) {
     st_meta_image_t *img = st_controller_image(c->ctl);
     const st_meta_topic_t *t =
         st_image_topic(img, ST_GROUP_OFFSETS_TOPIC, strlen(ST_GROUP_OFFSETS_TOPIC));
     int leader = t && partition < t->nparts && t->parts[partition].leader == c->cfg.node_id;
+    if (leader) *epoch = t->parts[partition].leader_epoch;
     if (t && t->nparts != c->nparts)
         ST_LOG_RATELIMITED(ST_LOG_WARN, "group", 60000,
                            "%s has %d partitions but groups are placed over %d (the count when "
@@ -119,16 +123,28 @@ static st_partition_t *led_partition(st_group_coord_t *c, int32_t partition) {
                               partition, NULL);
 }
 
-static void start_load(st_group_coord_t *c, int32_t partition, st_partition_t *p) {
+static void start_load(st_group_coord_t *c, int32_t partition, st_partition_t *p, int32_t epoch) {
     part_t *pt = &c->parts[partition];
     st_partition_release(pt->p);
     pt->p = p;
+    pt->leader_epoch = epoch;
     st_log_offsets_t o;
     st_log_offsets(p->log, &o);
     pt->load_pos = o.log_start_offset;
     st_gstate_set_partition(c->state, partition, ST_GPART_LOADING);
     ST_INFO("group", "loading %s-%d (offsets %lld..%lld)", ST_GROUP_OFFSETS_TOPIC, (int)partition,
             (long long)o.log_start_offset, (long long)o.leo);
+}
+
+/* The partition is not ours (or no longer the one we loaded): its groups
+ * go, their parked joins and syncs are answered NOT_COORDINATOR, and the
+ * next request for one of them loads it again if it is ours by then. */
+static void unload(st_group_coord_t *c, int32_t partition) {
+    st_gstate_unload(c->state, partition);
+    st_gstate_set_partition(c->state, partition, ST_GPART_UNKNOWN);
+    st_partition_release(c->parts[partition].p);
+    c->parts[partition].p = NULL;
+    c->parts[partition].written_end = 0;
 }
 
 typedef struct replay {
@@ -193,10 +209,7 @@ static int load_step(st_group_coord_t *c, int32_t partition) {
     if (e) {
         ST_ERROR("group", "%s-%d: cannot read while loading: %s", ST_GROUP_OFFSETS_TOPIC,
                  (int)partition, st_err_msg(e));
-        st_gstate_unload(c->state, partition);
-        st_gstate_set_partition(c->state, partition, ST_GPART_UNKNOWN);
-        st_partition_release(pt->p);
-        pt->p = NULL;
+        unload(c, partition);
         return 1;
     }
     if (done) {
@@ -211,9 +224,10 @@ static int load_step(st_group_coord_t *c, int32_t partition) {
  * is ours, right away when small. */
 static void op_ensure(void *arg, int32_t partition) {
     st_group_coord_t *c = arg;
-    st_partition_t *p = led_partition(c, partition);
+    int32_t epoch = 0;
+    st_partition_t *p = led_partition(c, partition, &epoch);
     if (!p) return; /* stays UNKNOWN: asked again next time */
-    start_load(c, partition, p);
+    start_load(c, partition, p, epoch);
     for (int i = 0; i < 16; i++)
         if (load_step(c, partition)) break;
 }
@@ -247,13 +261,47 @@ static void follow_deletions(st_group_coord_t *c) {
     st_image_release(img);
 }
 
+/* Whenever the metadata changed: a partition of __consumer_offsets that
+ * became ours is loaded, one led elsewhere now is unloaded, and one whose
+ * leader epoch moved on since we loaded it (led elsewhere in between, as
+ * through a rolling restart, while we kept the groups as they were) is
+ * loaded again from the log, which the other leader's commits reached.
+ * Before each job, so that none is served from a stale partition. */
+static void follow_leaders(st_group_coord_t *c) {
+    st_meta_image_t *img = st_controller_image(c->ctl);
+    if (img->offset == c->leaders_offset) {
+        st_image_release(img);
+        return;
+    }
+    c->leaders_offset = img->offset;
+    const st_meta_topic_t *t =
+        st_image_topic(img, ST_GROUP_OFFSETS_TOPIC, strlen(ST_GROUP_OFFSETS_TOPIC));
+    for (int32_t i = 0; t && i < c->nparts && i < t->nparts; i++) {
+        const st_meta_partition_t *mp = &t->parts[i];
+        int mine = mp->leader == c->cfg.node_id;
+        st_gpart_state_t ps = st_gstate_partition(c->state, i);
+        int held = ps == ST_GPART_LOADED || ps == ST_GPART_LOADING;
+        if (held && (!mine || mp->leader_epoch != c->parts[i].leader_epoch)) {
+            ST_INFO("group", "%s-%d is led by node %d at epoch %d now (loaded at epoch %d): "
+                    "unloaded", ST_GROUP_OFFSETS_TOPIC, (int)i, (int)mp->leader,
+                    (int)mp->leader_epoch, (int)c->parts[i].leader_epoch);
+            unload(c, i);
+            ps = ST_GPART_UNKNOWN;
+        }
+        if (mine && ps == ST_GPART_UNKNOWN) {
+            st_partition_t *p = st_replicas_lookup(c->rm, ST_GROUP_OFFSETS_TOPIC,
+                                                   strlen(ST_GROUP_OFFSETS_TOPIC), i, NULL);
+            if (p) start_load(c, i, p, mp->leader_epoch);
+        }
+    }
+    st_image_release(img);
+}
+
 static void *coord_main(void *arg) {
     st_group_coord_t *c = arg;
     st_thread_set_name("group-coord");
-    for (int32_t i = 0; i < c->nparts; i++) {
-        st_partition_t *p = led_partition(c, i);
-        if (p) start_load(c, i, p);
-    }
+    c->leaders_offset = -2;
+    follow_leaders(c);
     pthread_mutex_lock(&c->lock);
     for (;;) {
         /* One job, then one load step and the timers, so that neither
@@ -266,6 +314,7 @@ static void *coord_main(void *arg) {
             break;
         }
         pthread_mutex_unlock(&c->lock);
+        if (!st_gstate_closed(c->state)) follow_leaders(c);
         if (j) {
             j->fn(c, c->state, j->arg);
             free(j);

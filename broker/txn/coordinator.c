@@ -53,6 +53,7 @@ typedef struct part {
     st_partition_t *p; /* kept while loading or loaded */
     int64_t load_pos;
     int64_t written_end;
+    int32_t leader_epoch; /* the partition's leader epoch when its load began */
 } part_t;
 
 enum { TASK_WAIT_DURABLE, TASK_READY, TASK_INFLIGHT };
@@ -214,16 +215,17 @@ static int32_t leader_of(st_txn_coord_t *c, int32_t partition, int32_t *epoch) {
     return leader;
 }
 
-static st_partition_t *led_partition(st_txn_coord_t *c, int32_t partition) {
-    if (leader_of(c, partition, NULL) != c->cfg.node_id) return NULL;
+static st_partition_t *led_partition(st_txn_coord_t *c, int32_t partition, int32_t *epoch) {
+    if (leader_of(c, partition, epoch) != c->cfg.node_id) return NULL;
     return st_replicas_lookup(c->rm, ST_TXN_STATE_TOPIC, strlen(ST_TXN_STATE_TOPIC), partition,
                               NULL);
 }
 
-static void start_load(st_txn_coord_t *c, int32_t partition, st_partition_t *p) {
+static void start_load(st_txn_coord_t *c, int32_t partition, st_partition_t *p, int32_t epoch) {
     part_t *pt = &c->parts[partition];
     st_partition_release(pt->p);
     pt->p = p;
+    pt->leader_epoch = epoch;
     st_log_offsets_t o;
     st_log_offsets(p->log, &o);
     pt->load_pos = o.log_start_offset;
@@ -298,9 +300,10 @@ static int load_step(st_txn_coord_t *c, int32_t partition) {
 
 static void op_ensure(void *arg, int32_t partition) {
     st_txn_coord_t *c = arg;
-    st_partition_t *p = led_partition(c, partition);
+    int32_t epoch = 0;
+    st_partition_t *p = led_partition(c, partition, &epoch);
     if (!p) return;
-    start_load(c, partition, p);
+    start_load(c, partition, p, epoch);
     for (int i = 0; i < 16; i++)
         if (load_step(c, partition)) break;
 }
@@ -315,7 +318,8 @@ static int load_some(st_txn_coord_t *c) {
 }
 
 /* Once a second: load partitions that became ours, unload those that
- * moved away. */
+ * moved away, and load again one whose leader epoch moved on since we
+ * loaded it (led elsewhere in between). */
 static void follow_leaders(st_txn_coord_t *c) {
     int64_t now = st_mono_ms();
     if (now < c->next_leader_check || closing(c)) return;
@@ -324,16 +328,21 @@ static void follow_leaders(st_txn_coord_t *c) {
     const st_meta_topic_t *t =
         st_image_topic(img, ST_TXN_STATE_TOPIC, strlen(ST_TXN_STATE_TOPIC));
     for (int32_t i = 0; t && i < c->nparts && i < t->nparts; i++) {
-        int mine = t->parts[i].leader == c->cfg.node_id;
+        const st_meta_partition_t *mp = &t->parts[i];
+        int mine = mp->leader == c->cfg.node_id;
         st_tpart_state_t ps = st_tstate_partition(c->state, i);
+        int held = ps == ST_TPART_LOADED || ps == ST_TPART_LOADING;
+        if (held && (!mine || mp->leader_epoch != c->parts[i].leader_epoch)) {
+            ST_INFO("txn", "%s-%d is led by node %d at epoch %d now (loaded at epoch %d): "
+                    "unloaded", ST_TXN_STATE_TOPIC, (int)i, (int)mp->leader,
+                    (int)mp->leader_epoch, (int)c->parts[i].leader_epoch);
+            unload(c, i);
+            ps = st_tstate_partition(c->state, i);
+        }
         if (mine && ps == ST_TPART_UNKNOWN) {
             st_partition_t *p = st_replicas_lookup(c->rm, ST_TXN_STATE_TOPIC,
                                                    strlen(ST_TXN_STATE_TOPIC), i, NULL);
-            if (p) start_load(c, i, p);
-        } else if (!mine && (ps == ST_TPART_LOADED || ps == ST_TPART_LOADING)) {
-            ST_INFO("txn", "%s-%d is led by node %d now: unloaded", ST_TXN_STATE_TOPIC, (int)i,
-                    (int)t->parts[i].leader);
-            unload(c, i);
+            if (p) start_load(c, i, p, mp->leader_epoch);
         }
     }
     st_image_release(img);
@@ -734,8 +743,9 @@ static void *coord_main(void *arg) {
     st_txn_coord_t *c = arg;
     st_thread_set_name("txn-coord");
     for (int32_t i = 0; i < c->nparts; i++) {
-        st_partition_t *p = led_partition(c, i);
-        if (p) start_load(c, i, p);
+        int32_t epoch = 0;
+        st_partition_t *p = led_partition(c, i, &epoch);
+        if (p) start_load(c, i, p, epoch);
     }
     c->next_leader_check = st_mono_ms() + 1000;
     pthread_mutex_lock(&c->lock);

@@ -81,6 +81,24 @@ def processed(m):
     return {(p, o) for p, o, _v in m.msgs()}
 
 
+def rewinds(m):
+    """Where a member was given a partition's records again: per rewind,
+    the partition, the offset it had reached, the one it went back to, and
+    the assignment lines just before."""
+    top, out, recent = {}, [], []
+    for l in m.snapshot():
+        if not l.startswith("MSG "):
+            recent = (recent + [l])[-3:]
+            continue
+        _, p, o, _v = l.split(" ", 3)
+        p, o = int(p), int(o)
+        if p in top and o <= top[p]:
+            out.append("partition %d: at %d back to %d after %s" % (p, top[p], o, recent))
+        top[p] = max(top.get(p, -1), o)
+        recent = []
+    return out
+
+
 try:
     cl.up(timeout=90)
     c = cl.conn(1)
@@ -124,6 +142,12 @@ try:
     dup = {m.name: len(m.msgs()) - len(processed(m)) for m in first}
     # a commit in flight when its coordinator stops may be lost, a few
     # records each; commits lost wholesale on a move come by the hundred
+    if not all(n <= 20 for n in dup.values()):
+        for m in first:
+            print("%s rewound:\n  %s" % (m.name, "\n  ".join(rewinds(m)) or "never"), flush=True)
+        for i in cl.ids():
+            print("node %d, its group coordinator's log:\n%s" % (i, "\n".join(
+                [l for l in cl.log_text(i).splitlines() if "group" in l][-40:])), flush=True)
     check(all(n <= 20 for n in dup.values()), "records processed twice: %s" % dup)
     for m in first:
         fails = [l for l in m.snapshot() if l.startswith("COMMITFAIL")]
