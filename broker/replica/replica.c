@@ -22,6 +22,8 @@ typedef struct st_follower {
     int64_t last_fetch_leader_leo;
 } st_follower_t;
 
+#define ALTER_RETRY_MS 500
+
 /* Guarded by the partition's rlock. */
 typedef struct st_replica_state {
     int leading; /* this broker leads at leader_epoch */
@@ -35,6 +37,10 @@ typedef struct st_replica_state {
     int npending;
     int64_t pending_sent_ms;
     int32_t partition_epoch_sent;
+    /* after a refused AlterPartition (a follower still fenced, say) none is
+     * sent before this time, so that a follower fetching every few ms
+     * does not make as many requests */
+    int64_t alter_retry_ms;
     /* while leading: every other replica */
     st_follower_t followers[ST_REPLICA_MAX];
     int nfollowers;
@@ -485,7 +491,7 @@ st_err_t st_partition_follower_fetch(st_partition_t *p, int32_t replica_id, int3
     moved = advance_hw_locked(p);
     /* Kafka's isFollowerInSync: caught up with the high watermark and into
      * this leader's epoch */
-    if (!in_maximal_isr(rs, replica_id) && rs->npending < 0 &&
+    if (!in_maximal_isr(rs, replica_id) && rs->npending < 0 && now >= rs->alter_retry_ms &&
         fetch_offset >= st_partition_high_watermark(p) && fetch_offset >= rs->epoch_start_offset &&
         rs->nisr < ST_REPLICA_MAX) {
         memcpy(isr, rs->isr, sizeof(int32_t) * (size_t)rs->nisr);
@@ -537,6 +543,7 @@ static void on_alter_done(void *arg, st_err_t e, const st_alter_partition_resp_t
             __atomic_store_n(&p->isr_size, rs->nisr, __ATOMIC_RELEASE);
         }
         if (rs->partition_epoch_sent == op->partition_epoch) rs->npending = -1;
+        if (e) rs->alter_retry_ms = st_mono_ms() + ALTER_RETRY_MS;
         moved = advance_hw_locked(p);
     }
     pthread_mutex_unlock(&p->rlock);
@@ -550,7 +557,7 @@ static void on_alter_done(void *arg, st_err_t e, const st_alter_partition_resp_t
 }
 
 /* Ask the active controller for ISR isr (one proposal in flight at a
- * time: rs->npending). */
+ * time: rs->npending; none for ALTER_RETRY_MS after a refusal). */
 static void propose_isr(st_partition_t *p, const int32_t *isr, int n) {
     st_replicas_t *rm = p->owner;
     if (!rm->ctl) return;
@@ -559,7 +566,7 @@ static void propose_isr(st_partition_t *p, const int32_t *isr, int n) {
     st_arena_init(&op->a, 512);
     pthread_mutex_lock(&p->rlock);
     st_replica_state_t *rs = p->rs;
-    if (!rs->leading || rs->npending >= 0) {
+    if (!rs->leading || rs->npending >= 0 || st_mono_ms() < rs->alter_retry_ms) {
         pthread_mutex_unlock(&p->rlock);
         st_arena_fini(&op->a);
         st_partition_release(p);
