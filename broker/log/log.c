@@ -232,7 +232,8 @@ static void recovered_batch(void *arg, const st_batch_info_t *b) {
 
 st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int32_t partition,
                       const st_uuid_t *topic_id, const st_log_config_t *cfg, int clean,
-                      int64_t log_start_hint, int64_t recovery_point, st_log_t **out) {
+                      int64_t log_start_hint, int64_t recovery_point, int64_t hw_hint,
+                      st_log_t **out) {
     st_log_t *log = st_calloc(1, sizeof *log);
     pthread_mutex_init(&log->lock, NULL);
     pthread_mutex_init(&log->epoch_file_lock, NULL);
@@ -326,7 +327,12 @@ st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int
     log->log_start_offset = ST_MAX(log->segs[0]->base_offset, log_start_hint);
     if (log->log_start_offset > log->leo) log->log_start_offset = log->leo;
     log->flushed_offset = clean ? log->leo : ST_MIN(ST_MAX(recovery_point, 0), log->leo);
-    log->high_watermark = log->leo; /* the replica layer lowers it if it must */
+    /* The checkpointed high watermark (replication-offset-checkpoint; the
+     * log start when the partition is not in it, as Kafka): what this
+     * replica knew to be committed, not its log end, which may hold
+     * batches no other replica has.  As leader it moves up from there as
+     * the ISR fetches (at once with no follower). */
+    log->high_watermark = ST_MIN(ST_MAX(hw_hint, log->log_start_offset), log->leo);
     st_log__epoch_truncate_from(log, log->leo);
     st_log__pstate_open(log, clean);
     if (!clean) {

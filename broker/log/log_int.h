@@ -285,7 +285,8 @@ st_err_t st_log__epoch_load(st_log_t *log);
 /* Opening (log.c): loads segments from dir; used by the manager. */
 st_err_t st_log__open(st_logmgr_t *m, const char *parent, const char *topic, int32_t partition,
                       const st_uuid_t *topic_id, const st_log_config_t *cfg, int clean,
-                      int64_t log_start_hint, int64_t recovery_point, st_log_t **out);
+                      int64_t log_start_hint, int64_t recovery_point, int64_t hw_hint,
+                      st_log_t **out);
 void st_log__close(st_log_t *log, int clean);
 /* Finish or undo an interrupted cleaning pass in one partition directory
  * (cleaner.c); st_log__open calls it when it sees .cleaned / .swap files. */

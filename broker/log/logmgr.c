@@ -10,6 +10,7 @@
  *   .strata-clean-shutdown            present only after a clean stop
  *   recovery-point-offset-checkpoint  Kafka's format: version, count,
  *   log-start-offset-checkpoint       then "topic partition offset" lines
+ *   replication-offset-checkpoint     (the high watermarks)
  *
  * Threads: the flusher and the janitor; m->lock guards the log list, the
  * flush queue and the flush.ms deadline, and is never held across an
@@ -51,7 +52,7 @@ typedef struct logdir {
     char *path;
     int lock_fd;
     int nlogs;
-    ckpt_table_t recovery, start;
+    ckpt_table_t recovery, start, hw;
 } logdir_t;
 
 struct st_logmgr {
@@ -138,7 +139,7 @@ static void ckpt_free(ckpt_table_t *t) {
     memset(t, 0, sizeof *t);
 }
 
-/* Write both checkpoints of every dir.  Called without any log lock.  The
+/* Write the three checkpoints of every dir.  Called without any log lock.  The
  * offsets are read under m->lock, the files written without it (an append
  * takes m->lock to ask for a flush, so it must never wait for these
  * fsyncs); ckpt_lock keeps two writers (the janitor, DeleteRecords, the
@@ -147,15 +148,18 @@ static void write_checkpoints(st_logmgr_t *m) {
     pthread_mutex_lock(&m->ckpt_lock);
     st_buf_t *rec = st_calloc((size_t)m->ndirs, sizeof *rec);
     st_buf_t *start = st_calloc((size_t)m->ndirs, sizeof *start);
+    st_buf_t *hw = st_calloc((size_t)m->ndirs, sizeof *hw);
     pthread_mutex_lock(&m->lock);
     for (int d = 0; d < m->ndirs; d++) {
         st_buf_init(&rec[d]);
         st_buf_init(&start[d]);
+        st_buf_init(&hw[d]);
         int n = 0;
         for (int i = 0; i < m->nlogs; i++)
             if (!strcmp(m->logs[i]->parent, m->dirs[d].path)) n++;
         st_buf_printf(&rec[d], "0\n%d\n", n);
         st_buf_printf(&start[d], "0\n%d\n", n);
+        st_buf_printf(&hw[d], "0\n%d\n", n);
         for (int i = 0; i < m->nlogs; i++) {
             st_log_t *log = m->logs[i];
             if (strcmp(log->parent, m->dirs[d].path)) continue;
@@ -165,6 +169,8 @@ static void write_checkpoints(st_logmgr_t *m) {
                           (long long)o.flushed_offset);
             st_buf_printf(&start[d], "%s %d %lld\n", log->topic, (int)log->partition,
                           (long long)o.log_start_offset);
+            st_buf_printf(&hw[d], "%s %d %lld\n", log->topic, (int)log->partition,
+                          (long long)o.high_watermark);
         }
     }
     pthread_mutex_unlock(&m->lock);
@@ -174,14 +180,18 @@ static void write_checkpoints(st_logmgr_t *m) {
         st_err_t e = st_log__write_file_atomic(m->fc, path, rec[d].data, rec[d].len);
         snprintf(path, sizeof path, "%s/log-start-offset-checkpoint", m->dirs[d].path);
         if (!e) e = st_log__write_file_atomic(m->fc, path, start[d].data, start[d].len);
+        snprintf(path, sizeof path, "%s/replication-offset-checkpoint", m->dirs[d].path);
+        if (!e) e = st_log__write_file_atomic(m->fc, path, hw[d].data, hw[d].len);
         if (e)
             ST_LOG_RATELIMITED(ST_LOG_ERROR, "log", 10000, "%s: cannot write checkpoints: %s",
                                m->dirs[d].path, st_err_msg(e));
         st_buf_fini(&rec[d]);
         st_buf_fini(&start[d]);
+        st_buf_fini(&hw[d]);
     }
     free(rec);
     free(start);
+    free(hw);
     pthread_mutex_unlock(&m->ckpt_lock);
 }
 
@@ -310,6 +320,7 @@ st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *
         if (access(path, F_OK) != 0 && has_logs) m->clean = 0;
         ckpt_read(d->path, "recovery-point-offset-checkpoint", &d->recovery);
         ckpt_read(d->path, "log-start-offset-checkpoint", &d->start);
+        ckpt_read(d->path, "replication-offset-checkpoint", &d->hw);
     }
     if (!m->cluster_id[0] && cfg->cluster_id && cfg->cluster_id[0])
         snprintf(m->cluster_id, sizeof m->cluster_id, "%s", cfg->cluster_id);
@@ -381,9 +392,11 @@ st_err_t st_logmgr_open_log(st_logmgr_t *m, const char *topic, int32_t partition
     logdir_t *d = dir_of(m, parent);
     int64_t start = ckpt_lookup(&d->start, topic, partition);
     int64_t recovery = ckpt_lookup(&d->recovery, topic, partition);
+    int64_t hw = ckpt_lookup(&d->hw, topic, partition);
     st_log_t *log;
     st_err_t e = st_log__open(m, parent, topic, partition, topic_id, cfg, m->clean,
-                              start < 0 ? 0 : start, recovery < 0 ? 0 : recovery, &log);
+                              start < 0 ? 0 : start, recovery < 0 ? 0 : recovery,
+                              hw < 0 ? 0 : hw, &log);
     if (e) return e;
     pthread_mutex_lock(&m->lock);
     if (m->nlogs == m->caplogs) {
@@ -650,6 +663,7 @@ void st_logmgr_close(st_logmgr_t *m) {
         free(d->path);
         ckpt_free(&d->recovery);
         ckpt_free(&d->start);
+        ckpt_free(&d->hw);
     }
     free(m->dirs);
     free(m->logs);

@@ -184,6 +184,7 @@ st_partition_t *st_replicas_lookup(st_replicas_t *rm, const char *topic, size_t 
 }
 
 static void wake_watchers(st_partition_t *p);
+static int advance_hw_locked(st_partition_t *p);
 static st_follower_t *follower_of(st_replica_state_t *rs, int32_t id);
 
 /* Take the image's view of the partition (controller thread): leader,
@@ -243,7 +244,11 @@ static int rs_from_image(st_partition_t *p, const st_meta_partition_t *mp) {
     __atomic_store_n(&p->leader_epoch, rs->leader_epoch, __ATOMIC_RELEASE);
     __atomic_store_n(&p->isr_size, rs->nisr, __ATOMIC_RELEASE);
     int leading = rs->leading;
+    /* a leader alone in its ISR knows its high watermark at once (its log
+     * end); with followers it waits for their fetches */
+    int moved = leading && advance_hw_locked(p);
     pthread_mutex_unlock(&p->rlock);
+    if (moved) wake_watchers(p);
     if (p->tier) st_tier_part_set_leader(p->tier, leading); /* only a leader writes the bucket */
     if (changed && rs->leading)
         ST_INFO("replica", "%s-%d: leader at epoch %d from offset %lld", p->topic, (int)p->index,

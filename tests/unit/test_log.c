@@ -1895,6 +1895,9 @@ static void index_rebuild_case(int crashed, int how) {
     capture_start();
     env_open(t);
     capture_stop();
+    /* a crash left no high watermark checkpoint; the leader's replica
+     * layer raises it to the log end */
+    if (crashed) st_log_set_high_watermark(t->log, t->md.leo);
     if (how < 3) assert_non_null(strstr(captured, "rebuilding"));
     free(captured);
     verify_reads(t, 0, 1 << 20);
@@ -1915,6 +1918,52 @@ static void index_rebuild_case(int crashed, int how) {
     st_buf_fini(&again);
     env_fini(t);
     if (crashed) env_fini(&orig);
+}
+
+/* replication-offset-checkpoint: a reopened log starts at the high
+ * watermark it had (a clean close writes it), not at its log end; the log
+ * start when the partition is not in the file; never past the log end. */
+static void write_hw_checkpoint(env_t *e, const char *lines, int n) {
+    char path[4400], text[256];
+    snprintf(path, sizeof path, "%s/replication-offset-checkpoint", e->dir);
+    snprintf(text, sizeof text, "0\n%d\n%s", n, lines);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_log_hw_checkpoint(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e, 5000, 500);
+    append_many(&e, 30, 3, 1700000000000, 0);
+    int64_t leo = e.md.leo;
+    st_log_offsets_t o;
+    env_close(&e);
+    env_open(&e);
+    st_log_offsets(e.log, &o);
+    assert_true(o.high_watermark == leo && o.leo == leo);
+    char line[64];
+    struct { int64_t written, want; } cases[] = {{leo - 3, leo - 3}, {leo + 100, leo}, {-1, 0}};
+    for (size_t i = 0; i < ST_ARRAY_SIZE(cases); i++) {
+        env_close(&e);
+        snprintf(line, sizeof line, "orders 0 %lld\n", (long long)cases[i].written);
+        if (cases[i].written >= 0) write_hw_checkpoint(&e, line, 1);
+        else write_hw_checkpoint(&e, "other 0 7\n", 1);
+        env_open(&e);
+        st_log_offsets(e.log, &o);
+        if (o.high_watermark != cases[i].want)
+            fail_msg("checkpoint %lld: high watermark %lld, want %lld", (long long)cases[i].written,
+                     (long long)o.high_watermark, (long long)cases[i].want);
+        /* a read past it but within the log reads nothing yet */
+        st_log_read_t rd;
+        if (o.high_watermark < leo) {
+            assert_int_equal(st_log_read(e.log, o.high_watermark + 1, 1 << 20, 1, &rd), ST_OK);
+            assert_null(rd.file);
+        }
+    }
+    env_fini(&e);
 }
 
 static void test_log_index_rebuild(void **state) {
@@ -2780,6 +2829,7 @@ int main(void) {
         cmocka_unit_test(test_log_crash_unsynced_segments),
         cmocka_unit_test(test_log_crash_after_truncation),
         cmocka_unit_test(test_log_index_rebuild),
+        cmocka_unit_test(test_log_hw_checkpoint),
         cmocka_unit_test(test_logmgr_lock),
         cmocka_unit_test(test_logmgr_group_commit_flush),
         cmocka_unit_test(test_log_roll_syncs_on_the_flusher),
