@@ -155,7 +155,12 @@ try:
     forms = [None, b"", b"x"]
     bs = batches(b, "nulls")
     plain = [r for x in bs if x["codec"] == 0 for r in batch_records(x)]
-    check(len(plain) == 10 and sum(x["count"] for x in bs if x["codec"] == 4) == 10,
+    # 10 records sent plain, then 10 with zstd; librdkafka sends a zstd
+    # batch plain when compressing does not make it smaller (a record
+    # that went alone, now and then), so some of those may be plain too
+    zstd = sum(x["count"] for x in bs if x["codec"] == 4)
+    check(len(plain) >= 10 and zstd >= 5 and len(plain) + zstd == 20 and
+          all(x["codec"] in (0, 4) for x in bs),
           "nulls: %d plain records and %s zstd batches stored" % (len(plain), [x["count"] for x in bs if x["codec"] == 4]))
     for i, r in enumerate(plain[:9]):
         check(r["key"] == forms[i // 3] and r["value"] == forms[i % 3],
