@@ -220,6 +220,14 @@ static int load_step(st_group_coord_t *c, int32_t partition) {
     return 0;
 }
 
+/* Start loading, and load a small partition (a new one) on the spot, so
+ * that the request after it is not told COORDINATOR_LOAD_IN_PROGRESS. */
+static void load_now(st_group_coord_t *c, int32_t partition, st_partition_t *p, int32_t epoch) {
+    start_load(c, partition, p, epoch);
+    for (int i = 0; i < 16; i++)
+        if (load_step(c, partition)) break;
+}
+
 /* The state machine met a partition it knows nothing about: load it if it
  * is ours, right away when small. */
 static void op_ensure(void *arg, int32_t partition) {
@@ -227,9 +235,7 @@ static void op_ensure(void *arg, int32_t partition) {
     int32_t epoch = 0;
     st_partition_t *p = led_partition(c, partition, &epoch);
     if (!p) return; /* stays UNKNOWN: asked again next time */
-    start_load(c, partition, p, epoch);
-    for (int i = 0; i < 16; i++)
-        if (load_step(c, partition)) break;
+    load_now(c, partition, p, epoch);
 }
 
 /* ---- the thread ------------------------------------------------------------- */
@@ -291,7 +297,7 @@ static void follow_leaders(st_group_coord_t *c) {
         if (mine && ps == ST_GPART_UNKNOWN) {
             st_partition_t *p = st_replicas_lookup(c->rm, ST_GROUP_OFFSETS_TOPIC,
                                                    strlen(ST_GROUP_OFFSETS_TOPIC), i, NULL);
-            if (p) start_load(c, i, p, mp->leader_epoch);
+            if (p) load_now(c, i, p, mp->leader_epoch);
         }
     }
     st_image_release(img);
