@@ -48,11 +48,19 @@ typedef struct ckpt_table {
     size_t cap; /* a power of two, > 2n */
 } ckpt_table_t;
 
+/* The offset checkpoints of each dir, by what they hold of a log. */
+enum { CKPT_RECOVERY, CKPT_START, CKPT_HW, NCKPT };
+static const char *const ckpt_names[NCKPT] = {
+    "recovery-point-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "replication-offset-checkpoint",
+};
+
 typedef struct logdir {
     char *path;
     int lock_fd;
     int nlogs;
-    ckpt_table_t recovery, start, hw;
+    ckpt_table_t ckpt[NCKPT];
 } logdir_t;
 
 struct st_logmgr {
@@ -146,52 +154,43 @@ static void ckpt_free(ckpt_table_t *t) {
  * close) in order, so an older snapshot never replaces a newer one. */
 static void write_checkpoints(st_logmgr_t *m) {
     pthread_mutex_lock(&m->ckpt_lock);
-    st_buf_t *rec = st_calloc((size_t)m->ndirs, sizeof *rec);
-    st_buf_t *start = st_calloc((size_t)m->ndirs, sizeof *start);
-    st_buf_t *hw = st_calloc((size_t)m->ndirs, sizeof *hw);
+    st_buf_t *bufs = st_calloc((size_t)m->ndirs * NCKPT, sizeof *bufs);
     pthread_mutex_lock(&m->lock);
     for (int d = 0; d < m->ndirs; d++) {
-        st_buf_init(&rec[d]);
-        st_buf_init(&start[d]);
-        st_buf_init(&hw[d]);
+        st_buf_t *b = &bufs[d * NCKPT];
         int n = 0;
         for (int i = 0; i < m->nlogs; i++)
             if (!strcmp(m->logs[i]->parent, m->dirs[d].path)) n++;
-        st_buf_printf(&rec[d], "0\n%d\n", n);
-        st_buf_printf(&start[d], "0\n%d\n", n);
-        st_buf_printf(&hw[d], "0\n%d\n", n);
+        for (int k = 0; k < NCKPT; k++) {
+            st_buf_init(&b[k]);
+            st_buf_printf(&b[k], "0\n%d\n", n);
+        }
         for (int i = 0; i < m->nlogs; i++) {
             st_log_t *log = m->logs[i];
             if (strcmp(log->parent, m->dirs[d].path)) continue;
             st_log_offsets_t o;
             st_log_offsets(log, &o);
-            st_buf_printf(&rec[d], "%s %d %lld\n", log->topic, (int)log->partition,
-                          (long long)o.flushed_offset);
-            st_buf_printf(&start[d], "%s %d %lld\n", log->topic, (int)log->partition,
-                          (long long)o.log_start_offset);
-            st_buf_printf(&hw[d], "%s %d %lld\n", log->topic, (int)log->partition,
-                          (long long)o.high_watermark);
+            const int64_t v[NCKPT] = {o.flushed_offset, o.log_start_offset, o.high_watermark};
+            for (int k = 0; k < NCKPT; k++)
+                st_buf_printf(&b[k], "%s %d %lld\n", log->topic, (int)log->partition,
+                              (long long)v[k]);
         }
     }
     pthread_mutex_unlock(&m->lock);
     for (int d = 0; d < m->ndirs; d++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/recovery-point-offset-checkpoint", m->dirs[d].path);
-        st_err_t e = st_log__write_file_atomic(m->fc, path, rec[d].data, rec[d].len);
-        snprintf(path, sizeof path, "%s/log-start-offset-checkpoint", m->dirs[d].path);
-        if (!e) e = st_log__write_file_atomic(m->fc, path, start[d].data, start[d].len);
-        snprintf(path, sizeof path, "%s/replication-offset-checkpoint", m->dirs[d].path);
-        if (!e) e = st_log__write_file_atomic(m->fc, path, hw[d].data, hw[d].len);
+        st_buf_t *b = &bufs[d * NCKPT];
+        st_err_t e = ST_OK;
+        for (int k = 0; k < NCKPT; k++) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", m->dirs[d].path, ckpt_names[k]);
+            if (!e) e = st_log__write_file_atomic(m->fc, path, b[k].data, b[k].len);
+            st_buf_fini(&b[k]);
+        }
         if (e)
             ST_LOG_RATELIMITED(ST_LOG_ERROR, "log", 10000, "%s: cannot write checkpoints: %s",
                                m->dirs[d].path, st_err_msg(e));
-        st_buf_fini(&rec[d]);
-        st_buf_fini(&start[d]);
-        st_buf_fini(&hw[d]);
     }
-    free(rec);
-    free(start);
-    free(hw);
+    free(bufs);
     pthread_mutex_unlock(&m->ckpt_lock);
 }
 
@@ -318,9 +317,7 @@ st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *
             closedir(dd);
         }
         if (access(path, F_OK) != 0 && has_logs) m->clean = 0;
-        ckpt_read(d->path, "recovery-point-offset-checkpoint", &d->recovery);
-        ckpt_read(d->path, "log-start-offset-checkpoint", &d->start);
-        ckpt_read(d->path, "replication-offset-checkpoint", &d->hw);
+        for (int k = 0; k < NCKPT; k++) ckpt_read(d->path, ckpt_names[k], &d->ckpt[k]);
     }
     if (!m->cluster_id[0] && cfg->cluster_id && cfg->cluster_id[0])
         snprintf(m->cluster_id, sizeof m->cluster_id, "%s", cfg->cluster_id);
@@ -349,8 +346,7 @@ fail:
     for (int i = 0; i < m->ndirs; i++) {
         if (m->dirs[i].lock_fd >= 0) close(m->dirs[i].lock_fd);
         free(m->dirs[i].path);
-        ckpt_free(&m->dirs[i].recovery);
-        ckpt_free(&m->dirs[i].start);
+        for (int k = 0; k < NCKPT; k++) ckpt_free(&m->dirs[i].ckpt[k]);
     }
     free(m->dirs);
     st_log__fcache_destroy(m->fc);
@@ -390,9 +386,9 @@ st_err_t st_logmgr_open_log(st_logmgr_t *m, const char *topic, int32_t partition
     const char *parent = m->cfg.ndirs == 1 ? m->dirs[0].path : st_logmgr_find_dir(m, topic, partition);
     if (!parent) parent = st_logmgr_pick_dir(m);
     logdir_t *d = dir_of(m, parent);
-    int64_t start = ckpt_lookup(&d->start, topic, partition);
-    int64_t recovery = ckpt_lookup(&d->recovery, topic, partition);
-    int64_t hw = ckpt_lookup(&d->hw, topic, partition);
+    int64_t start = ckpt_lookup(&d->ckpt[CKPT_START], topic, partition);
+    int64_t recovery = ckpt_lookup(&d->ckpt[CKPT_RECOVERY], topic, partition);
+    int64_t hw = ckpt_lookup(&d->ckpt[CKPT_HW], topic, partition);
     st_log_t *log;
     st_err_t e = st_log__open(m, parent, topic, partition, topic_id, cfg, m->clean,
                               start < 0 ? 0 : start, recovery < 0 ? 0 : recovery,
@@ -661,9 +657,7 @@ void st_logmgr_close(st_logmgr_t *m) {
         }
         close(d->lock_fd);
         free(d->path);
-        ckpt_free(&d->recovery);
-        ckpt_free(&d->start);
-        ckpt_free(&d->hw);
+        for (int k = 0; k < NCKPT; k++) ckpt_free(&d->ckpt[k]);
     }
     free(m->dirs);
     free(m->logs);

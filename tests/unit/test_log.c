@@ -1927,10 +1927,7 @@ static void write_hw_checkpoint(env_t *e, const char *lines, int n) {
     char path[4400], text[256];
     snprintf(path, sizeof path, "%s/replication-offset-checkpoint", e->dir);
     snprintf(text, sizeof text, "0\n%d\n%s", n, lines);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
+    assert_int_equal(st_write_file_atomic(path, text, strlen(text)), ST_OK);
 }
 
 static void test_log_hw_checkpoint(void **state) {
