@@ -43,10 +43,19 @@ typedef struct st_meta_topic {
     int nconfigs;
 } st_meta_topic_t;
 
-typedef struct st_meta_broker {
-    int32_t id;
+/* One advertised listener of a broker (its registration's endpoints). */
+typedef struct st_meta_endpoint {
+    char *name; /* the listener name, e.g. PLAINTEXT */
     char *host;
     int32_t port;
+} st_meta_endpoint_t;
+
+typedef struct st_meta_broker {
+    int32_t id;
+    char *host; /* the first endpoint's (empty when none) */
+    int32_t port;
+    st_meta_endpoint_t *endpoints; /* every one, in registration order */
+    int nendpoints;
     char *rack;
     int64_t epoch;
     st_uuid_t incarnation;
@@ -70,6 +79,9 @@ void st_image_release(st_meta_image_t *img);
 const st_meta_topic_t *st_image_topic(const st_meta_image_t *img, const char *name, size_t len);
 const st_meta_topic_t *st_image_topic_by_id(const st_meta_image_t *img, const st_uuid_t *id);
 const char *st_meta_topic_config(const st_meta_topic_t *t, const char *name);
+/* The endpoint of b for listener `name`; with name NULL or empty, or when b
+ * has no listener of that name, the first one (NULL: b registered none). */
+const st_meta_endpoint_t *st_meta_broker_endpoint(const st_meta_broker_t *b, const char *name);
 
 /* The state machine: a new image from img and the records of one batch.
  * Deterministic: the same records on the same image give the same image. */

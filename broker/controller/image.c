@@ -60,6 +60,29 @@ static st_meta_topic_t *topic_clone(const st_meta_topic_t *t) {
     return c;
 }
 
+static void broker_fini(st_meta_broker_t *b) {
+    free(b->host);
+    free(b->rack);
+    for (int i = 0; i < b->nendpoints; i++) {
+        free(b->endpoints[i].name);
+        free(b->endpoints[i].host);
+    }
+    free(b->endpoints);
+}
+
+/* dst takes a deep copy of src's strings */
+static void broker_copy(st_meta_broker_t *dst, const st_meta_broker_t *src) {
+    *dst = *src;
+    dst->host = st_strdup(src->host);
+    dst->rack = src->rack ? st_strdup(src->rack) : NULL;
+    dst->endpoints = st_calloc((size_t)src->nendpoints + 1, sizeof *dst->endpoints);
+    for (int i = 0; i < src->nendpoints; i++) {
+        dst->endpoints[i].name = st_strdup(src->endpoints[i].name);
+        dst->endpoints[i].host = st_strdup(src->endpoints[i].host);
+        dst->endpoints[i].port = src->endpoints[i].port;
+    }
+}
+
 st_meta_image_t *st_image_keep(st_meta_image_t *img) {
     __atomic_add_fetch(&img->refs, 1, __ATOMIC_RELAXED);
     return img;
@@ -69,12 +92,16 @@ void st_image_release(st_meta_image_t *img) {
     if (!img || __atomic_sub_fetch(&img->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
     for (int i = 0; i < img->ntopics; i++) topic_release(img->topics[i]);
     free(img->topics);
-    for (int i = 0; i < img->nbrokers; i++) {
-        free(img->brokers[i].host);
-        free(img->brokers[i].rack);
-    }
+    for (int i = 0; i < img->nbrokers; i++) broker_fini(&img->brokers[i]);
     free(img->brokers);
     free(img);
+}
+
+const st_meta_endpoint_t *st_meta_broker_endpoint(const st_meta_broker_t *b, const char *name) {
+    if (b->nendpoints == 0) return NULL;
+    for (int i = 0; name && *name && i < b->nendpoints; i++)
+        if (!strcmp(b->endpoints[i].name, name)) return &b->endpoints[i];
+    return &b->endpoints[0];
 }
 
 static int find_topic(const st_meta_image_t *img, const char *name, size_t len, int *at) {
@@ -312,19 +339,22 @@ static void apply_register_broker(st_meta_image_t *img, const st_mrec_register_b
         img->nbrokers++;
     }
     st_meta_broker_t *b = &img->brokers[k];
-    free(b->host);
-    free(b->rack);
+    broker_fini(b);
+    memset(b, 0, sizeof *b);
     b->id = r->broker_id;
     b->epoch = r->broker_epoch;
     b->incarnation = r->incarnation_id;
     b->fenced = r->fenced;
-    b->host = st_strdup("");
-    b->port = 0;
-    if (r->endpoints.n > 0) {
-        free(b->host);
-        b->host = st_strndup(r->endpoints.v[0].host.p, (size_t)ST_MAX(r->endpoints.v[0].host.len, 0));
-        b->port = r->endpoints.v[0].port;
+    b->endpoints = st_calloc((size_t)r->endpoints.n + 1, sizeof *b->endpoints);
+    for (int i = 0; i < r->endpoints.n; i++) {
+        const st_mrec_endpoint_t *ep = &r->endpoints.v[i];
+        b->endpoints[i].name = ep->name.len > 0 ? st_strndup(ep->name.p, (size_t)ep->name.len) : st_strdup("");
+        b->endpoints[i].host = ep->host.len > 0 ? st_strndup(ep->host.p, (size_t)ep->host.len) : st_strdup("");
+        b->endpoints[i].port = ep->port;
     }
+    b->nendpoints = r->endpoints.n;
+    b->host = st_strdup(b->nendpoints ? b->endpoints[0].host : "");
+    b->port = b->nendpoints ? b->endpoints[0].port : 0;
     b->rack = r->rack.len >= 0 ? st_strndup(r->rack.p, (size_t)r->rack.len) : NULL;
 }
 
@@ -374,11 +404,7 @@ st_meta_image_t *st_image_apply(const st_meta_image_t *img, const st_mrec_t *rec
         for (int i = 0; i < img->ntopics; i++) out->topics[i] = topic_keep(img->topics[i]);
         out->nbrokers = img->nbrokers;
         out->brokers = st_calloc((size_t)img->nbrokers + 1, sizeof *out->brokers);
-        for (int i = 0; i < img->nbrokers; i++) {
-            out->brokers[i] = img->brokers[i];
-            out->brokers[i].host = st_strdup(img->brokers[i].host);
-            out->brokers[i].rack = img->brokers[i].rack ? st_strdup(img->brokers[i].rack) : NULL;
-        }
+        for (int i = 0; i < img->nbrokers; i++) broker_copy(&out->brokers[i], &img->brokers[i]);
         out->next_producer_id = img->next_producer_id;
     }
     apply_ctx_t a = {out, NULL, NULL, 0, 0, 0};

@@ -122,18 +122,21 @@ static void w_image(snapw_t *w, const st_meta_image_t *img) {
         const st_meta_broker_t *b = &img->brokers[i];
         st_mrec_register_broker_t r;
         st_schema_defaults(&st_mrec_register_broker_schema, &r);
-        st_mrec_endpoint_t ep = {st_str("PLAINTEXT"), st_str(b->host ? b->host : ""),
-                                 (uint16_t)b->port, 0};
+        st_mrec_endpoint_t *eps = st_calloc((size_t)b->nendpoints + 1, sizeof *eps);
+        int neps = b->nendpoints;
+        for (int k = 0; k < neps; k++)
+            eps[k] = (st_mrec_endpoint_t){st_str(b->endpoints[k].name), st_str(b->endpoints[k].host),
+                                          (uint16_t)b->endpoints[k].port, 0};
         r.broker_id = b->id;
         r.broker_epoch = b->epoch;
         r.incarnation_id = b->incarnation;
-        /* the image keeps the first endpoint's host and port only */
-        r.endpoints.v = &ep;
-        r.endpoints.n = (b->host && b->host[0]) || b->port ? 1 : 0;
+        r.endpoints.v = eps;
+        r.endpoints.n = neps;
         r.features.n = 0;
         r.rack = b->rack ? st_str(b->rack) : ST_STR_NULL;
         r.fenced = (int8_t)b->fenced;
         w_record(w, ST_MREC_REGISTER_BROKER, &r);
+        free(eps);
     }
     for (int t = 0; t < img->ntopics; t++) {
         const st_meta_topic_t *tp = img->topics[t];

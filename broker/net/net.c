@@ -77,6 +77,7 @@ struct st_conn {
     char peer[64];
     uint8_t ip[16];
     int ip_counted; /* counted in n->quota */
+    int listener;   /* index of the listener that accepted it */
     /* reading */
     uint8_t sizebuf[4];
     size_t sizegot;
@@ -128,6 +129,7 @@ typedef struct accepted {
     struct sockaddr_storage addr;
     uint8_t ip[16];
     int ip_counted;
+    int listener;
 } accepted_t;
 
 #define QUOTA_BUCKETS 1024
@@ -583,6 +585,7 @@ static void conn_add_job(void *arg) {
     c->last_active_ms = st_mono_ms();
     memcpy(c->ip, a->ip, 16);
     c->ip_counted = a->ip_counted;
+    c->listener = a->listener;
     char host[INET6_ADDRSTRLEN] = "?";
     int port = 0;
     if (a->addr.ss_family == AF_INET) {
@@ -939,6 +942,7 @@ static void accept_all(st_net_t *n, listener_t *l) {
             return;
         }
         accepted_t a = {0};
+        a.listener = (int)(l - n->listeners);
         socklen_t sl = sizeof a.addr;
         a.fd = accept4(l->fd, (struct sockaddr *)&a.addr, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (a.fd < 0) {
@@ -1261,6 +1265,10 @@ st_err_t st_net_new(const st_net_config_t *cfg, const st_net_hooks_t *hooks, st_
     listeners_arm(n, 1);
     *out = n;
     return ST_OK;
+}
+
+int st_request_listener(const st_request_t *req) {
+    return req->conn ? req->conn->listener : 0;
 }
 
 int st_net_bound_port(st_net_t *n, int listener) {

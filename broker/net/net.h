@@ -276,6 +276,9 @@ void st_request_no_response(st_request_t *req);
 /* Close the request's connection (after a protocol violation). */
 void st_request_close_conn(st_request_t *req, const char *why);
 int st_request_conn_open(const st_request_t *req);
+/* The index in st_net_config_t.listeners of the listener the request's
+ * connection came in on. */
+int st_request_listener(const st_request_t *req);
 const char *st_request_peer(const st_request_t *req);
 
 #endif /* ST_NET_H */

@@ -140,15 +140,17 @@ static int ensure_client(fetcher_t *f) {
     const st_meta_broker_t *b = NULL;
     for (int i = 0; img && i < img->nbrokers && !b; i++)
         if (img->brokers[i].id == f->source) b = &img->brokers[i];
+    const st_meta_endpoint_t *ep =
+        b ? st_meta_broker_endpoint(b, f->fs->cfg->inter_broker_listener_name) : NULL;
     int rc = -1;
-    if (b && b->host) {
-        if (f->nc && (strcmp(f->host, b->host) || f->port != b->port)) {
+    if (ep) {
+        if (f->nc && (strcmp(f->host, ep->host) || f->port != ep->port)) {
             st_netclient_destroy(f->nc);
             f->nc = NULL;
         }
         if (!f->nc) {
-            snprintf(f->host, sizeof f->host, "%s", b->host);
-            f->port = b->port;
+            snprintf(f->host, sizeof f->host, "%s", ep->host);
+            f->port = ep->port;
             char cid[64], err[256];
             snprintf(cid, sizeof cid, "strata-replica-fetcher-%d-%d", (int)f->fs->cfg->node_id,
                      f->index);

@@ -130,7 +130,13 @@ static const st_cfg_desc_t broker_rows[] = {
          "Where to accept connections: comma-separated NAME://host:port. An empty host binds every "
          "interface; port 0 picks a free port."),
     BROW("advertised.listeners", ST_CFG_STRING, advertised_listeners, "", 0, 0, v_listeners, 0,
-         "Addresses given to clients in Metadata; empty means the same as listeners."),
+         "Addresses given to clients in Metadata; empty means the same as listeners. A client "
+         "is given each broker's address for the listener it connected to."),
+    BROW("inter.broker.listener.name", ST_CFG_STRING, inter_broker_listener_name, "", 0, 0, NULL,
+         0,
+         "The listener brokers reach each other on (replica fetchers, the transaction "
+         "coordinator's markers): its advertised address is what other brokers connect to. "
+         "Empty: the first advertised listener that is not a controller listener."),
     BROW("log.dirs", ST_CFG_STRING, log_dirs, "/tmp/strata-logs", 0, 0, v_nonempty, 0,
          "Comma-separated directories holding partition logs (one broker per directory)."),
     BROW("num.network.threads", ST_CFG_INT, num_network_threads, "2", 1, 64, NULL, 0,

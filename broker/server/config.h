@@ -25,6 +25,7 @@ typedef struct st_broker_config {
     int32_t leader_imbalance_per_broker_percentage;
     char *listeners;
     char *advertised_listeners;
+    char *inter_broker_listener_name;
     char *log_dirs;
     int32_t num_network_threads;
     int32_t num_io_threads;                  /* request workers (validation, recompression) */

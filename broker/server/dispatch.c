@@ -114,6 +114,12 @@ void st_server_on_request(st_request_t *req, void *arg) {
     st_server_handle(srv, req);
 }
 
+const st_meta_endpoint_t *st_server_endpoint_for(const st_server_t *srv, const st_request_t *req,
+                                                 const st_meta_broker_t *b) {
+    int li = st_request_listener(req);
+    return st_meta_broker_endpoint(b, li >= 0 && li < srv->nlisteners ? srv->listeners[li].name : NULL);
+}
+
 void st_server_handle(st_server_t *srv, st_request_t *req) {
     ST_DEBUG("net", "%s v%d correlation %d from %s", req->api->name, (int)req->hdr.api_version,
              (int)req->hdr.correlation_id, st_request_peer(req));
@@ -230,8 +236,9 @@ void st_handle_describe_cluster(st_server_t *srv, st_request_t *req) {
         st_schema_defaults(&st_describe_cluster_broker_schema, &r.brokers.v[k]);
         r.brokers.v[k].is_fenced = (int8_t)b->fenced;
         r.brokers.v[k].broker_id = b->id;
-        r.brokers.v[k].host = st_str(st_req_strdup(req, st_str(b->host)));
-        r.brokers.v[k].port = b->port;
+        const st_meta_endpoint_t *ep = st_server_endpoint_for(srv, req, b);
+        r.brokers.v[k].host = st_str(st_req_strdup(req, st_str(ep ? ep->host : "")));
+        r.brokers.v[k].port = ep ? ep->port : 0;
         r.brokers.v[k].rack = b->rack ? st_str(st_req_strdup(req, st_str(b->rack))) : ST_STR_NULL;
         k++;
     }

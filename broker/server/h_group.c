@@ -220,8 +220,9 @@ static void coordinator_of(st_server_t *srv, st_request_t *req, const st_meta_im
         const st_meta_broker_t *b = &img->brokers[i];
         if (b->id != leader || b->fenced) continue;
         *node = b->id;
-        *host = acopy(req, st_str(b->host));
-        *port = b->port;
+        const st_meta_endpoint_t *ep = st_server_endpoint_for(srv, req, b);
+        *host = acopy(req, st_str(ep ? ep->host : ""));
+        *port = ep ? ep->port : 0;
         *err = 0;
         return;
     }

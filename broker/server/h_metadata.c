@@ -75,8 +75,9 @@ static void respond(st_server_t *srv, st_request_t *req) {
         const st_meta_broker_t *b = &img->brokers[i];
         if (b->fenced) continue;
         r.brokers.v[k].node_id = b->id;
-        r.brokers.v[k].host = st_str(st_req_strdup(req, st_str(b->host)));
-        r.brokers.v[k].port = b->port;
+        const st_meta_endpoint_t *ep = st_server_endpoint_for(srv, req, b);
+        r.brokers.v[k].host = st_str(st_req_strdup(req, st_str(ep ? ep->host : "")));
+        r.brokers.v[k].port = ep ? ep->port : 0;
         r.brokers.v[k].rack = b->rack ? st_str(st_req_strdup(req, st_str(b->rack))) : ST_STR_NULL;
         k++;
     }

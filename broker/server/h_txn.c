@@ -199,6 +199,7 @@ st_txn_coord_t *st_server_txns_new(st_server_t *srv) {
                 .abort_interval_ms = b->transaction_abort_timed_out_transaction_cleanup_interval_ms,
             },
         .node_id = b->node_id,
+        .listener = b->inter_broker_listener_name,
         .load_buffer_bytes = b->offsets_load_buffer_size,
         .flush_on_ack = b->log_flush_on_ack,
         .new_producer_id = take_pid,

@@ -288,6 +288,17 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
                         "clients (every one is in controller.listener.names)\n");
         return 1;
     }
+    const char *ibl = srv.cfg.inter_broker_listener_name;
+    if (is_broker && *ibl) {
+        int found = 0;
+        for (int i = 0; i < srv.nadvertised && !found; i++) found = !strcmp(srv.advertised[i].name, ibl);
+        if (!found) {
+            fprintf(stderr, "stratad: configuration error: inter.broker.listener.name: %s is not "
+                            "an advertised listener of this broker (nor may it be a controller "
+                            "listener)\n", ibl);
+            return 1;
+        }
+    }
 
     int ndirs = 0;
     char **dirs = st_split_csv(srv.cfg.log_dirs, &ndirs);

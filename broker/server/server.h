@@ -80,6 +80,11 @@ void st_server_via_controller(st_server_t *srv, st_request_t *req, st_ctl_work_f
 /* Run the request's handler (st_server_on_request, once the request's
  * turn on its connection has come). */
 void st_server_handle(st_server_t *srv, st_request_t *req);
+/* b's endpoint for the client of req: the one of the listener req came in
+ * on, as Kafka gives each client the addresses of its own listener (the
+ * first endpoint when b has none of that name; NULL when b has none). */
+const st_meta_endpoint_t *st_server_endpoint_for(const st_server_t *srv, const st_request_t *req,
+                                                 const st_meta_broker_t *b);
 
 /* Per-connection order of produce appends (h_produce.c): while a produce
  * of a connection is being validated on a worker, that connection's later

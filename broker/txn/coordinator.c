@@ -609,8 +609,9 @@ static void task_send(st_txn_coord_t *c, mtask_t *t) {
         m->c = c;
         m->seq = t->seq;
         m->node_id = leader;
-        m->host = st_strdup(b->host);
-        m->port = b->port;
+        const st_meta_endpoint_t *ep = st_meta_broker_endpoint(b, c->cfg.listener);
+        m->host = st_strdup(ep ? ep->host : "");
+        m->port = ep ? ep->port : 0;
         st_arena_init(&m->arena, 1024);
         m->sent = st_malloc(sizeof *m->sent * (size_t)(j - i + 1));
         /* one marker; topics grouped (the partitions are not sorted) */
