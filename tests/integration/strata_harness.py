@@ -7,6 +7,7 @@ port; stop() and the atexit hook stop everything this module started, by
 pid.  Binaries come from STRATA_BIN_DIR (CTest sets it) or ../../build/bin.
 """
 import atexit
+import glob
 import os
 import re
 import shutil
@@ -846,6 +847,93 @@ class Cluster:
         c = self.conn(i, timeout)
         try:
             return kwire.metadata(c, topics)
+        finally:
+            c.close()
+
+    def partition_state(self, topic, p, nodes=None):
+        """The partition as the first live node that answers sees it."""
+        for i in nodes or self.live():
+            try:
+                return self.metadata(i, [topic], timeout=2)["topics"][topic][1][p]
+            except (OSError, ConnectionError, struct.error, KeyError, AssertionError):
+                continue
+        return None
+
+    def leader_epoch(self, topic, p, node):
+        """The partition's leader epoch in node's Metadata (v7)."""
+        import kwire
+        c = self.conn(node)
+        try:
+            r = c.call(3, 7, struct.pack(">i", 1) + kwire.kstr(topic) + b"\x00")
+            r.take(">i")
+            for _ in range(r.take(">i")):
+                r.take(">i")
+                r.string()
+                r.take(">i")
+                r.string()
+            r.string()
+            r.take(">i")
+            for _ in range(r.take(">i")):
+                r.take(">h")
+                r.string()
+                r.take(">b")
+                for _ in range(r.take(">i")):
+                    _err, idx, _leader, epoch = r.take(">hiii")
+                    for _ in range(3):
+                        for _ in range(max(r.take(">i"), 0)):
+                            r.take(">i")
+                    if idx == p:
+                        return epoch
+            return None
+        finally:
+            c.close()
+
+    def wait_isr(self, topic, parts, n, timeout=60, nodes=None):
+        """Every partition has a leader and n in-sync replicas, as the first
+        live node (of nodes) that answers sees it."""
+        def whole():
+            for p in range(parts):
+                st = self.partition_state(topic, p, nodes)
+                if not st or len(st["isr"]) != n or st["leader"] < 0:
+                    return False
+            return True
+        self.wait(whole, timeout, "every partition of %s to have %d in-sync replicas" % (topic, n))
+
+    def replica_batches(self, i, topic, p):
+        """{base offset: batch bytes} of node i's local replica."""
+        out = {}
+        for f in sorted(glob.glob(os.path.join(self.node_dir(i), "logs", "%s-%d" % (topic, p), "*.log"))):
+            data = open(f, "rb").read()
+            pos = 0
+            while pos + 12 <= len(data):
+                base, length = struct.unpack_from(">qi", data, pos)
+                out[base] = data[pos:pos + 12 + length]
+                pos += 12 + length
+        return out
+
+    def wait_same_replicas(self, topic, p, nodes, timeout=30):
+        """Every replica holds the same batches, byte for byte, from the
+        highest local log start on (a replica that came back behind what the
+        leader had tiered starts its local log at the bucket's end).  Returns
+        (bytes compared, first offset compared)."""
+        got = {}
+
+        def same():
+            logs = {i: self.replica_batches(i, topic, p) for i in nodes}
+            start = max(min(b) if b else 0 for b in logs.values())
+            views = [tuple(sorted((o, v) for o, v in b.items() if o >= start)) for b in logs.values()]
+            got["n"] = sum(len(v) for _o, v in views[0])
+            got["start"] = start
+            return len(set(views)) == 1 and got["n"] > 0
+        self.wait(same, timeout, "the replicas of %s-%d to hold the same batches" % (topic, p))
+        return got["n"], got["start"]
+
+    def produce_one(self, node, topic, p, acks):
+        """One 100-byte record to topic-p at node: kwire's produce answer."""
+        import kwire
+        c = self.conn(node)
+        try:
+            return c.produce(topic, p, kwire.record_batch([b"x" * 100]), acks=acks, timeout_ms=5000)
         finally:
             c.close()
 

@@ -34,7 +34,6 @@ integration.replication - partitions replicated over three combined nodes.
        from a broker that does not lead the partition: INVALID_REQUEST; at an
        old leader epoch: FENCED_LEADER_EPOCH.
 """
-import glob
 import os
 import signal
 import statistics
@@ -70,84 +69,12 @@ class Bootstrap:
         self.bootstrap = cl.bootstrap(nodes)
 
 
-def partition_state(topic, p, nodes=None):
-    """The partition as the first live node that answers sees it."""
-    for i in nodes or cl.live():
-        try:
-            return cl.metadata(i, [topic], timeout=2)["topics"][topic][1][p]
-        except (OSError, ConnectionError, struct.error, KeyError, AssertionError):
-            continue
-    return None
-
-
-def leader_epoch(topic, p, node):
-    """The partition's leader epoch in node's Metadata (v7)."""
-    c = cl.conn(node)
-    try:
-        r = c.call(3, 7, struct.pack(">i", 1) + kwire.kstr(topic) + b"\x00")
-        r.take(">i")
-        for _ in range(r.take(">i")):
-            r.take(">i")
-            r.string()
-            r.take(">i")
-            r.string()
-        r.string()
-        r.take(">i")
-        for _ in range(r.take(">i")):
-            r.take(">h")
-            r.string()
-            r.take(">b")
-            for _ in range(r.take(">i")):
-                _err, idx, _leader, epoch = r.take(">hiii")
-                for _ in range(3):
-                    for _ in range(max(r.take(">i"), 0)):
-                        r.take(">i")
-                if idx == p:
-                    return epoch
-        return None
-    finally:
-        c.close()
-
-
-def wait_isr(topic, parts, n, timeout=60):
-    def whole():
-        for p in range(parts):
-            st = partition_state(topic, p)
-            if not st or len(st["isr"]) != n or st["leader"] < 0:
-                return False
-        return True
-    cl.wait(whole, timeout, "every partition of %s to have %d in-sync replicas" % (topic, n))
-
-
-def replica_batches(i, topic, p):
-    """{base offset: batch bytes} of node i's local replica."""
-    out = {}
-    for f in sorted(glob.glob(os.path.join(cl.node_dir(i), "logs", "%s-%d" % (topic, p), "*.log"))):
-        data = open(f, "rb").read()
-        pos = 0
-        while pos + 12 <= len(data):
-            base, length = struct.unpack_from(">qi", data, pos)
-            out[base] = data[pos:pos + 12 + length]
-            pos += 12 + length
-    return out
-
-
-def wait_same_replicas(topic, p, nodes, timeout=30):
-    """Every replica holds the same batches, byte for byte, from the
-    highest local log start on (a replica that came back behind what the
-    leader had tiered starts its local log at the bucket's end).  Returns
-    (bytes compared, first offset compared)."""
-    got = {}
-
-    def same():
-        logs = {i: replica_batches(i, topic, p) for i in nodes}
-        start = max(min(b) if b else 0 for b in logs.values())
-        views = [tuple(sorted((o, v) for o, v in b.items() if o >= start)) for b in logs.values()]
-        got["n"] = sum(len(v) for _o, v in views[0])
-        got["start"] = start
-        return len(set(views)) == 1 and got["n"] > 0
-    cl.wait(same, timeout, "the replicas of %s-%d to hold the same batches" % (topic, p))
-    return got["n"], got["start"]
+partition_state = cl.partition_state
+leader_epoch = cl.leader_epoch
+wait_isr = cl.wait_isr
+replica_batches = cl.replica_batches
+wait_same_replicas = cl.wait_same_replicas
+produce_one = cl.produce_one
 
 
 def offset_for_epoch(node, topic, p, epoch, replica_id=-1, current=-1):
@@ -173,14 +100,6 @@ def epoch_starts(node, topic, p):
         ep = struct.unpack_from(">i", b, 12)[0]
         out.setdefault(ep, base)
     return out
-
-
-def produce_one(node, topic, p, acks):
-    c = cl.conn(node)
-    try:
-        return c.produce(topic, p, kwire.record_batch([b"x" * 100]), acks=acks, timeout_ms=5000)
-    finally:
-        c.close()
 
 
 def fetch_v11(node, topic, p, offset, replica_id, leader_epoch=-1):
