@@ -137,6 +137,29 @@ finally:
     b.stop()
     b.cleanup()
 
+# Listeners by name: each client is given the addresses of the listener it
+# came in on; inter.broker.listener.name must name an advertised listener.
+start_fails(["--config", CONFIG, "--override", "inter.broker.listener.name=NOPE"],
+            "inter.broker.listener.name: NOPE is not an advertised listener")
+p2 = free_port()
+b = Broker({"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL"})
+b.overrides["listeners"] = "PLAINTEXT://127.0.0.1:%d,INTERNAL://127.0.0.1:%d" % (b.port, p2)
+b.overrides["advertised.listeners"] = "PLAINTEXT://localhost:%d,INTERNAL://127.0.0.1:%d" % (b.port, p2)
+try:
+    b.start()
+    for port, want in ((b.port, ("localhost", b.port)), (p2, ("127.0.0.1", p2))):
+        conn = kwire.Conn(port)
+        got = kwire.describe_cluster(conn)[3]
+        brokers = kwire.metadata(conn, [])["brokers"]
+        conn.close()
+        check([x[1:3] for x in got] == [want], "DescribeCluster through port %d names %r, want %r" % (port, got, want))
+        check({k: v[:2] for k, v in brokers.items()} == {1: want},
+              "Metadata through port %d names %r, want %r" % (port, brokers, want))
+finally:
+    b.stop()
+    b.cleanup()
+
 _, doc, _ = run([stratad, "--print-config-doc"])
 readme = open(os.path.join(ROOT, "README.md")).read()
 begin, end = "<!-- config-reference:begin -->\n", "<!-- config-reference:end -->\n"
