@@ -49,12 +49,6 @@ void st_ctl__members_fini(st_controller_t *c) {
     c->nhbs = 0;
 }
 
-static const st_meta_broker_t *image_broker(const st_meta_image_t *img, int32_t id) {
-    for (int i = 0; i < img->nbrokers; i++)
-        if (img->brokers[i].id == id) return &img->brokers[i];
-    return NULL;
-}
-
 static struct hb *hb_of(st_controller_t *c, int32_t id, int add) {
     for (int i = 0; i < c->nhbs; i++)
         if (c->hbs[i].id == id) return &c->hbs[i];
@@ -147,7 +141,7 @@ static st_err_t commit_changes(st_controller_t *c, const st_ctl_rec_t *first, co
 
 static int is_live(const st_meta_image_t *img, int32_t id, int32_t except) {
     if (id == except) return 0;
-    const st_meta_broker_t *b = image_broker(img, id);
+    const st_meta_broker_t *b = st_image_broker(img, id);
     return b && !b->fenced;
 }
 
@@ -219,7 +213,7 @@ static void unfence_changes(const st_meta_image_t *img, int32_t back, changes_t 
 }
 
 static st_err_t write_fencing(st_controller_t *c, int32_t id, int fence) {
-    const st_meta_broker_t *b = image_broker(c->image, id);
+    const st_meta_broker_t *b = st_image_broker(c->image, id);
     if (!b || b->fenced == fence) return ST_OK;
     st_mrec_fence_t f = {id, b->epoch};
     changes_t ch = {0};
@@ -250,7 +244,7 @@ void st_controller_broker_registration(st_controller_t *c, const st_broker_regis
                 c->cluster_id);
         e = ST_E_INCONSISTENT_CLUSTER_ID;
     } else {
-        const st_meta_broker_t *b = image_broker(c->image, q->broker_id);
+        const st_meta_broker_t *b = st_image_broker(c->image, q->broker_id);
         struct hb *h = hb_of(c, q->broker_id, 0);
         int same = b && !memcmp(b->incarnation.b, q->incarnation_id.b, 16);
         /* Kafka's hasValidSession: a fenced broker (one that finished a
@@ -285,7 +279,7 @@ void st_controller_broker_heartbeat(st_controller_t *c, const st_broker_heartbea
                                     st_broker_heartbeat_resp_t *r) {
     st_schema_defaults(&st_broker_heartbeat_resp_schema, r);
     st_err_t e = ST_OK;
-    const st_meta_broker_t *b = image_broker(c->image, q->broker_id);
+    const st_meta_broker_t *b = st_image_broker(c->image, q->broker_id);
     if (!leads(c)) e = ST_E_NOT_CONTROLLER;
     else if (!b) e = ST_E_BROKER_ID_NOT_REGISTERED;
     else if (b->epoch != q->broker_epoch) e = ST_E_STALE_BROKER_EPOCH;
@@ -303,7 +297,7 @@ void st_controller_broker_heartbeat(st_controller_t *c, const st_broker_heartbea
         } else if (b->fenced && caught_up && !q->want_fence) {
             e = write_fencing(c, q->broker_id, 0);
         }
-        b = image_broker(c->image, q->broker_id);
+        b = st_image_broker(c->image, q->broker_id);
         r->is_caught_up = (int8_t)caught_up;
         r->is_fenced = (int8_t)(b ? b->fenced : 1);
     }
@@ -315,7 +309,7 @@ void st_controller_broker_heartbeat(st_controller_t *c, const st_broker_heartbea
 void st_ctl__register_self(st_controller_t *c) {
     if (c->broker_epoch >= 0 || !leads(c) || !c->cfg.broker_role) return;
     const st_broker_config_t *b = c->cfg.broker;
-    const st_meta_broker_t *mine = image_broker(c->image, b->node_id);
+    const st_meta_broker_t *mine = st_image_broker(c->image, b->node_id);
     if (mine && !memcmp(mine->incarnation.b, c->incarnation.b, 16)) {
         c->broker_epoch = mine->epoch;
         return;
@@ -472,7 +466,7 @@ int64_t st_ctl__members_tick(st_controller_t *c) {
     }
     if (c->cfg.broker_role && c->broker_epoch >= 0) {
         hb_of(c, self_id(c), 1)->last_ms = now;
-        const st_meta_broker_t *me = image_broker(c->image, self_id(c));
+        const st_meta_broker_t *me = st_image_broker(c->image, self_id(c));
         if (me && me->fenced && me->epoch == c->broker_epoch && !c->self_reg_queued) {
             c->self_reg_queued = 1; /* reused: one job at a time */
             st_controller_submit(c, unfence_self_job, NULL);
@@ -729,7 +723,7 @@ void st_controller_alter_partition(st_controller_t *c, int version,
     ST_ARRAY_ALLOC(r->topics, a, q->topics.n);
     changes_t ch = {0};
     st_err_t whole = !leads(c) ? ST_E_NOT_CONTROLLER : ST_OK;
-    const st_meta_broker_t *b = image_broker(c->image, q->broker_id);
+    const st_meta_broker_t *b = st_image_broker(c->image, q->broker_id);
     if (!whole && (!b || (q->broker_epoch >= 0 && q->broker_epoch != b->epoch)))
         whole = ST_E_STALE_BROKER_EPOCH;
     if (whole) {
@@ -814,7 +808,7 @@ void st_controller_allocate_producer_ids(st_controller_t *c,
     const st_meta_broker_t *b = NULL;
     if (!leads(c)) {
         e = ST_E_NOT_CONTROLLER;
-    } else if (!(b = image_broker(c->image, q->broker_id)) || q->broker_epoch != b->epoch) {
+    } else if (!(b = st_image_broker(c->image, q->broker_id)) || q->broker_epoch != b->epoch) {
         /* Kafka's check: only a registered broker at its current epoch gets
          * ids, so a zombie incarnation cannot take a block */
         e = ST_E_STALE_BROKER_EPOCH;

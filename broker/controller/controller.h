@@ -81,6 +81,8 @@ const st_meta_topic_t *st_image_topic_by_id(const st_meta_image_t *img, const st
 const char *st_meta_topic_config(const st_meta_topic_t *t, const char *name);
 /* The endpoint of b for listener `name`; with name NULL or empty, or when b
  * has no listener of that name, the first one (NULL: b registered none). */
+/* The broker of that id in img (fenced or not), NULL when none. */
+const st_meta_broker_t *st_image_broker(const st_meta_image_t *img, int32_t id);
 const st_meta_endpoint_t *st_meta_broker_endpoint(const st_meta_broker_t *b, const char *name);
 
 /* The state machine: a new image from img and the records of one batch.

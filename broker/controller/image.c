@@ -97,6 +97,12 @@ void st_image_release(st_meta_image_t *img) {
     free(img);
 }
 
+const st_meta_broker_t *st_image_broker(const st_meta_image_t *img, int32_t id) {
+    for (int i = 0; img && i < img->nbrokers; i++)
+        if (img->brokers[i].id == id) return &img->brokers[i];
+    return NULL;
+}
+
 const st_meta_endpoint_t *st_meta_broker_endpoint(const st_meta_broker_t *b, const char *name) {
     if (b->nendpoints == 0) return NULL;
     for (int i = 0; name && *name && i < b->nendpoints; i++)

@@ -137,9 +137,7 @@ static void rebuild(fetcher_t *f) {
  * moved (a broker restarted elsewhere).  0 when there is a client. */
 static int ensure_client(fetcher_t *f) {
     st_meta_image_t *img = st_controller_image(f->fs->ctl);
-    const st_meta_broker_t *b = NULL;
-    for (int i = 0; img && i < img->nbrokers && !b; i++)
-        if (img->brokers[i].id == f->source) b = &img->brokers[i];
+    const st_meta_broker_t *b = st_image_broker(img, f->source);
     const st_meta_endpoint_t *ep =
         b ? st_meta_broker_endpoint(b, f->fs->cfg->inter_broker_listener_name) : NULL;
     int rc = -1;

@@ -216,9 +216,8 @@ static void coordinator_of(st_server_t *srv, st_request_t *req, const st_meta_im
                                              st_group_coord_num_partitions(srv->groups))
                     : st_server_txn_partition_for(srv, key);
     int32_t leader = p < t->nparts ? t->parts[p].leader : -1;
-    for (int i = 0; i < img->nbrokers && leader >= 0; i++) {
-        const st_meta_broker_t *b = &img->brokers[i];
-        if (b->id != leader || b->fenced) continue;
+    const st_meta_broker_t *b = leader >= 0 ? st_image_broker(img, leader) : NULL;
+    if (b && !b->fenced) {
         *node = b->id;
         const st_meta_endpoint_t *ep = st_server_endpoint_for(srv, req, b);
         *host = acopy(req, st_str(ep ? ep->host : ""));

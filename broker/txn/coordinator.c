@@ -598,10 +598,8 @@ static void task_send(st_txn_coord_t *c, mtask_t *t) {
         int j = i;
         while (j < n && by[j][0] == by[i][0]) j++;
         int32_t leader = by[i][0];
-        const st_meta_broker_t *b = NULL;
-        for (int k = 0; k < img->nbrokers && leader >= 0; k++)
-            if (img->brokers[k].id == leader && !img->brokers[k].fenced) b = &img->brokers[k];
-        if (!b) {
+        const st_meta_broker_t *b = st_image_broker(img, leader);
+        if (!b || b->fenced) {
             i = j; /* no leader now: retried after the backoff */
             continue;
         }
@@ -966,11 +964,12 @@ static void verify_job(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
         return;
     }
     st_meta_image_t *img = st_controller_image(c->ctl);
-    for (int k = 0; img && k < img->nbrokers; k++)
-        if (img->brokers[k].id == leader && !img->brokers[k].fenced) {
-            v->host = st_strdup(img->brokers[k].host);
-            v->port = img->brokers[k].port;
-        }
+    const st_meta_broker_t *b = st_image_broker(img, leader);
+    const st_meta_endpoint_t *ep = b && !b->fenced ? st_meta_broker_endpoint(b, c->cfg.listener) : NULL;
+    if (ep) {
+        v->host = st_strdup(ep->host);
+        v->port = ep->port;
+    }
     if (img) st_image_release(img);
     if (!v->host) {
         vreq_fail(v, ST_E_COORDINATOR_NOT_AVAILABLE);
