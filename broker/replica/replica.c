@@ -81,6 +81,9 @@ struct st_replicas {
     topic_entry_t *by_id[NBUCKETS];
 };
 
+static int self_id(const st_partition_t *p) { return p->owner->cfg->node_id; }
+
+
 static uint32_t hash_name(const char *s, size_t n) {
     uint32_t h = 2166136261u;
     for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
@@ -264,6 +267,45 @@ st_err_t st_partition_check_leader(const st_partition_t *p) {
     return leader == p->owner->cfg->node_id ? ST_OK : ST_E_NOT_LEADER_OR_FOLLOWER;
 }
 
+st_err_t st_partition_check_follower(st_partition_t *p) {
+    pthread_mutex_lock(&p->rlock);
+    const st_replica_state_t *rs = p->rs;
+    int ok = !rs->leading && rs->leader >= 0 && has_id(rs->replicas, rs->nreplicas, self_id(p));
+    pthread_mutex_unlock(&p->rlock);
+    return ok ? ST_OK : ST_E_NOT_LEADER_OR_FOLLOWER;
+}
+
+static int same_rack(const st_meta_broker_t *b, st_str_t rack) {
+    return b && b->rack && strlen(b->rack) == (size_t)rack.len && !memcmp(b->rack, rack.p, (size_t)rack.len);
+}
+
+int32_t st_partition_preferred_read_replica(st_partition_t *p, st_str_t rack, const st_meta_image_t *img) {
+    if (rack.len <= 0) return -1;
+    if (same_rack(st_image_broker(img, self_id(p)), rack)) return -1; /* the leader is as near */
+    int64_t now = st_mono_ms(), lag = p->owner->cfg->replica_lag_time_max_ms;
+    int32_t best = -1;
+    int64_t best_leo = -1, best_since = 0;
+    pthread_mutex_lock(&p->rlock);
+    st_replica_state_t *rs = p->rs;
+    for (int i = 0; rs->leading && i < rs->nfollowers; i++) {
+        const st_follower_t *f = &rs->followers[i];
+        const st_meta_broker_t *b = st_image_broker(img, f->id);
+        /* in the ISR and caught up within replica.lag.time.max.ms: what it
+         * serves is at most that far behind */
+        if (!has_id(rs->isr, rs->nisr, f->id) || f->leo < 0 || now - f->last_caught_up_ms > lag ||
+            !b || b->fenced || !same_rack(b, rack))
+            continue;
+        int64_t since = now - f->last_caught_up_ms;
+        if (f->leo > best_leo || (f->leo == best_leo && since < best_since)) {
+            best = f->id;
+            best_leo = f->leo;
+            best_since = since;
+        }
+    }
+    pthread_mutex_unlock(&p->rlock);
+    return best;
+}
+
 st_partition_t *st_replicas_lookup_id(st_replicas_t *rm, const st_uuid_t *id, int32_t partition) {
     st_partition_t *p = NULL;
     pthread_rwlock_rdlock(&rm->lock);
@@ -357,8 +399,6 @@ int64_t st_partition_epoch_start_offset(st_partition_t *p) {
     pthread_mutex_unlock(&p->rlock);
     return v;
 }
-
-static int self_id(const st_partition_t *p) { return p->owner->cfg->node_id; }
 
 static st_follower_t *follower_of(st_replica_state_t *rs, int32_t id) {
     for (int i = 0; i < rs->nfollowers; i++)

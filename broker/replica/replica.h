@@ -112,6 +112,16 @@ void st_partition_release(st_partition_t *p);
 /* OK when this broker leads p (clients may produce and fetch), else
  * NOT_LEADER_OR_FOLLOWER: the image names another leader, or none. */
 st_err_t st_partition_check_leader(const st_partition_t *p);
+/* OK when this broker is a follower of p (the image names another leader
+ * and this broker among its replicas): a consumer may fetch from it
+ * (KIP-392), up to its high watermark. */
+st_err_t st_partition_check_follower(st_partition_t *p);
+/* Follower fetching (KIP-392, Kafka's RackAwareReplicaSelector), on the
+ * leader: the replica a consumer in `rack` should read p from instead, or
+ * -1 for the leader itself.  -1 when rack is empty or the leader is in it;
+ * else the follower in that rack with the longest log among those in the
+ * ISR that caught up within replica.lag.time.max.ms and are not fenced. */
+int32_t st_partition_preferred_read_replica(st_partition_t *p, st_str_t rack, const st_meta_image_t *img);
 /* A kept partition this broker leads, or NULL with *e set:
  * UNKNOWN_TOPIC_OR_PARTITION, or NOT_LEADER_OR_FOLLOWER for one hosted
  * elsewhere or led by another broker (what Produce and DescribeProducers

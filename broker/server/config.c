@@ -69,6 +69,13 @@ static int v_level(const char *v, char *why, size_t n) {
     return 1;
 }
 
+static int v_replica_selector(const char *v, char *why, size_t n) {
+    if (!*v || !strcmp(v, ST_RACK_AWARE_SELECTOR)) return 0;
+    snprintf(why, n, "must be %s (the one selector there is) or empty (consumers read from leaders)",
+             ST_RACK_AWARE_SELECTOR);
+    return 1;
+}
+
 static int v_nonempty(const char *v, char *why, size_t n) {
     if (*v) return 0;
     snprintf(why, n, "must not be empty");
@@ -104,6 +111,11 @@ static const st_cfg_desc_t broker_rows[] = {
     BROW("broker.rack", ST_CFG_STRING, broker_rack, "", 0, 0, NULL, 0,
          "The rack (or zone) of this broker, given to clients in Metadata and DescribeCluster. "
          "Empty: none."),
+    BROW("replica.selector.class", ST_CFG_STRING, replica_selector_class, "", 0, 0,
+         v_replica_selector, 0,
+         "Follower fetching (KIP-392): with " ST_RACK_AWARE_SELECTOR ", a leader tells a consumer "
+         "that gives its client.rack to read from an in-sync replica in that rack, when the "
+         "leader is not in it. Empty: consumers read from leaders."),
     BROW("cluster.id", ST_CFG_STRING, cluster_id, "", 0, 0, NULL, 0,
          "The cluster's id, written to meta.properties in every log dir at first start (what "
          "Kafka's storage format --cluster-id does); a node whose log dirs hold another id "

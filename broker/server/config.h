@@ -9,6 +9,9 @@
 #include "net.h"
 #include "st_base.h"
 
+/* replica.selector.class's one value (Kafka's class name) */
+#define ST_RACK_AWARE_SELECTOR "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
 typedef struct st_broker_config {
     int32_t node_id;
     char *process_roles;
@@ -17,6 +20,7 @@ typedef struct st_broker_config {
     char *controller_listener_names;
     char *listener_security_protocol_map;
     char *broker_rack;
+    char *replica_selector_class;
     char *cluster_id;
     int32_t broker_heartbeat_interval_ms;
     int32_t broker_session_timeout_ms;

@@ -19,6 +19,7 @@ typedef struct fetch_op {
     st_partition_t **parts; /* per requested partition, NULL when unknown */
     int nparts;
     int32_t replica_id; /* >= 0: a follower's fetch */
+    st_meta_image_t *img; /* during a pass, once a preferred read replica was looked for */
 } fetch_op_t;
 
 /* The file references a response holds (local segments, cached remote
@@ -67,8 +68,12 @@ static int read_committed(const fetch_op_t *op) {
     return op->replica_id < 0 && q->isolation_level == 1;
 }
 
+/* on_follower: a consumer's read from this broker as p's follower
+ * (KIP-392): up to its own high watermark and never from the bucket (below
+ * the local log start the consumer is told OFFSET_OUT_OF_RANGE and goes
+ * back to the leader, as clients do). */
 static st_err_t read_partition(fetch_op_t *op, st_partition_t *p, int64_t offset, int32_t limit,
-                               int min_one, part_data_t *d) {
+                               int min_one, int on_follower, part_data_t *d) {
     memset(d, 0, sizeof *d);
     st_log_read_t rd = {0};
     st_err_t e = ST_OK;
@@ -85,7 +90,7 @@ static st_err_t read_partition(fetch_op_t *op, st_partition_t *p, int64_t offset
     d->high_watermark = o.high_watermark;
     d->last_stable_offset = lso >= 0 ? lso : st_log_last_stable_offset(p->log);
     d->log_start_offset = follower ? o.log_start_offset : st_partition_log_start(p);
-    if (!follower && e == ST_E_OFFSET_OUT_OF_RANGE && st_partition_is_remote(p, offset)) {
+    if (!follower && !on_follower && e == ST_E_OFFSET_OUT_OF_RANGE && st_partition_is_remote(p, offset)) {
         /* Below the local log start: from the bucket, never blocking; a
          * read_committed one once the bucket's aborted transactions are
          * known (just after a restart or a leader change they may not be) */
@@ -166,6 +171,7 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
                 continue;
             }
             st_err_t e = ST_OK;
+            int on_follower = 0;
             if (op->replica_id >= 0) {
                 /* the follower's position, and where its log left the leader's */
                 int32_t div_epoch;
@@ -195,6 +201,25 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
             } else {
                 e = st_check_leader_epoch(qp->current_leader_epoch, st_partition_leader_epoch(p));
                 if (!e) e = st_partition_check_leader(p);
+                if (e == ST_E_NOT_LEADER_OR_FOLLOWER && op->req->hdr.api_version >= 11 &&
+                    st_partition_check_follower(p) == ST_OK) {
+                    e = ST_OK; /* KIP-392: from v11 a consumer may read a follower */
+                    on_follower = 1;
+                } else if (!e && q->rack_id.len > 0 && *op->srv->cfg.replica_selector_class) {
+                    if (!op->img) op->img = st_controller_image(op->srv->ctl);
+                    int32_t pref = st_partition_preferred_read_replica(p, q->rack_id, op->img);
+                    if (pref >= 0) {
+                        /* no records: the consumer goes to pref (answered at once) */
+                        st_log_offsets_t o;
+                        st_log_offsets(p->log, &o);
+                        rp->preferred_read_replica = pref;
+                        rp->high_watermark = o.high_watermark;
+                        rp->last_stable_offset = st_log_last_stable_offset(p->log);
+                        rp->log_start_offset = st_partition_log_start(p);
+                        if (errors) (*errors)++;
+                        continue;
+                    }
+                }
             }
             /* The smaller of the partition's limit and what the response
              * has left, also for the first partition: only the batch that
@@ -202,7 +227,7 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
             int32_t limit = qp->partition_max_bytes;
             if ((int64_t)limit > max_bytes - total) limit = (int32_t)ST_MAX(max_bytes - total, 0);
             part_data_t d = {0};
-            if (!e) e = read_partition(op, p, qp->fetch_offset, limit, total == 0, &d);
+            if (!e) e = read_partition(op, p, qp->fetch_offset, limit, total == 0, on_follower, &d);
             rp->high_watermark = d.high_watermark;
             rp->last_stable_offset = d.last_stable_offset;
             rp->log_start_offset = d.log_start_offset;
@@ -231,6 +256,8 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
             }
         }
     }
+    if (op->img) st_image_release(op->img);
+    op->img = NULL;
     return total;
 }
 

@@ -262,6 +262,28 @@ def flex_call(conn, api, version, body):
     return c
 
 
+def fetch_v11(conn, topic, partition, offset, replica_id=-1, leader_epoch=-1, rack="", version=11,
+              max_wait=100):
+    """Fetch v10 or v11 of one partition: a dict with error, hw, lso,
+    log_start, preferred (read replica, -1 before v11) and records."""
+    body = struct.pack(">iiiibii", replica_id, max_wait, 1, 1 << 20, 0, 0, -1)
+    body += struct.pack(">i", 1) + kstr(topic) + struct.pack(">i", 1)
+    body += struct.pack(">iiqqi", partition, leader_epoch, offset, -1, 1 << 20)
+    body += struct.pack(">i", 0)
+    if version >= 11:
+        body += kstr(rack)
+    r = conn.call(1, version, body)
+    r.take(">ihi")
+    assert r.take(">i") == 1, "one topic"
+    r.string()
+    assert r.take(">i") == 1, "one partition"
+    _idx, err, hw, lso, start = r.take(">ihqqq")
+    for _ in range(max(r.take(">i"), 0)):
+        r.take(">qq")
+    pref = r.take(">i") if version >= 11 else -1
+    return {"error": err, "hw": hw, "lso": lso, "log_start": start, "preferred": pref, "records": r.bytes_()}
+
+
 def list_offsets_v9(conn, topic, partition, timestamp):
     """ListOffsets v9 for one partition: (error, offset, leader epoch)."""
     body = struct.pack(">ib", -1, 0) + uvarint(2) + compact_str(topic) + uvarint(2)

@@ -104,19 +104,10 @@ def epoch_starts(node, topic, p):
 
 def fetch_v11(node, topic, p, offset, replica_id, leader_epoch=-1):
     """Fetch v11 of one partition as replica replica_id: (error, hw)."""
-    body = struct.pack(">iiiibii", replica_id, 0, 1, 1 << 20, 0, 0, -1)
-    body += struct.pack(">i", 1) + kwire.kstr(topic) + struct.pack(">i", 1)
-    body += struct.pack(">iiqqi", p, leader_epoch, offset, -1, 1 << 20)
-    body += struct.pack(">i", 0) + kwire.kstr("")
     c = cl.conn(node)
     try:
-        r = c.call(1, 11, body)
-        r.take(">ihi")
-        check(r.take(">i") == 1, "one topic")
-        r.string()
-        check(r.take(">i") == 1, "one partition")
-        _idx, err, hw = r.take(">ihq")
-        return err, hw
+        r = kwire.fetch_v11(c, topic, p, offset, replica_id=replica_id, leader_epoch=leader_epoch, max_wait=0)
+        return r["error"], r["hw"]
     finally:
         c.close()
 
