@@ -140,6 +140,17 @@ static int64_t ckpt_lookup(const ckpt_table_t *t, const char *topic, int32_t par
     return -1;
 }
 
+/* A deleted partition's entry: a partition made again in the same run
+ * (a replica moved away and back) must not start where it once stood. */
+static void ckpt_forget(ckpt_table_t *t, const char *topic, int32_t partition) {
+    if (!t->n) return;
+    for (size_t at = ckpt_hash(topic, partition) & (t->cap - 1); t->slots[at];
+         at = (at + 1) & (t->cap - 1)) {
+        ckpt_entry_t *e = &t->v[t->slots[at] - 1];
+        if (e->partition == partition && !strcmp(e->topic, topic)) e->offset = -1;
+    }
+}
+
 static void ckpt_free(ckpt_table_t *t) {
     for (int i = 0; i < t->n; i++) free(t->v[i].topic);
     free(t->v);
@@ -386,9 +397,11 @@ st_err_t st_logmgr_open_log(st_logmgr_t *m, const char *topic, int32_t partition
     const char *parent = m->cfg.ndirs == 1 ? m->dirs[0].path : st_logmgr_find_dir(m, topic, partition);
     if (!parent) parent = st_logmgr_pick_dir(m);
     logdir_t *d = dir_of(m, parent);
+    pthread_mutex_lock(&m->lock); /* st_logmgr_delete_log forgets entries */
     int64_t start = ckpt_lookup(&d->ckpt[CKPT_START], topic, partition);
     int64_t recovery = ckpt_lookup(&d->ckpt[CKPT_RECOVERY], topic, partition);
     int64_t hw = ckpt_lookup(&d->ckpt[CKPT_HW], topic, partition);
+    pthread_mutex_unlock(&m->lock);
     st_log_t *log;
     st_err_t e = st_log__open(m, parent, topic, partition, topic_id, cfg, m->clean,
                               start < 0 ? 0 : start, recovery < 0 ? 0 : recovery,
@@ -416,6 +429,7 @@ static void forget_log(st_logmgr_t *m, st_log_t *log) {
         log->mgr_index = -1;
         logdir_t *d = dir_of(m, log->parent);
         if (d) d->nlogs--;
+        for (int k = 0; d && log->deleted && k < NCKPT; k++) ckpt_forget(&d->ckpt[k], log->topic, log->partition);
         st_log_release(log);
     }
     /* a queued flush keeps its own reference and finds the log deleted */
