@@ -106,6 +106,7 @@
     X(GROUP_SUBSCRIBED_TO_TOPIC, 86, 0, 86, "the group is subscribed to the topic")   \
     X(ELIGIBLE_LEADERS_NOT_AVAILABLE, 83, 1, 83, "eligible leaders not available")     \
     X(ELECTION_NOT_NEEDED, 84, 0, 84, "election not needed")                           \
+    X(NO_REASSIGNMENT_IN_PROGRESS, 85, 0, 85, "no partition reassignment is in progress") \
     X(INVALID_RECORD, 87, 0, 87, "invalid record")                                     \
     X(UNSTABLE_OFFSET_COMMIT, 88, 1, 88, "there are unstable offsets for the partition") \
     X(THROTTLING_QUOTA_EXCEEDED, 89, 1, 89, "throttling quota exceeded")               \

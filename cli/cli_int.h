@@ -51,4 +51,8 @@ void st_cli_transactions_usage(FILE *out);
 int st_cli_topics(const st_cli_ctx_t *ctx, int argc, char **argv);
 void st_cli_topics_usage(FILE *out);
 
+/* strata topics ... reassign ... (reassign.c; its usage lines) */
+int st_cli_topics_reassign(const st_cli_ctx_t *ctx, int argc, char **argv);
+void st_cli_reassign_usage(FILE *out);
+
 #endif /* CLI_INT_H */

@@ -1,28 +1,55 @@
 /*
- * topics.c - `strata topics list | describe TOPIC`: the topics as the
- * bootstrap broker's metadata has them, and one topic as its partitions'
- * leaders see it.
+ * topics.c - `strata topics`: kafka-topics.sh's verbs over the broker's
+ * own codec.  The topics as the bootstrap broker's metadata has them, one
+ * topic as its partitions' leaders see it, and the admin requests that
+ * make, grow, reconfigure and remove topics.
  *
- *   list             every topic: id, partitions, replication factor,
- *                    internal or not (Metadata, all topics)
- *   describe TOPIC   the topic's id, partition count, replication factor
- *                    and the configs that are not defaults (DescribeConfigs,
- *                    as kafka-topics.sh --describe shows "Configs:"); per
- *                    partition the leader, leader epoch, replicas, ISR,
- *                    offline replicas (Metadata v12), log start offset and
- *                    high watermark (ListOffsets -2 / -1); then per
- *                    partition its producers (DescribeProducers, KIP-664,
- *                    as kafka-transactions.sh describe-producers shows them)
+ *   list              every topic: id, partitions, replication factor,
+ *                     internal or not (Metadata, all topics)
+ *   describe [TOPIC]  the topic's (or every topic's) id, partition count,
+ *                     replication factor and the configs that are not
+ *                     defaults (DescribeConfigs, as kafka-topics.sh
+ *                     --describe shows "Configs:"); per partition the
+ *                     leader, leader epoch, replicas, ISR, offline replicas
+ *                     (Metadata v12), log start offset and high watermark
+ *                     (ListOffsets -2 / -1); then per partition its
+ *                     producers (DescribeProducers, KIP-664, as
+ *                     kafka-transactions.sh describe-producers shows them)
+ *   describe [TOPIC] --under-replicated-partitions | --under-min-isr-partitions
+ *            | --at-min-isr-partitions | --unavailable-partitions
+ *                     only the partitions in that state (any of those
+ *                     given), from Metadata and the topics' effective
+ *                     min.insync.replicas (DescribeConfigs); no leader is
+ *                     asked, since a partition without one is what the
+ *                     report is for
+ *   create TOPIC      CreateTopics v7 (--partitions, --replication-factor,
+ *                     --config, --replica-assignment, --if-not-exists)
+ *   delete TOPIC      DeleteTopics v6 by name (--if-exists)
+ *   alter TOPIC       CreatePartitions v3 (--partitions N, the new count)
+ *                     and IncrementalAlterConfigs v1 (--config k=v SET,
+ *                     --delete-config k DELETE, as kafka-configs.sh
+ *                     --alter sends them); --if-exists
  *
- * Metadata and DescribeConfigs go to the bootstrap broker, which may be
- * any broker of a cluster; ListOffsets and DescribeProducers only to each
- * partition's leader, since only the leader answers them.  A broker that
- * does not list DescribeProducers in its ApiVersions (one older than the
- * idempotent producers) gets no DescribeProducers: its partitions' section
- * says so and the command still succeeds.  A leader that cannot be reached
- * leaves its partitions' offsets and producers unknown ("-") and the
- * command fails after printing everything else.  Uses the broker's own
- * codec through kclient.c, one request at a time; no thread.
+ * The report options follow kafka-topics.sh's TopicCommand: a partition is
+ * under-replicated when its ISR is smaller than its replica set, under
+ * min ISR when it has no leader or an ISR smaller than the topic's
+ * min.insync.replicas, at min ISR when the ISR's size equals it, and
+ * unavailable when it has no leader or its leader is not among the live
+ * (unfenced) brokers Metadata lists.
+ *
+ * Metadata, DescribeConfigs and the admin requests go to the bootstrap
+ * broker, which may be any broker of a cluster: it forwards CreateTopics,
+ * DeleteTopics, CreatePartitions and IncrementalAlterConfigs to the
+ * active controller, and an answer of NOT_CONTROLLER (an election; nothing
+ * was changed) is asked again for about 10 s.  ListOffsets and
+ * DescribeProducers go only to each partition's leader, since only the
+ * leader answers them.  A broker that does not list DescribeProducers in
+ * its ApiVersions (one older than the idempotent producers) gets no
+ * DescribeProducers: its partitions' section says so and the command
+ * still succeeds.  A leader that cannot be reached leaves its partitions'
+ * offsets and producers unknown ("-") and the command fails after
+ * printing everything else.  Uses the broker's own codec through
+ * kclient.c, one request at a time; no thread.
  */
 #include "cli_int.h"
 #include "kclient.h"
@@ -34,11 +61,25 @@
 void st_cli_topics_usage(FILE *out) {
     fprintf(out,
             "usage: strata topics --config FILE [--override key=value ...] "
-            "[--bootstrap HOST:PORT] list | describe TOPIC\n"
-            "  list             every topic: id, partitions, replication factor, internal\n"
-            "  describe TOPIC   id, partitions, replication factor, configs that are not\n"
-            "                   defaults; per partition leader, leader epoch, replicas, ISR,\n"
-            "                   offline replicas, log start offset, high watermark, producers\n");
+            "[--bootstrap HOST:PORT] <verb> ...\n"
+            "  list [--exclude-internal]\n"
+            "        every topic: id, partitions, replication factor, internal\n"
+            "  describe [TOPIC] [--exclude-internal]\n"
+            "        id, partitions, replication factor, configs that are not defaults;\n"
+            "        per partition leader, leader epoch, replicas, ISR, offline replicas,\n"
+            "        log start offset, high watermark, producers; every topic without TOPIC\n"
+            "  describe [TOPIC] [--under-replicated-partitions] [--under-min-isr-partitions]\n"
+            "           [--at-min-isr-partitions] [--unavailable-partitions]\n"
+            "        only the partitions in one of the states given\n"
+            "  create TOPIC [--partitions N] [--replication-factor R] [--config k=v ...]\n"
+            "               [--replica-assignment 1:2,2:3,...] [--if-not-exists]\n"
+            "        a new topic; -1 (the broker's num.partitions and\n"
+            "        default.replication.factor) when not given\n"
+            "  delete TOPIC [--if-exists]\n"
+            "  alter TOPIC [--partitions N] [--config k=v ...] [--delete-config k ...]\n"
+            "              [--if-exists]\n"
+            "        raise the partition count to N; set or remove topic configs\n"
+            "  After the verb, --config is a topic config; TOPIC may be given as --topic TOPIC.\n");
 }
 
 /* DescribeConfigs' ConfigSource for a value nobody set (KIP-226):
@@ -410,6 +451,28 @@ typedef struct view {
 
 static int retriable(int16_t code) { return code && st_err_retriable(st_err_from_wire(code)); }
 
+/* The topic in a Metadata answer that asked for it.  Returns 1 with err
+ * said when it is not there or has no partitions to show, and *retry set
+ * when that may change soon (a topic whose leaders are being elected). */
+static int find_topic(const st_cli_ctx_t *ctx, const st_metadata_resp_t *md, const char *topic,
+                      const st_metadata_topic_t **out, char *err, size_t errlen, int *retry) {
+    const st_metadata_topic_t *t = NULL;
+    for (int i = 0; i < md->topics.n && !t; i++)
+        if (st_str_eq(md->topics.v[i].name, topic)) t = &md->topics.v[i];
+    if (!t || t->error_code == st_err_wire(ST_E_UNKNOWN_TOPIC_OR_PARTITION)) {
+        st_snprintf_marked(err, errlen, "topic '%s' does not exist (the broker at %s says "
+                           "UNKNOWN_TOPIC_OR_PARTITION)", topic, ctx->bootstrap);
+        return 1;
+    }
+    if (t->error_code && t->partitions.n == 0) {
+        st_snprintf_marked(err, errlen, "topic '%s': %s", topic, wire_name(t->error_code));
+        *retry = retriable(t->error_code);
+        return 1;
+    }
+    *out = t;
+    return 0;
+}
+
 /* One attempt: Metadata and DescribeConfigs from the bootstrap broker,
  * then each leader.  Returns 1 with err said when the topic cannot be
  * described at all; sets *retry when a partition's answer may change
@@ -420,18 +483,7 @@ static int look(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic, view_
     memset(v, 0, sizeof *v);
     *retry = 0;
     if (metadata(ctx, a, topic, &md, err, errlen)) return 1;
-    for (int i = 0; i < md->topics.n && !v->t; i++)
-        if (st_str_eq(md->topics.v[i].name, topic)) v->t = &md->topics.v[i];
-    if (!v->t || v->t->error_code == st_err_wire(ST_E_UNKNOWN_TOPIC_OR_PARTITION)) {
-        st_snprintf_marked(err, errlen, "topic '%s' does not exist (the broker at %s says "
-                           "UNKNOWN_TOPIC_OR_PARTITION)", topic, ctx->bootstrap);
-        return 1;
-    }
-    if (v->t->error_code && v->t->partitions.n == 0) {
-        st_snprintf_marked(err, errlen, "topic '%s': %s", topic, wire_name(v->t->error_code));
-        *retry = retriable(v->t->error_code);
-        return 1;
-    }
+    if (find_topic(ctx, md, topic, &v->t, err, errlen, retry)) return 1;
     if (configs(ctx, a, topic, &v->configs, err, errlen)) return 1;
 
     v->nrows = v->t->partitions.n;
@@ -521,6 +573,7 @@ out:
 }
 
 int st_cli_topics(const st_cli_ctx_t *ctx, int argc, char **argv) {
+    if (argc >= 1 && !strcmp(argv[0], "reassign")) return st_cli_topics_reassign(ctx, argc - 1, argv + 1);
     if (argc == 1 && !strcmp(argv[0], "list")) return list(ctx);
     if (argc == 2 && !strcmp(argv[0], "describe") && argv[1][0]) return describe(ctx, argv[1]);
     st_cli_topics_usage(stderr);

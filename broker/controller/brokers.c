@@ -86,59 +86,6 @@ static st_err_t write_registration(st_controller_t *c, int32_t id, const st_uuid
     return e;
 }
 
-/* PartitionChangeRecords for broker id leaving (fenced) or coming back:
- * collected into recs (st_ctl_rec_t pointing at changes[]). */
-typedef struct changes {
-    st_mrec_partition_change_t *v;
-    int32_t **isrs; /* owned */
-    int n, cap;
-} changes_t;
-
-static void changes_add(changes_t *ch, const st_meta_topic_t *t, const st_meta_partition_t *mp,
-                        int32_t leader, const int32_t *isr, int nisr) {
-    if (ch->n == ch->cap) {
-        ch->cap = ch->cap ? 2 * ch->cap : 16;
-        ch->v = st_realloc(ch->v, sizeof *ch->v * (size_t)ch->cap);
-        ch->isrs = st_realloc(ch->isrs, sizeof *ch->isrs * (size_t)ch->cap);
-    }
-    st_mrec_partition_change_t *r = &ch->v[ch->n];
-    st_schema_defaults(&st_mrec_partition_change_schema, r);
-    r->partition_id = mp->id;
-    r->topic_id = t->id;
-    r->leader = leader;
-    r->replicas.n = -1;
-    r->replicas.v = NULL;
-    if (isr) {
-        ch->isrs[ch->n] = st_malloc(sizeof(int32_t) * (size_t)(nisr ? nisr : 1));
-        memcpy(ch->isrs[ch->n], isr, sizeof(int32_t) * (size_t)nisr);
-        r->isr.v = ch->isrs[ch->n];
-        r->isr.n = nisr;
-    } else {
-        ch->isrs[ch->n] = NULL;
-        r->isr.v = NULL;
-        r->isr.n = -1;
-    }
-    ch->n++;
-}
-
-static void changes_fini(changes_t *ch) {
-    for (int i = 0; i < ch->n; i++) free(ch->isrs[i]);
-    free(ch->isrs);
-    free(ch->v);
-}
-
-/* Commits `first` (when set) and the PartitionChangeRecords in ch as one
- * batch. */
-static st_err_t commit_changes(st_controller_t *c, const st_ctl_rec_t *first, const changes_t *ch) {
-    int k = 0;
-    st_ctl_rec_t *recs = st_malloc(sizeof *recs * (size_t)(ch->n + 1));
-    if (first) recs[k++] = *first;
-    for (int i = 0; i < ch->n; i++) recs[k++] = (st_ctl_rec_t){ST_MREC_PARTITION_CHANGE, &ch->v[i]};
-    st_err_t e = st_ctl__commit_records(c, recs, k);
-    free(recs);
-    return e;
-}
-
 static int is_live(const st_meta_image_t *img, int32_t id, int32_t except) {
     if (id == except) return 0;
     const st_meta_broker_t *b = st_image_broker(img, id);
@@ -153,7 +100,7 @@ static int unclean_allowed(st_controller_t *c, const st_meta_topic_t *t) {
 
 /* What fencing broker `gone` does to each partition it is in. */
 static void fence_changes(st_controller_t *c, const st_meta_image_t *img, int32_t gone,
-                          changes_t *ch) {
+                          st_ctl_changes_t *ch) {
     for (int ti = 0; ti < img->ntopics; ti++) {
         const st_meta_topic_t *t = img->topics[ti];
         for (int pi = 0; pi < t->nparts; pi++) {
@@ -188,7 +135,7 @@ static void fence_changes(st_controller_t *c, const st_meta_image_t *img, int32_
             int same_isr = nisr == mp->nisr;
             for (int k = 0; k < nisr && same_isr; k++) same_isr = isr[k] == mp->isr[k];
             if (leader != mp->leader || !same_isr)
-                changes_add(ch, t, mp, leader == mp->leader ? ST_MREC_NO_LEADER_CHANGE : leader,
+                st_ctl__changes_add(ch, t, mp, leader == mp->leader ? ST_MREC_NO_LEADER_CHANGE : leader,
                             same_isr ? NULL : isr, nisr);
             free(isr);
         }
@@ -197,7 +144,7 @@ static void fence_changes(st_controller_t *c, const st_meta_image_t *img, int32_
 
 /* A broker back: it leads the partitions that have no leader and whose ISR
  * holds it. */
-static void unfence_changes(const st_meta_image_t *img, int32_t back, changes_t *ch) {
+static void unfence_changes(const st_meta_image_t *img, int32_t back, st_ctl_changes_t *ch) {
     for (int ti = 0; ti < img->ntopics; ti++) {
         const st_meta_topic_t *t = img->topics[ti];
         for (int pi = 0; pi < t->nparts; pi++) {
@@ -205,7 +152,7 @@ static void unfence_changes(const st_meta_image_t *img, int32_t back, changes_t 
             if (mp->leader >= 0) continue;
             for (int k = 0; k < mp->nisr; k++)
                 if (mp->isr[k] == back) {
-                    changes_add(ch, t, mp, back, NULL, 0);
+                    st_ctl__changes_add(ch, t, mp, back, NULL, 0);
                     break;
                 }
         }
@@ -216,16 +163,16 @@ static st_err_t write_fencing(st_controller_t *c, int32_t id, int fence) {
     const st_meta_broker_t *b = st_image_broker(c->image, id);
     if (!b || b->fenced == fence) return ST_OK;
     st_mrec_fence_t f = {id, b->epoch};
-    changes_t ch = {0};
+    st_ctl_changes_t ch = {0};
     if (fence) fence_changes(c, c->image, id, &ch);
     else unfence_changes(c->image, id, &ch);
     st_ctl_rec_t rec = {fence ? ST_MREC_FENCE_BROKER : ST_MREC_UNFENCE_BROKER, &f};
-    st_err_t e = commit_changes(c, &rec, &ch);
+    st_err_t e = st_ctl__commit_changes(c, &rec, &ch);
     if (!e)
         ST_INFO("controller", "broker %d %s; %d partition%s changed leader or ISR", (int)id,
                 fence ? "fenced (no heartbeat within broker.session.timeout.ms)" : "unfenced",
                 ch.n, ch.n == 1 ? "" : "s");
-    changes_fini(&ch);
+    st_ctl__changes_fini(&ch);
     return e;
 }
 
@@ -556,7 +503,7 @@ void st_ctl__members_shutdown(st_controller_t *c) {
 /* The change a preferred (unclean = 0) or unclean election makes to mp, in
  * *ch; the reason when none. */
 static st_err_t elect_one(st_controller_t *c, const st_meta_topic_t *t,
-                          const st_meta_partition_t *mp, int unclean, changes_t *ch, char *msg,
+                          const st_meta_partition_t *mp, int unclean, st_ctl_changes_t *ch, char *msg,
                           size_t msglen) {
     const st_meta_image_t *img = c->image;
     if (!unclean) {
@@ -573,7 +520,7 @@ static st_err_t elect_one(st_controller_t *c, const st_meta_topic_t *t,
                      (int)pref);
             return ST_E_PREFERRED_LEADER_NOT_AVAILABLE;
         }
-        changes_add(ch, t, mp, pref, NULL, 0);
+        st_ctl__changes_add(ch, t, mp, pref, NULL, 0);
         return ST_OK;
     }
     if (mp->leader >= 0) {
@@ -583,7 +530,7 @@ static st_err_t elect_one(st_controller_t *c, const st_meta_topic_t *t,
     for (int r = 0; r < mp->nreplicas; r++)
         if (is_live(img, mp->replicas[r], -1)) {
             int32_t leader = mp->replicas[r];
-            changes_add(ch, t, mp, leader, &leader, 1); /* an unclean leader is the whole ISR */
+            st_ctl__changes_add(ch, t, mp, leader, &leader, 1); /* an unclean leader is the whole ISR */
             return ST_OK;
         }
     snprintf(msg, msglen, "Failed to elect leader: no replica is live.");
@@ -592,7 +539,7 @@ static st_err_t elect_one(st_controller_t *c, const st_meta_topic_t *t,
 
 void st_controller_elect_leaders(st_controller_t *c, int election_type, st_elect_request_t *parts,
                                  int nparts) {
-    changes_t ch = {0};
+    st_ctl_changes_t ch = {0};
     const st_meta_image_t *img = c->image;
     st_err_t e = !leads(c) ? ST_E_NOT_CONTROLLER : election_type == 0 || election_type == 1 ? ST_OK
                                                                                          : ST_E_INVALID_REQUEST;
@@ -618,7 +565,7 @@ void st_controller_elect_leaders(st_controller_t *c, int election_type, st_elect
         if (ch.n > before) p->changed = before;
     }
     if (ch.n > 0) {
-        st_err_t ce = commit_changes(c, NULL, &ch);
+        st_err_t ce = st_ctl__commit_changes(c, NULL, &ch);
         if (ce)
             for (int i = 0; i < nparts; i++)
                 if (parts[i].changed >= 0) {
@@ -630,7 +577,7 @@ void st_controller_elect_leaders(st_controller_t *c, int election_type, st_elect
             ST_INFO("controller", "%s election: %d partition%s got a new leader",
                     election_type ? "unclean" : "preferred", ch.n, ch.n == 1 ? "" : "s");
     }
-    changes_fini(&ch);
+    st_ctl__changes_fini(&ch);
 }
 
 /* auto.leader.rebalance.enable: a broker that is the preferred replica of P
@@ -641,7 +588,7 @@ static void rebalance_job(st_controller_t *c, void *arg) {
     if (!leads(c)) return;
     const st_meta_image_t *img = c->image;
     const st_broker_config_t *b = c->cfg.broker;
-    changes_t ch = {0};
+    st_ctl_changes_t ch = {0};
     for (int bi = 0; bi < img->nbrokers; bi++) {
         const st_meta_broker_t *br = &img->brokers[bi];
         if (br->fenced) continue;
@@ -665,12 +612,12 @@ static void rebalance_job(st_controller_t *c, void *arg) {
             }
     }
     if (ch.n > 0) {
-        if (commit_changes(c, NULL, &ch) == ST_OK)
+        if (st_ctl__commit_changes(c, NULL, &ch) == ST_OK)
             ST_INFO("controller", "leader rebalance: %d partition%s back on their preferred "
                                   "replica",
                     ch.n, ch.n == 1 ? "" : "s");
     }
-    changes_fini(&ch);
+    st_ctl__changes_fini(&ch);
 }
 
 /* ---- AlterPartition: a leader's ISR change ------------------------------------------------ */
@@ -689,7 +636,7 @@ static int has_id(const int32_t *v, int n, int32_t id) {
  * registered and not fenced, with itself in it. */
 static st_err_t alter_one(st_controller_t *c, int version, int32_t broker, const st_meta_topic_t *t,
                           const st_alter_partition_req_part_t *qp, const int32_t *isr, int nisr,
-                          changes_t *ch) {
+                          st_ctl_changes_t *ch) {
     const st_meta_image_t *img = c->image;
     if (!t || qp->partition_index < 0 || qp->partition_index >= t->nparts)
         return ST_E_UNKNOWN_TOPIC_OR_PARTITION;
@@ -712,7 +659,7 @@ static st_err_t alter_one(st_controller_t *c, int version, int32_t broker, const
         }
     int same = nisr == mp->nisr;
     for (int i = 0; i < nisr && same; i++) same = has_id(mp->isr, mp->nisr, isr[i]);
-    if (!same) changes_add(ch, t, mp, ST_MREC_NO_LEADER_CHANGE, isr, nisr);
+    if (!same) st_ctl__isr_change(ch, img, t, mp, isr, nisr);
     return ST_OK;
 }
 
@@ -721,7 +668,7 @@ void st_controller_alter_partition(st_controller_t *c, int version,
                                    st_arena_t *a) {
     st_schema_defaults(&st_alter_partition_resp_schema, r);
     ST_ARRAY_ALLOC(r->topics, a, q->topics.n);
-    changes_t ch = {0};
+    st_ctl_changes_t ch = {0};
     st_err_t whole = !leads(c) ? ST_E_NOT_CONTROLLER : ST_OK;
     const st_meta_broker_t *b = st_image_broker(c->image, q->broker_id);
     if (!whole && (!b || (q->broker_epoch >= 0 && q->broker_epoch != b->epoch)))
@@ -762,7 +709,7 @@ void st_controller_alter_partition(st_controller_t *c, int version,
             change_of[k] = e ? -2 : ch.n > before ? before : -1;
         }
     }
-    st_err_t ce = ch.n ? commit_changes(c, NULL, &ch) : ST_OK;
+    st_err_t ce = ch.n ? st_ctl__commit_changes(c, NULL, &ch) : ST_OK;
     if (!ce && ch.n)
         ST_INFO("controller", "AlterPartition from broker %d: %d ISR change%s", (int)q->broker_id,
                 ch.n, ch.n == 1 ? "" : "s");
@@ -795,7 +742,7 @@ void st_controller_alter_partition(st_controller_t *c, int version,
         }
     }
     free(change_of);
-    changes_fini(&ch);
+    st_ctl__changes_fini(&ch);
 }
 
 /* ---- AllocateProducerIds: a block of producer ids for a broker (KIP-730) ----------------- */

@@ -30,6 +30,13 @@ typedef struct st_meta_partition {
     int nreplicas;
     int32_t *isr;
     int nisr;
+    /* a reassignment in progress (KIP-455): replicas is the union of the
+     * target and the original; adding = target - original, removing =
+     * original - target (both empty when none is) */
+    int32_t *adding;
+    int nadding;
+    int32_t *removing;
+    int nremoving;
 } st_meta_partition_t;
 
 typedef struct st_meta_topic {
@@ -277,6 +284,16 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
                                 st_op_result_t *res);
 void st_controller_delete_topic(st_controller_t *c, const char *name, size_t len,
                                 const st_uuid_t *id, st_op_result_t *res);
+/* AlterPartitionReassignments (KIP-455), on the active controller's thread:
+ * starts, replaces or cancels each partition's reassignment (reassign.c);
+ * r and what it points at come from a.  NOT_CONTROLLER (the whole answer)
+ * on another node. */
+void st_controller_alter_reassignments(st_controller_t *c, const st_reassign_req_t *q,
+                                       st_reassign_resp_t *r, st_arena_t *a);
+/* ListPartitionReassignments from an image: the partitions of q (every one
+ * when its topics are null) with a reassignment in progress. */
+void st_list_reassignments(const st_meta_image_t *img, const st_list_reassign_req_t *q,
+                           st_list_reassign_resp_t *r, st_arena_t *a);
 void st_controller_create_partitions(st_controller_t *c, const char *name, size_t len,
                                      int32_t count, int validate_only, st_op_result_t *res);
 

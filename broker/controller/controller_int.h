@@ -178,4 +178,26 @@ typedef struct st_ctl_rec {
 } st_ctl_rec_t;
 st_err_t st_ctl__commit_records(st_controller_t *c, const st_ctl_rec_t *recs, int n);
 
+/* reassign.c: PartitionChangeRecords gathered into one batch; each change
+ * owns the lists it points at. */
+enum { ST_CHG_ISR, ST_CHG_REPLICAS, ST_CHG_ADDING, ST_CHG_REMOVING, ST_CHG_NLISTS };
+typedef struct st_ctl_changes {
+    st_mrec_partition_change_t *v;
+    int32_t *(*own)[ST_CHG_NLISTS];
+    int n, cap;
+} st_ctl_changes_t;
+/* A change of mp: leader (ST_MREC_NO_LEADER_CHANGE: unchanged) and, with
+ * isr set, the ISR; every other list unchanged. */
+void st_ctl__changes_add(st_ctl_changes_t *ch, const st_meta_topic_t *t, const st_meta_partition_t *mp,
+                         int32_t leader, const int32_t *isr, int nisr);
+/* Sets list `which` (ST_CHG_*) of the change added last. */
+void st_ctl__changes_list(st_ctl_changes_t *ch, int which, const int32_t *v, int n);
+void st_ctl__changes_fini(st_ctl_changes_t *ch);
+/* Commits `first` (when set) and the changes as one batch. */
+st_err_t st_ctl__commit_changes(st_controller_t *c, const st_ctl_rec_t *first, const st_ctl_changes_t *ch);
+/* mp's ISR becomes isr (AlterPartition): that change, or the one that
+ * completes mp's reassignment with it. */
+void st_ctl__isr_change(st_ctl_changes_t *ch, const st_meta_image_t *img, const st_meta_topic_t *t,
+                        const st_meta_partition_t *mp, const int32_t *isr, int nisr);
+
 #endif /* ST_CONTROLLER_INT_H */

@@ -21,6 +21,8 @@ static void topic_release(st_meta_topic_t *t) {
     for (int i = 0; i < t->nparts; i++) {
         free(t->parts[i].replicas);
         free(t->parts[i].isr);
+        free(t->parts[i].adding);
+        free(t->parts[i].removing);
     }
     free(t->parts);
     for (int i = 0; i < t->nconfigs; i++) {
@@ -50,6 +52,8 @@ static st_meta_topic_t *topic_clone(const st_meta_topic_t *t) {
         c->parts[i] = t->parts[i];
         c->parts[i].replicas = dup_i32(t->parts[i].replicas, t->parts[i].nreplicas);
         c->parts[i].isr = dup_i32(t->parts[i].isr, t->parts[i].nisr);
+        c->parts[i].adding = dup_i32(t->parts[i].adding, t->parts[i].nadding);
+        c->parts[i].removing = dup_i32(t->parts[i].removing, t->parts[i].nremoving);
     }
     c->nconfigs = t->nconfigs;
     c->configs = st_calloc((size_t)(t->nconfigs ? t->nconfigs : 1), sizeof *c->configs);
@@ -281,6 +285,8 @@ static void apply_partition(apply_ctx_t *a, const st_mrec_partition_t *r) {
     st_meta_partition_t *p = &t->parts[r->partition_id];
     free(p->replicas);
     free(p->isr);
+    free(p->adding);
+    free(p->removing);
     p->id = r->partition_id;
     p->leader = r->leader;
     p->leader_epoch = r->leader_epoch;
@@ -289,6 +295,10 @@ static void apply_partition(apply_ctx_t *a, const st_mrec_partition_t *r) {
     p->nreplicas = r->replicas.n;
     p->isr = dup_i32(r->isr.v, r->isr.n);
     p->nisr = r->isr.n;
+    p->adding = dup_i32(r->adding_replicas.v, ST_MAX(r->adding_replicas.n, 0));
+    p->nadding = ST_MAX(r->adding_replicas.n, 0);
+    p->removing = dup_i32(r->removing_replicas.v, ST_MAX(r->removing_replicas.n, 0));
+    p->nremoving = ST_MAX(r->removing_replicas.n, 0);
 }
 
 static void apply_config(apply_ctx_t *a, const st_mrec_config_t *r) {
@@ -389,6 +399,16 @@ static void apply_partition_change(apply_ctx_t *a, const st_mrec_partition_chang
         free(mp->replicas);
         mp->replicas = dup_i32(r->replicas.v, r->replicas.n);
         mp->nreplicas = r->replicas.n;
+    }
+    if (r->adding_replicas.n >= 0) {
+        free(mp->adding);
+        mp->adding = dup_i32(r->adding_replicas.v, r->adding_replicas.n);
+        mp->nadding = r->adding_replicas.n;
+    }
+    if (r->removing_replicas.n >= 0) {
+        free(mp->removing);
+        mp->removing = dup_i32(r->removing_replicas.v, r->removing_replicas.n);
+        mp->nremoving = r->removing_replicas.n;
     }
     /* Kafka's rule: a new leader starts a new leader epoch; every change
      * is a new partition epoch */

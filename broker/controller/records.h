@@ -55,7 +55,9 @@ ST_SCHEMA_DECLARE(st_mrec_partition, ST_MREC_PARTITION_FIELDS)
     X(S, UUID, topic_id, V(0), NN, NT, 0, _)                                           \
     X(S, ARRAY_INT32, isr, V(0), NUL(0), 0, ST_DEF_NULL, _)                            \
     X(S, INT32, leader, V(0), NN, 1, ST_MREC_NO_LEADER_CHANGE, _)                      \
-    X(S, ARRAY_INT32, replicas, V(0), NUL(0), 2, ST_DEF_NULL, _)
+    X(S, ARRAY_INT32, replicas, V(0), NUL(0), 2, ST_DEF_NULL, _)                      \
+    X(S, ARRAY_INT32, removing_replicas, V(0), NUL(0), 3, ST_DEF_NULL, _)             \
+    X(S, ARRAY_INT32, adding_replicas, V(0), NUL(0), 4, ST_DEF_NULL, _)
 ST_SCHEMA_DECLARE(st_mrec_partition_change, ST_MREC_PARTITION_CHANGE_FIELDS)
 
 /* FenceBrokerRecord and UnfenceBrokerRecord have the same two fields. */

@@ -152,6 +152,10 @@ static void w_image(snapw_t *w, const st_meta_image_t *img) {
             r.replicas.n = mp->nreplicas;
             r.isr.v = mp->isr;
             r.isr.n = mp->nisr;
+            r.adding_replicas.v = mp->adding;
+            r.adding_replicas.n = mp->nadding;
+            r.removing_replicas.v = mp->removing;
+            r.removing_replicas.n = mp->nremoving;
             r.leader = mp->leader;
             r.leader_epoch = mp->leader_epoch;
             r.partition_epoch = mp->partition_epoch;

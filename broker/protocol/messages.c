@@ -77,6 +77,17 @@ ST_SCHEMA_DEFINE(st_create_partitions_topic, ST_CREATE_PARTITIONS_TOPIC)
 ST_SCHEMA_DEFINE(st_create_partitions_req, ST_CREATE_PARTITIONS_REQ)
 ST_SCHEMA_DEFINE(st_create_partitions_result, ST_CREATE_PARTITIONS_RESULT)
 ST_SCHEMA_DEFINE(st_create_partitions_resp, ST_CREATE_PARTITIONS_RESP)
+ST_SCHEMA_DEFINE(st_reassign_req_part, ST_REASSIGN_REQ_PART)
+ST_SCHEMA_DEFINE(st_reassign_req_topic, ST_REASSIGN_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_reassign_req, ST_REASSIGN_REQ)
+ST_SCHEMA_DEFINE(st_reassign_resp_part, ST_REASSIGN_RESP_PART)
+ST_SCHEMA_DEFINE(st_reassign_resp_topic, ST_REASSIGN_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_reassign_resp, ST_REASSIGN_RESP)
+ST_SCHEMA_DEFINE(st_list_reassign_req_topic, ST_LIST_REASSIGN_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_list_reassign_req, ST_LIST_REASSIGN_REQ)
+ST_SCHEMA_DEFINE(st_list_reassign_resp_part, ST_LIST_REASSIGN_RESP_PART)
+ST_SCHEMA_DEFINE(st_list_reassign_resp_topic, ST_LIST_REASSIGN_RESP_TOPIC)
+ST_SCHEMA_DEFINE(st_list_reassign_resp, ST_LIST_REASSIGN_RESP)
 ST_SCHEMA_DEFINE(st_describe_cluster_req, ST_DESCRIBE_CLUSTER_REQ)
 ST_SCHEMA_DEFINE(st_describe_cluster_broker, ST_DESCRIBE_CLUSTER_BROKER)
 ST_SCHEMA_DEFINE(st_describe_cluster_resp, ST_DESCRIBE_CLUSTER_RESP)
@@ -286,6 +297,10 @@ static const st_api_t api_table[] = {
      &st_alter_configs_resp_schema, 0, 2},
     {ST_API_CREATE_PARTITIONS, "CreatePartitions", 0, 0, 3, 2, &st_create_partitions_req_schema,
      &st_create_partitions_resp_schema, 0, 3},
+    {ST_API_ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 0, 0, 0,
+     &st_reassign_req_schema, &st_reassign_resp_schema, 0, 0},
+    {ST_API_LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0, 0, 0,
+     &st_list_reassign_req_schema, &st_list_reassign_resp_schema, 0, 0},
     {ST_API_INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 0, 1, 1,
      &st_incr_alter_configs_req_schema, &st_alter_configs_resp_schema, 0, 1},
     {ST_API_DESCRIBE_CLUSTER, "DescribeCluster", 0, 0, 2, 0, &st_describe_cluster_req_schema,

@@ -37,6 +37,8 @@ enum st_api_key {
     ST_API_DELETE_GROUPS = 42,
     ST_API_ELECT_LEADERS = 43,
     ST_API_INCREMENTAL_ALTER_CONFIGS = 44,
+    ST_API_ALTER_PARTITION_REASSIGNMENTS = 45,
+    ST_API_LIST_PARTITION_REASSIGNMENTS = 46,
     ST_API_OFFSET_DELETE = 47,
     ST_API_VOTE = 52,
     ST_API_BEGIN_QUORUM_EPOCH = 53,
@@ -545,6 +547,71 @@ ST_SCHEMA_DECLARE(st_create_partitions_result, ST_CREATE_PARTITIONS_RESULT)
     X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
     X(S, ARRAY, results, V(0), NN, NT, 0, st_create_partitions_result)
 ST_SCHEMA_DECLARE(st_create_partitions_resp, ST_CREATE_PARTITIONS_RESP)
+
+/* ---- AlterPartitionReassignments (45), ListPartitionReassignments (46):
+ * KIP-455.  Flexible from v0.  A null replicas cancels a partition's
+ * reassignment; a null topics lists every one in progress. */
+#define ST_REASSIGN_REQ_PART(X, S)                                                      \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, ARRAY_INT32, replicas, V(0), NUL(0), NT, ST_DEF_NULL, _)
+ST_SCHEMA_DECLARE(st_reassign_req_part, ST_REASSIGN_REQ_PART)
+
+#define ST_REASSIGN_REQ_TOPIC(X, S)                                                     \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_reassign_req_part)
+ST_SCHEMA_DECLARE(st_reassign_req_topic, ST_REASSIGN_REQ_TOPIC)
+
+#define ST_REASSIGN_REQ(X, S)                                                           \
+    X(S, INT32, timeout_ms, V(0), NN, NT, 60000, _)                                    \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_reassign_req_topic)
+ST_SCHEMA_DECLARE(st_reassign_req, ST_REASSIGN_REQ)
+
+#define ST_REASSIGN_RESP_PART(X, S)                                                     \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, ST_DEF_NULL, _)
+ST_SCHEMA_DECLARE(st_reassign_resp_part, ST_REASSIGN_RESP_PART)
+
+#define ST_REASSIGN_RESP_TOPIC(X, S)                                                    \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_reassign_resp_part)
+ST_SCHEMA_DECLARE(st_reassign_resp_topic, ST_REASSIGN_RESP_TOPIC)
+
+#define ST_REASSIGN_RESP(X, S)                                                          \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, ST_DEF_NULL, _)                      \
+    X(S, ARRAY, responses, V(0), NN, NT, 0, st_reassign_resp_topic)
+ST_SCHEMA_DECLARE(st_reassign_resp, ST_REASSIGN_RESP)
+
+#define ST_LIST_REASSIGN_REQ_TOPIC(X, S)                                                \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY_INT32, partition_indexes, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_list_reassign_req_topic, ST_LIST_REASSIGN_REQ_TOPIC)
+
+#define ST_LIST_REASSIGN_REQ(X, S)                                                      \
+    X(S, INT32, timeout_ms, V(0), NN, NT, 60000, _)                                    \
+    X(S, ARRAY, topics, V(0), NUL(0), NT, ST_DEF_NULL, st_list_reassign_req_topic)
+ST_SCHEMA_DECLARE(st_list_reassign_req, ST_LIST_REASSIGN_REQ)
+
+#define ST_LIST_REASSIGN_RESP_PART(X, S)                                                \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, ARRAY_INT32, replicas, V(0), NN, NT, 0, _)                                    \
+    X(S, ARRAY_INT32, adding_replicas, V(0), NN, NT, 0, _)                             \
+    X(S, ARRAY_INT32, removing_replicas, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_list_reassign_resp_part, ST_LIST_REASSIGN_RESP_PART)
+
+#define ST_LIST_REASSIGN_RESP_TOPIC(X, S)                                               \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_list_reassign_resp_part)
+ST_SCHEMA_DECLARE(st_list_reassign_resp_topic, ST_LIST_REASSIGN_RESP_TOPIC)
+
+#define ST_LIST_REASSIGN_RESP(X, S)                                                     \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, ST_DEF_NULL, _)                      \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_list_reassign_resp_topic)
+ST_SCHEMA_DECLARE(st_list_reassign_resp, ST_LIST_REASSIGN_RESP)
 
 /* ---- DescribeCluster (60) --------------------------------------------- */
 #define ST_DESCRIBE_CLUSTER_REQ(X, S)                                                   \

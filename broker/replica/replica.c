@@ -862,21 +862,27 @@ static st_partition_t *partition_open(st_replicas_t *rm, const st_meta_topic_t *
     return p;
 }
 
-static void entry_free(topic_entry_t *e, int delete_logs, st_logmgr_t *logs) {
-    for (int i = 0; i < e->nparts; i++) {
-        st_partition_t *p = e->parts[i];
-        if (!p) continue;
-        st_log_set_notify(p->log, NULL, NULL);
-        on_log_change(p->log, p); /* parked readers learn the news */
-        if (p->tier) st_tier_part_close(p->tier, delete_logs);
-        p->tier = NULL;
-        if (delete_logs) {
-            st_log_t *log = p->log;
-            p->log = st_log_keep(log);
-            st_logmgr_delete_log(logs, log);
-        }
-        st_partition_release(p);
+/* A partition leaves this broker: parked readers are woken, its tier
+ * part detached (with delete_remote, the bucket's objects go too: topic
+ * deletion) and, with delete_local, its local log deleted; then the
+ * reference given is let go (others may still hold p, never a deleted
+ * log's files). */
+static void partition_drop(st_partition_t *p, int delete_local, int delete_remote, st_logmgr_t *logs) {
+    st_log_set_notify(p->log, NULL, NULL);
+    on_log_change(p->log, p); /* parked readers learn the news */
+    if (p->tier) st_tier_part_close(p->tier, delete_remote);
+    p->tier = NULL;
+    if (delete_local) {
+        st_log_t *log = p->log;
+        p->log = st_log_keep(log);
+        st_logmgr_delete_log(logs, log);
     }
+    st_partition_release(p);
+}
+
+static void entry_free(topic_entry_t *e, int delete_logs, st_logmgr_t *logs) {
+    for (int i = 0; i < e->nparts; i++)
+        if (e->parts[i]) partition_drop(e->parts[i], delete_logs, delete_logs, logs);
     free(e->parts);
     free(e->name);
     free(e);
@@ -937,9 +943,18 @@ void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new
         ne->id = t->id;
         ne->nparts = t->nparts;
         ne->parts = st_calloc((size_t)(t->nparts ? t->nparts : 1), sizeof *ne->parts);
+        st_partition_t **moved = NULL; /* hosted here no more (a reassignment) */
+        int nmoved = 0;
         for (int k = 0; k < t->nparts; k++) {
             const st_meta_partition_t *mp = &t->parts[k];
-            if (k < have && cur->parts[k]) {
+            if (k < have && cur->parts[k] && !is_replica_here(rm, mp)) {
+                /* no longer leading: parked writes are answered
+                 * NOT_LEADER_OR_FOLLOWER now, not at their timeout */
+                rs_from_image(cur->parts[k], mp);
+                wake_watchers(cur->parts[k]);
+                if (!moved) moved = st_malloc(sizeof *moved * (size_t)t->nparts);
+                moved[nmoved++] = partition_keep(cur->parts[k]);
+            } else if (k < have && cur->parts[k]) {
                 st_partition_t *p = partition_keep(cur->parts[k]);
                 st_log_set_config(p->log, &lc);
                 if (lc.remote && !p->tier) tier_attach(rm, p, &lc);
@@ -978,6 +993,13 @@ void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new
             free(old->name);
             free(old);
         }
+        /* out of the table now: their local copies go, the bucket stays */
+        for (int k = 0; k < nmoved; k++) {
+            ST_INFO("replica", "%s-%d: no longer a replica here: deleting the local log",
+                    moved[k]->topic, (int)moved[k]->index);
+            partition_drop(moved[k], 1, 0, rm->logs);
+        }
+        free(moved);
     }
     st_fetchers_update(rm->fetchers, new_img);
 }

@@ -46,6 +46,8 @@ static const struct {
     {ST_API_BROKER_HEARTBEAT, st_handle_broker_heartbeat},
     {ST_API_ELECT_LEADERS, st_handle_elect_leaders},
     {ST_API_ALTER_PARTITION, st_handle_alter_partition},
+    {ST_API_ALTER_PARTITION_REASSIGNMENTS, st_handle_alter_partition_reassignments},
+    {ST_API_LIST_PARTITION_REASSIGNMENTS, st_handle_list_partition_reassignments},
     {ST_API_INIT_PRODUCER_ID, st_handle_init_producer_id},
     {ST_API_ALLOCATE_PRODUCER_IDS, st_handle_allocate_producer_ids},
     {ST_API_DESCRIBE_PRODUCERS, st_handle_describe_producers},
@@ -80,6 +82,7 @@ static const int16_t controller_apis[] = {
     ST_API_DELETE_TOPICS,       ST_API_CREATE_PARTITIONS,
     ST_API_ALTER_CONFIGS,       ST_API_INCREMENTAL_ALTER_CONFIGS,
     ST_API_ELECT_LEADERS,       ST_API_DESCRIBE_CLUSTER,
+    ST_API_ALTER_PARTITION_REASSIGNMENTS, ST_API_LIST_PARTITION_REASSIGNMENTS,
 };
 static const int16_t quorum_only_apis[] = {
     ST_API_VOTE,          ST_API_BEGIN_QUORUM_EPOCH,  ST_API_END_QUORUM_EPOCH,

@@ -825,3 +825,53 @@ void st_handle_alter_partition(st_server_t *srv, st_request_t *req) {
     st_arena_init(&x->a, 1024);
     st_server_via_controller(srv, req, isr_work, isr_done, x);
 }
+
+/* ---- AlterPartitionReassignments and ListPartitionReassignments (KIP-455) ------------ */
+
+/* Both go to the active controller (forwarded from other nodes) and are
+ * answered from its image, so a list made right after an alter sees it. */
+typedef struct reassign_ctx {
+    const void *q;
+    st_arena_t a; /* the answer's, built on the controller thread */
+    st_reassign_resp_t alter;
+    st_list_reassign_resp_t list;
+} reassign_ctx_t;
+
+static void reassign_work(st_server_t *srv, st_controller_t *ctl, void *arg) {
+    (void)srv;
+    reassign_ctx_t *x = arg;
+    st_controller_alter_reassignments(ctl, x->q, &x->alter, &x->a);
+}
+
+static void list_reassign_work(st_server_t *srv, st_controller_t *ctl, void *arg) {
+    (void)srv;
+    reassign_ctx_t *x = arg;
+    st_meta_image_t *img = st_controller_image(ctl);
+    st_list_reassignments(img, x->q, &x->list, &x->a);
+    st_image_release(img);
+}
+
+static void reassign_done(st_server_t *srv, st_request_t *req, void *arg) {
+    (void)srv;
+    reassign_ctx_t *x = arg;
+    st_request_respond(req, req->api->key == ST_API_ALTER_PARTITION_REASSIGNMENTS ? (void *)&x->alter
+                                                                                  : (void *)&x->list);
+    st_arena_fini(&x->a);
+    free(x);
+}
+
+static void reassign_via_controller(st_server_t *srv, st_request_t *req, st_ctl_work_fn work) {
+    if (st_controller_forward(srv->ctl, req)) return;
+    reassign_ctx_t *x = st_calloc(1, sizeof *x);
+    x->q = req->body;
+    st_arena_init(&x->a, 1024);
+    st_server_via_controller(srv, req, work, reassign_done, x);
+}
+
+void st_handle_alter_partition_reassignments(st_server_t *srv, st_request_t *req) {
+    reassign_via_controller(srv, req, reassign_work);
+}
+
+void st_handle_list_partition_reassignments(st_server_t *srv, st_request_t *req) {
+    reassign_via_controller(srv, req, list_reassign_work);
+}

@@ -167,6 +167,8 @@ void st_handle_fetch_snapshot(st_server_t *srv, st_request_t *req);
 void st_handle_describe_quorum(st_server_t *srv, st_request_t *req);
 void st_handle_offset_for_leader_epoch(st_server_t *srv, st_request_t *req);
 void st_handle_alter_partition(st_server_t *srv, st_request_t *req);
+void st_handle_alter_partition_reassignments(st_server_t *srv, st_request_t *req);
+void st_handle_list_partition_reassignments(st_server_t *srv, st_request_t *req);
 void st_handle_init_producer_id(st_server_t *srv, st_request_t *req);
 void st_handle_allocate_producer_ids(st_server_t *srv, st_request_t *req);
 void st_handle_describe_producers(st_server_t *srv, st_request_t *req);

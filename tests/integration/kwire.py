@@ -284,6 +284,71 @@ def fetch_v11(conn, topic, partition, offset, replica_id=-1, leader_epoch=-1, ra
     return {"error": err, "hw": hw, "lso": lso, "log_start": start, "preferred": pref, "records": r.bytes_()}
 
 
+def _compact_ids(ids):
+    """A compact array of int32; None is null."""
+    if ids is None:
+        return uvarint(0)
+    return uvarint(len(ids) + 1) + b"".join(struct.pack(">i", i) for i in ids)
+
+
+def _read_ids(r):
+    n = r.uvarint() - 1
+    return [r.take(">i") for _ in range(max(n, 0))]
+
+
+def alter_reassignments(conn, plan, timeout_ms=30000):
+    """AlterPartitionReassignments v0: plan {topic: {partition: [replicas]
+    or None (cancel)}}.  Returns (error, message, {(topic, partition):
+    (error, message)})."""
+    body = struct.pack(">i", timeout_ms) + uvarint(len(plan) + 1)
+    for topic, parts in plan.items():
+        body += compact_str(topic) + uvarint(len(parts) + 1)
+        for p, ids in parts.items():
+            body += struct.pack(">i", p) + _compact_ids(ids) + b"\x00"
+        body += b"\x00"
+    body += b"\x00"
+    r = flex_call(conn, 45, 0, body)
+    r.take(">i")
+    err = r.take(">h")
+    msg = r.compact_string()
+    out = {}
+    for _ in range(r.uvarint() - 1):
+        topic = r.compact_string()
+        for _ in range(r.uvarint() - 1):
+            p, perr = r.take(">ih")
+            out[(topic, p)] = (perr, r.compact_string())
+            r.skip_tags()
+        r.skip_tags()
+    return err, msg, out
+
+
+def list_reassignments(conn, topics=None, timeout_ms=30000):
+    """ListPartitionReassignments v0 (topics {topic: [partitions]}, None:
+    every one).  Returns (error, {(topic, partition): (replicas, adding,
+    removing)})."""
+    body = struct.pack(">i", timeout_ms)
+    if topics is None:
+        body += uvarint(0)
+    else:
+        body += uvarint(len(topics) + 1)
+        for topic, parts in topics.items():
+            body += compact_str(topic) + _compact_ids(parts) + b"\x00"
+    body += b"\x00"
+    r = flex_call(conn, 46, 0, body)
+    r.take(">i")
+    err = r.take(">h")
+    r.compact_string()
+    out = {}
+    for _ in range(r.uvarint() - 1):
+        topic = r.compact_string()
+        for _ in range(r.uvarint() - 1):
+            p = r.take(">i")
+            out[(topic, p)] = (_read_ids(r), _read_ids(r), _read_ids(r))
+            r.skip_tags()
+        r.skip_tags()
+    return err, out
+
+
 def list_offsets_v9(conn, topic, partition, timestamp):
     """ListOffsets v9 for one partition: (error, offset, leader epoch)."""
     body = struct.pack(">ib", -1, 0) + uvarint(2) + compact_str(topic) + uvarint(2)
