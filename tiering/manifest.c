@@ -3,7 +3,7 @@
  * object keys of a segment.
  *
  *   {"version": 1, "topic": "orders", "topic_id": "...", "partition": 0,
- *    "log_start_offset": 0,
+ *    "log_start_offset": 0, "leader_epoch": 3,
  *    "segments": [{"id": "...", "state": "COPY_SEGMENT_FINISHED",
  *                  "base_offset": 0, "last_offset": 999,
  *                  "max_timestamp": 1700000000000, "size": 1048576,
@@ -17,16 +17,20 @@
 #include <jansson.h>
 #include <stdlib.h>
 
-void st_tier__manifest_init(st_manifest_t *m) { memset(m, 0, sizeof *m); }
+void st_tier__manifest_init(st_manifest_t *m) {
+    memset(m, 0, sizeof *m);
+    m->leader_epoch = -1;
+}
 
 void st_tier__manifest_fini(st_manifest_t *m) {
     for (int i = 0; i < m->nsegs; i++) free(m->segs[i].epochs);
     free(m->segs);
-    memset(m, 0, sizeof *m);
+    st_tier__manifest_init(m);
 }
 
 void st_tier__manifest_copy(st_manifest_t *dst, const st_manifest_t *src) {
     dst->log_start = src->log_start;
+    dst->leader_epoch = src->leader_epoch;
     dst->nsegs = src->nsegs;
     dst->segs = st_calloc((size_t)src->nsegs + 1, sizeof *dst->segs);
     for (int i = 0; i < src->nsegs; i++) {
@@ -64,6 +68,7 @@ char *st_tier__manifest_encode(const st_manifest_t *m, const char *topic, const 
     json_object_set_new(root, "topic_id", json_string(topic_id));
     json_object_set_new(root, "partition", json_integer(partition));
     json_object_set_new(root, "log_start_offset", json_integer(m->log_start));
+    if (m->leader_epoch >= 0) json_object_set_new(root, "leader_epoch", json_integer(m->leader_epoch));
     json_t *segs = json_array();
     for (int i = 0; i < m->nsegs; i++) {
         const st_rseg_t *s = &m->segs[i];
@@ -120,6 +125,13 @@ st_err_t st_tier__manifest_decode(const char *text, size_t len, st_manifest_t *o
         snprintf(why, whylen, "missing log_start_offset or segments");
         goto out;
     }
+    int64_t writer = -1; /* absent in manifests written before it was recorded */
+    if (json_object_get(root, "leader_epoch") &&
+        (get_i64(root, "leader_epoch", &writer) || writer < 0 || writer > INT32_MAX)) {
+        snprintf(why, whylen, "malformed leader_epoch");
+        goto out;
+    }
+    m.leader_epoch = (int32_t)writer;
     m.nsegs = (int)json_array_size(segs);
     m.segs = st_calloc((size_t)m.nsegs + 1, sizeof *m.segs);
     for (int i = 0; i < m.nsegs; i++) {

@@ -53,6 +53,7 @@ typedef struct st_tier_config {
     int64_t retry_backoff_ms;       /* a failing segment: first wait (0: 500) */
     int64_t retry_backoff_max_ms;   /* and the longest (0: 30000) */
     double retry_jitter;            /* random part, a fraction of the wait */
+    int64_t orphan_min_age_ms;      /* an unnamed object younger is left alone */
     int64_t chunk_bytes;            /* ranged GET size */
     const char *cache_dir;
     int64_t cache_bytes;
@@ -142,10 +143,13 @@ st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id
  * (topic deletion; done in the background). */
 void st_tier_part_close(st_tier_part_t *p, int delete_remote);
 void st_tier_part_set_retention(st_tier_part_t *p, const st_tier_retention_t *ret);
-/* Whether this broker leads the partition (1 at open): only a leader
- * uploads segments, applies remote retention and sweeps orphans; on
- * becoming leader the manifest is read from the bucket again. */
-void st_tier_part_set_leader(st_tier_part_t *p, int leading);
+/* Whether this broker leads the partition (1 at open), and at which
+ * leader epoch: only a leader uploads segments, applies remote retention
+ * and sweeps orphans; on becoming leader (or at a new epoch) the manifest
+ * is read from the bucket again.  Each manifest written records the
+ * epoch, and one found in the bucket at a higher epoch fences this broker:
+ * it writes nothing more until it leads at a higher epoch still. */
+void st_tier_part_set_leader(st_tier_part_t *p, int leading, int32_t leader_epoch);
 /* Whether the bucket's aborted transactions were handed to the broker
  * (remote_aborted) since the partition opened: until then a
  * read_committed fetch of a remote offset must wait, or it could show

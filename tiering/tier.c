@@ -51,9 +51,13 @@ struct st_tier_part {
      * the bucket; a follower that becomes leader reads the manifest again
      * first (another leader wrote it meanwhile).  p->lock. */
     int leading, reload;
+    /* the leader epoch this broker leads at, and the highest epoch of a
+     * manifest found in the bucket above it (a newer leader's: this one is
+     * deposed and writes nothing more at its epoch).  p->lock. */
+    int32_t leader_epoch, fenced_epoch;
     int aborted_ready; /* restore_aborted ran once (atomic) */
     int64_t last_upload_ms;
-    int64_t last_sweep_ms;
+    int64_t next_sweep_ms; /* mono; 0: at the first job */
     char *last_error; /* NULL: none */
     char *status_path; /* remote-upload-status.json beside the cached manifest */
     /* The segment whose upload keeps failing (uploads go in offset order,
@@ -169,9 +173,45 @@ static st_err_t manifest_fetch(st_tier_part_t *p, st_manifest_t *out, char **why
     return manifest_fetch_at(p, p->prefix, out, why);
 }
 
+/* Write m as the bucket's manifest, stamped with this broker's leader
+ * epoch.  Fenced first: when the bucket's manifest was written at a
+ * higher leader epoch, a newer leader owns the partition and this one
+ * (deposed, perhaps cut off and not yet told) must not put its older view
+ * back: FENCED_LEADER_EPOCH, and the partition writes nothing more until
+ * it leads at a newer epoch.  (Read, then write: a leader elected between
+ * the two may still be overwritten once; its next write puts the list
+ * right, since its manifest names every segment it holds.) */
 static st_err_t manifest_store(st_tier_part_t *p, const st_manifest_t *m, char **why) {
+    pthread_mutex_lock(&p->lock);
+    int32_t epoch = p->leader_epoch;
+    pthread_mutex_unlock(&p->lock);
+    st_manifest_t cur;
+    st_tier__manifest_init(&cur);
+    char *fwhy = NULL;
+    st_err_t fe = manifest_fetch(p, &cur, &fwhy);
+    int32_t theirs = cur.leader_epoch;
+    st_tier__manifest_fini(&cur);
+    if (fe && fe != ST_E_NOT_FOUND) {
+        *why = st_strprintf("reading the manifest before writing it: %s", fwhy);
+        free(fwhy);
+        return fe;
+    }
+    free(fwhy);
+    if (fe == ST_OK && epoch >= 0 && theirs > epoch) {
+        pthread_mutex_lock(&p->lock);
+        p->fenced_epoch = ST_MAX(p->fenced_epoch, theirs);
+        p->leading = 0;
+        pthread_mutex_unlock(&p->lock);
+        ST_WARN("tiering", "%s-%d: the bucket's manifest was written at leader epoch %d, this "
+                "broker leads at %d: not overwriting it (a newer leader owns the partition)",
+                p->topic, (int)p->partition, (int)theirs, (int)epoch);
+        *why = st_strprintf("manifest written at leader epoch %d, above ours (%d)", (int)theirs, (int)epoch);
+        return ST_E_FENCED_LEADER_EPOCH;
+    }
+    st_manifest_t w = *m; /* shallow: only the stamp differs */
+    w.leader_epoch = epoch;
     char *key = manifest_key(p->prefix);
-    char *text = st_tier__manifest_encode(m, p->topic, p->topic_id, p->partition);
+    char *text = st_tier__manifest_encode(&w, p->topic, p->topic_id, p->partition);
     st_os_request_t rq = {.op = ST_OS_PUT, .key = key};
     rq.src.kind = ST_OS_SRC_MEM;
     rq.src.data = text;
@@ -695,10 +735,16 @@ static void apply_retention(st_tier_part_t *p) {
     st_tier__manifest_fini(&cur);
 }
 
-/* Objects under the partition's prefix that the manifest does not name:
- * left by an upload cut short.  Only one job per partition runs, so none
- * is being written while this looks. */
-static void sweep_orphans(st_tier_part_t *p) {
+/* Objects under the partition's prefix that the manifest does not name
+ * and that are at least min_age_ms old (by the store's modification
+ * time): left by an upload cut short.  Only one job per partition runs
+ * here, so this broker is writing none of them; the age keeps it off an
+ * upload another broker still has in flight (a leader just deposed that
+ * has not heard yet).  Returns the ms until the youngest object left is
+ * old enough, -1 when none was left. */
+static int64_t sweep_orphans(st_tier_part_t *p, int64_t min_age_ms) {
+    int64_t now = st_now_ms(), wait = -1;
+    size_t young = 0;
     st_tier_t *t = p->tier;
     char *prefix = st_strprintf("%s/", p->prefix);
     char **orphans = NULL;
@@ -725,6 +771,12 @@ static void sweep_orphans(st_tier_part_t *p) {
                 named = !strncmp(k, want, strlen(want));
             }
             if (named) continue;
+            int64_t mtime = res->entries[i].mtime_ms;
+            if (min_age_ms > 0 && mtime > 0 && now - mtime < min_age_ms) {
+                young++;
+                wait = ST_MAX(wait, min_age_ms - (now - mtime));
+                continue;
+            }
             if (n == cap) {
                 cap = cap ? cap * 2 : 16;
                 orphans = st_realloc(orphans, sizeof *orphans * cap);
@@ -742,9 +794,13 @@ static void sweep_orphans(st_tier_part_t *p) {
         ST_INFO("tiering", "%s-%d: deleted %zu orphaned object(s) left by interrupted uploads",
                 p->topic, (int)p->partition, n);
     }
+    if (young)
+        ST_INFO("tiering", "%s-%d: %zu object(s) no manifest names are younger than %lld ms: left "
+                "for a later sweep", p->topic, (int)p->partition, young, (long long)min_age_ms);
     for (size_t i = 0; i < n; i++) free(orphans[i]);
     free(orphans);
     free(prefix);
+    return wait;
 }
 
 static void delete_everything(st_tier_part_t *p) {
@@ -755,7 +811,7 @@ static void delete_everything(st_tier_part_t *p) {
     const char *k = key;
     delete_objects(p->tier, &k, 1);
     free(key);
-    sweep_orphans(p); /* with an empty manifest: every segment object */
+    sweep_orphans(p, 0); /* with an empty manifest: every segment object */
 }
 
 /* ---- the partition job ------------------------------------------------------- */
@@ -809,6 +865,15 @@ int st_tier_part_aborted_ready(st_tier_part_t *p) {
     return !p->ops.remote_aborted || __atomic_load_n(&p->aborted_ready, __ATOMIC_ACQUIRE);
 }
 
+/* The orphan sweep when due: at a partition's first job, then every ten
+ * minutes, or as soon as the youngest orphan it left is old enough. */
+static void maybe_sweep(st_tier_part_t *p) {
+    if (st_mono_ms() < p->next_sweep_ms) return;
+    int64_t wait = sweep_orphans(p, p->tier->cfg.orphan_min_age_ms);
+    int64_t next = wait >= 0 ? ST_MIN(wait + 100, SWEEP_INTERVAL_MS) : SWEEP_INTERVAL_MS;
+    p->next_sweep_ms = st_mono_ms() + next;
+}
+
 static void part_job(void *arg) {
     st_tier_part_t *p = arg;
     st_tier_t *t = p->tier;
@@ -839,16 +904,14 @@ static void part_job(void *arg) {
         }
     }
     if (!__atomic_load_n(&p->aborted_ready, __ATOMIC_ACQUIRE)) restore_aborted(p);
-    if (st_mono_ms() - p->last_sweep_ms > SWEEP_INTERVAL_MS || p->last_sweep_ms == 0) {
-        sweep_orphans(p);
-        p->last_sweep_ms = st_mono_ms();
-    }
+    maybe_sweep(p);
     st_tier_segment_t *segs = st_malloc(sizeof *segs * 4);
     for (;;) {
         pthread_mutex_lock(&t->lock);
         int stop = t->stopping || p->closing;
         pthread_mutex_unlock(&t->lock);
         if (stop) break;
+        maybe_sweep(p); /* a job uploading for long still sweeps when due */
         pthread_mutex_lock(&p->lock);
         int64_t end = st_tier__manifest_end(&p->man);
         pthread_mutex_unlock(&p->lock);
@@ -1071,7 +1134,8 @@ st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id
     st_tier_part_t *p = st_calloc(1, sizeof *p);
     p->tier = t;
     p->refs = 1;
-    p->leading = 1;
+    p->leading = 1; /* until told otherwise: a single broker leads what it has */
+    p->leader_epoch = p->fenced_epoch = -1;
     pthread_mutex_init(&p->lock, NULL);
     p->topic = st_strdup(topic);
     p->topic_id = st_strdup(topic_id);
@@ -1170,11 +1234,14 @@ void st_tier_part_set_retention(st_tier_part_t *p, const st_tier_retention_t *re
     pthread_mutex_unlock(&p->lock);
 }
 
-void st_tier_part_set_leader(st_tier_part_t *p, int leading) {
+void st_tier_part_set_leader(st_tier_part_t *p, int leading, int32_t leader_epoch) {
     pthread_mutex_lock(&p->lock);
     int was = p->leading;
+    /* fenced by a newer leader's manifest: not again at an epoch as old */
+    if (leading && leader_epoch <= p->fenced_epoch) leading = 0;
     p->leading = leading;
-    if (leading && !was) p->reload = 1;
+    if (leading && (!was || leader_epoch != p->leader_epoch)) p->reload = 1;
+    p->leader_epoch = leader_epoch;
     pthread_mutex_unlock(&p->lock);
     if (leading && !was) st_tier_part_kick(p);
 }

@@ -23,6 +23,7 @@ typedef struct st_rseg {
 
 typedef struct st_manifest {
     int64_t log_start; /* may lie inside the first segment (DeleteRecords) */
+    int32_t leader_epoch; /* of the leader that wrote it; -1: not recorded */
     st_rseg_t *segs;   /* ascending base offset, contiguous */
     int nsegs;
 } st_manifest_t;

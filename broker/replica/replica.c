@@ -252,7 +252,8 @@ static int rs_from_image(st_partition_t *p, const st_meta_partition_t *mp) {
     int moved = leading && advance_hw_locked(p);
     pthread_mutex_unlock(&p->rlock);
     if (moved) wake_watchers(p);
-    if (p->tier) st_tier_part_set_leader(p->tier, leading); /* only a leader writes the bucket */
+    /* only a leader writes the bucket, fenced by its epoch */
+    if (p->tier) st_tier_part_set_leader(p->tier, leading, mp->leader_epoch);
     if (changed && rs->leading)
         ST_INFO("replica", "%s-%d: leader at epoch %d from offset %lld", p->topic, (int)p->index,
                 (int)mp->leader_epoch, (long long)rs->epoch_start_offset);

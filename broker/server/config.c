@@ -308,6 +308,11 @@ static const st_cfg_desc_t broker_rows[] = {
          "Longest wait before a segment whose upload keeps failing is tried again."),
     BROW("remote.log.manager.task.retry.jitter", ST_CFG_DOUBLE, remote_log_manager_task_retry_jitter,
          "0.2", 0, 1, NULL, 0, "Random part of the retry wait, as a fraction of it (up or down)."),
+    BROW("remote.log.orphan.min.age.ms", ST_CFG_LONG, remote_log_orphan_min_age_ms, "600000", 0,
+         I64MAX, NULL, 0,
+         "The orphan sweep deletes an object of a partition's prefix that no manifest names only "
+         "once it is this old, so a leader never deletes an upload another broker (a leader just "
+         "deposed) still has in flight. Strata's setting."),
     BROW("remote.log.fetch.chunk.bytes", ST_CFG_LONG, remote_log_fetch_chunk_bytes, "4194304",
          65536, 1073741824, NULL, 0, "Remote reads fetch segments in ranged GETs of this size."),
     BROW("remote.log.cache.dir", ST_CFG_STRING, remote_log_cache_dir, "", 0, 0, NULL, 0,

@@ -91,6 +91,7 @@ typedef struct st_broker_config {
     int64_t remote_log_manager_task_retry_backoff_ms;
     int64_t remote_log_manager_task_retry_backoff_max_ms;
     double remote_log_manager_task_retry_jitter;
+    int64_t remote_log_orphan_min_age_ms;
     int64_t remote_log_fetch_chunk_bytes;
     char *remote_log_cache_dir;
     int64_t remote_log_cache_size_bytes;

@@ -352,6 +352,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
             .retry_backoff_ms = srv.cfg.remote_log_manager_task_retry_backoff_ms,
             .retry_backoff_max_ms = srv.cfg.remote_log_manager_task_retry_backoff_max_ms,
             .retry_jitter = srv.cfg.remote_log_manager_task_retry_jitter,
+            .orphan_min_age_ms = srv.cfg.remote_log_orphan_min_age_ms,
             .chunk_bytes = srv.cfg.remote_log_fetch_chunk_bytes,
             .cache_dir = cache_dir,
             .cache_bytes = srv.cfg.remote_log_cache_size_bytes,

@@ -77,7 +77,9 @@ def kill_proxy():
 b = Broker()
 b.overrides = tiered_overrides(s3_overrides(env, start_proxy(b.root, 0)), num_partitions=PARTS,
                                log_segment_bytes=SEG, log_local_retention_bytes=LOCAL,
-                               remote_log_manager_task_interval_ms=200)
+                               remote_log_manager_task_interval_ms=200,
+                               # the sweep leaves what is younger and comes back for it
+                               remote_log_orphan_min_age_ms=2000)
 prod = None
 
 
