@@ -47,7 +47,8 @@ void st_cli_cluster_usage(FILE *out);
 int st_cli_transactions(const st_cli_ctx_t *ctx, int argc, char **argv);
 void st_cli_transactions_usage(FILE *out);
 
-/* strata topics ... list | describe TOPIC */
+/* strata topics ... list | describe [TOPIC] [report options] | create TOPIC
+ *   | delete TOPIC | alter TOPIC (kafka-topics.sh's verbs and options) */
 int st_cli_topics(const st_cli_ctx_t *ctx, int argc, char **argv);
 void st_cli_topics_usage(FILE *out);
 

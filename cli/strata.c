@@ -33,7 +33,7 @@ static const command_t commands[] = {
      st_cli_transactions, st_cli_transactions_usage},
     {"cluster", "the metadata quorum and the brokers (status, brokers)", st_cli_cluster,
      st_cli_cluster_usage},
-    {"topics", "topics and their partitions, offsets and producers (list, describe TOPIC)",
+    {"topics", "topics and their partitions (list, describe, create, delete, alter, reassign)",
      st_cli_topics, st_cli_topics_usage},
 };
 

@@ -5,7 +5,9 @@
  * make, grow, reconfigure and remove topics.
  *
  *   list              every topic: id, partitions, replication factor,
- *                     internal or not (Metadata, all topics)
+ *                     internal or not (Metadata, all topics);
+ *                     --exclude-internal leaves the internal ones out, here
+ *                     and in describe without a topic
  *   describe [TOPIC]  the topic's (or every topic's) id, partition count,
  *                     replication factor and the configs that are not
  *                     defaults (DescribeConfigs, as kafka-topics.sh
@@ -80,6 +82,7 @@ void st_cli_topics_usage(FILE *out) {
             "              [--if-exists]\n"
             "        raise the partition count to N; set or remove topic configs\n"
             "  After the verb, --config is a topic config; TOPIC may be given as --topic TOPIC.\n");
+    st_cli_reassign_usage(out);
 }
 
 /* DescribeConfigs' ConfigSource for a value nobody set (KIP-226):
@@ -171,7 +174,7 @@ static int metadata(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic,
     return bootstrap_call(ctx, ST_API_METADATA, 12, &mq, a, (void **)out, err, errlen);
 }
 
-static int list(const st_cli_ctx_t *ctx) {
+static int list(const st_cli_ctx_t *ctx, int exclude_internal) {
     char err[1024];
     int rc = ST_CLI_EXIT_FAIL;
     st_arena_t a;
@@ -187,6 +190,7 @@ static int list(const st_cli_ctx_t *ctx) {
            "INTERNAL");
     for (int i = 0; i < md->topics.n; i++) {
         const st_metadata_topic_t *t = &md->topics.v[i];
+        if (exclude_internal && t->is_internal) continue;
         char id[23];
         st_uuid_format(&t->topic_id, id);
         /* as kafka-topics.sh: the first partition's replica count */
@@ -572,10 +576,709 @@ out:
     return rc;
 }
 
+/* Every topic of the bootstrap broker's Metadata, by name, as describe
+ * shows one; each asked on its own (and retried on its own). */
+static int describe_all(const st_cli_ctx_t *ctx, int exclude_internal) {
+    char err[1024];
+    int rc = ST_CLI_EXIT_FAIL;
+    st_arena_t a;
+    st_arena_init(&a, 1 << 16);
+    st_metadata_resp_t *md;
+    if (metadata(ctx, &a, NULL, &md, err, sizeof err)) {
+        fprintf(stderr, "strata topics: %s\n", err);
+        goto out;
+    }
+    if (md->topics.n > 0)
+        qsort(md->topics.v, (size_t)md->topics.n, sizeof *md->topics.v, cmp_topic);
+    rc = ST_CLI_EXIT_OK;
+    int shown = 0;
+    for (int i = 0; i < md->topics.n; i++) {
+        const st_metadata_topic_t *t = &md->topics.v[i];
+        if (t->name.len <= 0 || (exclude_internal && t->is_internal)) continue;
+        if (shown++) printf("\n");
+        if (describe(ctx, st_arena_strndup(&a, t->name.p, (size_t)t->name.len)) != ST_CLI_EXIT_OK)
+            rc = ST_CLI_EXIT_FAIL;
+    }
+out:
+    st_arena_fini(&a);
+    return rc;
+}
+
+/* ---- describe's report options ----------------------------------------- */
+
+/* The partition states kafka-topics.sh --describe can be asked to show
+ * (TopicCommand's PartitionDescription). */
+enum {
+    REPORT_UNDER_REPLICATED = 1u << 0, /* ISR smaller than the replicas */
+    REPORT_UNDER_MIN_ISR = 1u << 1,    /* no leader, or ISR < min.insync.replicas */
+    REPORT_AT_MIN_ISR = 1u << 2,       /* ISR == min.insync.replicas */
+    REPORT_UNAVAILABLE = 1u << 3       /* no leader, or a leader that is not live */
+};
+
+#define CLI_MIN_ISR "min.insync.replicas"
+
+static int same_name(st_str_t a, st_str_t b) {
+    return a.len >= 0 && a.len == b.len && (a.len == 0 || !memcmp(a.p, b.p, (size_t)a.len));
+}
+
+/* The effective min.insync.replicas of each topic (the topic's override,
+ * else the broker's setting, else the default), from one DescribeConfigs
+ * to the bootstrap broker; -1 for a topic it does not know (one deleted
+ * since the Metadata answer). */
+static int min_isrs(const st_cli_ctx_t *ctx, st_arena_t *a, const st_metadata_topic_t **topics,
+                    int n, int32_t *out, char *err, size_t errlen) {
+    for (int i = 0; i < n; i++) out[i] = -1;
+    if (n == 0) return 0;
+    st_describe_configs_req_t q;
+    st_schema_defaults(&st_describe_configs_req_schema, &q);
+    ST_ARRAY_ALLOC(q.resources, a, n);
+    st_str_t *key = st_arena_alloc(a, sizeof *key);
+    *key = st_str(CLI_MIN_ISR);
+    for (int i = 0; i < n; i++) {
+        st_describe_configs_resource_t *res = &q.resources.v[i];
+        st_schema_defaults(&st_describe_configs_resource_schema, res);
+        res->resource_type = CLI_RESOURCE_TOPIC;
+        res->resource_name = topics[i]->name;
+        res->configuration_keys.v = key;
+        res->configuration_keys.n = 1;
+    }
+    st_describe_configs_resp_t *r;
+    if (bootstrap_call(ctx, ST_API_DESCRIBE_CONFIGS, 4, &q, a, (void **)&r, err, errlen)) return 1;
+    for (int k = 0; k < r->results.n; k++) {
+        const st_describe_configs_result_t *res = &r->results.v[k];
+        /* answers come in the order asked; look further only if not */
+        int i = k < n && same_name(topics[k]->name, res->resource_name) ? k : 0;
+        while (i < n && !same_name(topics[i]->name, res->resource_name)) i++;
+        if (i == n || res->error_code == st_err_wire(ST_E_UNKNOWN_TOPIC_OR_PARTITION)) continue;
+        if (res->error_code) {
+            st_snprintf_marked(err, errlen, "DescribeConfigs of topic %.*s: %s%s%.*s",
+                               ST_STR_FMT(res->resource_name), wire_name(res->error_code),
+                               res->error_message.len > 0 ? ": " : "",
+                               ST_STR_FMT(res->error_message.len > 0 ? res->error_message
+                                                                     : st_str("")));
+            return 1;
+        }
+        for (int c = 0; c < res->configs.n; c++) {
+            const st_describe_configs_entry_t *e = &res->configs.v[c];
+            if (!st_str_eq(e->name, CLI_MIN_ISR) || e->value.len <= 0 || e->value.len > 10)
+                continue;
+            char v[12], *end;
+            memcpy(v, e->value.p, (size_t)e->value.len);
+            v[e->value.len] = '\0';
+            long m = strtol(v, &end, 10);
+            if (!*end && m >= 0 && m <= INT32_MAX) out[i] = (int32_t)m;
+        }
+    }
+    return 0;
+}
+
+/* Which REPORT_* states the partition is in; min_isr -1: unknown. */
+static unsigned partition_report(const st_metadata_resp_t *md, const st_metadata_partition_t *p,
+                                 int32_t min_isr) {
+    unsigned s = 0;
+    int isr = ST_MAX(p->isr_nodes.n, 0), replicas = ST_MAX(p->replica_nodes.n, 0);
+    int has_leader = p->leader_id >= 0, live = 0;
+    for (int b = 0; b < md->brokers.n && has_leader && !live; b++)
+        live = md->brokers.v[b].node_id == p->leader_id; /* Metadata lists unfenced brokers */
+    if (isr < replicas) s |= REPORT_UNDER_REPLICATED;
+    if (!has_leader || (min_isr >= 0 && isr < min_isr)) s |= REPORT_UNDER_MIN_ISR;
+    if (min_isr >= 0 && isr == min_isr) s |= REPORT_AT_MIN_ISR;
+    if (!has_leader || !live) s |= REPORT_UNAVAILABLE;
+    return s;
+}
+
+/* describe with report options: the partitions of the topic (of every
+ * topic when topic is NULL) in one of the states of want, from Metadata
+ * and DescribeConfigs only.  A topic whose leaders are being elected is
+ * asked again for about 5 s as describe does; a partition without a
+ * leader is shown as it is, since it is what the report is for. */
+static int report(const st_cli_ctx_t *ctx, const char *topic, unsigned want,
+                  int exclude_internal) {
+    char err[1024];
+    int rc = ST_CLI_EXIT_FAIL;
+    st_arena_t a;
+    st_metadata_resp_t *md = NULL;
+    const st_metadata_topic_t *one = NULL;
+    for (int attempt = 1;; attempt++) {
+        int retry = 0;
+        st_arena_init(&a, 1 << 16);
+        if (!metadata(ctx, &a, topic, &md, err, sizeof err) &&
+            (!topic || !find_topic(ctx, md, topic, &one, err, sizeof err, &retry)))
+            break;
+        if (!retry || attempt == 20) goto fail;
+        st_arena_fini(&a);
+        usleep(250 * 1000);
+    }
+    const st_metadata_topic_t **ts = st_arena_alloc(&a, sizeof *ts * (size_t)(md->topics.n + 1));
+    int n = 0;
+    if (one) {
+        ts[n++] = one;
+    } else {
+        if (md->topics.n > 0)
+            qsort(md->topics.v, (size_t)md->topics.n, sizeof *md->topics.v, cmp_topic);
+        for (int i = 0; i < md->topics.n; i++) {
+            const st_metadata_topic_t *t = &md->topics.v[i];
+            if (t->name.len > 0 && t->partitions.n > 0 && !(exclude_internal && t->is_internal))
+                ts[n++] = t;
+        }
+    }
+    int32_t *min = st_arena_alloc(&a, sizeof *min * (size_t)(n + 1));
+    if (min_isrs(ctx, &a, ts, n, min, err, sizeof err)) goto fail;
+    printf("%-40s %-9s %6s %12s %-16s %-16s %-16s %7s\n", "TOPIC", "PARTITION", "LEADER",
+           "LEADER-EPOCH", "REPLICAS", "ISR", "OFFLINE", "MIN-ISR");
+    for (int i = 0; i < n; i++) {
+        const st_metadata_topic_t *t = ts[i];
+        if (t->partitions.n > 0)
+            qsort(t->partitions.v, (size_t)t->partitions.n, sizeof *t->partitions.v, cmp_part);
+        for (int k = 0; k < t->partitions.n; k++) {
+            const st_metadata_partition_t *p = &t->partitions.v[k];
+            if (!(partition_report(md, p, min[i]) & want)) continue;
+            char leader[16] = "none", mi[16] = "-";
+            if (p->leader_id >= 0) snprintf(leader, sizeof leader, "%d", (int)p->leader_id);
+            if (min[i] >= 0) snprintf(mi, sizeof mi, "%d", (int)min[i]);
+            printf("%-40.*s %-9d %6s %12d %-16s %-16s %-16s %7s%s%s\n", ST_STR_FMT(t->name),
+                   (int)p->partition_index, leader, (int)p->leader_epoch,
+                   ids(&a, p->replica_nodes.v, p->replica_nodes.n),
+                   ids(&a, p->isr_nodes.v, p->isr_nodes.n),
+                   ids(&a, p->offline_replicas.v, p->offline_replicas.n), mi,
+                   p->error_code ? "  " : "", p->error_code ? wire_name(p->error_code) : "");
+        }
+    }
+    rc = ST_CLI_EXIT_OK;
+    goto out;
+fail:
+    fflush(stdout);
+    fprintf(stderr, "strata topics: %s\n", err);
+out:
+    st_arena_fini(&a);
+    return rc;
+}
+
+/* ---- create, delete, alter ------------------------------------------- */
+
+/* How long the controller may take over a change; below kclient's 30 s
+ * wait for an answer, so a slow change is the broker's REQUEST_TIMED_OUT
+ * rather than a connection given up on. */
+#define CLI_ADMIN_TIMEOUT_MS 25000
+/* NOT_CONTROLLER answers asked again, 250 ms apart: about 10 s. */
+#define CLI_ADMIN_TRIES 40
+/* IncrementalAlterConfigs' OpType (KIP-339). */
+#define CLI_CONFIG_OP_SET 0
+#define CLI_CONFIG_OP_DELETE 1
+
+/* What the words after the verb said. */
+typedef struct opts {
+    unsigned verb; /* VERB_* */
+    const char *topic;
+    int32_t partitions;         /* -1: not given */
+    int32_t replication_factor; /* -1: not given */
+    const char *replica_assignment;
+    const char **configs; /* "k=v", each an argv word; argc long */
+    int nconfigs;
+    const char **delete_configs; /* "k" or "k1,k2"; argc long */
+    int ndelete_configs;
+    int ndelete_keys; /* keys in delete_configs */
+    int if_exists, if_not_exists, exclude_internal;
+    unsigned report; /* REPORT_* */
+} opts_t;
+
+/* Whether to ask again: the broker found no active controller to pass the
+ * request to (an election under way), so nothing was changed. */
+static int again(int16_t code, int attempt) {
+    if (code != st_err_wire(ST_E_NOT_CONTROLLER) || attempt >= CLI_ADMIN_TRIES) return 0;
+    usleep(250 * 1000);
+    return 1;
+}
+
+/* The broker's refusal: its error name and message, on one line. */
+static void refused(const char *what, const char *topic, int16_t code, st_str_t msg) {
+    fprintf(stderr, "strata topics: %s topic '%s': %s%s%.*s\n", what, topic, wire_name(code),
+            msg.len > 0 ? ": " : "", ST_STR_FMT(msg.len > 0 ? msg : st_str("")));
+}
+
+/* A decimal number in [lo, hi] and nothing else (no sign, no spaces). */
+static int take_number(const char *s, int64_t lo, int64_t hi, int32_t *out) {
+    int64_t v = 0;
+    if (!*s) return 1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return 1;
+        v = v * 10 + (*s - '0');
+        if (v > hi) return 1;
+    }
+    if (v < lo) return 1;
+    *out = (int32_t)v;
+    return 0;
+}
+
+/* --replica-assignment "1:2,2:3" (kafka-topics.sh's form): partition k's
+ * replicas are the k-th comma-separated group, its broker ids separated
+ * by colons, the first the preferred leader.  Returns 1 with err said when
+ * the text is not that; the broker checks the ids themselves. */
+static int parse_assignment(st_arena_t *a, const char *s, st_create_topics_topic_t *t, char *err,
+                            size_t errlen) {
+    int np = 1;
+    for (const char *c = s; *c; c++) np += *c == ',';
+    ST_ARRAY_ALLOC(t->assignments, a, np);
+    const char *p = s;
+    for (int k = 0; k < np; k++) {
+        st_create_topics_assignment_t *as = &t->assignments.v[k];
+        st_schema_defaults(&st_create_topics_assignment_schema, as);
+        as->partition_index = k;
+        const char *end = strchr(p, ',');
+        if (!end) end = p + strlen(p);
+        int nr = 1;
+        for (const char *c = p; c < end; c++) nr += *c == ':';
+        ST_ARRAY_ALLOC(as->broker_ids, a, nr);
+        for (int r = 0; r < nr; r++) {
+            int64_t v = 0;
+            const char *d = p;
+            while (p < end && *p >= '0' && *p <= '9' && v <= INT32_MAX) v = v * 10 + (*p++ - '0');
+            if (p == d || v > INT32_MAX || (p < end && *p != ':') || (p == end && r < nr - 1)) {
+                st_snprintf_marked(err, errlen, "--replica-assignment '%s': partition %d's "
+                                   "replicas are not broker ids separated by ':' (as in "
+                                   "1:2,2:3)", s, k);
+                return 1;
+            }
+            as->broker_ids.v[r] = (int32_t)v;
+            if (p < end) p++; /* the ':' */
+        }
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+static int create(const st_cli_ctx_t *ctx, const opts_t *o) {
+    char err[1024];
+    int rc = ST_CLI_EXIT_FAIL;
+    st_arena_t a;
+    st_arena_init(&a, 1 << 16);
+    st_create_topics_req_t q;
+    st_schema_defaults(&st_create_topics_req_schema, &q);
+    st_create_topics_topic_t t;
+    st_schema_defaults(&st_create_topics_topic_schema, &t);
+    t.name = st_str(o->topic);
+    t.num_partitions = o->partitions;
+    t.replication_factor = (int16_t)o->replication_factor;
+    ST_ARRAY_ALLOC(t.assignments, &a, 0);
+    if (o->replica_assignment &&
+        parse_assignment(&a, o->replica_assignment, &t, err, sizeof err)) {
+        fprintf(stderr, "strata topics: %s\n", err);
+        st_cli_topics_usage(stderr);
+        rc = ST_CLI_EXIT_USAGE;
+        goto out;
+    }
+    ST_ARRAY_ALLOC(t.configs, &a, o->nconfigs);
+    for (int i = 0; i < o->nconfigs; i++) {
+        const char *eq = strchr(o->configs[i], '='); /* parse() saw it */
+        st_schema_defaults(&st_config_kv_schema, &t.configs.v[i]);
+        t.configs.v[i].name = (st_str_t){o->configs[i], (int32_t)(eq - o->configs[i])};
+        t.configs.v[i].value = st_str(eq + 1);
+    }
+    q.topics.v = &t;
+    q.topics.n = 1;
+    q.timeout_ms = CLI_ADMIN_TIMEOUT_MS;
+    const st_create_topics_result_t *res;
+    for (int attempt = 1;; attempt++) {
+        st_create_topics_resp_t *r;
+        if (bootstrap_call(ctx, ST_API_CREATE_TOPICS, 7, &q, &a, (void **)&r, err, sizeof err)) {
+            fprintf(stderr, "strata topics: %s\n", err);
+            goto out;
+        }
+        if (r->topics.n != 1) {
+            fprintf(stderr, "strata topics: the broker at %s answered CreateTopics with %d "
+                    "results for one topic\n", ctx->bootstrap, (int)r->topics.n);
+            goto out;
+        }
+        res = &r->topics.v[0];
+        if (!again(res->error_code, attempt)) break;
+    }
+    if (res->error_code == st_err_wire(ST_E_TOPIC_ALREADY_EXISTS) && o->if_not_exists) {
+        rc = ST_CLI_EXIT_OK;
+        goto out;
+    }
+    if (res->error_code) {
+        refused("cannot create", o->topic, res->error_code, res->error_message);
+        goto out;
+    }
+    printf("Created topic %s.\n", o->topic);
+    rc = ST_CLI_EXIT_OK;
+out:
+    st_arena_fini(&a);
+    return rc;
+}
+
+static int delete_topic(const st_cli_ctx_t *ctx, const opts_t *o) {
+    char err[1024];
+    int rc = ST_CLI_EXIT_FAIL;
+    st_arena_t a;
+    st_arena_init(&a, 1 << 16);
+    st_delete_topics_req_t q;
+    st_schema_defaults(&st_delete_topics_req_schema, &q);
+    st_delete_topics_state_t t; /* by name: the id stays zero */
+    st_schema_defaults(&st_delete_topics_state_schema, &t);
+    t.name = st_str(o->topic);
+    q.topics.v = &t;
+    q.topics.n = 1;
+    q.timeout_ms = CLI_ADMIN_TIMEOUT_MS;
+    const st_delete_topics_result_t *res;
+    for (int attempt = 1;; attempt++) {
+        st_delete_topics_resp_t *r;
+        if (bootstrap_call(ctx, ST_API_DELETE_TOPICS, 6, &q, &a, (void **)&r, err, sizeof err)) {
+            fprintf(stderr, "strata topics: %s\n", err);
+            goto out;
+        }
+        if (r->responses.n != 1) {
+            fprintf(stderr, "strata topics: the broker at %s answered DeleteTopics with %d "
+                    "results for one topic\n", ctx->bootstrap, (int)r->responses.n);
+            goto out;
+        }
+        res = &r->responses.v[0];
+        if (!again(res->error_code, attempt)) break;
+    }
+    if (res->error_code == st_err_wire(ST_E_UNKNOWN_TOPIC_OR_PARTITION) && o->if_exists) {
+        rc = ST_CLI_EXIT_OK;
+        goto out;
+    }
+    if (res->error_code) {
+        refused("cannot delete", o->topic, res->error_code, res->error_message);
+        goto out;
+    }
+    printf("Deleted topic %s.\n", o->topic);
+    rc = ST_CLI_EXIT_OK;
+out:
+    st_arena_fini(&a);
+    return rc;
+}
+
+/* CreatePartitions: the topic's partition count raised to o->partitions,
+ * the broker placing the new replicas.  Returns 1 with err said when no
+ * answer came; else the answer's error in *code and *msg. */
+static int grow(const st_cli_ctx_t *ctx, st_arena_t *a, const opts_t *o, int validate_only,
+                int16_t *code, st_str_t *msg, char *err, size_t errlen) {
+    st_create_partitions_req_t q;
+    st_schema_defaults(&st_create_partitions_req_schema, &q);
+    st_create_partitions_topic_t t;
+    st_schema_defaults(&st_create_partitions_topic_schema, &t);
+    t.name = st_str(o->topic);
+    t.count = o->partitions;
+    t.assignments.v = NULL;
+    t.assignments.n = -1; /* null: the broker places them */
+    q.topics.v = &t;
+    q.topics.n = 1;
+    q.timeout_ms = CLI_ADMIN_TIMEOUT_MS;
+    q.validate_only = (int8_t)validate_only;
+    for (int attempt = 1;; attempt++) {
+        st_create_partitions_resp_t *r;
+        if (bootstrap_call(ctx, ST_API_CREATE_PARTITIONS, 3, &q, a, (void **)&r, err, errlen))
+            return 1;
+        if (r->results.n != 1) {
+            st_snprintf_marked(err, errlen, "the broker at %s answered CreatePartitions with %d "
+                               "results for one topic", ctx->bootstrap, (int)r->results.n);
+            return 1;
+        }
+        *code = r->results.v[0].error_code;
+        *msg = r->results.v[0].error_message;
+        if (!again(*code, attempt)) return 0;
+    }
+}
+
+/* IncrementalAlterConfigs: each --config SET, each --delete-config key
+ * DELETE, in one request (as kafka-configs.sh --alter sends them). */
+static int reconfigure(const st_cli_ctx_t *ctx, st_arena_t *a, const opts_t *o,
+                       int validate_only, int16_t *code, st_str_t *msg, char *err,
+                       size_t errlen) {
+    st_incr_alter_configs_req_t q;
+    st_schema_defaults(&st_incr_alter_configs_req_schema, &q);
+    st_incr_alter_configs_resource_t res;
+    st_schema_defaults(&st_incr_alter_configs_resource_schema, &res);
+    res.resource_type = CLI_RESOURCE_TOPIC;
+    res.resource_name = st_str(o->topic);
+    ST_ARRAY_ALLOC(res.configs, a, o->nconfigs + o->ndelete_keys);
+    int n = 0;
+    for (int i = 0; i < o->nconfigs; i++) {
+        const char *eq = strchr(o->configs[i], '='); /* parse() saw it */
+        st_incr_alter_config_t *c = &res.configs.v[n++];
+        st_schema_defaults(&st_incr_alter_config_schema, c);
+        c->name = (st_str_t){o->configs[i], (int32_t)(eq - o->configs[i])};
+        c->config_operation = CLI_CONFIG_OP_SET;
+        c->value = st_str(eq + 1);
+    }
+    for (int i = 0; i < o->ndelete_configs; i++)
+        for (const char *k = o->delete_configs[i]; *k;) {
+            const char *end = strchr(k, ',');
+            if (!end) end = k + strlen(k);
+            st_incr_alter_config_t *c = &res.configs.v[n++];
+            st_schema_defaults(&st_incr_alter_config_schema, c);
+            c->name = (st_str_t){k, (int32_t)(end - k)};
+            c->config_operation = CLI_CONFIG_OP_DELETE;
+            c->value = ST_STR_NULL;
+            k = *end ? end + 1 : end;
+        }
+    res.configs.n = n;
+    q.resources.v = &res;
+    q.resources.n = 1;
+    q.validate_only = (int8_t)validate_only;
+    for (int attempt = 1;; attempt++) {
+        st_alter_configs_resp_t *r;
+        if (bootstrap_call(ctx, ST_API_INCREMENTAL_ALTER_CONFIGS, 1, &q, a, (void **)&r, err,
+                           errlen))
+            return 1;
+        if (r->responses.n != 1) {
+            st_snprintf_marked(err, errlen, "the broker at %s answered IncrementalAlterConfigs "
+                               "with %d results for one topic", ctx->bootstrap,
+                               (int)r->responses.n);
+            return 1;
+        }
+        *code = r->responses.v[0].error_code;
+        *msg = r->responses.v[0].error_message;
+        if (!again(*code, attempt)) return 0;
+    }
+}
+
+/* With both a partition count and configs, each is first sent with
+ * validate_only, so that a refusal of either leaves the topic as it was
+ * (short of a change made by someone else in between). */
+static int alter(const st_cli_ctx_t *ctx, const opts_t *o) {
+    char err[1024];
+    int rc = ST_CLI_EXIT_FAIL;
+    int grows = o->partitions > 0, configures = o->nconfigs + o->ndelete_keys > 0;
+    st_arena_t a;
+    st_arena_init(&a, 1 << 16);
+    for (int validate_only = grows && configures; validate_only >= 0; validate_only--) {
+        int16_t code = 0;
+        st_str_t msg = ST_STR_NULL;
+        if (grows) {
+            if (grow(ctx, &a, o, validate_only, &code, &msg, err, sizeof err)) goto fail;
+            if (code == st_err_wire(ST_E_UNKNOWN_TOPIC_OR_PARTITION) && o->if_exists) break;
+            if (code) {
+                refused("cannot add partitions to", o->topic, code, msg);
+                goto out;
+            }
+            if (!validate_only)
+                printf("Increased the partition count of topic %s to %d.\n", o->topic,
+                       (int)o->partitions);
+        }
+        if (configures) {
+            if (reconfigure(ctx, &a, o, validate_only, &code, &msg, err, sizeof err)) goto fail;
+            if (code == st_err_wire(ST_E_UNKNOWN_TOPIC_OR_PARTITION) && o->if_exists) break;
+            if (code) {
+                refused("cannot alter the configs of", o->topic, code, msg);
+                goto out;
+            }
+            if (!validate_only) printf("Completed updating config for topic %s.\n", o->topic);
+        }
+    }
+    rc = ST_CLI_EXIT_OK;
+    goto out;
+fail:
+    fflush(stdout);
+    fprintf(stderr, "strata topics: %s\n", err);
+out:
+    st_arena_fini(&a);
+    return rc;
+}
+
+/* ---- the words after `strata topics` --------------------------------- */
+
+enum { VERB_LIST = 1, VERB_DESCRIBE = 2, VERB_CREATE = 4, VERB_DELETE = 8, VERB_ALTER = 16 };
+enum {
+    OPT_TOPIC,
+    OPT_PARTITIONS,
+    OPT_REPLICATION_FACTOR,
+    OPT_CONFIG,
+    OPT_DELETE_CONFIG,
+    OPT_REPLICA_ASSIGNMENT,
+    OPT_IF_EXISTS,
+    OPT_IF_NOT_EXISTS,
+    OPT_EXCLUDE_INTERNAL,
+    OPT_REPORT
+};
+
+typedef struct option {
+    const char *name; /* kafka-topics.sh's */
+    int id;           /* OPT_* */
+    int takes_value;
+    unsigned verbs;  /* VERB_*: where it may be given */
+    unsigned report; /* REPORT_* of OPT_REPORT */
+} option_t;
+
+static const struct {
+    const char *name;
+    unsigned verb;
+} verbs[] = {{"list", VERB_LIST},
+             {"describe", VERB_DESCRIBE},
+             {"create", VERB_CREATE},
+             {"delete", VERB_DELETE},
+             {"alter", VERB_ALTER}};
+
+static const option_t options[] = {
+    {"--topic", OPT_TOPIC, 1, VERB_DESCRIBE | VERB_CREATE | VERB_DELETE | VERB_ALTER, 0},
+    {"--partitions", OPT_PARTITIONS, 1, VERB_CREATE | VERB_ALTER, 0},
+    {"--replication-factor", OPT_REPLICATION_FACTOR, 1, VERB_CREATE, 0},
+    {"--config", OPT_CONFIG, 1, VERB_CREATE | VERB_ALTER, 0},
+    {"--delete-config", OPT_DELETE_CONFIG, 1, VERB_ALTER, 0},
+    {"--replica-assignment", OPT_REPLICA_ASSIGNMENT, 1, VERB_CREATE, 0},
+    {"--if-exists", OPT_IF_EXISTS, 0, VERB_DELETE | VERB_ALTER, 0},
+    {"--if-not-exists", OPT_IF_NOT_EXISTS, 0, VERB_CREATE, 0},
+    {"--exclude-internal", OPT_EXCLUDE_INTERNAL, 0, VERB_LIST | VERB_DESCRIBE, 0},
+    {"--under-replicated-partitions", OPT_REPORT, 0, VERB_DESCRIBE, REPORT_UNDER_REPLICATED},
+    {"--under-min-isr-partitions", OPT_REPORT, 0, VERB_DESCRIBE, REPORT_UNDER_MIN_ISR},
+    {"--at-min-isr-partitions", OPT_REPORT, 0, VERB_DESCRIBE, REPORT_AT_MIN_ISR},
+    {"--unavailable-partitions", OPT_REPORT, 0, VERB_DESCRIBE, REPORT_UNAVAILABLE},
+};
+
+/* One option of argv at *i (its value the next word, or after '=').
+ * Returns 1 with err said on a usage error. */
+static int parse_option(int argc, char **argv, int *i, opts_t *o, char *err, size_t errlen) {
+    const char *arg = argv[*i], *eq = strchr(arg, '='), *value = NULL;
+    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+    const option_t *opt = NULL;
+    for (size_t k = 0; k < ST_ARRAY_SIZE(options) && !opt; k++)
+        if (strlen(options[k].name) == len && !strncmp(options[k].name, arg, len))
+            opt = &options[k];
+    if (!opt) {
+        snprintf(err, errlen, "unknown option %.*s", (int)len, arg);
+        return 1;
+    }
+    if (!(opt->verbs & o->verb)) {
+        snprintf(err, errlen, "%s is not an option of %s", opt->name, argv[0]);
+        return 1;
+    }
+    if (opt->takes_value) {
+        if (eq) value = eq + 1;
+        else if (*i + 1 < argc) value = argv[++*i];
+        else {
+            snprintf(err, errlen, "%s needs a value", opt->name);
+            return 1;
+        }
+    } else if (eq) {
+        snprintf(err, errlen, "%s takes no value", opt->name);
+        return 1;
+    }
+    switch (opt->id) {
+    case OPT_TOPIC:
+        if (o->topic) {
+            snprintf(err, errlen, "one topic at a time ('%s' and '%s')", o->topic, value);
+            return 1;
+        }
+        o->topic = value;
+        break;
+    case OPT_PARTITIONS:
+        if (take_number(value, 1, INT32_MAX, &o->partitions)) {
+            snprintf(err, errlen, "--partitions must be a positive number, not '%s'", value);
+            return 1;
+        }
+        break;
+    case OPT_REPLICATION_FACTOR:
+        if (take_number(value, 1, INT16_MAX, &o->replication_factor)) {
+            snprintf(err, errlen, "--replication-factor must be a number from 1 to %d, not '%s'",
+                     INT16_MAX, value);
+            return 1;
+        }
+        break;
+    case OPT_CONFIG:
+        if (!strchr(value, '=') || value[0] == '=') {
+            snprintf(err, errlen, "--config takes key=value, not '%s'", value);
+            return 1;
+        }
+        o->configs[o->nconfigs++] = value;
+        break;
+    case OPT_DELETE_CONFIG:
+        for (const char *k = value;; k++) {
+            if (*k == ',' || !*k) {
+                if (k == value || k[-1] == ',') {
+                    snprintf(err, errlen, "--delete-config takes key names separated by commas, "
+                             "not '%s'", value);
+                    return 1;
+                }
+                o->ndelete_keys++;
+            }
+            if (!*k) break;
+        }
+        o->delete_configs[o->ndelete_configs++] = value;
+        break;
+    case OPT_REPLICA_ASSIGNMENT: o->replica_assignment = value; break;
+    case OPT_IF_EXISTS: o->if_exists = 1; break;
+    case OPT_IF_NOT_EXISTS: o->if_not_exists = 1; break;
+    case OPT_EXCLUDE_INTERNAL: o->exclude_internal = 1; break;
+    case OPT_REPORT: o->report |= opt->report; break;
+    default: break;
+    }
+    return 0;
+}
+
+/* The verb, its topic and options, into o (whose configs and
+ * delete_configs hold argc entries).  Returns 1 with err said on a usage
+ * error. */
+static int parse(int argc, char **argv, opts_t *o, char *err, size_t errlen) {
+    o->partitions = o->replication_factor = -1;
+    if (argc < 1) {
+        snprintf(err, errlen, "no verb");
+        return 1;
+    }
+    for (size_t k = 0; k < ST_ARRAY_SIZE(verbs); k++)
+        if (!strcmp(argv[0], verbs[k].name)) o->verb = verbs[k].verb;
+    if (!o->verb) {
+        snprintf(err, errlen, "unknown verb '%s'", argv[0]);
+        return 1;
+    }
+    for (int i = 1; i < argc; i++) {
+        if (!strncmp(argv[i], "--", 2)) {
+            if (parse_option(argc, argv, &i, o, err, errlen)) return 1;
+        } else if (o->topic || o->verb == VERB_LIST) {
+            snprintf(err, errlen, "unexpected argument '%s'", argv[i]);
+            return 1;
+        } else {
+            o->topic = argv[i];
+        }
+    }
+    if (o->topic && !o->topic[0]) {
+        snprintf(err, errlen, "an empty topic name");
+        return 1;
+    }
+    if ((o->verb & (VERB_CREATE | VERB_DELETE | VERB_ALTER)) && !o->topic) {
+        snprintf(err, errlen, "%s needs a topic", argv[0]);
+        return 1;
+    }
+    if (o->replica_assignment && (o->partitions > 0 || o->replication_factor > 0)) {
+        /* the assignment says both (kafka-topics.sh refuses them together) */
+        snprintf(err, errlen, "--replica-assignment cannot be used with --partitions or "
+                 "--replication-factor");
+        return 1;
+    }
+    if (o->verb == VERB_ALTER && o->partitions < 0 && !o->nconfigs && !o->ndelete_configs) {
+        snprintf(err, errlen, "alter needs --partitions, --config or --delete-config");
+        return 1;
+    }
+    return 0;
+}
+
 int st_cli_topics(const st_cli_ctx_t *ctx, int argc, char **argv) {
     if (argc >= 1 && !strcmp(argv[0], "reassign")) return st_cli_topics_reassign(ctx, argc - 1, argv + 1);
-    if (argc == 1 && !strcmp(argv[0], "list")) return list(ctx);
-    if (argc == 2 && !strcmp(argv[0], "describe") && argv[1][0]) return describe(ctx, argv[1]);
-    st_cli_topics_usage(stderr);
-    return ST_CLI_EXIT_USAGE;
+    char err[512];
+    opts_t o;
+    memset(&o, 0, sizeof o);
+    o.configs = st_calloc((size_t)argc + 1, sizeof *o.configs);
+    o.delete_configs = st_calloc((size_t)argc + 1, sizeof *o.delete_configs);
+    int rc;
+    if (parse(argc, argv, &o, err, sizeof err)) {
+        fprintf(stderr, "strata topics: %s\n", err);
+        st_cli_topics_usage(stderr);
+        rc = ST_CLI_EXIT_USAGE;
+    } else if (o.verb == VERB_LIST) {
+        rc = list(ctx, o.exclude_internal);
+    } else if (o.verb == VERB_DESCRIBE) {
+        if (o.report) rc = report(ctx, o.topic, o.report, o.exclude_internal);
+        else if (o.topic) rc = describe(ctx, o.topic);
+        else rc = describe_all(ctx, o.exclude_internal);
+    } else if (o.verb == VERB_CREATE) {
+        rc = create(ctx, &o);
+    } else if (o.verb == VERB_DELETE) {
+        rc = delete_topic(ctx, &o);
+    } else {
+        rc = alter(ctx, &o);
+    }
+    free(o.configs);
+    free(o.delete_configs);
+    return rc;
 }
