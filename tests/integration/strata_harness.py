@@ -928,6 +928,17 @@ class Cluster:
         self.wait(same, timeout, "the replicas of %s-%d to hold the same batches" % (topic, p))
         return got["n"], got["start"]
 
+    def acked_producer(self, topic, partitions, size, ackfile, *extra):
+        """rdk_acked_producer on every node: 400 records/s with acks=all,
+        each retried for up to a minute, metadata refreshed every 500 ms;
+        extra are more of its arguments ("-X", "k=v").  Its output is a
+        pipe (communicate() at the end)."""
+        return spawn([binary("rdk_acked_producer"), "-b", self.bootstrap(), "-t", topic, "-o", ackfile,
+                      "-p", str(partitions), "-r", "400", "-s", str(size), "-k", "m", "-w", "20000",
+                      "-X", "message.timeout.ms=60000", "-X", "retry.backoff.ms=50",
+                      "-X", "topic.metadata.refresh.interval.ms=500", *extra],
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
     def produce_one(self, node, topic, p, acks):
         """One 100-byte record to topic-p at node: kwire's produce answer."""
         import kwire

@@ -30,15 +30,13 @@ client requests, as a zombie leader does.
 """
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kwire  # noqa: E402
-from strata_harness import (Cluster, binary, check, check_acked_topic, free_port,  # noqa: E402
-                            read_ack_file, spawn)
+from strata_harness import Cluster, check, check_acked_topic, free_port, read_ack_file  # noqa: E402
 from tcpproxy import BLACKHOLE, PASS, TcpProxy  # noqa: E402
 
 TOPIC, PARTS, SIZE = "lp", 3, 60
@@ -114,11 +112,7 @@ try:
     cl.wait_isr(TOPIC, PARTS, 3)
 
     ackfile = os.path.join(tempfile.mkdtemp(prefix="strata-lp-"), "acks")
-    prod = spawn([binary("rdk_acked_producer"), "-b", cl.bootstrap(), "-t", TOPIC, "-o", ackfile,
-                  "-p", str(PARTS), "-r", "400", "-s", str(SIZE), "-k", "m", "-w", "20000",
-                  "-X", "message.timeout.ms=60000", "-X", "retry.backoff.ms=50", "-X", "batch.size=65536",
-                  "-X", "topic.metadata.refresh.interval.ms=500", "-X", "request.timeout.ms=5000"],
-                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    prod = cl.acked_producer(TOPIC, PARTS, SIZE, ackfile, "-X", "batch.size=65536", "-X", "request.timeout.ms=5000")
     time.sleep(2)
     # the replicas reach each other through the proxies, not around them
     links = sorted("%d->%d" % (i, j) for (k, i, j), p in proxies.items() if k == "data" and p.accepted)

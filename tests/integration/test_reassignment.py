@@ -35,8 +35,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kwire  # noqa: E402
-from strata_harness import (CONFIG, Cluster, binary, check, check_acked_topic, read_ack_file,  # noqa: E402
-                            spawn)
+from strata_harness import CONFIG, Cluster, binary, check, check_acked_topic, read_ack_file  # noqa: E402
 
 TOPIC, PARTS, SIZE = "ra", 2, 60
 E_UNKNOWN, E_INVALID_REQUEST, E_INVALID_ASSIGNMENT, E_NO_REASSIGNMENT = 3, 42, 39, 85
@@ -104,11 +103,7 @@ try:
     c.close()
     cl.wait_isr(TOPIC, PARTS, 2)
     ackfile = os.path.join(tempfile.mkdtemp(prefix="strata-ra-"), "acks")
-    prod = spawn([binary("rdk_acked_producer"), "-b", cl.bootstrap(), "-t", TOPIC, "-o", ackfile,
-                  "-p", str(PARTS), "-r", "400", "-s", str(SIZE), "-k", "m", "-w", "20000",
-                  "-X", "message.timeout.ms=60000", "-X", "retry.backoff.ms=50",
-                  "-X", "topic.metadata.refresh.interval.ms=500"],
-                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    prod = cl.acked_producer(TOPIC, PARTS, SIZE, ackfile)
     time.sleep(2)
     ctl = cl.leader_id()
 

@@ -38,15 +38,14 @@ import os
 import signal
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kwire  # noqa: E402
-from strata_harness import (Cluster, binary, check, check_acked_topic, kcat,  # noqa: E402
-                            read_ack_file, spawn)
+from strata_harness import (Cluster, check, check_acked_topic, kcat,  # noqa: E402
+                            read_ack_file)
 
 KILLS = int(os.environ.get("STRATA_REPL_KILLS", "6"))
 SIZE = 60
@@ -142,11 +141,7 @@ try:
 
     # ---- 1. leader kills under an acks=all producer
     ackfile = os.path.join(tempfile.mkdtemp(prefix="strata-repl-"), "acks")
-    prod = spawn([binary("rdk_acked_producer"), "-b", cl.bootstrap(), "-t", TOPIC, "-o", ackfile,
-                  "-p", str(PARTS), "-r", "400", "-s", str(SIZE), "-k", "m", "-w", "20000",
-                  "-X", "message.timeout.ms=60000", "-X", "retry.backoff.ms=50", "-X", "batch.size=65536",
-                  "-X", "topic.metadata.refresh.interval.ms=500"],
-                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    prod = cl.acked_producer(TOPIC, PARTS, SIZE, ackfile, "-X", "batch.size=65536")
     time.sleep(1.5)
     times = []
     for k in range(KILLS):
