@@ -866,17 +866,19 @@ static st_partition_t *partition_open(st_replicas_t *rm, const st_meta_topic_t *
 /* A partition leaves this broker: parked readers are woken, its tier
  * part detached (with delete_remote, the bucket's objects go too: topic
  * deletion) and, with delete_local, its local log deleted; then the
- * reference given is let go (others may still hold p, never a deleted
- * log's files). */
+ * reference given is let go.  p->log stays as it is for whoever still
+ * holds p (a closed log answers errors, never a deleted file).  p->tier
+ * is cleared: a request on another thread that read it just before may
+ * still use the detached part (a known race of topic deletion and
+ * reassignment; the part should be kept by the partition instead). */
 static void partition_drop(st_partition_t *p, int delete_local, int delete_remote, st_logmgr_t *logs) {
     st_log_set_notify(p->log, NULL, NULL);
     on_log_change(p->log, p); /* parked readers learn the news */
     if (p->tier) st_tier_part_close(p->tier, delete_remote);
     p->tier = NULL;
     if (delete_local) {
-        st_log_t *log = p->log;
-        p->log = st_log_keep(log);
-        st_logmgr_delete_log(logs, log);
+        st_log_keep(p->log); /* delete_log takes one; p keeps its own */
+        st_logmgr_delete_log(logs, p->log);
     }
     st_partition_release(p);
 }
