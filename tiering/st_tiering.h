@@ -143,7 +143,7 @@ st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id
  * (topic deletion; done in the background). */
 void st_tier_part_close(st_tier_part_t *p, int delete_remote);
 void st_tier_part_set_retention(st_tier_part_t *p, const st_tier_retention_t *ret);
-/* Whether this broker leads the partition (1 at open), and at which
+/* Whether this broker leads the partition (0 at open), and at which
  * leader epoch: only a leader uploads segments, applies remote retention
  * and sweeps orphans; on becoming leader (or at a new epoch) the manifest
  * is read from the bucket again.  Each manifest written records the

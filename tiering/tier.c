@@ -883,10 +883,11 @@ static void part_job(void *arg) {
         goto out;
     }
     pthread_mutex_lock(&p->lock);
-    int leading = p->leading;
+    int leading = p->leading, fresh = p->reload;
     if (p->reload) p->loaded = 0;
     p->reload = 0;
     pthread_mutex_unlock(&p->lock);
+    if (fresh) p->fail.next_ms = 0; /* a new leadership tries a backed-off segment at once */
     if (!leading) goto out; /* only the leader uploads, sweeps and deletes */
     if (!p->loaded) {
         char *why = NULL;
@@ -1134,7 +1135,7 @@ st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id
     st_tier_part_t *p = st_calloc(1, sizeof *p);
     p->tier = t;
     p->refs = 1;
-    p->leading = 1; /* until told otherwise: a single broker leads what it has */
+    p->leading = 0; /* until told, with its leader epoch (st_tier_part_set_leader) */
     p->leader_epoch = p->fenced_epoch = -1;
     pthread_mutex_init(&p->lock, NULL);
     p->topic = st_strdup(topic);

@@ -227,6 +227,7 @@ static void open_part(env_t *e, const st_tier_retention_t *ret) {
                                        "AAAAAAAAAAAAAAAAAAAAAA", 3, cache, &ops, ret, &e->part, err,
                                        sizeof err),
                      ST_OK);
+    st_tier_part_set_leader(e->part, 1, 0); /* as the broker does at once */
 }
 
 /* Kick the partition and wait for its job (and any job it asked for) to
@@ -494,6 +495,59 @@ static void test_restart_and_orphans(void **state) {
     env_teardown(&e);
 }
 
+/* The bucket's manifest of the test partition, decoded. */
+static void bucket_manifest_full(env_t *e, st_manifest_t *m) {
+    st_os_request_t rq = {.op = ST_OS_GET, .key = "orders-AAAAAAAAAAAAAAAAAAAAAA/3/manifest.json",
+                          .offset = 0, .length = ST_OS_TO_END};
+    rq.sink.kind = ST_OS_SINK_ALLOC;
+    st_os_result_t *res = st_os_run(e->os, &rq);
+    assert_int_equal(res->status, ST_OK);
+    char why[200];
+    assert_int_equal(st_tier__manifest_decode(res->data, (size_t)res->length, m, why, sizeof why), ST_OK);
+    st_os_result_free(res);
+}
+
+/* A manifest in the bucket written at a higher leader epoch fences this
+ * broker: its uploads never replace it, until it leads at a higher epoch
+ * still, and then its manifest records that epoch. */
+static void test_manifest_fenced_by_epoch(void **state) {
+    (void)state;
+    env_t e;
+    env_setup(&e);
+    const char *newer = "{\"version\": 1, \"topic\": \"orders\", \"topic_id\": "
+                        "\"AAAAAAAAAAAAAAAAAAAAAA\", \"partition\": 3, \"log_start_offset\": 0, "
+                        "\"leader_epoch\": 7, \"segments\": []}";
+    st_os_request_t put = {.op = ST_OS_PUT, .key = "orders-AAAAAAAAAAAAAAAAAAAAAA/3/manifest.json"};
+    put.src.kind = ST_OS_SRC_MEM;
+    put.src.data = newer;
+    put.src.length = strlen(newer);
+    st_os_result_t *res = st_os_run(e.os, &put);
+    assert_int_equal(res->status, ST_OK);
+    st_os_result_free(res);
+    st_tier_retention_t ret = {-1, -1};
+    open_part(&e, &ret);
+    st_tier_part_set_leader(e.part, 1, 5); /* a deposed leader: 5 < 7 */
+    run_job(&e);
+    run_job(&e);
+    st_manifest_t m;
+    bucket_manifest_full(&e, &m);
+    assert_int_equal(m.leader_epoch, 7);
+    assert_int_equal(m.nsegs, 0);
+    st_tier__manifest_fini(&m);
+    st_tier_status_t s;
+    st_tier_part_status(e.part, &s);
+    assert_int_equal(s.remote_end, 0);
+    /* leading at 8: the bucket's manifest read again, everything uploaded */
+    st_tier_part_set_leader(e.part, 1, 8);
+    int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
+    wait_remote_end(&e, end);
+    bucket_manifest_full(&e, &m);
+    assert_int_equal(m.leader_epoch, 8);
+    assert_int_equal(m.nsegs, NSEGS);
+    st_tier__manifest_fini(&m);
+    env_teardown(&e);
+}
+
 /* The bucket's manifest of the test partition, summarized. */
 static void bucket_manifest(env_t *e, st_tier_manifest_summary_t *out, int64_t *log_start) {
     st_os_request_t rq = {.op = ST_OS_GET, .key = "orders-AAAAAAAAAAAAAAAAAAAAAA/3/manifest.json",
@@ -735,6 +789,7 @@ static void test_copy_quota_shared(void **state) {
     assert_int_equal(st_tier_part_open(e.tier, "orders", "AAAAAAAAAAAAAAAAAAAAAA", 4, cache, &ops,
                                        &ret, &second, err, sizeof err),
                      ST_OK);
+    st_tier_part_set_leader(second, 1, 0);
     st_tier_part_kick(e.part);
     st_tier_part_kick(second);
     assert_int_equal(st_tier__part_wait_idle(e.part, EVENT_WAIT_MS), 0);
@@ -1018,6 +1073,7 @@ int main(void) {
         cmocka_unit_test(test_copy_quota_stop),
         cmocka_unit_test(test_long_topic_names),
         cmocka_unit_test(test_upload_backoff),
+        cmocka_unit_test(test_manifest_fenced_by_epoch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
