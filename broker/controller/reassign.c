@@ -273,11 +273,11 @@ static st_err_t reassign_one(st_controller_t *c, const st_meta_topic_t *t, const
         memcpy(p.isr, isr, sizeof *isr * (size_t)ni);
         p.nisr = ni;
     }
+    int nadd = p.nadding;
     int done = complete(&p, img); /* nothing to add: a shrink completes at once */
     add_plan(ch, t, mp, &p);
     ST_INFO("controller", "%s-%d: reassignment %s: %d replica(s) to add, %d to remove", t->name,
-            (int)mp->id, done ? "done at once" : "started", p.nadding ? p.nadding : (int)(nt - (no - rest)),
-            rest);
+            (int)mp->id, done ? "done at once" : "started", nadd, rest);
     return ST_OK;
 }
 
