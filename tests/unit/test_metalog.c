@@ -709,6 +709,12 @@ static void expect_same_image(const st_meta_image_t *a, const st_meta_image_t *b
                 assert_memory_equal(u->replicas, v->replicas,
                                     sizeof(int32_t) * (size_t)u->nreplicas);
             if (u->nisr) assert_memory_equal(u->isr, v->isr, sizeof(int32_t) * (size_t)u->nisr);
+            assert_int_equal(u->nadding, v->nadding);
+            assert_int_equal(u->nremoving, v->nremoving);
+            if (u->nadding)
+                assert_memory_equal(u->adding, v->adding, sizeof(int32_t) * (size_t)u->nadding);
+            if (u->nremoving)
+                assert_memory_equal(u->removing, v->removing, sizeof(int32_t) * (size_t)u->nremoving);
         }
         assert_int_equal(x->nconfigs, y->nconfigs);
         for (int c = 0; c < x->nconfigs; c++) {
@@ -722,6 +728,12 @@ static void expect_same_image(const st_meta_image_t *a, const st_meta_image_t *b
         assert_int_equal(x->id, y->id);
         assert_string_equal(x->host, y->host);
         assert_int_equal(x->port, y->port);
+        assert_int_equal(x->nendpoints, y->nendpoints);
+        for (int k = 0; k < x->nendpoints; k++) {
+            assert_string_equal(x->endpoints[k].name, y->endpoints[k].name);
+            assert_string_equal(x->endpoints[k].host, y->endpoints[k].host);
+            assert_int_equal(x->endpoints[k].port, y->endpoints[k].port);
+        }
         assert_int_equal(x->rack == NULL, y->rack == NULL);
         if (x->rack) assert_string_equal(x->rack, y->rack);
         assert_true(x->epoch == y->epoch);
@@ -744,13 +756,16 @@ static void history(ents_t *es, int32_t epoch, int rounds) {
         for (int b = 0; b < 3; b++) {
             st_mrec_register_broker_t rb;
             st_schema_defaults(&st_mrec_register_broker_schema, &rb);
-            st_mrec_endpoint_t ep = {st_str("PLAINTEXT"), st_str(b == 2 ? "" : "127.0.0.1"),
-                                     (uint16_t)(b == 2 ? 0 : 9092 + b + r), 0};
+            /* one broker with no endpoint, one with two listeners */
+            st_mrec_endpoint_t ep[2] = {{st_str("PLAINTEXT"), st_str(b == 2 ? "" : "127.0.0.1"),
+                                         (uint16_t)(b == 2 ? 0 : 9092 + b + r), 0},
+                                        {st_str("INTERNAL"), st_str("10.0.0.1"),
+                                         (uint16_t)(9192 + b + r), 0}};
             rb.broker_id = (b * 7 + r) % 5;
             unit_fill(&rb.incarnation_id, sizeof rb.incarnation_id);
             rb.broker_epoch = es->end + b;
-            rb.endpoints.v = &ep;
-            rb.endpoints.n = b == 2 ? 0 : 1;
+            rb.endpoints.v = ep;
+            rb.endpoints.n = b == 2 ? 0 : b == 1 ? 2 : 1;
             rb.rack = b == 1 ? st_str("rack-a") : ST_STR_NULL;
             rb.fenced = (int8_t)(r % 2);
             st_mrec_encode(ST_MREC_REGISTER_BROKER, 0, &rb, &v);
@@ -776,6 +791,16 @@ static void history(ents_t *es, int32_t epoch, int rounds) {
                 pr.leader = reps[0];
                 pr.leader_epoch = r;
                 pr.partition_epoch = p;
+                /* one partition being reassigned: 3 joining, 1 leaving */
+                int32_t moving[4] = {0, 3, 1}, adding[1] = {3}, removing[1] = {1};
+                if (t == 2 && p == 1) {
+                    pr.replicas.v = moving;
+                    pr.replicas.n = 3;
+                    pr.adding_replicas.v = adding;
+                    pr.adding_replicas.n = 1;
+                    pr.removing_replicas.v = removing;
+                    pr.removing_replicas.n = 1;
+                }
                 st_mrec_encode(ST_MREC_PARTITION, 0, &pr, &v);
                 ends[n++] = v.len;
             }
@@ -801,6 +826,20 @@ static void history(ents_t *es, int32_t epoch, int rounds) {
         st_mrec_config_t chg = {ST_RESOURCE_TOPIC, st_str(names[2]), st_str("cleanup.policy"),
                                 st_str("compact")};
         st_mrec_encode(ST_MREC_CONFIG, 0, &chg, &v);
+        ends[n++] = v.len;
+        /* a reassignment that completes: tags 2-4 of PartitionChangeRecord */
+        st_mrec_partition_change_t pc;
+        st_schema_defaults(&st_mrec_partition_change_schema, &pc);
+        int32_t done[2] = {0, 3};
+        pc.partition_id = 1;
+        pc.topic_id = ids[3];
+        pc.replicas.v = done;
+        pc.replicas.n = 2;
+        pc.adding_replicas.v = done;
+        pc.adding_replicas.n = 0;
+        pc.removing_replicas.v = done + 1;
+        pc.removing_replicas.n = r % 2; /* a list of one, or empty */
+        st_mrec_encode(ST_MREC_PARTITION_CHANGE, 0, &pc, &v);
         ends[n++] = v.len;
         st_mrec_remove_topic_t rm = {ids[0]};
         st_mrec_encode(ST_MREC_REMOVE_TOPIC, 0, &rm, &v);
