@@ -7,7 +7,9 @@ integration.replication - partitions replicated over three combined nodes.
    leader of one of the partitions (a different one each round) is killed
    with SIGKILL; the test waits until a survivor leads it at a higher
    leader epoch, starts the killed node again and waits until every
-   partition's ISR is whole.  STRATA_REPL_KILLS rounds (default 6).  Then:
+   partition's ISR is whole.  STRATA_REPL_KILLS rounds (default 6, about
+   40 s; STRATA_REPL_KILLS=50 is the 50-kill run, about 4 minutes, too
+   long for every CI run: run the script by hand).  Then:
      - every partition holds offsets 0..n-1 once, each value intact, and
        every acknowledged message is at its acknowledged offset (kcat);
      - the three replicas of each partition hold the same batches byte
