@@ -52,6 +52,11 @@ void st_cli_transactions_usage(FILE *out);
 int st_cli_topics(const st_cli_ctx_t *ctx, int argc, char **argv);
 void st_cli_topics_usage(FILE *out);
 
+/* One request to the bootstrap broker on a connection of its own (topics.c):
+ * 0 with *resp from a, else 1 with err saying why. */
+int st_cli_bootstrap_call(const st_cli_ctx_t *ctx, int16_t key, int16_t version, const void *req,
+                          st_arena_t *a, void **resp, char *err, size_t errlen);
+
 /* strata topics ... reassign ... (reassign.c; its usage lines) */
 int st_cli_topics_reassign(const st_cli_ctx_t *ctx, int argc, char **argv);
 void st_cli_reassign_usage(FILE *out);

@@ -19,7 +19,6 @@
  * and message, and the command exits 1 after the others.
  */
 #include "cli_int.h"
-#include "kclient.h"
 
 #include <stdlib.h>
 #include <time.h>
@@ -87,19 +86,14 @@ static const char *ids(char *buf, size_t n, const int32_t *v, int cnt) {
     return cnt > 0 ? buf : "-";
 }
 
+/* st_cli_bootstrap_call, the reason on stderr; Metadata at v12, the
+ * reassignment APIs at v0. */
 static int call(const st_cli_ctx_t *ctx, int16_t key, const void *req, st_arena_t *a, void **resp) {
-    char why[512];
-    st_kclient_t kc = {-1, 0, NULL};
-    int rc = 0;
-    if (st_kclient_open(&kc, ctx->bootstrap, why, sizeof why)) {
-        fprintf(stderr, "strata topics: no broker reachable at %s (%s)\n", ctx->bootstrap, why);
-        rc = 1;
-    } else if (st_kclient_call(&kc, key, key == ST_API_METADATA ? 12 : 0, req, a, resp, why, sizeof why)) {
-        fprintf(stderr, "strata topics: the broker at %s: %s\n", ctx->bootstrap, why);
-        rc = 1;
-    }
-    st_kclient_close(&kc);
-    return rc;
+    char err[1024];
+    if (!st_cli_bootstrap_call(ctx, key, key == ST_API_METADATA ? 12 : 0, req, a, resp, err, sizeof err))
+        return 0;
+    fprintf(stderr, "strata topics: %s\n", err);
+    return 1;
 }
 
 /* The reassignments in progress, of wants (or all with nwants < 0). */

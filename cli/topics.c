@@ -138,7 +138,7 @@ static int broker_addr(const st_metadata_resp_t *md, int32_t id, char *out, size
 }
 
 /* One request to the bootstrap broker on a connection of its own. */
-static int bootstrap_call(const st_cli_ctx_t *ctx, int16_t key, int16_t version, const void *req,
+int st_cli_bootstrap_call(const st_cli_ctx_t *ctx, int16_t key, int16_t version, const void *req,
                           st_arena_t *a, void **resp, char *err, size_t errlen) {
     char why[512];
     int rc = 1;
@@ -171,7 +171,7 @@ static int metadata(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic,
         mq.topics.v = NULL;
         mq.topics.n = -1;
     }
-    return bootstrap_call(ctx, ST_API_METADATA, 12, &mq, a, (void **)out, err, errlen);
+    return st_cli_bootstrap_call(ctx, ST_API_METADATA, 12, &mq, a, (void **)out, err, errlen);
 }
 
 static int list(const st_cli_ctx_t *ctx, int exclude_internal) {
@@ -221,7 +221,7 @@ static int configs(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic, co
     q.resources.v = &res;
     q.resources.n = 1;
     st_describe_configs_resp_t *r;
-    if (bootstrap_call(ctx, ST_API_DESCRIBE_CONFIGS, 4, &q, a, (void **)&r, err, errlen)) goto out;
+    if (st_cli_bootstrap_call(ctx, ST_API_DESCRIBE_CONFIGS, 4, &q, a, (void **)&r, err, errlen)) goto out;
     if (r->results.n != 1) {
         st_snprintf_marked(err, errlen, "the broker at %s answered DescribeConfigs with %d "
                            "results for one resource", ctx->bootstrap, r->results.n);
@@ -643,7 +643,7 @@ static int min_isrs(const st_cli_ctx_t *ctx, st_arena_t *a, const st_metadata_to
         res->configuration_keys.n = 1;
     }
     st_describe_configs_resp_t *r;
-    if (bootstrap_call(ctx, ST_API_DESCRIBE_CONFIGS, 4, &q, a, (void **)&r, err, errlen)) return 1;
+    if (st_cli_bootstrap_call(ctx, ST_API_DESCRIBE_CONFIGS, 4, &q, a, (void **)&r, err, errlen)) return 1;
     for (int k = 0; k < r->results.n; k++) {
         const st_describe_configs_result_t *res = &r->results.v[k];
         /* answers come in the order asked; look further only if not */
@@ -880,7 +880,7 @@ static int create(const st_cli_ctx_t *ctx, const opts_t *o) {
     const st_create_topics_result_t *res;
     for (int attempt = 1;; attempt++) {
         st_create_topics_resp_t *r;
-        if (bootstrap_call(ctx, ST_API_CREATE_TOPICS, 7, &q, &a, (void **)&r, err, sizeof err)) {
+        if (st_cli_bootstrap_call(ctx, ST_API_CREATE_TOPICS, 7, &q, &a, (void **)&r, err, sizeof err)) {
             fprintf(stderr, "strata topics: %s\n", err);
             goto out;
         }
@@ -923,7 +923,7 @@ static int delete_topic(const st_cli_ctx_t *ctx, const opts_t *o) {
     const st_delete_topics_result_t *res;
     for (int attempt = 1;; attempt++) {
         st_delete_topics_resp_t *r;
-        if (bootstrap_call(ctx, ST_API_DELETE_TOPICS, 6, &q, &a, (void **)&r, err, sizeof err)) {
+        if (st_cli_bootstrap_call(ctx, ST_API_DELETE_TOPICS, 6, &q, &a, (void **)&r, err, sizeof err)) {
             fprintf(stderr, "strata topics: %s\n", err);
             goto out;
         }
@@ -969,7 +969,7 @@ static int grow(const st_cli_ctx_t *ctx, st_arena_t *a, const opts_t *o, int val
     q.validate_only = (int8_t)validate_only;
     for (int attempt = 1;; attempt++) {
         st_create_partitions_resp_t *r;
-        if (bootstrap_call(ctx, ST_API_CREATE_PARTITIONS, 3, &q, a, (void **)&r, err, errlen))
+        if (st_cli_bootstrap_call(ctx, ST_API_CREATE_PARTITIONS, 3, &q, a, (void **)&r, err, errlen))
             return 1;
         if (r->results.n != 1) {
             st_snprintf_marked(err, errlen, "the broker at %s answered CreatePartitions with %d "
@@ -1020,7 +1020,7 @@ static int reconfigure(const st_cli_ctx_t *ctx, st_arena_t *a, const opts_t *o,
     q.validate_only = (int8_t)validate_only;
     for (int attempt = 1;; attempt++) {
         st_alter_configs_resp_t *r;
-        if (bootstrap_call(ctx, ST_API_INCREMENTAL_ALTER_CONFIGS, 1, &q, a, (void **)&r, err,
+        if (st_cli_bootstrap_call(ctx, ST_API_INCREMENTAL_ALTER_CONFIGS, 1, &q, a, (void **)&r, err,
                            errlen))
             return 1;
         if (r->responses.n != 1) {
