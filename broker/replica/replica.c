@@ -83,7 +83,6 @@ struct st_replicas {
 
 static int self_id(const st_partition_t *p) { return p->owner->cfg->node_id; }
 
-
 static uint32_t hash_name(const char *s, size_t n) {
     uint32_t h = 2166136261u;
     for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;

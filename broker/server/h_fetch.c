@@ -19,7 +19,6 @@ typedef struct fetch_op {
     st_partition_t **parts; /* per requested partition, NULL when unknown */
     int nparts;
     int32_t replica_id; /* >= 0: a follower's fetch */
-    st_meta_image_t *img; /* during a pass, once a preferred read replica was looked for */
 } fetch_op_t;
 
 /* The file references a response holds (local segments, cached remote
@@ -145,6 +144,7 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
     int64_t total = 0;
     int k = 0;
     int32_t max_bytes = q->max_bytes > 0 ? q->max_bytes : INT32_MAX;
+    st_meta_image_t *img = NULL; /* taken once a preferred read replica is looked for */
     if (out) ST_ARRAY_ALLOC(out->responses, &op->req->arena, q->topics.n);
     for (int i = 0; i < q->topics.n; i++) {
         st_fetch_req_topic_t *qt = &q->topics.v[i];
@@ -206,8 +206,8 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
                     e = ST_OK; /* KIP-392: from v11 a consumer may read a follower */
                     on_follower = 1;
                 } else if (!e && q->rack_id.len > 0 && *op->srv->cfg.replica_selector_class) {
-                    if (!op->img) op->img = st_controller_image(op->srv->ctl);
-                    int32_t pref = st_partition_preferred_read_replica(p, q->rack_id, op->img);
+                    if (!img) img = st_controller_image(op->srv->ctl);
+                    int32_t pref = st_partition_preferred_read_replica(p, q->rack_id, img);
                     if (pref >= 0) {
                         /* no records: the consumer goes to pref (answered at once) */
                         st_log_offsets_t o;
@@ -256,8 +256,7 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
             }
         }
     }
-    if (op->img) st_image_release(op->img);
-    op->img = NULL;
+    if (img) st_image_release(img);
     return total;
 }
 
