@@ -37,6 +37,15 @@ typedef struct st_meta_partition {
     int nadding;
     int32_t *removing;
     int nremoving;
+    /* eligible leader replicas (KIP-966): out of the ISR since it shrank
+     * below min.insync.replicas, so they hold everything up to the high
+     * watermark (which stopped there); a leader may come from them when
+     * the ISR is empty.  lkelr: the last known leader, kept while the
+     * partition has none, for when ISR and ELR are both empty. */
+    int32_t *elr;
+    int nelr;
+    int32_t *lkelr;
+    int nlkelr;
 } st_meta_partition_t;
 
 typedef struct st_meta_topic {

@@ -23,6 +23,8 @@ static void topic_release(st_meta_topic_t *t) {
         free(t->parts[i].isr);
         free(t->parts[i].adding);
         free(t->parts[i].removing);
+        free(t->parts[i].elr);
+        free(t->parts[i].lkelr);
     }
     free(t->parts);
     for (int i = 0; i < t->nconfigs; i++) {
@@ -54,6 +56,8 @@ static st_meta_topic_t *topic_clone(const st_meta_topic_t *t) {
         c->parts[i].isr = dup_i32(t->parts[i].isr, t->parts[i].nisr);
         c->parts[i].adding = dup_i32(t->parts[i].adding, t->parts[i].nadding);
         c->parts[i].removing = dup_i32(t->parts[i].removing, t->parts[i].nremoving);
+        c->parts[i].elr = dup_i32(t->parts[i].elr, t->parts[i].nelr);
+        c->parts[i].lkelr = dup_i32(t->parts[i].lkelr, t->parts[i].nlkelr);
     }
     c->nconfigs = t->nconfigs;
     c->configs = st_calloc((size_t)(t->nconfigs ? t->nconfigs : 1), sizeof *c->configs);
@@ -287,6 +291,8 @@ static void apply_partition(apply_ctx_t *a, const st_mrec_partition_t *r) {
     free(p->isr);
     free(p->adding);
     free(p->removing);
+    free(p->elr);
+    free(p->lkelr);
     p->id = r->partition_id;
     p->leader = r->leader;
     p->leader_epoch = r->leader_epoch;
@@ -299,6 +305,10 @@ static void apply_partition(apply_ctx_t *a, const st_mrec_partition_t *r) {
     p->nadding = ST_MAX(r->adding_replicas.n, 0);
     p->removing = dup_i32(r->removing_replicas.v, ST_MAX(r->removing_replicas.n, 0));
     p->nremoving = ST_MAX(r->removing_replicas.n, 0);
+    p->elr = dup_i32(r->eligible_leader_replicas.v, ST_MAX(r->eligible_leader_replicas.n, 0));
+    p->nelr = ST_MAX(r->eligible_leader_replicas.n, 0);
+    p->lkelr = dup_i32(r->last_known_elr.v, ST_MAX(r->last_known_elr.n, 0));
+    p->nlkelr = ST_MAX(r->last_known_elr.n, 0);
 }
 
 static void apply_config(apply_ctx_t *a, const st_mrec_config_t *r) {
@@ -409,6 +419,16 @@ static void apply_partition_change(apply_ctx_t *a, const st_mrec_partition_chang
         free(mp->removing);
         mp->removing = dup_i32(r->removing_replicas.v, r->removing_replicas.n);
         mp->nremoving = r->removing_replicas.n;
+    }
+    if (r->eligible_leader_replicas.n >= 0) {
+        free(mp->elr);
+        mp->elr = dup_i32(r->eligible_leader_replicas.v, r->eligible_leader_replicas.n);
+        mp->nelr = r->eligible_leader_replicas.n;
+    }
+    if (r->last_known_elr.n >= 0) {
+        free(mp->lkelr);
+        mp->lkelr = dup_i32(r->last_known_elr.v, r->last_known_elr.n);
+        mp->nlkelr = r->last_known_elr.n;
     }
     /* Kafka's rule: a new leader starts a new leader epoch; every change
      * is a new partition epoch */

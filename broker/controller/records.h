@@ -44,11 +44,15 @@ ST_SCHEMA_DECLARE(st_mrec_topic, ST_MREC_TOPIC_FIELDS)
     X(S, INT32, leader, V(0), NN, NT, -1, _)                                           \
     X(S, INT8, leader_recovery_state, V(0), NN, 0, 0, _)                               \
     X(S, INT32, leader_epoch, V(0), NN, NT, -1, _)                                     \
-    X(S, INT32, partition_epoch, V(0), NN, NT, -1, _)
+    X(S, INT32, partition_epoch, V(0), NN, NT, -1, _)                                  \
+    X(S, ARRAY_INT32, eligible_leader_replicas, V(0), NUL(0), 1, ST_DEF_NULL, _)      \
+    X(S, ARRAY_INT32, last_known_elr, V(0), NUL(0), 2, ST_DEF_NULL, _)
 ST_SCHEMA_DECLARE(st_mrec_partition, ST_MREC_PARTITION_FIELDS)
 
 /* PartitionChangeRecord: only what changes is set; leader -2 and null
- * arrays mean "unchanged" (Kafka's NO_LEADER_CHANGE and absent tags). */
+ * arrays mean "unchanged" (Kafka's NO_LEADER_CHANGE and absent tags).
+ * Both records carry the eligible leader replicas and the last known ELR
+ * (KIP-966) in the tags Kafka gives them. */
 #define ST_MREC_NO_LEADER_CHANGE (-2)
 #define ST_MREC_PARTITION_CHANGE_FIELDS(X, S)                                           \
     X(S, INT32, partition_id, V(0), NN, NT, -1, _)                                     \
@@ -57,7 +61,9 @@ ST_SCHEMA_DECLARE(st_mrec_partition, ST_MREC_PARTITION_FIELDS)
     X(S, INT32, leader, V(0), NN, 1, ST_MREC_NO_LEADER_CHANGE, _)                      \
     X(S, ARRAY_INT32, replicas, V(0), NUL(0), 2, ST_DEF_NULL, _)                      \
     X(S, ARRAY_INT32, removing_replicas, V(0), NUL(0), 3, ST_DEF_NULL, _)             \
-    X(S, ARRAY_INT32, adding_replicas, V(0), NUL(0), 4, ST_DEF_NULL, _)
+    X(S, ARRAY_INT32, adding_replicas, V(0), NUL(0), 4, ST_DEF_NULL, _)              \
+    X(S, ARRAY_INT32, eligible_leader_replicas, V(0), NUL(0), 7, ST_DEF_NULL, _)      \
+    X(S, ARRAY_INT32, last_known_elr, V(0), NUL(0), 8, ST_DEF_NULL, _)
 ST_SCHEMA_DECLARE(st_mrec_partition_change, ST_MREC_PARTITION_CHANGE_FIELDS)
 
 /* FenceBrokerRecord and UnfenceBrokerRecord have the same two fields. */

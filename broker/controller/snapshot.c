@@ -156,6 +156,8 @@ static void w_image(snapw_t *w, const st_meta_image_t *img) {
             r.adding_replicas.n = mp->nadding;
             r.removing_replicas.v = mp->removing;
             r.removing_replicas.n = mp->nremoving;
+            if (mp->nelr > 0) r.eligible_leader_replicas.v = mp->elr, r.eligible_leader_replicas.n = mp->nelr;
+            if (mp->nlkelr > 0) r.last_known_elr.v = mp->lkelr, r.last_known_elr.n = mp->nlkelr;
             r.leader = mp->leader;
             r.leader_epoch = mp->leader_epoch;
             r.partition_epoch = mp->partition_epoch;

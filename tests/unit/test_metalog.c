@@ -715,6 +715,10 @@ static void expect_same_image(const st_meta_image_t *a, const st_meta_image_t *b
                 assert_memory_equal(u->adding, v->adding, sizeof(int32_t) * (size_t)u->nadding);
             if (u->nremoving)
                 assert_memory_equal(u->removing, v->removing, sizeof(int32_t) * (size_t)u->nremoving);
+            assert_int_equal(u->nelr, v->nelr);
+            assert_int_equal(u->nlkelr, v->nlkelr);
+            if (u->nelr) assert_memory_equal(u->elr, v->elr, sizeof(int32_t) * (size_t)u->nelr);
+            if (u->nlkelr) assert_memory_equal(u->lkelr, v->lkelr, sizeof(int32_t) * (size_t)u->nlkelr);
         }
         assert_int_equal(x->nconfigs, y->nconfigs);
         for (int c = 0; c < x->nconfigs; c++) {
@@ -801,6 +805,11 @@ static void history(ents_t *es, int32_t epoch, int rounds) {
                     pr.removing_replicas.v = removing;
                     pr.removing_replicas.n = 1;
                 }
+                /* one below min.insync.replicas: eligible leaders (KIP-966) */
+                if (t == 1 && p == 1) {
+                    pr.eligible_leader_replicas.v = reps + 1;
+                    pr.eligible_leader_replicas.n = 1;
+                }
                 st_mrec_encode(ST_MREC_PARTITION, 0, &pr, &v);
                 ends[n++] = v.len;
             }
@@ -839,6 +848,20 @@ static void history(ents_t *es, int32_t epoch, int rounds) {
         pc.adding_replicas.n = 0;
         pc.removing_replicas.v = done + 1;
         pc.removing_replicas.n = r % 2; /* a list of one, or empty */
+        st_mrec_encode(ST_MREC_PARTITION_CHANGE, 0, &pc, &v);
+        ends[n++] = v.len;
+        /* the ISR emptied: ELR and last known leader (tags 7 and 8) */
+        st_schema_defaults(&st_mrec_partition_change_schema, &pc);
+        int32_t elr[2] = {2, 1}, last = 0;
+        pc.partition_id = 0;
+        pc.topic_id = ids[2];
+        pc.isr.v = elr;
+        pc.isr.n = 0;
+        pc.leader = -1;
+        pc.eligible_leader_replicas.v = elr;
+        pc.eligible_leader_replicas.n = 1 + r % 2;
+        pc.last_known_elr.v = &last;
+        pc.last_known_elr.n = 1;
         st_mrec_encode(ST_MREC_PARTITION_CHANGE, 0, &pc, &v);
         ends[n++] = v.len;
         st_mrec_remove_topic_t rm = {ids[0]};
