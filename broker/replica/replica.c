@@ -415,10 +415,15 @@ static int in_maximal_isr(const st_replica_state_t *rs, int32_t id) {
 }
 
 /* Move the high watermark to the smallest log end over the maximal ISR
- * (Kafka's maybeIncrementLeaderHW).  rlock held; 1 when it moved. */
+ * (Kafka's maybeIncrementLeaderHW).  It stays where it is while the
+ * committed ISR is smaller than min.insync.replicas (at most the
+ * replication factor): what a replica held when it left such an ISR is
+ * then all that is committed, which is what makes it an eligible leader
+ * (KIP-966).  rlock held; 1 when it moved. */
 static int advance_hw_locked(st_partition_t *p) {
     st_replica_state_t *rs = p->rs;
     if (!rs->leading) return 0;
+    if (rs->nisr < ST_MIN(st_partition_min_isr(p), rs->nreplicas)) return 0;
     st_log_offsets_t o;
     st_log_offsets(p->log, &o);
     int64_t hw = o.leo;
