@@ -17,10 +17,11 @@
  *     leader and it is in the ISR;
  *   - fences a broker not heard from for broker.session.timeout.ms: a
  *     FenceBrokerRecord and, for every partition it is in the ISR of, a
- *     PartitionChangeRecord that takes it out of the ISR (unless it is the
- *     last member) and, where it led, elects the first other ISR member, or
- *     no leader (-1) when none is left (unclean.leader.election.enable then
- *     takes the first live replica, as Kafka does).
+ *     PartitionChangeRecord that takes it out of the ISR (the last member
+ *     too: it becomes an eligible leader replica) and, where it led,
+ *     elects another (elect.c: from the ISR, else the ELR, else none);
+ *   - takes a broker that registers again after an unclean stop out of
+ *     every ISR and ELR in the batch of its registration.
  * Heartbeat times live in the leader's memory only: a new leader starts
  * every broker's clock at its election, as Kafka's does.
  */
@@ -60,9 +61,19 @@ static struct hb *hb_of(st_controller_t *c, int32_t id, int add) {
 
 /* ---- the records a registration writes ---------------------------------------------- */
 
+/* A new incarnation of broker id.  Unless it stopped cleanly at the
+ * broker epoch it registered last (previous_epoch, from its clean-shutdown
+ * marker; -1: none), it may have lost what it had not flushed, so the
+ * same batch takes it out of every ISR and ELR (KIP-966); it is then
+ * registered fenced, so that it leads again only once unfenced. */
 static st_err_t write_registration(st_controller_t *c, int32_t id, const st_uuid_t *incarnation,
                                    const st_mrec_endpoint_t *eps, int neps, st_str_t rack,
-                                   int fenced, int64_t *epoch_out) {
+                                   int fenced, int64_t previous_epoch, int64_t *epoch_out) {
+    const st_meta_broker_t *old = st_image_broker(c->image, id);
+    st_ctl_changes_t ch = {0};
+    if (!old || previous_epoch < 0 || previous_epoch != old->epoch)
+        st_ctl__broker_changes(c, c->image, ST_CTL_IN_ISR_OR_ELR, id, -1, -1, id, &ch);
+    if (ch.n > 0) fenced = 1;
     st_mrec_register_broker_t r;
     st_schema_defaults(&st_mrec_register_broker_schema, &r);
     r.broker_id = id;
@@ -76,13 +87,18 @@ static st_err_t write_registration(st_controller_t *c, int32_t id, const st_uuid
     r.rack = rack;
     r.fenced = (int8_t)fenced;
     st_ctl_rec_t rec = {ST_MREC_REGISTER_BROKER, &r};
-    st_err_t e = st_ctl__commit_records(c, &rec, 1);
+    st_err_t e = st_ctl__commit_changes(c, &rec, &ch);
     if (!e) {
         *epoch_out = r.broker_epoch;
         hb_of(c, id, 1)->last_ms = st_mono_ms();
         ST_INFO("controller", "broker %d registered with broker epoch %lld%s", (int)id,
                 (long long)r.broker_epoch, fenced ? " (fenced until it catches up)" : "");
+        if (ch.n > 0)
+            ST_INFO("controller", "broker %d did not stop cleanly at broker epoch %lld: out of "
+                                  "the ISR and eligible leaders of %d partition%s",
+                    (int)id, (long long)(old ? old->epoch : -1), ch.n, ch.n == 1 ? "" : "s");
     }
+    st_ctl__changes_fini(&ch);
     return e;
 }
 
@@ -92,80 +108,13 @@ static int is_live(const st_meta_image_t *img, int32_t id, int32_t except) {
     return b && !b->fenced;
 }
 
-static int unclean_allowed(st_controller_t *c, const st_meta_topic_t *t) {
-    const char *v = st_meta_topic_config(t, "unclean.leader.election.enable");
-    if (v) return !strcmp(v, "true");
-    return c->cfg.broker->unclean_leader_election_enable;
-}
-
-/* What fencing broker `gone` does to each partition it is in. */
-static void fence_changes(st_controller_t *c, const st_meta_image_t *img, int32_t gone,
-                          st_ctl_changes_t *ch) {
-    for (int ti = 0; ti < img->ntopics; ti++) {
-        const st_meta_topic_t *t = img->topics[ti];
-        for (int pi = 0; pi < t->nparts; pi++) {
-            const st_meta_partition_t *mp = &t->parts[pi];
-            int in_isr = 0;
-            for (int k = 0; k < mp->nisr; k++) in_isr |= mp->isr[k] == gone;
-            if (!in_isr && mp->leader != gone) continue;
-            int32_t *isr = st_malloc(sizeof *isr * (size_t)(mp->nisr + 1));
-            int nisr = 0;
-            for (int k = 0; k < mp->nisr; k++)
-                if (mp->isr[k] != gone) isr[nisr++] = mp->isr[k];
-            if (nisr == 0) { /* the last in-sync replica stays in the ISR */
-                isr[0] = gone;
-                nisr = 1;
-            }
-            int32_t leader = mp->leader;
-            if (leader == gone || leader < 0) {
-                leader = -1;
-                /* the first replica (preferred order) in the ISR and live */
-                for (int r = 0; r < mp->nreplicas && leader < 0; r++)
-                    for (int k = 0; k < nisr; k++)
-                        if (isr[k] == mp->replicas[r] && is_live(img, isr[k], gone))
-                            leader = isr[k];
-                if (leader < 0 && unclean_allowed(c, t))
-                    for (int r = 0; r < mp->nreplicas && leader < 0; r++)
-                        if (is_live(img, mp->replicas[r], gone)) {
-                            leader = mp->replicas[r];
-                            isr[0] = leader; /* an unclean leader is the whole ISR */
-                            nisr = 1;
-                        }
-            }
-            int same_isr = nisr == mp->nisr;
-            for (int k = 0; k < nisr && same_isr; k++) same_isr = isr[k] == mp->isr[k];
-            if (leader != mp->leader || !same_isr)
-                st_ctl__changes_add(ch, t, mp, leader == mp->leader ? ST_MREC_NO_LEADER_CHANGE : leader,
-                            same_isr ? NULL : isr, nisr);
-            free(isr);
-        }
-    }
-}
-
-/* A broker back: it leads the partitions that have no leader and whose ISR
- * holds it. */
-static void unfence_changes(const st_meta_image_t *img, int32_t back, st_ctl_changes_t *ch) {
-    for (int ti = 0; ti < img->ntopics; ti++) {
-        const st_meta_topic_t *t = img->topics[ti];
-        for (int pi = 0; pi < t->nparts; pi++) {
-            const st_meta_partition_t *mp = &t->parts[pi];
-            if (mp->leader >= 0) continue;
-            for (int k = 0; k < mp->nisr; k++)
-                if (mp->isr[k] == back) {
-                    st_ctl__changes_add(ch, t, mp, back, NULL, 0);
-                    break;
-                }
-        }
-    }
-}
-
 static st_err_t write_fencing(st_controller_t *c, int32_t id, int fence) {
     const st_meta_broker_t *b = st_image_broker(c->image, id);
     if (!b || b->fenced == fence) return ST_OK;
     st_mrec_fence_t f = {id, b->epoch};
     st_ctl_changes_t ch = {0};
-    if (fence) fence_changes(c, c->image, id, &ch);
-    else unfence_changes(c->image, id, &ch);
+    if (fence) st_ctl__broker_changes(c, c->image, ST_CTL_IN_ISR, id, id, -1, -1, &ch);
+    else st_ctl__broker_changes(c, c->image, ST_CTL_LEADERLESS, id, -1, id, -1, &ch);
     st_ctl_rec_t rec = {fence ? ST_MREC_FENCE_BROKER : ST_MREC_UNFENCE_BROKER, &f};
     st_err_t e = st_ctl__commit_changes(c, &rec, &ch);
     if (!e)
@@ -215,7 +164,7 @@ void st_controller_broker_registration(st_controller_t *c, const st_broker_regis
                 eps[i].security_protocol = q->listeners.v[i].security_protocol;
             }
             e = write_registration(c, q->broker_id, &q->incarnation_id, eps, q->listeners.n,
-                                   q->rack, 1, &r->broker_epoch);
+                                   q->rack, 1, q->previous_broker_epoch, &r->broker_epoch);
             free(eps);
         }
     }
@@ -272,7 +221,7 @@ void st_ctl__register_self(st_controller_t *c) {
     /* the leader has applied everything it committed: caught up, unfenced */
     if (write_registration(c, b->node_id, &c->incarnation, eps, c->cfg.nadvertised,
                            *b->broker_rack ? st_str(b->broker_rack) : ST_STR_NULL, 0,
-                           &epoch) == ST_OK)
+                           c->previous_broker_epoch, &epoch) == ST_OK)
         c->broker_epoch = epoch;
     free(eps);
 }
@@ -361,7 +310,8 @@ static void send_registration(st_controller_t *c, int32_t leader) {
     q.features.n = 0;
     q.rack = *b->broker_rack ? st_str(b->broker_rack) : ST_STR_NULL;
     q.log_dirs.n = 0;
-    if (st_ctl__send(c, leader, ST_API_BROKER_REGISTRATION, 0, &q, on_registered) == ST_OK)
+    q.previous_broker_epoch = c->previous_broker_epoch;
+    if (st_ctl__send(c, leader, ST_API_BROKER_REGISTRATION, 3, &q, on_registered) == ST_OK)
         c->reg_in_flight = 1;
     else
         c->next_reg_ms = st_mono_ms() + RETRY_MS;

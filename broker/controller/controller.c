@@ -206,6 +206,8 @@ st_err_t st_controller_open(const st_controller_config_t *cfg, st_logmgr_t *logs
     st_controller_t *c = st_calloc(1, sizeof *c);
     c->cfg = *cfg;
     c->logs = logs;
+    c->broker_epoch = -1;
+    c->previous_broker_epoch = logs ? st_logmgr_previous_broker_epoch(logs) : -1;
     c->leader_id = -1;
     c->leader_epoch = -1;
     snprintf(c->cluster_id, sizeof c->cluster_id, "%s", cfg->cluster_id);
@@ -273,6 +275,9 @@ void st_controller_close(st_controller_t *c) {
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
     if (c->started) pthread_join(c->thread, NULL);
+    /* a clean stop names this epoch, so the next incarnation keeps its
+     * place among the eligible leaders */
+    if (c->logs && c->broker_epoch >= 0) st_logmgr_set_broker_epoch(c->logs, c->broker_epoch);
     st_ctl__quorum_close(c);
     st_ctl__members_fini(c);
     if (c->log) st_log_release(c->log);

@@ -109,6 +109,7 @@ struct st_controller {
     /* this node as a broker: its registration with the active controller */
     st_uuid_t incarnation;
     int64_t broker_epoch; /* -1: not registered */
+    int64_t previous_broker_epoch; /* of the last clean stop; -1: none */
     int reg_in_flight, hb_in_flight, self_reg_queued;
     int64_t next_reg_ms, next_hb_ms;
     /* the active controller's view of the brokers: last heartbeats */
@@ -180,7 +181,7 @@ st_err_t st_ctl__commit_records(st_controller_t *c, const st_ctl_rec_t *recs, in
 
 /* reassign.c: PartitionChangeRecords gathered into one batch; each change
  * owns the lists it points at. */
-enum { ST_CHG_ISR, ST_CHG_REPLICAS, ST_CHG_ADDING, ST_CHG_REMOVING, ST_CHG_NLISTS };
+enum { ST_CHG_ISR, ST_CHG_REPLICAS, ST_CHG_ADDING, ST_CHG_REMOVING, ST_CHG_ELR, ST_CHG_LKELR, ST_CHG_NLISTS };
 typedef struct st_ctl_changes {
     st_mrec_partition_change_t *v;
     int32_t *(*own)[ST_CHG_NLISTS];
@@ -192,12 +193,45 @@ void st_ctl__changes_add(st_ctl_changes_t *ch, const st_meta_topic_t *t, const s
                          int32_t leader, const int32_t *isr, int nisr);
 /* Sets list `which` (ST_CHG_*) of the change added last. */
 void st_ctl__changes_list(st_ctl_changes_t *ch, int which, const int32_t *v, int n);
+/* The same for change i. */
+void st_ctl__changes_list_at(st_ctl_changes_t *ch, int i, int which, const int32_t *v, int n);
 void st_ctl__changes_fini(st_ctl_changes_t *ch);
-/* Commits `first` (when set) and the changes as one batch. */
-st_err_t st_ctl__commit_changes(st_controller_t *c, const st_ctl_rec_t *first, const st_ctl_changes_t *ch);
+/* Commits `first` (when set) and the changes as one batch, each change's
+ * ELR and last known ELR filled in first (st_ctl__changes_elr). */
+st_err_t st_ctl__commit_changes(st_controller_t *c, const st_ctl_rec_t *first, st_ctl_changes_t *ch);
 /* mp's ISR becomes isr (AlterPartition): that change, or the one that
  * completes mp's reassignment with it. */
 void st_ctl__isr_change(st_ctl_changes_t *ch, const st_meta_image_t *img, const st_meta_topic_t *t,
                         const st_meta_partition_t *mp, const int32_t *isr, int nisr);
+
+/* elect.c: the leader, ISR and eligible leader replica rules (KIP-966)
+ * every partition change follows. */
+/* min.insync.replicas of t, at most its replication factor n. */
+int st_ctl__min_isr(const st_controller_t *c, const st_meta_topic_t *t, int n);
+int st_ctl__unclean_allowed(const st_controller_t *c, const st_meta_topic_t *t);
+/* What a broker event does to mp, added to ch when it changes anything:
+ * `removed` (fenced, shutting down) leaves the ISR and may not lead;
+ * `added` (being unfenced) may lead though img still shows it fenced;
+ * `unclean` (registered again after an unclean stop, so it may have lost
+ * what it had not flushed) leaves ISR and ELR and may not lead; -1: none.
+ * Where mp then needs a leader one is elected: from the ISR; from the
+ * ELR when the ISR is empty; the last known leader when both are; any
+ * live replica when unclean.leader.election.enable. */
+void st_ctl__broker_change(st_controller_t *c, const st_meta_image_t *img, const st_meta_topic_t *t,
+                           const st_meta_partition_t *mp, int32_t removed, int32_t added,
+                           int32_t unclean, st_ctl_changes_t *ch);
+/* The partitions of every topic where broker id is in the ISR or ELR, or
+ * leads (in_elr: the ELR counts), or that have no leader (leaderless). */
+typedef enum { ST_CTL_IN_ISR, ST_CTL_IN_ISR_OR_ELR, ST_CTL_LEADERLESS } st_ctl_which_t;
+void st_ctl__broker_changes(st_controller_t *c, const st_meta_image_t *img, st_ctl_which_t which,
+                            int32_t id, int32_t removed, int32_t added, int32_t unclean,
+                            st_ctl_changes_t *ch);
+/* Fills in the ELR and last known ELR of each change that leaves them
+ * unset, from the partition in c's image and the ISR and leader the
+ * change leaves. */
+void st_ctl__changes_elr(st_controller_t *c, st_ctl_changes_t *ch);
+/* After a config change of topic t: the ELR of its partitions whose ISR
+ * now reaches min.insync.replicas is emptied. */
+void st_ctl__elr_reconcile(st_controller_t *c, const char *topic, size_t len);
 
 #endif /* ST_CONTROLLER_INT_H */

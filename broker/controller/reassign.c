@@ -28,22 +28,28 @@
 
 /* ---- PartitionChangeRecords gathered into one batch ---------------------------------------- */
 
-static int32_t *own_list(st_ctl_changes_t *ch, int which, const int32_t *v, int n) {
+static int32_t *own_list(st_ctl_changes_t *ch, int i, int which, const int32_t *v, int n) {
     int32_t *d = st_malloc(sizeof *d * (size_t)(n > 0 ? n : 1));
     if (n > 0) memcpy(d, v, sizeof *d * (size_t)n);
-    free(ch->own[ch->n - 1][which]);
-    ch->own[ch->n - 1][which] = d;
+    free(ch->own[i][which]);
+    ch->own[i][which] = d;
     return d;
 }
 
 void st_ctl__changes_list(st_ctl_changes_t *ch, int which, const int32_t *v, int n) {
-    st_mrec_partition_change_t *r = &ch->v[ch->n - 1];
-    int32_t *d = own_list(ch, which, v, n);
+    st_ctl__changes_list_at(ch, ch->n - 1, which, v, n);
+}
+
+void st_ctl__changes_list_at(st_ctl_changes_t *ch, int i, int which, const int32_t *v, int n) {
+    st_mrec_partition_change_t *r = &ch->v[i];
+    int32_t *d = own_list(ch, i, which, v, n);
     switch (which) {
     case ST_CHG_ISR: r->isr.v = d, r->isr.n = n; break;
     case ST_CHG_REPLICAS: r->replicas.v = d, r->replicas.n = n; break;
     case ST_CHG_ADDING: r->adding_replicas.v = d, r->adding_replicas.n = n; break;
-    default: r->removing_replicas.v = d, r->removing_replicas.n = n; break;
+    case ST_CHG_REMOVING: r->removing_replicas.v = d, r->removing_replicas.n = n; break;
+    case ST_CHG_ELR: r->eligible_leader_replicas.v = d, r->eligible_leader_replicas.n = n; break;
+    default: r->last_known_elr.v = d, r->last_known_elr.n = n; break;
     }
 }
 
@@ -71,7 +77,8 @@ void st_ctl__changes_fini(st_ctl_changes_t *ch) {
     free(ch->v);
 }
 
-st_err_t st_ctl__commit_changes(st_controller_t *c, const st_ctl_rec_t *first, const st_ctl_changes_t *ch) {
+st_err_t st_ctl__commit_changes(st_controller_t *c, const st_ctl_rec_t *first, st_ctl_changes_t *ch) {
+    st_ctl__changes_elr(c, ch);
     int k = 0;
     st_ctl_rec_t *recs = st_malloc(sizeof *recs * (size_t)(ch->n + 1));
     if (first) recs[k++] = *first;

@@ -109,6 +109,12 @@ st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *
                         size_t errlen);
 const char *st_logmgr_cluster_id(const st_logmgr_t *m);
 int st_logmgr_clean_start(const st_logmgr_t *m);
+/* The broker epoch the last stop was clean at (the clean-shutdown marker
+ * names it, Kafka's CleanShutdownFile); -1 after an unclean stop, on a
+ * new dir or when the dirs disagree. */
+int64_t st_logmgr_previous_broker_epoch(const st_logmgr_t *m);
+/* The broker epoch the marker names if this run stops cleanly. */
+void st_logmgr_set_broker_epoch(st_logmgr_t *m, int64_t epoch);
 /* Directory for a new partition: the dir holding the fewest partitions. */
 const char *st_logmgr_pick_dir(st_logmgr_t *m);
 /* Dirs already holding <topic>-<partition>, or NULL. */

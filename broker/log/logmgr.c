@@ -7,7 +7,9 @@
  * Files in each log dir:
  *   .lock                             flock()ed while a broker runs here
  *   meta.properties                   version, cluster.id, node.id
- *   .strata-clean-shutdown            present only after a clean stop
+ *   .strata-clean-shutdown            present only after a clean stop:
+ *                                     "broker.epoch=<n>", the broker epoch
+ *                                     the broker stopped at (KIP-966)
  *   recovery-point-offset-checkpoint  Kafka's format: version, count,
  *   log-start-offset-checkpoint       then "topic partition offset" lines
  *   replication-offset-checkpoint     (the high watermarks)
@@ -69,6 +71,8 @@ struct st_logmgr {
     int ndirs;
     char cluster_id[64];
     int clean;
+    int64_t prev_broker_epoch; /* from the markers; -1: unknown */
+    int64_t broker_epoch;      /* written into the markers at close */
 
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -258,6 +262,8 @@ st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *
     m->fc = st_log__fcache_new(max_files);
     for (int i = 0; i < cfg->ndirs; i++) m->dirs[i].lock_fd = -1;
     m->clean = 1;
+    m->prev_broker_epoch = -2; /* none read yet */
+    m->broker_epoch = -1;
     st_err_t e = ST_OK;
     for (int i = 0; i < cfg->ndirs; i++) {
         logdir_t *d = &m->dirs[i];
@@ -328,6 +334,16 @@ st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *
             closedir(dd);
         }
         if (access(path, F_OK) != 0 && has_logs) m->clean = 0;
+        /* every dir must name the same epoch, or none is known */
+        char *mk = NULL;
+        size_t mklen = 0;
+        long long ep = -1;
+        if (st_read_file(path, &mk, &mklen) == ST_OK && mk) {
+            char *eq = strstr(mk, "broker.epoch=");
+            if (eq) ep = strtoll(eq + 13, NULL, 10);
+        }
+        free(mk);
+        m->prev_broker_epoch = m->prev_broker_epoch == -2 || m->prev_broker_epoch == ep ? ep : -1;
         for (int k = 0; k < NCKPT; k++) ckpt_read(d->path, ckpt_names[k], &d->ckpt[k]);
     }
     if (!m->cluster_id[0] && cfg->cluster_id && cfg->cluster_id[0])
@@ -350,6 +366,7 @@ st_err_t st_logmgr_open(const st_logmgr_config_t *cfg, st_logmgr_t **out, char *
         unlink(path);
         st_log__sync_dir(m->fc, m->dirs[i].path);
     }
+    if (!m->clean || m->prev_broker_epoch < 0) m->prev_broker_epoch = -1;
     if (!m->clean) ST_WARN("log", "the previous stop was not clean: recovering logs");
     *out = m;
     return ST_OK;
@@ -367,6 +384,12 @@ fail:
 
 const char *st_logmgr_cluster_id(const st_logmgr_t *m) { return m->cluster_id; }
 int st_logmgr_clean_start(const st_logmgr_t *m) { return m->clean; }
+
+int64_t st_logmgr_previous_broker_epoch(const st_logmgr_t *m) { return m->prev_broker_epoch; }
+
+void st_logmgr_set_broker_epoch(st_logmgr_t *m, int64_t epoch) {
+    __atomic_store_n(&m->broker_epoch, epoch, __ATOMIC_RELEASE);
+}
 
 const char *st_logmgr_find_dir(st_logmgr_t *m, const char *topic, int32_t partition) {
     for (int i = 0; i < m->cfg.ndirs; i++) {
@@ -666,8 +689,11 @@ void st_logmgr_close(st_logmgr_t *m) {
         logdir_t *d = &m->dirs[i];
         if (clean) {
             char path[4096];
+            char mk[64];
+            int mklen = snprintf(mk, sizeof mk, "broker.epoch=%lld\n",
+                                 (long long)__atomic_load_n(&m->broker_epoch, __ATOMIC_ACQUIRE));
             snprintf(path, sizeof path, "%s/" CLEAN_MARKER, d->path);
-            st_write_file_atomic(path, "", 0);
+            st_write_file_atomic(path, mk, (size_t)mklen);
         }
         close(d->lock_fd);
         free(d->path);
