@@ -22,6 +22,8 @@
 #   --controller-only
 #                    the K voters are controller-only (process.roles=controller):
 #                    they serve the quorum, not clients
+#   --only I[,J...]  up starts these nodes only (the others are left as they
+#                    are, running or not)
 #
 # Node ids are 1..N and they share one cluster.id, made at the first `up`
 # of DIR and kept in DIR/cluster.id.  By default every node is both broker
@@ -38,6 +40,7 @@ overrides=()
 node_overrides=() # "I k=v" each
 ncontrollers=""
 controller_only=0
+only=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --dir) dir="$2"; shift 2 ;;
@@ -47,9 +50,10 @@ while [ $# -gt 0 ]; do
     --no-build) build=0; shift ;;
     --controllers) ncontrollers="$2"; shift 2 ;;
     --controller-only) controller_only=1; shift ;;
+    --only) only=",$2,"; shift 2 ;;
     up|down|status) cmd="$1"; shift ;;
     [0-9]*) n="$1"; shift ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "cluster.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -103,7 +107,9 @@ up)
         [ "$i" -le "$k" ] && voters="${voters:+$voters,}$i@127.0.0.1:$((p + 1))"
         if [ "$i" -gt "$k" ] || [ "$controller_only" = 0 ]; then boot="${boot:+$boot,}127.0.0.1:$p"; fi
     done
+    chosen() { [ -z "$only" ] || [ "${only#*,$1,}" != "$only" ]; }
     for i in $(seq 1 "$n"); do
+        chosen "$i" || continue
         nd="$dir/node-$i"
         mkdir -p "$nd"
         if alive "$i"; then echo "node $i is running already (pid $(cat "$nd/pid"))"; continue; fi
@@ -138,6 +144,7 @@ up)
     # ready when each answers on its client port (a controller-only node:
     # its quorum port)
     for i in $(seq 1 "$n"); do
+        chosen "$i" || continue
         p=$((base + 2 * (i - 1)))
         [ "$(cat "$dir/node-$i/roles")" = controller ] && p=$((p + 1))
         for _ in $(seq 1 300); do

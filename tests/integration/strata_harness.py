@@ -777,6 +777,12 @@ class Cluster:
             self.wait_stable(timeout=timeout)
         return rc, out
 
+    def start(self, i, node_overrides=None):
+        """cluster.sh up --only i: node i alone, the others left as they
+        are; returns once it answers on its port."""
+        check(not self.alive(i), "start(%d): node %d is running" % (i, i))
+        return self._sh("up", str(self.n), "--only", str(i), node_overrides=node_overrides)
+
     def restart(self, i, wait=True, timeout=60, **kw):
         check(not self.alive(i), "restart(%d): node %d is running" % (i, i))
         return self.up(wait=wait, timeout=timeout, **kw)
