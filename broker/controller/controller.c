@@ -832,6 +832,7 @@ void st_controller_alter_configs(st_controller_t *c, int resource_type, const ch
         }
         st_err_t ce = commit(c, &p);
         if (ce) commit_failed(res, ce);
+        else st_ctl__elr_reconcile(c, name, len); /* min.insync.replicas may have changed */
         pending_fini(&p);
     }
     for (int i = 0; i < cnt; i++) {

@@ -59,7 +59,9 @@ static size_t min_wire_size(const st_schema_t *s, int v, int flexible) {
         case ST_F_FLOAT64: n += 8; break;
         case ST_F_UUID: n += 16; break;
         case ST_F_STRING: n += flexible ? 1 : 2; break;
-        case ST_F_STRUCT: n += min_wire_size(f->sub, v, flexible); break;
+        case ST_F_STRUCT:
+            n += in_range(v, f->nmin, f->nmax) ? 1 : min_wire_size(f->sub, v, flexible);
+            break;
         default: n += flexible ? 1 : 4; break; /* bytes, records, arrays */
         }
     }
@@ -225,7 +227,15 @@ static void decode_field(const st_field_t *f, int v, int flexible, st_rd_t *r, s
         }
         break;
     }
-    case ST_F_STRUCT: decode_struct(f->sub, v, flexible, r, a, p); break;
+    case ST_F_STRUCT:
+        /* a nullable struct: an int8 first, -1 for null (decoded as the
+         * struct's defaults, which is how a null one is encoded) */
+        if (nullable && st_rd_i8(r) < 0) {
+            st_schema_defaults(f->sub, p);
+            break;
+        }
+        decode_struct(f->sub, v, flexible, r, a, p);
+        break;
     default: { /* arrays */
         st_array_t *arr = p;
         n = rd_len(r, flexible, 0);
@@ -405,7 +415,14 @@ static void encode_field(const st_field_t *f, int v, int flexible, const void *o
         else st_buf_put(b, rec->p, (size_t)n);
         break;
     }
-    case ST_F_STRUCT: encode_struct(f->sub, v, flexible, p, out); break;
+    case ST_F_STRUCT:
+        if (nullable) {
+            int null = struct_is_default(f->sub, p);
+            st_buf_put_i8(b, null ? -1 : 1);
+            if (null) break;
+        }
+        encode_struct(f->sub, v, flexible, p, out);
+        break;
     default: {
         const st_array_t *arr = p;
         if (arr->n < 0 && nullable) {

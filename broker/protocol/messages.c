@@ -88,6 +88,12 @@ ST_SCHEMA_DEFINE(st_list_reassign_req, ST_LIST_REASSIGN_REQ)
 ST_SCHEMA_DEFINE(st_list_reassign_resp_part, ST_LIST_REASSIGN_RESP_PART)
 ST_SCHEMA_DEFINE(st_list_reassign_resp_topic, ST_LIST_REASSIGN_RESP_TOPIC)
 ST_SCHEMA_DEFINE(st_list_reassign_resp, ST_LIST_REASSIGN_RESP)
+ST_SCHEMA_DEFINE(st_dtp_cursor, ST_DTP_CURSOR)
+ST_SCHEMA_DEFINE(st_dtp_req_topic, ST_DTP_REQ_TOPIC)
+ST_SCHEMA_DEFINE(st_dtp_req, ST_DTP_REQ)
+ST_SCHEMA_DEFINE(st_dtp_partition, ST_DTP_PARTITION)
+ST_SCHEMA_DEFINE(st_dtp_topic, ST_DTP_TOPIC)
+ST_SCHEMA_DEFINE(st_dtp_resp, ST_DTP_RESP)
 ST_SCHEMA_DEFINE(st_describe_cluster_req, ST_DESCRIBE_CLUSTER_REQ)
 ST_SCHEMA_DEFINE(st_describe_cluster_broker, ST_DESCRIBE_CLUSTER_BROKER)
 ST_SCHEMA_DEFINE(st_describe_cluster_resp, ST_DESCRIBE_CLUSTER_RESP)
@@ -305,6 +311,8 @@ static const st_api_t api_table[] = {
      &st_incr_alter_configs_req_schema, &st_alter_configs_resp_schema, 0, 1},
     {ST_API_DESCRIBE_CLUSTER, "DescribeCluster", 0, 0, 2, 0, &st_describe_cluster_req_schema,
      &st_describe_cluster_resp_schema, 0, 2},
+    {ST_API_DESCRIBE_TOPIC_PARTITIONS, "DescribeTopicPartitions", 0, 0, 0, 0, &st_dtp_req_schema,
+     &st_dtp_resp_schema, 0, 0},
     {ST_API_DESCRIBE_LOG_DIRS, "DescribeLogDirs", 0, 0, 4, 2, &st_describe_log_dirs_req_schema,
      &st_describe_log_dirs_resp_schema, 0, 4},
     /* Consumer groups.  Minimums stay at 0 as Kafka 3.x advertises them:

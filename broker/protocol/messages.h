@@ -56,7 +56,8 @@ enum st_api_key {
     ST_API_ADD_OFFSETS_TO_TXN = 25,
     ST_API_END_TXN = 26,
     ST_API_DESCRIBE_TRANSACTIONS = 65,
-    ST_API_LIST_TRANSACTIONS = 66
+    ST_API_LIST_TRANSACTIONS = 66,
+    ST_API_DESCRIBE_TOPIC_PARTITIONS = 75
 };
 
 /* ---- ApiVersions (18) ------------------------------------------------- */
@@ -638,6 +639,50 @@ ST_SCHEMA_DECLARE(st_describe_cluster_broker, ST_DESCRIBE_CLUSTER_BROKER)
     X(S, ARRAY, brokers, V(0), NN, NT, 0, st_describe_cluster_broker)                  \
     X(S, INT32, cluster_authorized_operations, V(0), NN, NT, INT32_MIN, _)
 ST_SCHEMA_DECLARE(st_describe_cluster_resp, ST_DESCRIBE_CLUSTER_RESP)
+
+/* ---- DescribeTopicPartitions (75, KIP-966): topics and partitions with
+ * their eligible leader replicas, a page of partitions at a time.  A null
+ * cursor is encoded and decoded as the struct's defaults. ------------- */
+#define ST_DTP_CURSOR(X, S)                                                             \
+    X(S, STRING, topic_name, V(0), NN, NT, 0, _)                                       \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_dtp_cursor, ST_DTP_CURSOR)
+
+#define ST_DTP_REQ_TOPIC(X, S) X(S, STRING, name, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_dtp_req_topic, ST_DTP_REQ_TOPIC)
+
+#define ST_DTP_REQ(X, S)                                                                \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_dtp_req_topic)                             \
+    X(S, INT32, response_partition_limit, V(0), NN, NT, 2000, _)                       \
+    X(S, STRUCT, cursor, V(0), NUL(0), NT, 0, st_dtp_cursor)
+ST_SCHEMA_DECLARE(st_dtp_req, ST_DTP_REQ)
+
+#define ST_DTP_PARTITION(X, S)                                                          \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, INT32, partition_index, V(0), NN, NT, 0, _)                                   \
+    X(S, INT32, leader_id, V(0), NN, NT, 0, _)                                         \
+    X(S, INT32, leader_epoch, V(0), NN, NT, -1, _)                                     \
+    X(S, ARRAY_INT32, replica_nodes, V(0), NN, NT, 0, _)                               \
+    X(S, ARRAY_INT32, isr_nodes, V(0), NN, NT, 0, _)                                   \
+    X(S, ARRAY_INT32, eligible_leader_replicas, V(0), NUL(0), NT, ST_DEF_NULL, _)      \
+    X(S, ARRAY_INT32, last_known_elr, V(0), NUL(0), NT, ST_DEF_NULL, _)                \
+    X(S, ARRAY_INT32, offline_replicas, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_dtp_partition, ST_DTP_PARTITION)
+
+#define ST_DTP_TOPIC(X, S)                                                              \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, name, V(0), NUL(0), NT, 0, _)                                         \
+    X(S, UUID, topic_id, V(0), NN, NT, 0, _)                                           \
+    X(S, BOOL, is_internal, V(0), NN, NT, 0, _)                                        \
+    X(S, ARRAY, partitions, V(0), NN, NT, 0, st_dtp_partition)                         \
+    X(S, INT32, topic_authorized_operations, V(0), NN, NT, INT32_MIN, _)
+ST_SCHEMA_DECLARE(st_dtp_topic, ST_DTP_TOPIC)
+
+#define ST_DTP_RESP(X, S)                                                               \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, ARRAY, topics, V(0), NN, NT, 0, st_dtp_topic)                                 \
+    X(S, STRUCT, next_cursor, V(0), NUL(0), NT, 0, st_dtp_cursor)
+ST_SCHEMA_DECLARE(st_dtp_resp, ST_DTP_RESP)
 
 /* ---- DescribeLogDirs (35) --------------------------------------------- */
 #define ST_DESCRIBE_LOG_DIRS_REQ_TOPIC(X, S)                                            \
@@ -1728,6 +1773,8 @@ ST_SCHEMA_DECLARE(st_list_transactions_resp, ST_LIST_TRANSACTIONS_RESP)
     X(st_add_offsets_to_txn_req) X(st_txn_simple_resp) X(st_end_txn_req)              \
     X(st_describe_transactions_req) X(st_txn_topic_data) X(st_described_txn)          \
     X(st_describe_transactions_resp) X(st_list_transactions_req) X(st_listed_txn)     \
+    X(st_dtp_cursor) X(st_dtp_req_topic) X(st_dtp_req) X(st_dtp_partition)             \
+    X(st_dtp_topic) X(st_dtp_resp)                                                     \
     X(st_list_transactions_resp)
 
 #include "msg_dsl_end.h"

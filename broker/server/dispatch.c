@@ -15,6 +15,7 @@ static const struct {
     {ST_API_LIST_OFFSETS, st_handle_list_offsets},
     {ST_API_OFFSET_FOR_LEADER_EPOCH, st_handle_offset_for_leader_epoch},
     {ST_API_METADATA, st_handle_metadata},
+    {ST_API_DESCRIBE_TOPIC_PARTITIONS, st_handle_describe_topic_partitions},
     {ST_API_API_VERSIONS, st_handle_api_versions},
     {ST_API_CREATE_TOPICS, st_handle_create_topics},
     {ST_API_DELETE_TOPICS, st_handle_delete_topics},

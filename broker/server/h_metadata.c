@@ -1,6 +1,8 @@
 /*
  * h_metadata.c - Metadata: brokers, the controller (this broker) and
- * topics, creating requested topics when auto.create.topics.enable allows.
+ * topics, creating requested topics when auto.create.topics.enable allows;
+ * DescribeTopicPartitions (KIP-966): the same partitions with their
+ * eligible leader replicas, a page at a time.
  *
  * A request naming topics that do not exist is answered after the
  * controller has created them (one round trip to the controller thread),
@@ -14,6 +16,18 @@ typedef struct md_ctx {
     char **create; /* topic names to create */
     int ncreate;
 } md_ctx_t;
+
+/* Replicas on brokers that are fenced or not registered, into v (room
+ * for every replica); returns how many. */
+static int32_t offline_replicas(const st_meta_image_t *img, const st_meta_partition_t *mp,
+                                int32_t *v) {
+    int32_t n = 0;
+    for (int r = 0; r < mp->nreplicas; r++) {
+        const st_meta_broker_t *b = st_image_broker(img, mp->replicas[r]);
+        if (!b || b->fenced) v[n++] = mp->replicas[r];
+    }
+    return n;
+}
 
 static void fill_topic(st_request_t *req, const st_meta_image_t *img, st_metadata_topic_t *out,
                        const st_meta_topic_t *t,
@@ -37,15 +51,8 @@ static void fill_topic(st_request_t *req, const st_meta_image_t *img, st_metadat
         memcpy(p->replica_nodes.v, mp->replicas, sizeof(int32_t) * (size_t)mp->nreplicas);
         ST_ARRAY_ALLOC(p->isr_nodes, &req->arena, mp->nisr);
         memcpy(p->isr_nodes.v, mp->isr, sizeof(int32_t) * (size_t)mp->nisr);
-        /* replicas on brokers that are fenced or not registered */
         ST_ARRAY_ALLOC(p->offline_replicas, &req->arena, mp->nreplicas);
-        p->offline_replicas.n = 0;
-        for (int r = 0; r < mp->nreplicas; r++) {
-            int live = 0;
-            for (int b = 0; b < img->nbrokers && !live; b++)
-                live = img->brokers[b].id == mp->replicas[r] && !img->brokers[b].fenced;
-            if (!live) p->offline_replicas.v[p->offline_replicas.n++] = mp->replicas[r];
-        }
+        p->offline_replicas.n = offline_replicas(img, mp, p->offline_replicas.v);
     }
 }
 
@@ -165,4 +172,109 @@ void st_handle_metadata(st_server_t *srv, st_request_t *req) {
         }
     }
     respond(srv, req);
+}
+
+/* ---- DescribeTopicPartitions ------------------------------------------------------------ */
+
+/* Kafka's max.request.partition.size.limit (its default): the most
+ * partitions one response holds, whatever the request asks. */
+#define DTP_MAX_PARTITIONS 2000
+
+static int cmp_str(const void *x, const void *y) {
+    const st_str_t *a = x, *b = y;
+    int n = memcmp(a->p, b->p, (size_t)ST_MIN(a->len, b->len));
+    return n ? n : (a->len > b->len) - (a->len < b->len);
+}
+
+static int32_t *arena_ints(st_request_t *req, const int32_t *v, int n) {
+    int32_t *d = st_arena_alloc(&req->arena, sizeof *d * (size_t)(n > 0 ? n : 1));
+    if (n > 0) memcpy(d, v, sizeof *d * (size_t)n);
+    return d;
+}
+
+void st_handle_describe_topic_partitions(st_server_t *srv, st_request_t *req) {
+    st_dtp_req_t *q = req->body;
+    st_dtp_resp_t r;
+    st_schema_defaults(&st_dtp_resp_schema, &r);
+    st_meta_image_t *img = st_controller_image(srv->ctl);
+    int all = q->topics.n <= 0;
+    st_str_t cur = q->cursor.topic_name; /* len 0: no cursor */
+    int32_t cur_part = q->cursor.partition_index;
+    /* the names asked for, from the cursor's on, in order */
+    int n = all ? img->ntopics : q->topics.n, k = 0;
+    st_str_t *names = st_arena_alloc(&req->arena, sizeof *names * (size_t)(n > 0 ? n : 1));
+    int has_cur = cur.len <= 0;
+    for (int i = 0; i < n; i++) {
+        st_str_t nm = all ? st_str(img->topics[i]->name) : q->topics.v[i].name;
+        if (nm.len < 0) continue;
+        if (cur.len > 0 && cmp_str(&nm, &cur) < 0) continue;
+        has_cur |= cur.len > 0 && !cmp_str(&nm, &cur);
+        names[k++] = nm;
+    }
+    if ((!all && !has_cur) || (cur.len > 0 && cur_part < 0)) {
+        /* Kafka refuses the whole request: INVALID_REQUEST on every topic */
+        ST_ARRAY_ALLOC(r.topics, &req->arena, all ? 0 : q->topics.n);
+        for (int i = 0; i < r.topics.n; i++) {
+            st_schema_defaults(&st_dtp_topic_schema, &r.topics.v[i]);
+            r.topics.v[i].error_code = st_err_wire(ST_E_INVALID_REQUEST);
+            r.topics.v[i].name = q->topics.v[i].name;
+            ST_ARRAY_ALLOC(r.topics.v[i].partitions, &req->arena, 0);
+        }
+        st_image_release(img);
+        st_request_respond(req, &r);
+        return;
+    }
+    qsort(names, (size_t)k, sizeof *names, cmp_str);
+    int remaining = ST_MAX(1, ST_MIN(DTP_MAX_PARTITIONS, q->response_partition_limit));
+    ST_ARRAY_ALLOC(r.topics, &req->arena, k);
+    r.topics.n = 0;
+    for (int i = 0; i < k; i++) {
+        if (i > 0 && !cmp_str(&names[i], &names[i - 1])) continue; /* asked twice */
+        const st_meta_topic_t *t = name_valid(names[i]) ? st_image_topic(img, names[i].p, (size_t)names[i].len) : NULL;
+        if (t && remaining == 0) { /* the next page starts with this topic */
+            r.next_cursor.topic_name = st_str(st_req_strdup(req, names[i]));
+            r.next_cursor.partition_index = 0;
+            break;
+        }
+        st_dtp_topic_t *ot = &r.topics.v[r.topics.n++];
+        st_schema_defaults(&st_dtp_topic_schema, ot);
+        ot->name = st_str(st_req_strdup(req, names[i]));
+        if (!t) {
+            ot->error_code = st_err_wire(!name_valid(names[i]) ? ST_E_INVALID_TOPIC_EXCEPTION
+                                                               : ST_E_UNKNOWN_TOPIC_OR_PARTITION);
+            ST_ARRAY_ALLOC(ot->partitions, &req->arena, 0);
+            continue;
+        }
+        ot->topic_id = t->id;
+        ot->is_internal = (int8_t)t->internal;
+        int first = cur.len > 0 && !cmp_str(&names[i], &cur) ? cur_part : 0;
+        int np = ST_MAX(0, ST_MIN(t->nparts - first, remaining));
+        ST_ARRAY_ALLOC(ot->partitions, &req->arena, np);
+        for (int j = 0; j < np; j++) {
+            const st_meta_partition_t *mp = &t->parts[first + j];
+            st_dtp_partition_t *op = &ot->partitions.v[j];
+            st_schema_defaults(&st_dtp_partition_schema, op);
+            op->partition_index = mp->id;
+            op->leader_id = mp->leader;
+            op->leader_epoch = mp->leader_epoch;
+            op->replica_nodes.v = arena_ints(req, mp->replicas, mp->nreplicas);
+            op->replica_nodes.n = mp->nreplicas;
+            op->isr_nodes.v = arena_ints(req, mp->isr, mp->nisr);
+            op->isr_nodes.n = mp->nisr;
+            op->eligible_leader_replicas.v = arena_ints(req, mp->elr, mp->nelr);
+            op->eligible_leader_replicas.n = mp->nelr;
+            op->last_known_elr.v = arena_ints(req, mp->lkelr, mp->nlkelr);
+            op->last_known_elr.n = mp->nlkelr;
+            ST_ARRAY_ALLOC(op->offline_replicas, &req->arena, mp->nreplicas);
+            op->offline_replicas.n = offline_replicas(img, mp, op->offline_replicas.v);
+        }
+        remaining -= np;
+        if (first + np < t->nparts) { /* the page ends inside this topic */
+            r.next_cursor.topic_name = ot->name;
+            r.next_cursor.partition_index = first + np;
+            break;
+        }
+    }
+    st_image_release(img);
+    st_request_respond(req, &r);
 }

@@ -96,6 +96,7 @@ void st_produce_gates_free(st_loop_state_t *ls);
 /* Handlers */
 void st_handle_api_versions(st_server_t *srv, st_request_t *req);
 void st_handle_metadata(st_server_t *srv, st_request_t *req);
+void st_handle_describe_topic_partitions(st_server_t *srv, st_request_t *req);
 void st_handle_produce(st_server_t *srv, st_request_t *req);
 void st_handle_fetch(st_server_t *srv, st_request_t *req);
 void st_handle_list_offsets(st_server_t *srv, st_request_t *req);

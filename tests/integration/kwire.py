@@ -414,6 +414,47 @@ def describe_quorum(conn):
     return err or perr, leader, epoch, hw, lists[0], lists[1]
 
 
+def _read_ids_nullable(r):
+    n = r.uvarint() - 1
+    return None if n < 0 else [r.take(">i") for _ in range(n)]
+
+
+def describe_topic_partitions(conn, topics=(), limit=2000, cursor=None):
+    """DescribeTopicPartitions v0 (KIP-966): (topics, next cursor), topics
+    a list of (error, name, {partition: dict(error, leader, epoch,
+    replicas, isr, elr, last_known_elr, offline)}) in the order answered;
+    cursor and the next one are (topic, partition) or None."""
+    body = uvarint(len(topics) + 1) + b"".join(compact_str(t) + b"\x00" for t in topics)
+    body += struct.pack(">i", limit)
+    body += b"\xff" if cursor is None else b"\x01" + compact_str(cursor[0]) + struct.pack(">i", cursor[1]) + b"\x00"
+    body += b"\x00"
+    r = flex_call(conn, 75, 0, body)
+    r.take(">i")  # throttle
+    out = []
+    for _ in range(r.uvarint() - 1):
+        err = r.take(">h")
+        name = r.compact_string()
+        r.p += 17  # topic id, is internal
+        parts = {}
+        for _ in range(r.uvarint() - 1):
+            perr, idx, leader, epoch = r.take(">hiii")
+            replicas, isr = _read_ids(r), _read_ids(r)
+            elr, lk = _read_ids_nullable(r), _read_ids_nullable(r)
+            offline = _read_ids(r)
+            r.skip_tags()
+            parts[idx] = dict(error=perr, leader=leader, epoch=epoch, replicas=replicas, isr=isr, elr=elr,
+                              last_known_elr=lk, offline=offline)
+        r.take(">i")  # authorized operations
+        r.skip_tags()
+        out.append((err, name, parts))
+    nxt = None
+    if r.take(">b") >= 0:
+        nxt = (r.compact_string(), r.take(">i"))
+        r.skip_tags()
+    r.skip_tags()
+    return out, nxt
+
+
 def metadata(conn, topics=None):
     """Metadata v5 (topics None: all): a dict with brokers {id: (host,
     port, rack)}, cluster_id, controller_id and topics {name: (error,

@@ -31,6 +31,9 @@ min.insync.replicas 2.
        3. node 4 back: the last known leader is elected (ISR and ELR are
           both empty; the node log names the election), then 5 and 3
           catch up; every acknowledged record is there.
+  Along the way DescribeTopicPartitions (KIP-966) shows each step's ISR,
+  ELR and last known ELR; at the end it is read a page of 2 partitions at
+  a time by cursor, and a cursor outside the topics asked for is refused.
 """
 import os
 import signal
@@ -128,6 +131,28 @@ def on_disk(node, topic):
     return out
 
 
+def dtp(topic):
+    """Partition 0 of topic as DescribeTopicPartitions on node 1 answers."""
+    c = cl.conn(1)
+    try:
+        topics, _nxt = kwire.describe_topic_partitions(c, [topic])
+    finally:
+        c.close()
+    check(len(topics) == 1 and topics[0][0] == 0, "DescribeTopicPartitions %s: %s" % (topic, topics))
+    return topics[0][2][0]
+
+
+def wait_elr(topic, elr, lk, what):
+    seen = []
+
+    def ok():
+        p = dtp(topic)
+        seen[:] = [p]
+        return sorted(p["elr"]) == sorted(elr) and p["last_known_elr"] == lk
+    cl.wait(ok, 30, "%s: ELR %s, last known ELR %s (seen %s)" % (what, elr, lk, seen))
+    return seen[0]
+
+
 def log_has(i, text):
     return text in cl.log_text(i)
 
@@ -147,6 +172,7 @@ try:
     wait_state(T, [1, 2], lambda st: sorted(st["isr"]) == [4, 5], "ISR {4,5} after 3 stopped")
     cl.kill(5, signal.SIGTERM)
     wait_state(T, [1, 2], lambda st: st["isr"] == [4] and st["leader"] == 4, "ISR {4} after 5 stopped")
+    wait_elr(T, [5], [], "5 left an ISR below the minimum")
     hw0, _ = read_all(4, T)
     refused = produce(4, T, -1, [b"refused"])
     check(refused[0][0] == NOT_ENOUGH_REPLICAS, "acks=all with ISR {4} below min.insync.replicas 2: %s" % refused)
@@ -163,11 +189,14 @@ try:
     cl.kill(4, signal.SIGKILL)
     wait_state(T, [1, 2], lambda st: st["leader"] == -1, "no leader once 4 (the last ISR member) is fenced",
                timeout=SESSION_MS / 1000 + 20)
+    p = wait_elr(T, [5, 4], [4], "the ISR emptied")
+    check(p["isr"] == [] and p["leader"] == -1, "DescribeTopicPartitions with 4 and 5 down: %s" % p)
     t0 = time.time()
     cl.start(5)
     st = wait_state(T, [1, 2], lambda st: st["leader"] == 5, "node 5 elected from the ELR while 4 is down")
     took = time.time() - t0
     check(st["isr"] == [5], "ISR after the ELR election: %s" % st)
+    wait_elr(T, [4], [], "5 elected from the ELR")
     check(not cl.alive(4), "node 4 is still down")
     # its high watermark is the one it last heard of, a little behind, and
     # stays there while the ISR is below the minimum; the log holds it all
@@ -183,6 +212,7 @@ try:
           % (took, st["isr"], len(disk5), hw5), flush=True)
 
     cl.start(4)
+    wait_elr(T, [], [], "4 registered after an unclean stop")
     cl.start(3)
     wait_state(T, [1, 2], lambda st: sorted(st["isr"]) == [3, 4, 5], "ISR {3,4,5} again", timeout=60)
     more = [b"b%03d" % i for i in range(20)]
@@ -216,6 +246,7 @@ try:
     time.sleep(SESSION_MS / 1000 + 1)
     st = state(T, [1, 2])
     check(st["leader"] == -1, "node 5 stopped uncleanly: it must not lead from the ELR (%s)" % st)
+    wait_elr(T, [4], [4], "5 registered after an unclean stop")
     controller_logs = "".join(cl.log_text(i) for i in (1, 2, 3) if os.path.exists(cl.logfile(i)))
     check("broker 5 did not stop cleanly" in controller_logs, "the controller's log says why 5 is not eligible")
     print("B: node 5 back after kill -9: out of the eligible leaders, no leader while only it is up", flush=True)
@@ -232,6 +263,32 @@ try:
         check(on_disk(n, T) == acked, "node %d holds every acknowledged record and nothing else" % n)
     print("B: node 4 back: elected as the last known leader; ISR {3,4,5}, %d acknowledged records on "
           "each replica" % len(acked), flush=True)
+    wait_elr(T, [], [], "the ISR whole again")
+
+    # ---- DescribeTopicPartitions pages: a cursor at a time, then a bad one
+    c = cl.conn(2)
+    check(c.create_topic("elr-pages", 5, rf=3) == 0, "create elr-pages")
+    cl.wait(lambda: "elr-pages" in [t[1] for t in kwire.describe_topic_partitions(c)[0]], 30, "elr-pages listed")
+    whole, nxt = kwire.describe_topic_partitions(c)
+    check(nxt is None, "every partition in one answer: next cursor %s" % (nxt,))
+    want = [(name, i) for _e, name, parts in whole for i in sorted(parts)]
+    got, cursor, pages = [], None, 0
+    while True:
+        page, cursor = kwire.describe_topic_partitions(c, limit=2, cursor=cursor)
+        pages += 1
+        got += [(name, i) for _e, name, parts in page for i in sorted(parts)]
+        check(sum(len(p) for _e, _n, p in page) <= 2, "a page of at most 2 partitions: %s" % page)
+        if cursor is None or pages > 20:
+            break
+    check(got == want, "pages of 2 cover every partition once, in order: %s vs %s" % (got, want))
+    bad, _ = kwire.describe_topic_partitions(c, ["elr-a"], cursor=("elr-b", 0))
+    check([e for e, _n, _p in bad] == [42], "a cursor outside the topics asked for: INVALID_REQUEST (%s)" % bad)
+    missing, _ = kwire.describe_topic_partitions(c, ["elr-a", "no-such-topic"])
+    check([(e, n) for e, n, _p in missing] == [(0, "elr-a"), (3, "no-such-topic")],
+          "an unknown topic answered UNKNOWN_TOPIC_OR_PARTITION: %s" % missing)
+    c.close()
+    print("DescribeTopicPartitions: %d partitions in %d pages of 2 by cursor; a cursor outside the topics "
+          "asked for refused INVALID_REQUEST" % (len(got), pages), flush=True)
     reports = cl.sanitizer_reports()
     check(not reports, "sanitizer reports: %s" % reports)
     print("integration.elr: ok", flush=True)
