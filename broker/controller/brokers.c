@@ -572,12 +572,6 @@ static void rebalance_job(st_controller_t *c, void *arg) {
 
 /* ---- AlterPartition: a leader's ISR change ------------------------------------------------ */
 
-static int has_id(const int32_t *v, int n, int32_t id) {
-    for (int i = 0; i < n; i++)
-        if (v[i] == id) return 1;
-    return 0;
-}
-
 /* One partition of an AlterPartition, checked in the order Kafka's
  * ReplicationControlManager checks it: epochs ahead of this node's mean
  * this node is behind (NOT_CONTROLLER, the leader looks again); only the
@@ -596,9 +590,9 @@ static st_err_t alter_one(st_controller_t *c, int version, int32_t broker, const
     if (qp->leader_epoch < mp->leader_epoch) return ST_E_FENCED_LEADER_EPOCH;
     if (mp->leader != broker) return ST_E_INVALID_REQUEST;
     if (qp->partition_epoch < mp->partition_epoch) return ST_E_INVALID_UPDATE_VERSION;
-    if (nisr < 1 || !has_id(isr, nisr, broker)) return ST_E_INVALID_REQUEST;
+    if (nisr < 1 || !st_ctl__has(isr, nisr, broker)) return ST_E_INVALID_REQUEST;
     for (int i = 0; i < nisr; i++)
-        if (!has_id(mp->replicas, mp->nreplicas, isr[i]) || has_id(isr, i, isr[i]))
+        if (!st_ctl__has(mp->replicas, mp->nreplicas, isr[i]) || st_ctl__has(isr, i, isr[i]))
             return ST_E_INVALID_REQUEST;
     for (int i = 0; i < nisr; i++)
         if (!is_live(img, isr[i], -1)) {
@@ -608,7 +602,7 @@ static st_err_t alter_one(st_controller_t *c, int version, int32_t broker, const
             return version > 1 ? ST_E_INELIGIBLE_REPLICA : ST_E_OPERATION_NOT_ATTEMPTED;
         }
     int same = nisr == mp->nisr;
-    for (int i = 0; i < nisr && same; i++) same = has_id(mp->isr, mp->nisr, isr[i]);
+    for (int i = 0; i < nisr && same; i++) same = st_ctl__has(mp->isr, mp->nisr, isr[i]);
     if (!same) st_ctl__isr_change(ch, img, t, mp, isr, nisr);
     return ST_OK;
 }

@@ -179,6 +179,16 @@ typedef struct st_ctl_rec {
 } st_ctl_rec_t;
 st_err_t st_ctl__commit_records(st_controller_t *c, const st_ctl_rec_t *recs, int n);
 
+/* Whether id is among v[0..n); whether two lists are the same, in order. */
+static inline int st_ctl__has(const int32_t *v, int n, int32_t id) {
+    for (int i = 0; i < n; i++)
+        if (v[i] == id) return 1;
+    return 0;
+}
+static inline int st_ctl__same_list(const int32_t *a, int na, const int32_t *b, int nb) {
+    return na == nb && (na == 0 || !memcmp(a, b, sizeof *a * (size_t)na));
+}
+
 /* reassign.c: PartitionChangeRecords gathered into one batch; each change
  * owns the lists it points at. */
 enum { ST_CHG_ISR, ST_CHG_REPLICAS, ST_CHG_ADDING, ST_CHG_REMOVING, ST_CHG_ELR, ST_CHG_LKELR, ST_CHG_NLISTS };

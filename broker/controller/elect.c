@@ -24,16 +24,6 @@
 
 #include <stdlib.h>
 
-static int has(const int32_t *v, int n, int32_t id) {
-    for (int i = 0; i < n; i++)
-        if (v[i] == id) return 1;
-    return 0;
-}
-
-static int same_list(const int32_t *a, int na, const int32_t *b, int nb) {
-    return na == nb && (na == 0 || !memcmp(a, b, sizeof *a * (size_t)na));
-}
-
 int st_ctl__min_isr(const st_controller_t *c, const st_meta_topic_t *t, int n) {
     const char *v = st_meta_topic_config(t, "min.insync.replicas");
     int m = v ? atoi(v) : c->cfg.broker->min_insync_replicas;
@@ -56,7 +46,7 @@ static int elr_of(const st_meta_partition_t *mp, const int32_t *isr, int nisr, c
         const int32_t *v = pass ? mp->isr : mp->elr;
         int nv = pass ? mp->nisr : mp->nelr;
         for (int i = 0; i < nv; i++)
-            if (v[i] != unclean && !has(isr, nisr, v[i]) && has(reps, nreps, v[i]) && !has(out, n, v[i]))
+            if (v[i] != unclean && !st_ctl__has(isr, nisr, v[i]) && st_ctl__has(reps, nreps, v[i]) && !st_ctl__has(out, n, v[i]))
                 out[n++] = v[i];
     }
     return n;
@@ -81,14 +71,14 @@ void st_ctl__broker_change(st_controller_t *c, const st_meta_image_t *img, const
     int min_isr = st_ctl__min_isr(c, t, mp->nreplicas);
     int nelr = elr_of(mp, isr, nisr, mp->replicas, mp->nreplicas, min_isr, unclean, elr);
     int32_t leader = mp->leader;
-    if (!(has(isr, nisr, leader) && acceptable(img, leader, removed, added, unclean))) {
+    if (!(st_ctl__has(isr, nisr, leader) && acceptable(img, leader, removed, added, unclean))) {
         leader = -1;
         /* the first replica, in preferred order, that may lead */
         for (int r = 0; r < mp->nreplicas && leader < 0; r++)
-            if (has(isr, nisr, mp->replicas[r]) && acceptable(img, mp->replicas[r], removed, added, unclean))
+            if (st_ctl__has(isr, nisr, mp->replicas[r]) && acceptable(img, mp->replicas[r], removed, added, unclean))
                 leader = mp->replicas[r];
         for (int r = 0; r < mp->nreplicas && leader < 0 && nisr == 0; r++)
-            if (has(elr, nelr, mp->replicas[r]) && acceptable(img, mp->replicas[r], removed, added, unclean)) {
+            if (st_ctl__has(elr, nelr, mp->replicas[r]) && acceptable(img, mp->replicas[r], removed, added, unclean)) {
                 leader = mp->replicas[r];
                 int k = 0;
                 for (int i = 0; i < nelr; i++)
@@ -106,7 +96,7 @@ void st_ctl__broker_change(st_controller_t *c, const st_meta_image_t *img, const
                 leader = mp->replicas[r];
                 unclean_election = 1;
             }
-        if (leader >= 0 && !has(isr, nisr, leader)) { /* from the ELR, or unclean */
+        if (leader >= 0 && !st_ctl__has(isr, nisr, leader)) { /* from the ELR, or unclean */
             isr[0] = leader;
             nisr = 1;
         }
@@ -120,10 +110,10 @@ void st_ctl__broker_change(st_controller_t *c, const st_meta_image_t *img, const
         }
         if (nisr >= min_isr) nelr = 0;
     }
-    if (leader != mp->leader || !same_list(isr, nisr, mp->isr, mp->nisr) ||
-        !same_list(elr, nelr, mp->elr, mp->nelr)) {
+    if (leader != mp->leader || !st_ctl__same_list(isr, nisr, mp->isr, mp->nisr) ||
+        !st_ctl__same_list(elr, nelr, mp->elr, mp->nelr)) {
         st_ctl__changes_add(ch, t, mp, leader == mp->leader ? ST_MREC_NO_LEADER_CHANGE : leader,
-                            same_list(isr, nisr, mp->isr, mp->nisr) ? NULL : isr, nisr);
+                            st_ctl__same_list(isr, nisr, mp->isr, mp->nisr) ? NULL : isr, nisr);
         st_ctl__changes_list(ch, ST_CHG_ELR, elr, nelr); /* set: changes_elr leaves it */
     }
     free(isr);
@@ -139,8 +129,8 @@ void st_ctl__broker_changes(st_controller_t *c, const st_meta_image_t *img, st_c
             const st_meta_partition_t *mp = &t->parts[pi];
             int in = which == ST_CTL_LEADERLESS
                          ? mp->leader < 0
-                         : mp->leader == id || has(mp->isr, mp->nisr, id) ||
-                               (which == ST_CTL_IN_ISR_OR_ELR && has(mp->elr, mp->nelr, id));
+                         : mp->leader == id || st_ctl__has(mp->isr, mp->nisr, id) ||
+                               (which == ST_CTL_IN_ISR_OR_ELR && st_ctl__has(mp->elr, mp->nelr, id));
             if (in) st_ctl__broker_change(c, img, t, mp, removed, added, unclean, ch);
         }
     }
@@ -170,11 +160,11 @@ void st_ctl__changes_elr(st_controller_t *c, st_ctl_changes_t *ch) {
             int nelr = 0;
             /* a leader from outside the old ISR and ELR was elected uncleanly
              * (or completes a reassignment): nothing of the ELR is kept */
-            int from_outside = leader >= 0 && leader != mp->leader && !has(mp->isr, mp->nisr, leader) &&
-                               !has(mp->elr, mp->nelr, leader);
+            int from_outside = leader >= 0 && leader != mp->leader && !st_ctl__has(mp->isr, mp->nisr, leader) &&
+                               !st_ctl__has(mp->elr, mp->nelr, leader);
             if (!from_outside)
                 nelr = elr_of(mp, isr, nisr, reps, nreps, st_ctl__min_isr(c, t, nreps), -1, elr);
-            if (!same_list(elr, nelr, mp->elr, mp->nelr)) st_ctl__changes_list_at(ch, i, ST_CHG_ELR, elr, nelr);
+            if (!st_ctl__same_list(elr, nelr, mp->elr, mp->nelr)) st_ctl__changes_list_at(ch, i, ST_CHG_ELR, elr, nelr);
             free(elr);
         }
         if (r->last_known_elr.n < 0) {

@@ -94,29 +94,19 @@ st_err_t st_ctl__commit_changes(st_controller_t *c, const st_ctl_rec_t *first, s
  * twice that, within what a partition's replica state holds */
 #define REASSIGN_MAX 32
 
-static int has(const int32_t *v, int n, int32_t id) {
-    for (int i = 0; i < n; i++)
-        if (v[i] == id) return 1;
-    return 0;
-}
-
 /* out = a minus b, in a's order; returns its length */
 static int minus(const int32_t *a, int na, const int32_t *b, int nb, int32_t *out) {
     int n = 0;
     for (int i = 0; i < na; i++)
-        if (!has(b, nb, a[i])) out[n++] = a[i];
+        if (!st_ctl__has(b, nb, a[i])) out[n++] = a[i];
     return n;
 }
 
 static int same_set(const int32_t *a, int na, const int32_t *b, int nb) {
     if (na != nb) return 0;
     for (int i = 0; i < na; i++)
-        if (!has(b, nb, a[i])) return 0;
+        if (!st_ctl__has(b, nb, a[i])) return 0;
     return 1;
-}
-
-static int same_list(const int32_t *a, int na, const int32_t *b, int nb) {
-    return na == nb && (na == 0 || !memcmp(a, b, sizeof *a * (size_t)na));
 }
 
 /* A partition's assignment as a reassignment step leaves it. */
@@ -137,16 +127,16 @@ static int live(const st_meta_image_t *img, int32_t id) {
  * unchanged) otherwise. */
 static int complete(plan_t *p, const st_meta_image_t *img) {
     for (int i = 0; i < p->nadding; i++)
-        if (!has(p->isr, p->nisr, p->adding[i])) return 0;
+        if (!st_ctl__has(p->isr, p->nisr, p->adding[i])) return 0;
     int32_t target[2 * REASSIGN_MAX], isr[2 * REASSIGN_MAX];
     int nt = minus(p->replicas, p->nreplicas, p->removing, p->nremoving, target);
     int ni = minus(p->isr, p->nisr, p->removing, p->nremoving, isr);
     if (nt == 0 || ni == 0) return 0;
     int32_t leader = p->leader;
-    if (leader < 0 || has(p->removing, p->nremoving, leader)) {
+    if (leader < 0 || st_ctl__has(p->removing, p->nremoving, leader)) {
         leader = -1;
         for (int i = 0; i < nt && leader < 0; i++)
-            if (has(isr, ni, target[i]) && live(img, target[i])) leader = target[i];
+            if (st_ctl__has(isr, ni, target[i]) && live(img, target[i])) leader = target[i];
         if (leader < 0) return 0;
     }
     memcpy(p->replicas, target, sizeof *target * (size_t)nt);
@@ -163,12 +153,12 @@ static void add_plan(st_ctl_changes_t *ch, const st_meta_topic_t *t, const st_me
                      const plan_t *p) {
     st_ctl__changes_add(ch, t, mp, p->leader == mp->leader ? ST_MREC_NO_LEADER_CHANGE : p->leader,
                         NULL, 0);
-    if (!same_list(p->isr, p->nisr, mp->isr, mp->nisr)) st_ctl__changes_list(ch, ST_CHG_ISR, p->isr, p->nisr);
-    if (!same_list(p->replicas, p->nreplicas, mp->replicas, mp->nreplicas))
+    if (!st_ctl__same_list(p->isr, p->nisr, mp->isr, mp->nisr)) st_ctl__changes_list(ch, ST_CHG_ISR, p->isr, p->nisr);
+    if (!st_ctl__same_list(p->replicas, p->nreplicas, mp->replicas, mp->nreplicas))
         st_ctl__changes_list(ch, ST_CHG_REPLICAS, p->replicas, p->nreplicas);
-    if (!same_list(p->adding, p->nadding, mp->adding, mp->nadding))
+    if (!st_ctl__same_list(p->adding, p->nadding, mp->adding, mp->nadding))
         st_ctl__changes_list(ch, ST_CHG_ADDING, p->adding, p->nadding);
-    if (!same_list(p->removing, p->nremoving, mp->removing, mp->nremoving))
+    if (!st_ctl__same_list(p->removing, p->nremoving, mp->removing, mp->nremoving))
         st_ctl__changes_list(ch, ST_CHG_REMOVING, p->removing, p->nremoving);
 }
 
@@ -224,10 +214,10 @@ static st_err_t reassign_one(st_controller_t *c, const st_meta_topic_t *t, const
         memcpy(p.replicas, original, sizeof *original * (size_t)no);
         p.nreplicas = no;
         p.nadding = p.nremoving = 0;
-        if (p.leader < 0 || has(mp->adding, mp->nadding, p.leader)) {
+        if (p.leader < 0 || st_ctl__has(mp->adding, mp->nadding, p.leader)) {
             p.leader = -1;
             for (int i = 0; i < no && p.leader < 0; i++)
-                if (has(p.isr, p.nisr, original[i]) && live(img, original[i])) p.leader = original[i];
+                if (st_ctl__has(p.isr, p.nisr, original[i]) && live(img, original[i])) p.leader = original[i];
         }
         if (p.nisr == 0 || p.leader < 0) {
             snprintf(msg, n, "Cannot cancel the reassignment of %s-%d: no replica of its original "
@@ -247,7 +237,7 @@ static st_err_t reassign_one(st_controller_t *c, const st_meta_topic_t *t, const
         return ST_E_INVALID_REPLICA_ASSIGNMENT;
     }
     for (int i = 0; i < nt; i++) {
-        if (has(target, i, target[i])) {
+        if (st_ctl__has(target, i, target[i])) {
             snprintf(msg, n, "Duplicate replica id %d in the assignment of %s-%d.", (int)target[i],
                      t->name, (int)mp->id);
             return ST_E_INVALID_REPLICA_ASSIGNMENT;
@@ -259,7 +249,7 @@ static st_err_t reassign_one(st_controller_t *c, const st_meta_topic_t *t, const
         }
     }
     if (!busy && same_set(target, nt, original, no)) {
-        if (same_list(target, nt, mp->replicas, mp->nreplicas)) return ST_OK; /* nothing to do */
+        if (st_ctl__same_list(target, nt, mp->replicas, mp->nreplicas)) return ST_OK; /* nothing to do */
         memcpy(p.replicas, target, sizeof *target * (size_t)nt); /* a new preferred order */
         add_plan(ch, t, mp, &p);
         return ST_OK;
@@ -275,7 +265,7 @@ static st_err_t reassign_one(st_controller_t *c, const st_meta_topic_t *t, const
     int32_t isr[2 * REASSIGN_MAX];
     int ni = 0;
     for (int i = 0; i < p.nisr; i++)
-        if (has(p.replicas, p.nreplicas, p.isr[i])) isr[ni++] = p.isr[i];
+        if (st_ctl__has(p.replicas, p.nreplicas, p.isr[i])) isr[ni++] = p.isr[i];
     if (ni > 0) {
         memcpy(p.isr, isr, sizeof *isr * (size_t)ni);
         p.nisr = ni;
