@@ -72,6 +72,12 @@ char *st_arena_strndup(st_arena_t *a, const char *s, size_t n) {
     return p;
 }
 
+int32_t *st_arena_dup_i32(st_arena_t *a, const int32_t *v, int n) {
+    int32_t *d = st_arena_alloc(a, sizeof *d * (size_t)(n > 0 ? n : 1));
+    if (n > 0) memcpy(d, v, sizeof *d * (size_t)n);
+    return d;
+}
+
 void st_arena_fini(st_arena_t *a) {
     st_arena_block_t *b = a->head;
     while (b) {

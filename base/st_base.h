@@ -265,6 +265,8 @@ typedef struct st_arena {
 void st_arena_init(st_arena_t *a, size_t block_size);
 void *st_arena_alloc(st_arena_t *a, size_t n); /* zeroed, 8-aligned */
 char *st_arena_strndup(st_arena_t *a, const char *s, size_t n);
+/* A copy of n ints (room for one when n is 0). */
+int32_t *st_arena_dup_i32(st_arena_t *a, const int32_t *v, int n);
 void st_arena_fini(st_arena_t *a);
 
 /* ------------------------------------------------------------------------

@@ -357,12 +357,6 @@ static int wanted(const st_list_reassign_req_t *q, const char *topic, int32_t pa
     return 0;
 }
 
-static int32_t *arena_ids(st_arena_t *a, const int32_t *v, int n) {
-    int32_t *d = st_arena_alloc(a, sizeof *d * (size_t)(n > 0 ? n : 1));
-    if (n > 0) memcpy(d, v, sizeof *d * (size_t)n);
-    return d;
-}
-
 void st_list_reassignments(const st_meta_image_t *img, const st_list_reassign_req_t *q,
                            st_list_reassign_resp_t *r, st_arena_t *a) {
     st_schema_defaults(&st_list_reassign_resp_schema, r);
@@ -384,11 +378,11 @@ void st_list_reassignments(const st_meta_image_t *img, const st_list_reassign_re
             if (!((mp->nadding > 0 || mp->nremoving > 0) && wanted(q, t->name, k))) continue;
             st_list_reassign_resp_part_t *rp = &rt->partitions.v[m++];
             rp->partition_index = k;
-            rp->replicas.v = arena_ids(a, mp->replicas, mp->nreplicas);
+            rp->replicas.v = st_arena_dup_i32(a, mp->replicas, mp->nreplicas);
             rp->replicas.n = mp->nreplicas;
-            rp->adding_replicas.v = arena_ids(a, mp->adding, mp->nadding);
+            rp->adding_replicas.v = st_arena_dup_i32(a, mp->adding, mp->nadding);
             rp->adding_replicas.n = mp->nadding;
-            rp->removing_replicas.v = arena_ids(a, mp->removing, mp->nremoving);
+            rp->removing_replicas.v = st_arena_dup_i32(a, mp->removing, mp->nremoving);
             rp->removing_replicas.n = mp->nremoving;
         }
     }

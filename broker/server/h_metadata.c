@@ -47,10 +47,10 @@ static void fill_topic(st_request_t *req, const st_meta_image_t *img, st_metadat
         p->partition_index = mp->id;
         p->leader_id = mp->leader;
         p->leader_epoch = mp->leader_epoch;
-        ST_ARRAY_ALLOC(p->replica_nodes, &req->arena, mp->nreplicas);
-        memcpy(p->replica_nodes.v, mp->replicas, sizeof(int32_t) * (size_t)mp->nreplicas);
-        ST_ARRAY_ALLOC(p->isr_nodes, &req->arena, mp->nisr);
-        memcpy(p->isr_nodes.v, mp->isr, sizeof(int32_t) * (size_t)mp->nisr);
+        p->replica_nodes.v = st_arena_dup_i32(&req->arena, mp->replicas, mp->nreplicas);
+        p->replica_nodes.n = mp->nreplicas;
+        p->isr_nodes.v = st_arena_dup_i32(&req->arena, mp->isr, mp->nisr);
+        p->isr_nodes.n = mp->nisr;
         ST_ARRAY_ALLOC(p->offline_replicas, &req->arena, mp->nreplicas);
         p->offline_replicas.n = offline_replicas(img, mp, p->offline_replicas.v);
     }
@@ -186,12 +186,6 @@ static int cmp_str(const void *x, const void *y) {
     return n ? n : (a->len > b->len) - (a->len < b->len);
 }
 
-static int32_t *arena_ints(st_request_t *req, const int32_t *v, int n) {
-    int32_t *d = st_arena_alloc(&req->arena, sizeof *d * (size_t)(n > 0 ? n : 1));
-    if (n > 0) memcpy(d, v, sizeof *d * (size_t)n);
-    return d;
-}
-
 void st_handle_describe_topic_partitions(st_server_t *srv, st_request_t *req) {
     st_dtp_req_t *q = req->body;
     st_dtp_resp_t r;
@@ -257,13 +251,13 @@ void st_handle_describe_topic_partitions(st_server_t *srv, st_request_t *req) {
             op->partition_index = mp->id;
             op->leader_id = mp->leader;
             op->leader_epoch = mp->leader_epoch;
-            op->replica_nodes.v = arena_ints(req, mp->replicas, mp->nreplicas);
+            op->replica_nodes.v = st_arena_dup_i32(&req->arena, mp->replicas, mp->nreplicas);
             op->replica_nodes.n = mp->nreplicas;
-            op->isr_nodes.v = arena_ints(req, mp->isr, mp->nisr);
+            op->isr_nodes.v = st_arena_dup_i32(&req->arena, mp->isr, mp->nisr);
             op->isr_nodes.n = mp->nisr;
-            op->eligible_leader_replicas.v = arena_ints(req, mp->elr, mp->nelr);
+            op->eligible_leader_replicas.v = st_arena_dup_i32(&req->arena, mp->elr, mp->nelr);
             op->eligible_leader_replicas.n = mp->nelr;
-            op->last_known_elr.v = arena_ints(req, mp->lkelr, mp->nlkelr);
+            op->last_known_elr.v = st_arena_dup_i32(&req->arena, mp->lkelr, mp->nlkelr);
             op->last_known_elr.n = mp->nlkelr;
             ST_ARRAY_ALLOC(op->offline_replicas, &req->arena, mp->nreplicas);
             op->offline_replicas.n = offline_replicas(img, mp, op->offline_replicas.v);
