@@ -13,7 +13,10 @@
  *                     defaults (DescribeConfigs, as kafka-topics.sh
  *                     --describe shows "Configs:"); per partition the
  *                     leader, leader epoch, replicas, ISR, offline replicas
- *                     (Metadata v12), log start offset and high watermark
+ *                     (Metadata v12), eligible leader replicas and the last
+ *                     known ELR (DescribeTopicPartitions, KIP-966; "?" from
+ *                     a broker that does not serve it), log start offset
+ *                     and high watermark
  *                     (ListOffsets -2 / -1); then per partition its
  *                     producers (DescribeProducers, KIP-664, as
  *                     kafka-transactions.sh describe-producers shows them)
@@ -102,6 +105,7 @@ typedef struct prow {
     int16_t prod_err;
     const char *prod_msg; /* the answer's error_message, or why the leader said nothing */
     const st_describe_producers_resp_part_t *prod;
+    const st_dtp_partition_t *elr; /* DescribeTopicPartitions' answer; NULL: none */
 } prow_t;
 
 static const char *wire_name(int16_t code) { return st_err_name(st_err_from_wire(code)); }
@@ -444,6 +448,32 @@ static void print_producers(const prow_t *r, int64_t now) {
     }
 }
 
+/* DescribeTopicPartitions of the topic from the bootstrap broker, a page
+ * at a time: each row's ELR and last known ELR.  A broker that does not
+ * serve it leaves them unknown. */
+static void elr_rows(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic, prow_t *rows, int n) {
+    st_dtp_req_t q;
+    st_schema_defaults(&st_dtp_req_schema, &q);
+    st_dtp_req_topic_t t = {st_str(topic)};
+    q.topics.v = &t;
+    q.topics.n = 1;
+    for (int page = 0; page < 1000; page++) {
+        st_dtp_resp_t *r;
+        char why[256];
+        if (st_cli_bootstrap_call(ctx, ST_API_DESCRIBE_TOPIC_PARTITIONS, 0, &q, a, (void **)&r, why,
+                                  sizeof why))
+            return;
+        for (int i = 0; i < r->topics.n; i++)
+            for (int j = 0; j < r->topics.v[i].partitions.n; j++) {
+                const st_dtp_partition_t *p = &r->topics.v[i].partitions.v[j];
+                for (int k = 0; k < n; k++)
+                    if (rows[k].md->partition_index == p->partition_index) rows[k].elr = p;
+            }
+        if (r->next_cursor.topic_name.len <= 0) return;
+        q.cursor = r->next_cursor;
+    }
+}
+
 /* What one attempt of describe learnt. */
 typedef struct view {
     const st_metadata_topic_t *t;
@@ -498,6 +528,7 @@ static int look(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic, view_
         v->rows[i].md = &parts[i];
         v->rows[i].log_start = v->rows[i].high_watermark = -1;
     }
+    elr_rows(ctx, a, topic, v->rows, v->nrows);
     /* each leader once */
     for (int i = 0; i < v->nrows; i++) {
         int32_t leader = v->rows[i].md->leader_id;
@@ -520,8 +551,9 @@ static void print_view(st_arena_t *a, const char *topic, const view_t *v) {
     st_uuid_format(&v->t->topic_id, id);
     printf("Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
            topic, id, v->nrows, v->nrows > 0 ? v->rows[0].md->replica_nodes.n : 0, v->configs);
-    printf("\n%-9s %6s %12s %-16s %-16s %-16s %16s %14s\n", "PARTITION", "LEADER", "LEADER-EPOCH",
-           "REPLICAS", "ISR", "OFFLINE", "LOG-START-OFFSET", "HIGH-WATERMARK");
+    printf("\n%-9s %6s %12s %-16s %-16s %-16s %-16s %-16s %16s %14s\n", "PARTITION", "LEADER",
+           "LEADER-EPOCH", "REPLICAS", "ISR", "OFFLINE", "ELR", "LAST-KNOWN-ELR", "LOG-START-OFFSET",
+           "HIGH-WATERMARK");
     for (int i = 0; i < v->nrows; i++) {
         const prow_t *r = &v->rows[i];
         char start[24] = "-", hw[24] = "-";
@@ -531,11 +563,15 @@ static void print_view(st_arena_t *a, const char *topic, const view_t *v) {
         char leader[16] = "none"; /* kafka-topics.sh's word for no leader */
         if (r->md->leader_id >= 0) snprintf(leader, sizeof leader, "%d", (int)r->md->leader_id);
         int16_t perr = r->md->error_code ? r->md->error_code : r->offsets_err;
-        printf("%-9d %6s %12d %-16s %-16s %-16s %16s %14s%s%s\n", (int)r->md->partition_index,
-               leader, (int)r->md->leader_epoch,
+        const char *elr = r->elr ? ids(a, r->elr->eligible_leader_replicas.v,
+                                       r->elr->eligible_leader_replicas.n)
+                                 : "?";
+        const char *lk = r->elr ? ids(a, r->elr->last_known_elr.v, r->elr->last_known_elr.n) : "?";
+        printf("%-9d %6s %12d %-16s %-16s %-16s %-16s %-16s %16s %14s%s%s\n",
+               (int)r->md->partition_index, leader, (int)r->md->leader_epoch,
                ids(a, r->md->replica_nodes.v, r->md->replica_nodes.n),
                ids(a, r->md->isr_nodes.v, r->md->isr_nodes.n),
-               ids(a, r->md->offline_replicas.v, r->md->offline_replicas.n), start, hw,
+               ids(a, r->md->offline_replicas.v, r->md->offline_replicas.n), elr, lk, start, hw,
                perr ? "  " : "", perr ? wire_name(perr) : "");
     }
     int64_t now = st_now_ms();

@@ -100,7 +100,7 @@ def ids(s):
     return [] if s == "-" else [int(x) for x in s.split(",")]
 
 
-PART = re.compile(r"^(\d+)\s+(none|\d+)\s+(-?\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)(\s+\S+)?$")
+PART = re.compile(r"^(\d+)\s+(none|\d+)\s+(-?\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)(\s+\S+)?$")
 PROD = re.compile(r"^  (\d+)\s+(-?\d+)\s+(-?\d+)\s+(-?\d+)\s+(\S+Z) \((\d+) s ago\)\s+(\S+)$")
 
 
@@ -130,8 +130,9 @@ def parse_describe(out):
             g = m.groups()
             parts[int(g[0])] = dict(leader=-1 if g[1] == "none" else int(g[1]), epoch=int(g[2]),
                                     replicas=ids(g[3]), isr=ids(g[4]), offline=ids(g[5]),
-                                    start=-1 if g[6] == "-" else int(g[6]), hw=-1 if g[7] == "-" else int(g[7]),
-                                    error=(g[8] or "").strip())
+                                    elr=g[6], last_known_elr=g[7],
+                                    start=-1 if g[8] == "-" else int(g[8]), hw=-1 if g[9] == "-" else int(g[9]),
+                                    error=(g[10] or "").strip())
             continue
         m = re.match(r"^Partition (\d+) \(leader (none|\d+)\):$", line)
         if m:

@@ -32,7 +32,8 @@ min.insync.replicas 2.
           both empty; the node log names the election), then 5 and 3
           catch up; every acknowledged record is there.
   Along the way DescribeTopicPartitions (KIP-966) shows each step's ISR,
-  ELR and last known ELR; at the end it is read a page of 2 partitions at
+  ELR and last known ELR (and `strata topics describe` the ELR column);
+  at the end it is read a page of 2 partitions at
   a time by cursor, and a cursor outside the topics asked for is refused.
 """
 import os
@@ -173,6 +174,11 @@ try:
     cl.kill(5, signal.SIGTERM)
     wait_state(T, [1, 2], lambda st: st["isr"] == [4] and st["leader"] == 4, "ISR {4} after 5 stopped")
     wait_elr(T, [5], [], "5 left an ISR below the minimum")
+    rc, out, err = run([binary("strata"), "topics", "--config", CONFIG, "--bootstrap", cl.bootstrap([1]),
+                        "describe", T], check_rc=False, timeout=60)
+    row = [ln.split() for ln in out.decode().splitlines() if ln.startswith("0 ")]
+    check(rc == 0 and row and row[0][4:8] == ["4", "5,3", "5", "-"],
+          "strata topics describe: ISR 4, offline 5,3, ELR 5, no last known ELR:\n%s%s" % (out.decode(), err))
     hw0, _ = read_all(4, T)
     refused = produce(4, T, -1, [b"refused"])
     check(refused[0][0] == NOT_ENOUGH_REPLICAS, "acks=all with ISR {4} below min.insync.replicas 2: %s" % refused)
