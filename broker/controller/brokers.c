@@ -70,8 +70,9 @@ static st_err_t write_registration(st_controller_t *c, int32_t id, const st_uuid
                                    const st_mrec_endpoint_t *eps, int neps, st_str_t rack,
                                    int fenced, int64_t previous_epoch, int64_t *epoch_out) {
     const st_meta_broker_t *old = st_image_broker(c->image, id);
+    int64_t old_epoch = old ? old->epoch : -1; /* the commit replaces the image old is in */
     st_ctl_changes_t ch = {0};
-    if (!old || previous_epoch < 0 || previous_epoch != old->epoch)
+    if (!old || previous_epoch < 0 || previous_epoch != old_epoch)
         st_ctl__broker_changes(c, c->image, ST_CTL_IN_ISR_OR_ELR, id, -1, -1, id, &ch);
     if (ch.n > 0) fenced = 1;
     st_mrec_register_broker_t r;
@@ -96,7 +97,7 @@ static st_err_t write_registration(st_controller_t *c, int32_t id, const st_uuid
         if (ch.n > 0)
             ST_INFO("controller", "broker %d did not stop cleanly at broker epoch %lld: out of "
                                   "the ISR and eligible leaders of %d partition%s",
-                    (int)id, (long long)(old ? old->epoch : -1), ch.n, ch.n == 1 ? "" : "s");
+                    (int)id, (long long)old_epoch, ch.n, ch.n == 1 ? "" : "s");
     }
     st_ctl__changes_fini(&ch);
     return e;

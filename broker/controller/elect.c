@@ -189,9 +189,10 @@ void st_ctl__elr_reconcile(st_controller_t *c, const char *topic, size_t len) {
             st_ctl__changes_list(&ch, ST_CHG_ELR, NULL, 0);
         }
     }
+    /* t is in the image the commit replaces */
     if (ch.n > 0 && st_ctl__commit_changes(c, NULL, &ch) == ST_OK)
-        ST_INFO("controller", "%s: min.insync.replicas changed: %d partition%s no longer keep "
+        ST_INFO("controller", "%.*s: min.insync.replicas changed: %d partition%s no longer keep "
                               "eligible leader replicas",
-                t->name, ch.n, ch.n == 1 ? "" : "s");
+                (int)len, topic, ch.n, ch.n == 1 ? "" : "s");
     st_ctl__changes_fini(&ch);
 }
