@@ -140,8 +140,13 @@ st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id
                            const st_tier_part_ops_t *ops, const st_tier_retention_t *ret,
                            st_tier_part_t **out, char *err, size_t errlen);
 /* Detach; with delete_remote, every object of the partition goes too
- * (topic deletion; done in the background). */
+ * (topic deletion; done in the background).  Lets go of the reference
+ * open gave; the part lives on while others hold one. */
 void st_tier_part_close(st_tier_part_t *p, int delete_remote);
+/* Another reference to p (for a reader on another thread than the one
+ * that closes it), and letting go of one. */
+st_tier_part_t *st_tier_part_keep(st_tier_part_t *p);
+void st_tier_part_release(st_tier_part_t *p);
 void st_tier_part_set_retention(st_tier_part_t *p, const st_tier_retention_t *ret);
 /* Whether this broker leads the partition (0 at open), and at which
  * leader epoch: only a leader uploads segments, applies remote retention

@@ -1201,6 +1201,10 @@ st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id
     return ST_OK;
 }
 
+st_tier_part_t *st_tier_part_keep(st_tier_part_t *p) { return part_keep(p); }
+
+void st_tier_part_release(st_tier_part_t *p) { part_release(p); }
+
 void st_tier_part_close(st_tier_part_t *p, int delete_remote) {
     st_tier_t *t = p->tier;
     pthread_mutex_lock(&t->lock);

@@ -391,13 +391,14 @@ void st_admin__metrics(const st_admin_sources_t *src, st_buf_t *b) {
         r->remote_bytes_out = load(&p->counters.remote_bytes_out);
         r->replication_bytes_out = load(&p->counters.replication_bytes_out);
         r->leading = st_partition_check_leader(p) == ST_OK;
-        /* read once: the controller thread clears it when the topic goes */
-        st_tier_part_t *tp = __atomic_load_n(&p->tier, __ATOMIC_ACQUIRE);
+        /* a reference: the controller thread detaches it when the topic goes */
+        st_tier_part_t *tp = st_partition_tier(p);
         if (tp && r->leading) {
             r->tiered = 1;
             st_tier_part_status(tp, &r->ts);
             copy_lag(r);
         }
+        if (tp) st_tier_part_release(tp);
     }
     if (n > 1) qsort(rows, (size_t)n, sizeof *rows, row_cmp);
 

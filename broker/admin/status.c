@@ -123,7 +123,7 @@ char *st_admin__status(const st_admin_sources_t *src) {
                 json_object_set_new(jp, "local", jl);
                 json_object_set_new(jp, "high_watermark", json_integer(o.high_watermark));
                 t_local += o.size_bytes;
-                st_tier_part_t *tp = __atomic_load_n(&p->tier, __ATOMIC_ACQUIRE);
+                st_tier_part_t *tp = st_partition_tier(p);
                 if (tp) {
                     st_tier_status_t ts;
                     st_tier_part_status(tp, &ts);
@@ -138,6 +138,7 @@ char *st_admin__status(const st_admin_sources_t *src) {
                     json_object_set_new(jp, "remote", jr);
                     /* the leader's view (a follower's manifest may lag) */
                     if (mp->leader == src->cfg->node_id) t_remote += ts.remote_bytes;
+                    st_tier_part_release(tp);
                 }
                 st_partition_release(p);
             }

@@ -127,6 +127,8 @@ void st_replicas_set_purgatories(st_replicas_t *rm, st_purgatory_t *(*of_loop)(s
 }
 void st_replicas_set_tier(st_replicas_t *rm, st_tier_t *tier) { rm->tier = tier; }
 
+static void tier_set(st_partition_t *p, st_tier_part_t *tp, int delete_remote);
+
 static st_partition_t *partition_keep(st_partition_t *p) {
     __atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
     return p;
@@ -139,6 +141,7 @@ void st_partition_release(st_partition_t *p) {
     if (p->log) st_log_release(p->log);
     rs_free(p->rs);
     pthread_mutex_destroy(&p->rlock);
+    pthread_mutex_destroy(&p->tier_lock);
     free(p->topic);
     free(p);
 }
@@ -152,8 +155,7 @@ void st_replicas_destroy(st_replicas_t *rm) {
             for (int i = 0; i < t->nparts; i++) {
                 if (!t->parts[i]) continue;
                 st_log_set_notify(t->parts[i]->log, NULL, NULL);
-                if (t->parts[i]->tier) st_tier_part_close(t->parts[i]->tier, 0);
-                t->parts[i]->tier = NULL;
+                tier_set(t->parts[i], NULL, 0);
                 st_partition_release(t->parts[i]);
             }
             free(t->parts);
@@ -524,7 +526,7 @@ st_err_t st_partition_follower_fetch(st_partition_t *p, int32_t replica_id, int3
     st_log_offsets(p->log, &o);
     if (!e && fetch_offset > o.leo) e = ST_E_OFFSET_OUT_OF_RANGE;
     if (!e && fetch_offset < o.log_start_offset)
-        e = p->tier ? ST_E_OFFSET_MOVED_TO_TIERED_STORAGE : ST_E_OFFSET_OUT_OF_RANGE;
+        e = st_partition_tiered(p) ? ST_E_OFFSET_MOVED_TO_TIERED_STORAGE : ST_E_OFFSET_OUT_OF_RANGE;
     if (!e && last_fetched_epoch >= 0) {
         /* KIP-320: where the leader's log leaves the follower's epoch */
         int32_t ep;
@@ -715,17 +717,36 @@ void st_replicas_start(st_replicas_t *rm) {
 
 /* ---- tiered storage -------------------------------------------------------- */
 
+st_tier_part_t *st_partition_tier(st_partition_t *p) {
+    pthread_mutex_lock(&p->tier_lock);
+    st_tier_part_t *tp = p->tier ? st_tier_part_keep(p->tier) : NULL;
+    pthread_mutex_unlock(&p->tier_lock);
+    return tp;
+}
+
+int st_partition_tiered(st_partition_t *p) { return __atomic_load_n(&p->tier, __ATOMIC_ACQUIRE) != NULL; }
+
+/* The image's thread: p's part becomes tp (NULL: none); the old one, if
+ * any, is closed once no reader can take it any more. */
+static void tier_set(st_partition_t *p, st_tier_part_t *tp, int delete_remote) {
+    pthread_mutex_lock(&p->tier_lock);
+    st_tier_part_t *old = p->tier;
+    __atomic_store_n(&p->tier, tp, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&p->tier_lock);
+    if (old) st_tier_part_close(old, delete_remote);
+}
+
 int64_t st_partition_log_start(st_partition_t *p) {
     st_log_offsets_t o;
     st_log_offsets(p->log, &o);
-    if (!p->tier) return o.log_start_offset;
+    if (!st_partition_tiered(p)) return o.log_start_offset;
     int64_t rs = __atomic_load_n(&p->remote_start, __ATOMIC_ACQUIRE);
     int64_t re = __atomic_load_n(&p->remote_end, __ATOMIC_ACQUIRE);
     return rs < re ? ST_MIN(rs, o.log_start_offset) : o.log_start_offset;
 }
 
 int st_partition_is_remote(st_partition_t *p, int64_t offset) {
-    if (!p->tier) return 0;
+    if (!st_partition_tiered(p)) return 0;
     st_log_offsets_t o;
     st_log_offsets(p->log, &o);
     int64_t rs = __atomic_load_n(&p->remote_start, __ATOMIC_ACQUIRE);
@@ -807,7 +828,7 @@ static void tier_attach(st_replicas_t *rm, st_partition_t *p, const st_log_confi
     __atomic_store_n(&p->remote_start, s.remote_start, __ATOMIC_RELEASE);
     __atomic_store_n(&p->remote_end, s.remote_end, __ATOMIC_RELEASE);
     st_log_set_remote_end(p->log, s.remote_end);
-    p->tier = tp;
+    tier_set(p, tp, 0);
 }
 
 /* ---- keeping up with the image ------------------------------------------- */
@@ -847,6 +868,7 @@ static st_partition_t *partition_open(st_replicas_t *rm, const st_meta_topic_t *
     p->min_insync_replicas = min_isr;
     p->owner = rm;
     pthread_mutex_init(&p->rlock, NULL);
+    pthread_mutex_init(&p->tier_lock, NULL);
     p->rs = st_calloc(1, sizeof *p->rs);
     p->rs->leader = -1;
     p->rs->leader_epoch = -1;
@@ -871,15 +893,12 @@ static st_partition_t *partition_open(st_replicas_t *rm, const st_meta_topic_t *
  * part detached (with delete_remote, the bucket's objects go too: topic
  * deletion) and, with delete_local, its local log deleted; then the
  * reference given is let go.  p->log stays as it is for whoever still
- * holds p (a closed log answers errors, never a deleted file).  p->tier
- * is cleared: a request on another thread that read it just before may
- * still use the detached part (a known race of topic deletion and
- * reassignment; the part should be kept by the partition instead). */
+ * holds p (a closed log answers errors, never a deleted file); a request
+ * that took the tier part before keeps it until it lets go. */
 static void partition_drop(st_partition_t *p, int delete_local, int delete_remote, st_logmgr_t *logs) {
     st_log_set_notify(p->log, NULL, NULL);
     on_log_change(p->log, p); /* parked readers learn the news */
-    if (p->tier) st_tier_part_close(p->tier, delete_remote);
-    p->tier = NULL;
+    tier_set(p, NULL, delete_remote);
     if (delete_local) {
         st_log_keep(p->log); /* delete_log takes one; p keeps its own */
         st_logmgr_delete_log(logs, p->log);

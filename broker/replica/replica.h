@@ -60,8 +60,11 @@ typedef struct st_partition {
     /* replica state, under rlock */
     pthread_mutex_t rlock;
     struct st_replica_state *rs;
-    /* tiered storage (NULL when the topic is not tiered) */
+    /* tiered storage (NULL when the topic is not tiered); set and cleared
+     * by the image's thread under tier_lock, read elsewhere through
+     * st_partition_tier (a reference) or st_partition_tiered */
     st_tier_part_t *tier;
+    pthread_mutex_t tier_lock;
     int64_t remote_start, remote_end; /* atomic: [start, end) in the bucket */
     /* metrics (broker/admin's /metrics), relaxed atomics, any thread:
      * Kafka's BrokerTopicMetrics of this partition */
@@ -94,6 +97,13 @@ void st_replicas_set_net(st_replicas_t *rm, st_net_t *net);
 /* Where a loop's parked requests wait (before st_net_start): a change of a
  * partition is notified to the purgatory of each loop watching it. */
 void st_replicas_set_purgatories(st_replicas_t *rm, st_purgatory_t *(*of_loop)(st_loop_t *loop));
+/* p's tier part with a reference of the caller's (st_tier_part_release
+ * it), or NULL when p is not tiered: a part stays valid while a request
+ * uses it though the partition is deleted meanwhile. */
+st_tier_part_t *st_partition_tier(st_partition_t *p);
+/* Whether p is tiered (no reference: for a test, not a use). */
+int st_partition_tiered(st_partition_t *p);
+
 /* The remote log manager (NULL: tiered storage off). */
 void st_replicas_set_tier(st_replicas_t *rm, st_tier_t *tier);
 void st_replicas_destroy(st_replicas_t *rm);

@@ -93,10 +93,16 @@ static st_err_t read_partition(fetch_op_t *op, st_partition_t *p, int64_t offset
         /* Below the local log start: from the bucket, never blocking; a
          * read_committed one once the bucket's aborted transactions are
          * known (just after a restart or a leader change they may not be) */
-        if (read_committed(op) && !st_tier_part_aborted_ready(p->tier)) return ST_OK;
+        st_tier_part_t *tp = st_partition_tier(p);
+        if (!tp) return ST_E_OFFSET_OUT_OF_RANGE; /* detached meanwhile */
+        if (read_committed(op) && !st_tier_part_aborted_ready(tp)) {
+            st_tier_part_release(tp);
+            return ST_OK;
+        }
         st_tier_read_t tr;
-        e = st_tier_read(p->tier, offset, limit, min_one ? ST_TIER_READ_MIN_ONE : 0, &tr, wake_loop,
+        e = st_tier_read(tp, offset, limit, min_one ? ST_TIER_READ_MIN_ONE : 0, &tr, wake_loop,
                          op->req->loop);
+        st_tier_part_release(tp);
         if (e == ST_E_AGAIN) return ST_OK;
         if (e == ST_OK) {
             d->file = tr.file;

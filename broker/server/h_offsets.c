@@ -38,13 +38,13 @@ static void wake_loop(void *arg) { st_server_wake_all(arg); }
 
 /* The first remote record at or after from whose timestamp is >= ts, read
  * batch by batch from the cached chunks st_tier_read hands out. */
-static st_err_t remote_time_scan(st_partition_t *p, int64_t ts, int64_t from, st_loop_t *loop,
+static st_err_t remote_time_scan(st_tier_part_t *tp, int64_t ts, int64_t from, st_loop_t *loop,
                                  int64_t *offset, int64_t *found_ts, int32_t *epoch) {
     uint8_t *buf = NULL;
     st_err_t e;
     for (;;) {
         st_tier_read_t tr;
-        e = st_tier_read(p->tier, from, 1 << 20, ST_TIER_READ_MIN_ONE | ST_TIER_READ_ONCE, &tr,
+        e = st_tier_read(tp, from, 1 << 20, ST_TIER_READ_MIN_ONE | ST_TIER_READ_ONCE, &tr,
                          wake_loop, loop);
         if (e == ST_E_OFFSET_OUT_OF_RANGE) e = ST_E_NOT_FOUND; /* past the remote end */
         if (!e && (!tr.file || tr.len <= 0)) {
@@ -85,9 +85,10 @@ static st_err_t remote_time_scan(st_partition_t *p, int64_t ts, int64_t from, st
     return e;
 }
 
-/* One partition's answer; ST_E_AGAIN while the bucket is being read. */
-static st_err_t list_one(st_partition_t *p, int64_t timestamp, int committed, st_loop_t *loop,
-                         int64_t *offset_out, int64_t *ts_out, int32_t *epoch_out) {
+/* One partition's answer, tp its tier part (NULL: not tiered);
+ * ST_E_AGAIN while the bucket is being read. */
+static st_err_t list_one_in(st_partition_t *p, st_tier_part_t *tp, int64_t timestamp, int committed,
+                            st_loop_t *loop, int64_t *offset_out, int64_t *ts_out, int32_t *epoch_out) {
     st_log_offsets_t o;
     st_log_offsets(p->log, &o);
     if (o.offline) return ST_E_KAFKA_STORAGE_ERROR;
@@ -95,7 +96,7 @@ static st_err_t list_one(st_partition_t *p, int64_t timestamp, int committed, st
     int32_t epoch = -1;
     if (timestamp == TS_EARLIEST) {
         offset = st_partition_log_start(p);
-        epoch = offset < o.log_start_offset && p->tier ? st_tier_part_epoch_for(p->tier, offset)
+        epoch = offset < o.log_start_offset && tp ? st_tier_part_epoch_for(tp, offset)
                                                       : st_log_epoch_for_offset(p->log, offset);
     } else if (timestamp == TS_EARLIEST_LOCAL) {
         offset = o.log_start_offset;
@@ -104,8 +105,8 @@ static st_err_t list_one(st_partition_t *p, int64_t timestamp, int committed, st
         /* the highest offset in the bucket, -1 when none */
         int64_t rs = __atomic_load_n(&p->remote_start, __ATOMIC_ACQUIRE);
         int64_t re = __atomic_load_n(&p->remote_end, __ATOMIC_ACQUIRE);
-        offset = p->tier && re > rs ? re - 1 : -1;
-        if (offset >= 0) epoch = st_tier_part_epoch_for(p->tier, offset);
+        offset = tp && re > rs ? re - 1 : -1;
+        if (offset >= 0) epoch = st_tier_part_epoch_for(tp, offset);
     } else if (timestamp == TS_LATEST) {
         /* read_committed stops at the last stable offset, which is the
          * high watermark while there are no transactions.  A new leader
@@ -127,11 +128,11 @@ static st_err_t list_one(st_partition_t *p, int64_t timestamp, int committed, st
         /* Nothing local, or the local start: an older record in the
          * bucket may be the first as new as target. */
         int64_t from;
-        if (p->tier && target >= 0 && (offset < 0 || offset == o.log_start_offset)) {
-            st_err_t e = st_tier_time_search_start(p->tier, target, &from, wake_loop, loop);
+        if (tp && target >= 0 && (offset < 0 || offset == o.log_start_offset)) {
+            st_err_t e = st_tier_time_search_start(tp, target, &from, wake_loop, loop);
             int64_t roff, rts;
             int32_t repoch;
-            if (!e) e = remote_time_scan(p, target, from, loop, &roff, &rts, &repoch);
+            if (!e) e = remote_time_scan(tp, target, from, loop, &roff, &rts, &repoch);
             if (e == ST_E_AGAIN || e == ST_E_KAFKA_STORAGE_ERROR) return e;
             if (!e && roff < o.log_start_offset) {
                 offset = roff;
@@ -146,6 +147,14 @@ static st_err_t list_one(st_partition_t *p, int64_t timestamp, int committed, st
     *ts_out = ts;
     *epoch_out = epoch;
     return ST_OK;
+}
+
+static st_err_t list_one(st_partition_t *p, int64_t timestamp, int committed, st_loop_t *loop,
+                         int64_t *offset_out, int64_t *ts_out, int32_t *epoch_out) {
+    st_tier_part_t *tp = st_partition_tier(p); /* kept while it is used */
+    st_err_t e = list_one_in(p, tp, timestamp, committed, loop, offset_out, ts_out, epoch_out);
+    if (tp) st_tier_part_release(tp);
+    return e;
 }
 
 /* ---- ListOffsets: slots, a job on a worker, the parked request -------- */
@@ -377,9 +386,11 @@ void st_handle_delete_records(st_server_t *srv, st_request_t *req) {
             /* Across both tiers: the bucket drops what lies wholly below
              * (manifest first); the local log moves its start when the
              * offset reaches it. */
-            if (!e && p->tier) st_tier_delete_records(p->tier, target);
-            if (!e && (!p->tier || target >= o.log_start_offset))
+            st_tier_part_t *tp = e ? NULL : st_partition_tier(p);
+            if (tp) st_tier_delete_records(tp, target);
+            if (!e && (!tp || target >= o.log_start_offset))
                 e = st_log_delete_records(p->log, target, &low);
+            if (tp) st_tier_part_release(tp);
             if (!e) low = ST_MAX(target, st_partition_log_start(p));
             out->error_code = st_err_wire(e);
             if (!e) {
