@@ -17,7 +17,9 @@ min.insync.replicas 2.
           the partition stayed offline until 4 returned), its log holds
           every acknowledged record (served up to the high watermark it
           knew, which waits for the ISR to reach the minimum), and it
-          still refuses acks=all (ISR {5});
+          still refuses acks=all (ISR {5}); min.insync.replicas lowered to
+          1 empties the ELR (ISR {5} reaches it) and lets the high
+          watermark reach the log end; then back to 2;
        5. node 4 back (after kill -9: an unclean stop), then 3: 4 drops
           the record the high watermark never covered, both rejoin the
           ISR and acks=all works again; every acknowledged record is read
@@ -213,6 +215,16 @@ try:
     check(seen5 == acked[:hw5], "node 5 serves its log up to its high watermark %d" % hw5)
     refused = produce(5, T, -1, [b"refused"])
     check(refused[0][0] == NOT_ENOUGH_REPLICAS, "acks=all with ISR {5}: %s" % refused)
+    # min.insync.replicas lowered to 1: ISR {5} reaches it, so the ELR
+    # empties and the high watermark moves to the log end; back to 2 after
+    c = cl.conn(1)
+    check(c.incremental_alter(T, [("min.insync.replicas", 0, "1")])[0] == 0, "min.insync.replicas=1")
+    wait_elr(T, [], [], "min.insync.replicas 1 reached by ISR {5}")
+    cl.wait(lambda: read_all(5, T)[0] == len(acked), 30, "the high watermark at the log end with ISR {5}")
+    check(c.incremental_alter(T, [("min.insync.replicas", 0, "2")])[0] == 0, "min.insync.replicas=2")
+    c.close()
+    print("A: min.insync.replicas 1: the ELR emptied, the high watermark moved from %d to %d" % (hw5, len(acked)),
+          flush=True)
     print("A: node 4 down, node 5 back: leader 5 from the eligible leader replicas after %.1f s, "
           "ISR %s; its log holds all %d acknowledged records, served up to its high watermark %d"
           % (took, st["isr"], len(disk5), hw5), flush=True)
