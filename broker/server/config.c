@@ -189,7 +189,8 @@ static const st_cfg_desc_t broker_rows[] = {
     BROW("delete.topic.enable", ST_CFG_BOOL, delete_topic_enable, "true", 0, 0, NULL, 0,
          "Allow DeleteTopics."),
     BROW("min.insync.replicas", ST_CFG_INT, min_insync_replicas, "1", 1, I32MAX, NULL, 0,
-         "Default for topics: in-sync replicas needed to accept an acks=all write."),
+         "Default for topics: in-sync replicas needed to accept an acks=all write; below it "
+         "the high watermark waits and replicas leaving the ISR become eligible leaders."),
     BROW("log.segment.bytes", ST_CFG_LONG, log_segment_bytes, "1073741824", 14, I32MAX, NULL, 0,
          "Default for topics: a segment rolls when it would grow past this size."),
     BROW("log.roll.ms", ST_CFG_LONG, log_roll_ms, "604800000", 1, I64MAX, NULL, 0,
@@ -458,7 +459,8 @@ static const st_cfg_desc_t topic_rows[] = {
          0, I64MAX, NULL,
          "Older form of both bounds above; used when they are not set on the topic."),
     TROW("min.insync.replicas", ST_CFG_INT, min_insync_replicas, 1, I32MAX, NULL,
-         "In-sync replicas needed to accept an acks=all write."),
+         "In-sync replicas needed to accept an acks=all write; below it the high watermark "
+         "waits and replicas leaving the ISR become eligible leaders."),
     TROW("delete.retention.ms", ST_CFG_LONG, delete_retention_ms, 0, I64MAX, NULL,
          "How long tombstones are kept in a compacted topic."),
     TROW("min.compaction.lag.ms", ST_CFG_LONG, min_compaction_lag_ms, 0, I64MAX, NULL,
