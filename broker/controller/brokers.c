@@ -95,8 +95,9 @@ static st_err_t write_registration(st_controller_t *c, int32_t id, const st_uuid
         ST_INFO("controller", "broker %d registered with broker epoch %lld%s", (int)id,
                 (long long)r.broker_epoch, fenced ? " (fenced until it catches up)" : "");
         if (ch.n > 0)
-            ST_INFO("controller", "broker %d did not stop cleanly at broker epoch %lld: out of "
-                                  "the ISR and eligible leaders of %d partition%s",
+            ST_INFO("controller", "broker %d did not stop cleanly at broker epoch %lld: %d "
+                                  "partition%s changed (it left their ISR and ELR, or leads "
+                                  "at a new epoch where it is the only in-sync replica)",
                     (int)id, (long long)old_epoch, ch.n, ch.n == 1 ? "" : "s");
     }
     st_ctl__changes_fini(&ch);

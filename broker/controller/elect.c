@@ -18,7 +18,11 @@
  *     known ELR while the partition has none) is elected when it is back,
  *     as an unclean election: the ISR is just it and the ELR empty;
  *   - any other unclean election (unclean.leader.election.enable) empties
- *     the ELR too.
+ *     the ELR too;
+ *   - a broker back from an unclean stop leaves every ISR and ELR, except
+ *     where it is the only in-sync replica and none is eligible: there it
+ *     keeps leading, at a new leader epoch (a single node's restart after
+ *     kill -9 keeps its partitions online).
  */
 #include "controller_int.h"
 
@@ -65,20 +69,26 @@ void st_ctl__broker_change(st_controller_t *c, const st_meta_image_t *img, const
                            int32_t unclean, st_ctl_changes_t *ch) {
     size_t cap = (size_t)(mp->nreplicas + mp->nisr + mp->nelr + 1);
     int32_t *isr = st_malloc(sizeof *isr * cap), *elr = st_malloc(sizeof *elr * cap);
+    /* A broker back from an unclean stop that is the only in-sync replica,
+     * with no eligible one beside it, keeps leading at a new leader epoch:
+     * Kafka's way (out of the ISR, back as the last known leader once
+     * unfenced) ends the same, with the partition offline in between. */
+    int keep = unclean >= 0 && mp->nisr == 1 && mp->isr[0] == unclean && mp->nelr == 0;
+    int32_t out = keep ? -1 : unclean; /* leaves the ISR and may not lead */
     int nisr = 0;
     for (int i = 0; i < mp->nisr; i++)
-        if (mp->isr[i] != removed && mp->isr[i] != unclean) isr[nisr++] = mp->isr[i];
+        if (mp->isr[i] != removed && mp->isr[i] != out) isr[nisr++] = mp->isr[i];
     int min_isr = st_ctl__min_isr(c, t, mp->nreplicas);
     int nelr = elr_of(mp, isr, nisr, mp->replicas, mp->nreplicas, min_isr, unclean, elr);
     int32_t leader = mp->leader;
-    if (!(st_ctl__has(isr, nisr, leader) && acceptable(img, leader, removed, added, unclean))) {
+    if (!(st_ctl__has(isr, nisr, leader) && acceptable(img, leader, removed, added, out))) {
         leader = -1;
         /* the first replica, in preferred order, that may lead */
         for (int r = 0; r < mp->nreplicas && leader < 0; r++)
-            if (st_ctl__has(isr, nisr, mp->replicas[r]) && acceptable(img, mp->replicas[r], removed, added, unclean))
+            if (st_ctl__has(isr, nisr, mp->replicas[r]) && acceptable(img, mp->replicas[r], removed, added, out))
                 leader = mp->replicas[r];
         for (int r = 0; r < mp->nreplicas && leader < 0 && nisr == 0; r++)
-            if (st_ctl__has(elr, nelr, mp->replicas[r]) && acceptable(img, mp->replicas[r], removed, added, unclean)) {
+            if (st_ctl__has(elr, nelr, mp->replicas[r]) && acceptable(img, mp->replicas[r], removed, added, out)) {
                 leader = mp->replicas[r];
                 int k = 0;
                 for (int i = 0; i < nelr; i++)
@@ -87,12 +97,12 @@ void st_ctl__broker_change(st_controller_t *c, const st_meta_image_t *img, const
             }
         int unclean_election = 0;
         if (leader < 0 && nisr == 0 && nelr == 0 && mp->nlkelr == 1 &&
-            acceptable(img, mp->lkelr[0], removed, added, unclean)) {
+            acceptable(img, mp->lkelr[0], removed, added, out)) {
             leader = mp->lkelr[0];
             unclean_election = 1;
         }
         for (int r = 0; r < mp->nreplicas && leader < 0 && st_ctl__unclean_allowed(c, t); r++)
-            if (acceptable(img, mp->replicas[r], removed, added, unclean)) {
+            if (acceptable(img, mp->replicas[r], removed, added, out)) {
                 leader = mp->replicas[r];
                 unclean_election = 1;
             }
@@ -110,9 +120,10 @@ void st_ctl__broker_change(st_controller_t *c, const st_meta_image_t *img, const
         }
         if (nisr >= min_isr) nelr = 0;
     }
-    if (leader != mp->leader || !st_ctl__same_list(isr, nisr, mp->isr, mp->nisr) ||
+    int bump = keep && leader == unclean; /* a new epoch: what it lost is not the old one's */
+    if (bump || leader != mp->leader || !st_ctl__same_list(isr, nisr, mp->isr, mp->nisr) ||
         !st_ctl__same_list(elr, nelr, mp->elr, mp->nelr)) {
-        st_ctl__changes_add(ch, t, mp, leader == mp->leader ? ST_MREC_NO_LEADER_CHANGE : leader,
+        st_ctl__changes_add(ch, t, mp, leader == mp->leader && !bump ? ST_MREC_NO_LEADER_CHANGE : leader,
                             st_ctl__same_list(isr, nisr, mp->isr, mp->nisr) ? NULL : isr, nisr);
         st_ctl__changes_list(ch, ST_CHG_ELR, elr, nelr); /* set: changes_elr leaves it */
     }

@@ -398,7 +398,8 @@ static void apply_partition_change(apply_ctx_t *a, const st_mrec_partition_chang
     if (r->partition_id < 0 || r->partition_id >= t->nparts) return;
     t = own_topic(a->img, i);
     st_meta_partition_t *mp = &t->parts[r->partition_id];
-    int leader_changed = r->leader != ST_MREC_NO_LEADER_CHANGE && r->leader != mp->leader;
+    /* Kafka's rule: a leader given, even the same one, starts a new epoch */
+    int leader_changed = r->leader != ST_MREC_NO_LEADER_CHANGE;
     if (r->leader != ST_MREC_NO_LEADER_CHANGE) mp->leader = r->leader;
     if (r->isr.n >= 0) {
         free(mp->isr);

@@ -211,6 +211,30 @@ static void test_min_isr_one_keeps_the_last_member_eligible(void **state) {
     st_image_release(w.c.image);
 }
 
+static void test_unclean_restart_of_the_only_isr_member(void **state) {
+    (void)state;
+    world_t w;
+    world_init(&w, "2", 0);
+    fence(&w, 2);
+    fence(&w, 3);
+    EXPECT(&w, 1, L(1), L(3), L());
+    /* an eligible replica besides it: 1 leaves the ISR */
+    unclean_restart(&w, 1);
+    EXPECT(&w, -1, L(), L(3), L(1));
+    world_t v;
+    world_init(&v, "1", 0);
+    fence(&v, 2);
+    fence(&v, 3);
+    EXPECT(&v, 1, L(1), L(), L());
+    int32_t epoch = part(&v)->leader_epoch;
+    /* none eligible: it keeps leading, at a new epoch */
+    unclean_restart(&v, 1);
+    EXPECT(&v, 1, L(1), L(), L());
+    assert_int_equal(part(&v)->leader_epoch, epoch + 1);
+    st_image_release(w.c.image);
+    st_image_release(v.c.image);
+}
+
 static void test_unclean_election_empties_the_elr(void **state) {
     (void)state;
     world_t w;
@@ -235,6 +259,7 @@ int main(void) {
         cmocka_unit_test(test_empty_isr_waits_for_an_eligible_replica),
         cmocka_unit_test(test_last_known_leader_when_isr_and_elr_are_empty),
         cmocka_unit_test(test_min_isr_one_keeps_the_last_member_eligible),
+        cmocka_unit_test(test_unclean_restart_of_the_only_isr_member),
         cmocka_unit_test(test_unclean_election_empties_the_elr),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
