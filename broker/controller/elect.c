@@ -21,8 +21,8 @@
  *     the ELR too;
  *   - a broker back from an unclean stop leaves every ISR and ELR, except
  *     where it is the only in-sync replica and none is eligible: there it
- *     keeps leading, at a new leader epoch (a single node's restart after
- *     kill -9 keeps its partitions online).
+ *     keeps leading, at a new leader epoch when it has followers (a single
+ *     node's restart after kill -9 keeps its partitions online).
  */
 #include "controller_int.h"
 
@@ -70,9 +70,10 @@ void st_ctl__broker_change(st_controller_t *c, const st_meta_image_t *img, const
     size_t cap = (size_t)(mp->nreplicas + mp->nisr + mp->nelr + 1);
     int32_t *isr = st_malloc(sizeof *isr * cap), *elr = st_malloc(sizeof *elr * cap);
     /* A broker back from an unclean stop that is the only in-sync replica,
-     * with no eligible one beside it, keeps leading at a new leader epoch:
-     * Kafka's way (out of the ISR, back as the last known leader once
-     * unfenced) ends the same, with the partition offline in between. */
+     * with no eligible one beside it, keeps leading, at a new leader epoch
+     * where other replicas may hold what it lost: Kafka's way (out of the
+     * ISR, back as the last known leader once unfenced) ends the same,
+     * with the partition offline in between. */
     int keep = unclean >= 0 && mp->nisr == 1 && mp->isr[0] == unclean && mp->nelr == 0;
     int32_t out = keep ? -1 : unclean; /* leaves the ISR and may not lead */
     int nisr = 0;
@@ -120,7 +121,7 @@ void st_ctl__broker_change(st_controller_t *c, const st_meta_image_t *img, const
         }
         if (nisr >= min_isr) nelr = 0;
     }
-    int bump = keep && leader == unclean; /* a new epoch: what it lost is not the old one's */
+    int bump = keep && leader == unclean && mp->nreplicas > 1; /* what it lost is not the new epoch's */
     if (bump || leader != mp->leader || !st_ctl__same_list(isr, nisr, mp->isr, mp->nisr) ||
         !st_ctl__same_list(elr, nelr, mp->elr, mp->nelr)) {
         st_ctl__changes_add(ch, t, mp, leader == mp->leader && !bump ? ST_MREC_NO_LEADER_CHANGE : leader,

@@ -227,7 +227,7 @@ static void test_unclean_restart_of_the_only_isr_member(void **state) {
     fence(&v, 3);
     EXPECT(&v, 1, L(1), L(), L());
     int32_t epoch = part(&v)->leader_epoch;
-    /* none eligible: it keeps leading, at a new epoch */
+    /* none eligible: it keeps leading, at a new epoch (it has followers) */
     unclean_restart(&v, 1);
     EXPECT(&v, 1, L(1), L(), L());
     assert_int_equal(part(&v)->leader_epoch, epoch + 1);
