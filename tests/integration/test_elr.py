@@ -156,6 +156,19 @@ def wait_elr(topic, elr, lk, what):
     return seen[0]
 
 
+def whole_then_two(topic, prefix):
+    """topic made, 50 records acknowledged by ISR {3,4,5}, then node 3
+    stopped cleanly (ISR {4,5}, the minimum): the values acknowledged."""
+    create(topic)
+    wait_state(topic, [1], lambda st: sorted(st["isr"]) == [3, 4, 5] and st["leader"] == 4, "ISR {3,4,5}, leader 4")
+    acked = [prefix + b"%03d" % i for i in range(50)]
+    res = produce(4, topic, -1, acked)
+    check(all(e == 0 for e, _b in res), "acks=all with the whole ISR: %s" % res)
+    cl.kill(3, signal.SIGTERM)
+    wait_state(topic, [1, 2], lambda st: sorted(st["isr"]) == [4, 5], "ISR {4,5} after 3 stopped")
+    return acked
+
+
 def log_has(i, text):
     return text in cl.log_text(i)
 
@@ -165,14 +178,7 @@ try:
 
     # ---- A. a clean ELR member leads after the last ISR member is gone
     T = "elr-a"
-    create(T)
-    wait_state(T, [1], lambda st: sorted(st["isr"]) == [3, 4, 5] and st["leader"] == 4, "ISR {3,4,5}, leader 4")
-    acked = [b"a%03d" % i for i in range(50)]
-    res = produce(4, T, -1, acked)
-    check(all(e == 0 for e, _b in res), "acks=all with the whole ISR: %s" % res)
-
-    cl.kill(3, signal.SIGTERM)
-    wait_state(T, [1, 2], lambda st: sorted(st["isr"]) == [4, 5], "ISR {4,5} after 3 stopped")
+    acked = whole_then_two(T, b"a")
     cl.kill(5, signal.SIGTERM)
     wait_state(T, [1, 2], lambda st: st["isr"] == [4] and st["leader"] == 4, "ISR {4} after 5 stopped")
     wait_elr(T, [5], [], "5 left an ISR below the minimum")
@@ -248,13 +254,7 @@ try:
 
     # ---- B. an unclean stop costs a replica its eligibility
     T = "elr-b"
-    create(T)
-    wait_state(T, [1], lambda st: sorted(st["isr"]) == [3, 4, 5] and st["leader"] == 4, "ISR {3,4,5}, leader 4")
-    acked = [b"c%03d" % i for i in range(50)]
-    res = produce(4, T, -1, acked)
-    check(all(e == 0 for e, _b in res), "acks=all with the whole ISR: %s" % res)
-    cl.kill(3, signal.SIGTERM)
-    wait_state(T, [1, 2], lambda st: sorted(st["isr"]) == [4, 5], "ISR {4,5} after 3 stopped")
+    acked = whole_then_two(T, b"c")
     cl.kill(5, signal.SIGKILL)
     wait_state(T, [1, 2], lambda st: st["isr"] == [4], "ISR {4} once 5 is fenced", timeout=SESSION_MS / 1000 + 20)
     cl.kill(4, signal.SIGKILL)
