@@ -221,6 +221,9 @@ try:
     check(seen5 == acked[:hw5], "node 5 serves its log up to its high watermark %d" % hw5)
     refused = produce(5, T, -1, [b"refused"])
     check(refused[0][0] == NOT_ENOUGH_REPLICAS, "acks=all with ISR {5}: %s" % refused)
+    print("A: node 4 down, node 5 back: leader 5 from the eligible leader replicas after %.1f s, "
+          "ISR %s; its log holds all %d acknowledged records, served up to its high watermark %d"
+          % (took, st["isr"], len(disk5), hw5), flush=True)
     # min.insync.replicas lowered to 1: ISR {5} reaches it, so the ELR
     # empties and the high watermark moves to the log end; back to 2 after
     c = cl.conn(1)
@@ -231,9 +234,6 @@ try:
     c.close()
     print("A: min.insync.replicas 1: the ELR emptied, the high watermark moved from %d to %d" % (hw5, len(acked)),
           flush=True)
-    print("A: node 4 down, node 5 back: leader 5 from the eligible leader replicas after %.1f s, "
-          "ISR %s; its log holds all %d acknowledged records, served up to its high watermark %d"
-          % (took, st["isr"], len(disk5), hw5), flush=True)
 
     cl.start(4)
     wait_elr(T, [], [], "4 registered after an unclean stop")
