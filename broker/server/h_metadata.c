@@ -182,7 +182,8 @@ void st_handle_metadata(st_server_t *srv, st_request_t *req) {
 
 static int cmp_str(const void *x, const void *y) {
     const st_str_t *a = x, *b = y;
-    int n = memcmp(a->p, b->p, (size_t)ST_MIN(a->len, b->len));
+    size_t m = (size_t)ST_MAX(0, ST_MIN(a->len, b->len));
+    int n = m ? memcmp(a->p, b->p, m) : 0; /* an empty name may have no bytes at all */
     return n ? n : (a->len > b->len) - (a->len < b->len);
 }
 
