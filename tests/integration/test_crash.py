@@ -112,7 +112,9 @@ def kill_loop():
     errfile = os.path.join(b.root, "producer.stderr")
     with open(errfile, "w") as err:
         prod = spawn([binary("rdk_acked_producer"), "-b", b.bootstrap, "-t", TOPIC, "-o", ackfile,
-                      "-p", str(PARTITIONS), "-r", "1500", "-s", "60", "-X", "linger.ms=2"],
+                      "-p", str(PARTITIONS), "-r", "1500", "-s", "60", "-X", "linger.ms=2",
+                      # batches under the 256 KiB segments, whatever queued up during a kill
+                      "-X", "batch.size=65536"],
                      stdout=subprocess.PIPE, stderr=err)
     try:
         # the producer's metadata request creates the topic; start killing
