@@ -104,12 +104,6 @@ static st_err_t write_registration(st_controller_t *c, int32_t id, const st_uuid
     return e;
 }
 
-static int is_live(const st_meta_image_t *img, int32_t id, int32_t except) {
-    if (id == except) return 0;
-    const st_meta_broker_t *b = st_image_broker(img, id);
-    return b && !b->fenced;
-}
-
 static st_err_t write_fencing(st_controller_t *c, int32_t id, int fence) {
     const st_meta_broker_t *b = st_image_broker(c->image, id);
     if (!b || b->fenced == fence) return ST_OK;
@@ -466,7 +460,7 @@ static st_err_t elect_one(st_controller_t *c, const st_meta_topic_t *t,
         }
         int in_isr = 0;
         for (int k = 0; k < mp->nisr; k++) in_isr |= mp->isr[k] == pref;
-        if (pref < 0 || !in_isr || !is_live(img, pref, -1)) {
+        if (pref < 0 || !in_isr || !st_ctl__live(img, pref)) {
             snprintf(msg, msglen, "Failed to elect leader: the preferred replica %d is not live "
                                   "and in the ISR.",
                      (int)pref);
@@ -480,7 +474,7 @@ static st_err_t elect_one(st_controller_t *c, const st_meta_topic_t *t,
         return ST_E_ELECTION_NOT_NEEDED;
     }
     for (int r = 0; r < mp->nreplicas; r++)
-        if (is_live(img, mp->replicas[r], -1)) {
+        if (st_ctl__live(img, mp->replicas[r])) {
             int32_t leader = mp->replicas[r];
             st_ctl__changes_add(ch, t, mp, leader, &leader, 1); /* an unclean leader is the whole ISR */
             return ST_OK;
@@ -597,7 +591,7 @@ static st_err_t alter_one(st_controller_t *c, int version, int32_t broker, const
         if (!st_ctl__has(mp->replicas, mp->nreplicas, isr[i]) || st_ctl__has(isr, i, isr[i]))
             return ST_E_INVALID_REQUEST;
     for (int i = 0; i < nisr; i++)
-        if (!is_live(img, isr[i], -1)) {
+        if (!st_ctl__live(img, isr[i])) {
             ST_LOG_RATELIMITED(ST_LOG_INFO, "controller", 5000,
                                "AlterPartition from broker %d for %s-%d: replica %d is fenced or "
                                "not registered", (int)broker, t->name, (int)mp->id, (int)isr[i]);

@@ -179,6 +179,12 @@ typedef struct st_ctl_rec {
 } st_ctl_rec_t;
 st_err_t st_ctl__commit_records(st_controller_t *c, const st_ctl_rec_t *recs, int n);
 
+/* Whether broker id is registered and not fenced in img. */
+static inline int st_ctl__live(const st_meta_image_t *img, int32_t id) {
+    const st_meta_broker_t *b = st_image_broker(img, id);
+    return b && !b->fenced;
+}
+
 /* Whether id is among v[0..n); whether two lists are the same, in order. */
 static inline int st_ctl__has(const int32_t *v, int n, int32_t id) {
     for (int i = 0; i < n; i++)

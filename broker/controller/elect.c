@@ -59,9 +59,7 @@ static int elr_of(const st_meta_partition_t *mp, const int32_t *isr, int nisr, c
 static int acceptable(const st_meta_image_t *img, int32_t r, int32_t removed, int32_t added,
                       int32_t unclean) {
     if (r < 0 || r == removed || r == unclean) return 0;
-    if (r == added) return 1;
-    const st_meta_broker_t *b = st_image_broker(img, r);
-    return b && !b->fenced;
+    return r == added || st_ctl__live(img, r);
 }
 
 void st_ctl__broker_change(st_controller_t *c, const st_meta_image_t *img, const st_meta_topic_t *t,

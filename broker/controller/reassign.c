@@ -117,11 +117,6 @@ typedef struct plan {
     int32_t leader;
 } plan_t;
 
-static int live(const st_meta_image_t *img, int32_t id) {
-    const st_meta_broker_t *b = st_image_broker(img, id);
-    return b && !b->fenced;
-}
-
 /* Completes p when every adding replica is in its ISR, something of the
  * target stays in the ISR and a leader can stay or be found there; 0 (p
  * unchanged) otherwise. */
@@ -136,7 +131,7 @@ static int complete(plan_t *p, const st_meta_image_t *img) {
     if (leader < 0 || st_ctl__has(p->removing, p->nremoving, leader)) {
         leader = -1;
         for (int i = 0; i < nt && leader < 0; i++)
-            if (st_ctl__has(isr, ni, target[i]) && live(img, target[i])) leader = target[i];
+            if (st_ctl__has(isr, ni, target[i]) && st_ctl__live(img, target[i])) leader = target[i];
         if (leader < 0) return 0;
     }
     memcpy(p->replicas, target, sizeof *target * (size_t)nt);
@@ -217,7 +212,7 @@ static st_err_t reassign_one(st_controller_t *c, const st_meta_topic_t *t, const
         if (p.leader < 0 || st_ctl__has(mp->adding, mp->nadding, p.leader)) {
             p.leader = -1;
             for (int i = 0; i < no && p.leader < 0; i++)
-                if (st_ctl__has(p.isr, p.nisr, original[i]) && live(img, original[i])) p.leader = original[i];
+                if (st_ctl__has(p.isr, p.nisr, original[i]) && st_ctl__live(img, original[i])) p.leader = original[i];
         }
         if (p.nisr == 0 || p.leader < 0) {
             snprintf(msg, n, "Cannot cancel the reassignment of %s-%d: no replica of its original "
