@@ -79,7 +79,7 @@ port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 # chroot, env and bash all exec, and run.sh execs stratad: $pid ends up the broker.
 chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb \
   PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  /bin/bash -c "cd /root/strata && exec ./scripts/run.sh --override listeners=PLAINTEXT://127.0.0.1:$port" \
+  /bin/bash -c "cd /root/strata && exec ./scripts/run.sh --override listeners=PLAINTEXT://localhost:$port" \
   >"$log" 2>&1 &
 pid=$!
 

@@ -447,6 +447,17 @@ st_err_t st_pwrite_all(int fd, const void *p, size_t n, int64_t off);
 st_err_t st_pread_all(int fd, void *p, size_t n, int64_t off, size_t *got);
 
 /* ------------------------------------------------------------------------
+ * Names (addr.c)
+ * ---------------------------------------------------------------------- */
+struct addrinfo;
+/* "localhost", "x.localhost", with or without the final dot, any case. */
+int st_is_localhost_name(const char *host);
+/* getaddrinfo, except that a localhost name the resolver cannot resolve is
+ * the loopback address (RFC 6761); returns getaddrinfo's code. */
+int st_getaddrinfo(const char *host, const char *port, const struct addrinfo *hints,
+                   struct addrinfo **res);
+
+/* ------------------------------------------------------------------------
  * Identifiers: 16 random bytes, shown as Kafka shows them (URL-safe base64
  * without padding, 22 characters).
  * ---------------------------------------------------------------------- */

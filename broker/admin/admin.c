@@ -153,7 +153,7 @@ static int bind_one(const st_admin_addr_t *ad, int *fd_out, int *port_out, char 
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
     char port[8];
     snprintf(port, sizeof port, "%d", ad->port);
-    int gai = getaddrinfo(ad->host[0] ? ad->host : NULL, port, &hints, &res);
+    int gai = st_getaddrinfo(ad->host[0] ? ad->host : NULL, port, &hints, &res);
     if (gai) {
         snprintf(err, errlen, "admin.listeners: cannot resolve '%s': %s", ad->host,
                  gai_strerror(gai));

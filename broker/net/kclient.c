@@ -23,7 +23,7 @@ st_err_t st_kclient_open(st_kclient_t *c, const char *bootstrap, char *err, size
     *colon = 0;
     struct addrinfo hints = {0}, *res = NULL;
     hints.ai_socktype = SOCK_STREAM;
-    int rc = getaddrinfo(host, colon + 1, &hints, &res);
+    int rc = st_getaddrinfo(host, colon + 1, &hints, &res);
     if (rc) {
         st_snprintf_marked(err, errlen, "%s: %s", bootstrap, gai_strerror(rc));
         return ST_E_INVAL;

@@ -1096,7 +1096,7 @@ static st_err_t listen_on(const st_listener_spec_t *spec, listener_t *l, char *e
     char port[16];
     snprintf(port, sizeof port, "%d", spec->port);
     const char *host = spec->host[0] ? spec->host : NULL;
-    int rc = getaddrinfo(host, port, &hints, &res);
+    int rc = st_getaddrinfo(host, port, &hints, &res);
     if (rc) {
         snprintf(err, errlen, "listeners: cannot resolve %s: %s", spec->host, gai_strerror(rc));
         return ST_E_CONFIG;
@@ -1170,7 +1170,7 @@ st_err_t st_net_ip_overrides_parse(const char *text, int resolve, st_net_ip_limi
                 struct addrinfo hints = {0}, *res = NULL;
                 hints.ai_family = AF_UNSPEC;
                 hints.ai_socktype = SOCK_STREAM;
-                int rc = getaddrinfo(host, NULL, &hints, &res);
+                int rc = st_getaddrinfo(host, NULL, &hints, &res);
                 if (rc) {
                     snprintf(err, errlen, "cannot resolve %s: %s", host, gai_strerror(rc));
                     e = ST_E_CONFIG;

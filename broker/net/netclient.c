@@ -600,7 +600,7 @@ st_err_t st_netclient_new(st_loop_t *loop, const st_netclient_config_t *cfg,
                            cfg->host ? cfg->host : "(none)", cfg->port);
         return ST_E_INVAL;
     }
-    int gai = getaddrinfo(cfg->host, port, &hints, &res);
+    int gai = st_getaddrinfo(cfg->host, port, &hints, &res);
     if (gai != 0 || !res) {
         st_snprintf_marked(err, errlen, "cannot resolve %s:%d: %s", cfg->host, cfg->port,
                            gai_strerror(gai));

@@ -8,7 +8,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* The portable path of base/crc32c.c, built by crc32c_table.c. */
@@ -919,6 +925,67 @@ static void test_log_ratelimited(void **state) {
     assert_non_null(strstr(b, "rl2 line 7 (2 similar lines suppressed)\n"));
 }
 
+/* 1 when every address of res is the loopback address. */
+static int all_loopback(const struct addrinfo *res) {
+    int n = 0;
+    for (const struct addrinfo *ai = res; ai; ai = ai->ai_next, n++) {
+        if (ai->ai_family == AF_INET) {
+            const struct sockaddr_in *sin = (const void *)ai->ai_addr;
+            if (sin->sin_addr.s_addr != htonl(INADDR_LOOPBACK)) return 0;
+        } else if (ai->ai_family == AF_INET6) {
+            const struct sockaddr_in6 *sin6 = (const void *)ai->ai_addr;
+            if (memcmp(&sin6->sin6_addr, &in6addr_loopback, sizeof in6addr_loopback)) return 0;
+        } else {
+            return 0;
+        }
+    }
+    return n > 0;
+}
+
+/* The localhost rule of RFC 6761: the names, and the resolution with and
+ * (where this test may hide /etc/hosts in a mount namespace of its own)
+ * without a hosts file that names localhost. */
+static void test_localhost_names(void **state) {
+    (void)state;
+    assert_true(st_is_localhost_name("localhost"));
+    assert_true(st_is_localhost_name("LocalHost."));
+    assert_true(st_is_localhost_name("broker-1.localhost"));
+    assert_false(st_is_localhost_name("localhost.example"));
+    assert_false(st_is_localhost_name("notlocalhost"));
+    assert_false(st_is_localhost_name(".localhost"));
+    assert_false(st_is_localhost_name(NULL));
+
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_socktype = SOCK_STREAM;
+    assert_int_equal(st_getaddrinfo("localhost", "9092", &hints, &res), 0);
+    assert_true(all_loopback(res));
+    freeaddrinfo(res);
+    res = NULL;
+    assert_int_not_equal(st_getaddrinfo("no-such-name.invalid", "9092", &hints, &res), 0);
+
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* hide /etc/hosts: needs root and mount namespaces, else skipped */
+        if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+            mount("/dev/null", "/etc/hosts", NULL, MS_BIND, NULL))
+            _exit(77);
+        struct addrinfo h = {0}, *r = NULL;
+        h.ai_socktype = SOCK_STREAM;
+        h.ai_flags = AI_PASSIVE;
+        if (st_getaddrinfo("localhost", "9092", &h, &r) || !all_loopback(r)) _exit(1);
+        freeaddrinfo(r);
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77)
+        fprintf(stderr, "test_localhost_names: no mount namespace here; /etc/hosts kept\n");
+    else
+        assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void) {
     unit_seed("base");
     const struct CMUnitTest tests[] = {
@@ -941,6 +1008,7 @@ int main(void) {
         cmocka_unit_test(test_pool),
         cmocka_unit_test(test_log_long_lines),
         cmocka_unit_test(test_log_ratelimited),
+        cmocka_unit_test(test_localhost_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
