@@ -147,7 +147,9 @@
     X(READ_ONLY_FS, 1018, 0, 56, "read-only file system")                              \
     /* outbound connections (st_netclient): a disconnection, retriable */             \
     X(CONNECTION_LOST, 1019, 1, 13, "connection lost")                                 \
-    X(CONNECTION_REFUSED, 1020, 1, 13, "connection refused")
+    X(CONNECTION_REFUSED, 1020, 1, 13, "connection refused")                           \
+    /* an object store's conditional write found the object changed */                \
+    X(PRECONDITION_FAILED, 1021, 0, -1, "precondition failed")
 
 typedef enum st_err {
 #define ST_ERR_ENUM(name, val, retriable, wire, msg) ST_E_##name = (val),

@@ -46,6 +46,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -360,11 +361,35 @@ static void hex8(uint32_t v, char out[9]) { snprintf(out, 9, "%08x", v); }
  * put
  * ---------------------------------------------------------------------- */
 
+/* A conditional put's test, under the root's lock (exclusive flock on the
+ * temporary directory, which every process sharing the root sees): NULL
+ * when the object is as rq asks, else why not. */
+static const char *put_condition_fails(st_os_req_t *req, const key_path_t *kp, int *en) {
+    const st_os_request_t *rq = &req->rq;
+    int fd = open(kp->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno != ENOENT && errno != ENOTDIR) {
+            *en = errno;
+            return "cannot read the object to test the condition";
+        }
+        return rq->if_match ? "there is no object to match" : NULL;
+    }
+    struct stat st;
+    obj_hdr_t hd;
+    char why[FILE_WHY_MAX], etag[9];
+    int bad = fstat(fd, &st) != 0 || header_read(req, fd, &st, &hd, why, sizeof why) != ST_OK;
+    close(fd);
+    if (rq->if_none_match) return "the object exists";
+    if (bad) return "the object is unreadable";
+    hex8(hd.crc, etag);
+    return strcmp(etag, rq->if_match) ? "the object's ETag differs" : NULL;
+}
+
 static void do_put(file_os_t *fo, st_os_req_t *req) {
     st_os_request_t *rq = &req->rq;
     key_path_t *kp = st_os__alloc(req, sizeof *kp);
     char why[FILE_WHY_MAX], tmp[FILE_PATH_MAX];
-    int fd = -1, src_fd = -1, en = 0, have_tmp = 0;
+    int fd = -1, src_fd = -1, en = 0, have_tmp = 0, lock_fd = -1;
     uint8_t *chunk = NULL;
     st_err_t status = ST_E_PERMANENT;
     const char *what = "";
@@ -461,6 +486,24 @@ static void do_put(file_os_t *fo, st_os_req_t *req) {
     close(fd);
     fd = -1;
 
+    if (rq->if_match || rq->if_none_match) {
+        lock_fd = open(fo->tmpdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (lock_fd < 0 || flock(lock_fd, LOCK_EX) != 0) {
+            en = errno;
+            what = "cannot lock the root for a conditional put";
+            goto fail;
+        }
+        const char *no = put_condition_fails(req, kp, &en);
+        if (no && en) {
+            what = no;
+            goto fail;
+        }
+        if (no) {
+            st_os__complete(req, ST_E_PRECONDITION_FAILED, "put %s: precondition failed: %s",
+                            rq->key, no);
+            goto out_fail;
+        }
+    }
     /* A concurrent delete may remove a directory we just made: retry. */
     int tries = 0;
     for (;;) {
@@ -484,6 +527,7 @@ static void do_put(file_os_t *fo, st_os_req_t *req) {
         fsync_dir_quietly(kp->path);
         *slash = '/';
     }
+    if (lock_fd >= 0) close(lock_fd); /* after the rename: the next test sees it */
     if (src_fd >= 0) close(src_fd);
     free(chunk);
     atomic_fetch_add(&fo->os->n_bytes_out, size);
@@ -498,6 +542,7 @@ fail:
     status = errno_status(en);
     st_os__complete(req, status, "put %s: %s: %s", rq->key, what, strerror(en));
 out_fail:
+    if (lock_fd >= 0) close(lock_fd);
     if (fd >= 0) close(fd);
     if (have_tmp) unlink(tmp);
     if (src_fd >= 0) close(src_fd);

@@ -205,6 +205,7 @@ static void copy_and_check(st_os_req_t *req, const st_os_request_t *in) {
     rq->token = st_os__strdup(req, in->token);
     rq->src.path = st_os__strdup(req, in->src.path);
     rq->sink.path = st_os__strdup(req, in->sink.path);
+    rq->if_match = st_os__strdup(req, in->if_match);
     rq->meta = NULL;
     rq->nmeta = 0;
     rq->keys = NULL;
@@ -241,6 +242,10 @@ static void copy_and_check(st_os_req_t *req, const st_os_request_t *in) {
         } else {
             fail_early(req, "put %s: unknown source kind %d", in->key, (int)in->src.kind);
         }
+        if (in->if_match && in->if_none_match)
+            fail_early(req, "put %s: both if_match and if_none_match", in->key);
+        if (in->if_match && (!*in->if_match || strpbrk(in->if_match, "\"\r\n")))
+            fail_early(req, "put %s: if_match is not an ETag", in->key);
         if (in->nmeta > 32) fail_early(req, "put %s: more than 32 metadata entries", in->key);
         if (in->nmeta && !in->meta) fail_early(req, "put %s: metadata array missing", in->key);
         if (!req->early_status && in->nmeta) {

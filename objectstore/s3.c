@@ -738,6 +738,9 @@ static void judge_http(s3_t *s3, call_t *c, verdict_t *v) {
                     detail);
     else if (h == 404)
         verdict_set(v, ST_E_NOT_FOUND, 0, "no such key [%s]", detail);
+    else if (h == 412)
+        verdict_set(v, ST_E_PRECONDITION_FAILED, 0,
+                    "the object is not as the conditional put expected [%s]", detail);
     else if (h == 403)
         verdict_set(v, ST_E_PERMANENT, 0,
                     "access denied: wrong credentials or no permission on bucket %s [%s]",
@@ -877,12 +880,25 @@ static uint64_t put_part_size(const s3_op_t *op) {
 static void put_start(s3_op_t *op) {
     s3_t *s3 = op->s3;
     op->part_size = put_part_size(op);
-    if (op->size <= op->part_size) {
+    const st_os_request_t *rq = &op->req->rq;
+    int cond = rq->if_match || rq->if_none_match;
+    /* a conditional put goes in one request, whatever the part size (S3
+     * takes up to 5 GiB so) */
+    if (op->size <= op->part_size || (cond && op->size <= S3_MAX_PART_SIZE)) {
         call_t *c = object_call(op, CALL_PUT, "PUT");
         common_headers(s3, c, NULL);
         metadata_headers(op, c);
+        if (rq->if_match) add_header(c, "If-Match: %s", rq->if_match);
+        if (rq->if_none_match) add_header(c, "If-None-Match: *");
         body_source(op, c, 0, op->size);
         ready_push(s3, c);
+        return;
+    }
+    if (cond) {
+        op_failf(op, ST_E_PERMANENT, "put %s: a conditional put of %llu bytes is over 5 GiB, "
+                 "the most S3 takes in one request",
+                 rq->key, (unsigned long long)op->size);
+        op_maybe_finish(op);
         return;
     }
     uint64_t ps = op->part_size;
@@ -1286,6 +1302,9 @@ static void call_done(s3_t *s3, call_t *c) {
     if (c->cancelled) op->cancelled = 1;
     switch (c->kind) {
     case CALL_PUT:
+        /* S3 answers If-Match on a missing key 404: the condition failed */
+        if (c->status == ST_E_NOT_FOUND && op->req->rq.if_match)
+            c->status = ST_E_PRECONDITION_FAILED;
         if (c->status) call_failed(c, NULL);
         else atomic_fetch_add(&s3->os->n_bytes_out, c->body_len);
         break;

@@ -449,7 +449,8 @@ int st_os__s3_code_retryable(const char *code) {
     static const char *const codes[] = {
         "InternalError", "SlowDown", "ServiceUnavailable", "RequestTimeout",
         "OperationAborted", "Throttling", "ThrottlingException",
-        "TooManyRequests", "InternalFailure"};
+        "TooManyRequests", "InternalFailure",
+        "ConditionalRequestConflict" /* two conditional puts at once: retry */};
     for (size_t i = 0; i < ST_ARRAY_SIZE(codes); i++)
         if (!strcmp(code, codes[i])) return 1;
     return 0;

@@ -149,6 +149,14 @@ typedef struct st_os_request {
     uint32_t crc32c;
     int max_parts; /* s3: above 0, parts grow past objectstore.s3.part.size.bytes
                     * so that the object takes at most this many */
+    /* A conditional put (S3's If-Match / If-None-Match): written only when
+     * the object's ETag is if_match, or with if_none_match only when there
+     * is no object; else ST_E_PRECONDITION_FAILED and nothing changes.  At
+     * most one of the two; s3 sends it as one PUT, whatever the part size
+     * (so at most 5 GiB).  A store that ignores the headers writes
+     * unconditionally. */
+    const char *if_match;
+    int if_none_match;
 
     /* get: bytes [offset, offset + length), cut short at the object's end.
      * A range that starts at or past the end fails (permanent), except a
@@ -184,7 +192,8 @@ typedef struct st_os_key_error {
  * (or, for st_os_run, until st_os_result_free). */
 typedef struct st_os_result {
     st_os_op_t op;
-    st_err_t status;     /* ST_OK, ST_E_NOT_FOUND, ST_E_RETRYABLE, ST_E_PERMANENT */
+    st_err_t status;     /* ST_OK, ST_E_NOT_FOUND, ST_E_RETRYABLE, ST_E_PERMANENT,
+                          * ST_E_PRECONDITION_FAILED (a conditional put) */
     const char *message; /* "" on success */
     const char *key;     /* as requested (NULL for list, batch, check) */
     int attempts;        /* tries of the last step (1: no retry) */

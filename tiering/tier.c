@@ -148,24 +148,52 @@ static void clear_error(st_tier_part_t *p) {
 
 static char *manifest_key(const char *prefix) { return st_strprintf("%s/manifest.json", prefix); }
 
-/* Read the manifest under prefix: ST_OK, ST_E_NOT_FOUND (none yet), or an
- * error (*why says what). */
-static st_err_t manifest_fetch_at(st_tier_part_t *p, const char *prefix, st_manifest_t *out,
-                                  char **why) {
+/* The manifest object under prefix as stored: ST_OK with its bytes
+ * (malloc'ed, NUL-terminated) and, when etag is asked for, its ETag;
+ * ST_E_NOT_FOUND (none yet); or an error (*why says what). */
+static st_err_t manifest_get_raw(st_tier_part_t *p, const char *prefix, char **text,
+                                 size_t *len, char **etag, char **why) {
     char *key = manifest_key(prefix);
     st_os_request_t rq = {.op = ST_OS_GET, .key = key, .offset = 0, .length = ST_OS_TO_END};
     rq.sink.kind = ST_OS_SINK_ALLOC;
     st_os_result_t *res = st_os_run(p->tier->os, &rq);
     st_err_t e = res->status;
     if (e == ST_OK) {
-        char dwhy[200] = ""; /* decode's own reasons are short */
-        e = st_tier__manifest_decode(res->data, (size_t)res->length, out, dwhy, sizeof dwhy);
-        if (e) *why = st_strprintf("manifest %s: %s", key, dwhy);
+        *len = (size_t)res->length;
+        *text = st_malloc(*len + 1);
+        memcpy(*text, res->data, *len);
+        (*text)[*len] = 0;
+        if (etag) *etag = st_strdup(res->etag ? res->etag : "");
     } else {
-        *why = st_strdup(res->message);
+        *why = st_strprintf("%s", res->message);
     }
     st_os_result_free(res);
     free(key);
+    return e;
+}
+
+/* Decode the manifest bytes of prefix's object (*why on failure). */
+static st_err_t manifest_decode_at(const char *prefix, const char *text, size_t len,
+                                   st_manifest_t *out, char **why) {
+    char dwhy[200] = ""; /* decode's own reasons are short */
+    st_err_t e = st_tier__manifest_decode(text, len, out, dwhy, sizeof dwhy);
+    if (e) {
+        char *key = manifest_key(prefix);
+        *why = st_strprintf("manifest %s: %s", key, dwhy);
+        free(key);
+    }
+    return e;
+}
+
+/* Read the manifest under prefix: ST_OK, ST_E_NOT_FOUND (none yet), or an
+ * error (*why says what). */
+static st_err_t manifest_fetch_at(st_tier_part_t *p, const char *prefix, st_manifest_t *out,
+                                  char **why) {
+    char *text = NULL;
+    size_t len = 0;
+    st_err_t e = manifest_get_raw(p, prefix, &text, &len, NULL, why);
+    if (e == ST_OK) e = manifest_decode_at(prefix, text, len, out, why);
+    free(text);
     return e;
 }
 
@@ -173,55 +201,96 @@ static st_err_t manifest_fetch(st_tier_part_t *p, st_manifest_t *out, char **why
     return manifest_fetch_at(p, p->prefix, out, why);
 }
 
+/* How many times a manifest write starts over when another writer changed
+ * the object between our read and our conditional put. */
+#define MANIFEST_CAS_TRIES 5
+
+void (*st_tier__manifest_put_hook)(const char *key);
+
 /* Write m as the bucket's manifest, stamped with this broker's leader
- * epoch.  Fenced first: when the bucket's manifest was written at a
- * higher leader epoch, a newer leader owns the partition and this one
- * (deposed, perhaps cut off and not yet told) must not put its older view
- * back: FENCED_LEADER_EPOCH, and the partition writes nothing more until
- * it leads at a newer epoch.  (Read, then write: a leader elected between
- * the two may still be overwritten once; its next write puts the list
- * right, since its manifest names every segment it holds.) */
+ * epoch.  Fenced: when the bucket's manifest was written at a higher
+ * leader epoch, a newer leader owns the partition and this one (deposed,
+ * perhaps cut off and not yet told) must not put its older view back:
+ * FENCED_LEADER_EPOCH, and the partition writes nothing more until it
+ * leads at a newer epoch.  The put is conditional on the ETag of the
+ * manifest read (If-Match; If-None-Match when there was none), so a
+ * leader elected between the read and the write is never overwritten:
+ * the put fails its condition and the loop reads again, then sees the
+ * higher epoch.  A store that ignores conditions leaves a window of one
+ * write, which that newer leader's next write repairs (its manifest names
+ * every segment it holds). */
 static st_err_t manifest_store(st_tier_part_t *p, const st_manifest_t *m, char **why) {
     pthread_mutex_lock(&p->lock);
     int32_t epoch = p->leader_epoch;
     pthread_mutex_unlock(&p->lock);
-    st_manifest_t cur;
-    st_tier__manifest_init(&cur);
-    char *fwhy = NULL;
-    st_err_t fe = manifest_fetch(p, &cur, &fwhy);
-    int32_t theirs = cur.leader_epoch;
-    st_tier__manifest_fini(&cur);
-    if (fe && fe != ST_E_NOT_FOUND) {
-        *why = st_strprintf("reading the manifest before writing it: %s", fwhy);
-        free(fwhy);
-        return fe;
-    }
-    free(fwhy);
-    if (fe == ST_OK && epoch >= 0 && theirs > epoch) {
-        pthread_mutex_lock(&p->lock);
-        p->fenced_epoch = ST_MAX(p->fenced_epoch, theirs);
-        p->leading = 0;
-        pthread_mutex_unlock(&p->lock);
-        ST_WARN("tiering", "%s-%d: the bucket's manifest was written at leader epoch %d, this "
-                "broker leads at %d: not overwriting it (a newer leader owns the partition)",
-                p->topic, (int)p->partition, (int)theirs, (int)epoch);
-        *why = st_strprintf("manifest written at leader epoch %d, above ours (%d)", (int)theirs, (int)epoch);
-        return ST_E_FENCED_LEADER_EPOCH;
-    }
     st_manifest_t w = *m; /* shallow: only the stamp differs */
     w.leader_epoch = epoch;
     char *key = manifest_key(p->prefix);
     char *text = st_tier__manifest_encode(&w, p->topic, p->topic_id, p->partition);
-    st_os_request_t rq = {.op = ST_OS_PUT, .key = key};
-    rq.src.kind = ST_OS_SRC_MEM;
-    rq.src.data = text;
-    rq.src.length = strlen(text);
-    st_os_result_t *res = st_os_run(p->tier->os, &rq);
-    st_err_t e = res->status;
-    if (e) *why = st_strprintf("manifest write: %s", res->message);
-    st_os_result_free(res);
+    size_t tlen = strlen(text);
+    st_err_t e = ST_E_PRECONDITION_FAILED;
+    for (int tries = 0; tries < MANIFEST_CAS_TRIES && e == ST_E_PRECONDITION_FAILED; tries++) {
+        st_manifest_t cur;
+        st_tier__manifest_init(&cur);
+        char *etag = NULL, *fwhy = NULL, *now = NULL;
+        size_t nlen = 0;
+        st_err_t fe = manifest_get_raw(p, p->prefix, &now, &nlen, &etag, &fwhy);
+        if (fe == ST_OK) fe = manifest_decode_at(p->prefix, now, nlen, &cur, &fwhy);
+        int32_t theirs = cur.leader_epoch;
+        st_tier__manifest_fini(&cur);
+        /* after a failed condition, our own earlier put may be what is
+         * there: its answer was lost and its retry then found it in place */
+        int ours = tries > 0 && fe == ST_OK && nlen == tlen && !memcmp(now, text, tlen);
+        free(now);
+        if (fe && fe != ST_E_NOT_FOUND) {
+            *why = st_strprintf("reading the manifest before writing it: %s", fwhy);
+            free(fwhy);
+            free(etag);
+            e = fe;
+            break;
+        }
+        free(fwhy);
+        if (fe == ST_OK && epoch >= 0 && theirs > epoch) {
+            pthread_mutex_lock(&p->lock);
+            p->fenced_epoch = ST_MAX(p->fenced_epoch, theirs);
+            p->leading = 0;
+            pthread_mutex_unlock(&p->lock);
+            ST_WARN("tiering", "%s-%d: the bucket's manifest was written at leader epoch %d, this "
+                    "broker leads at %d: not overwriting it (a newer leader owns the partition)",
+                    p->topic, (int)p->partition, (int)theirs, (int)epoch);
+            *why = st_strprintf("manifest written at leader epoch %d, above ours (%d)",
+                                (int)theirs, (int)epoch);
+            free(etag);
+            e = ST_E_FENCED_LEADER_EPOCH;
+            break;
+        }
+        if (ours) {
+            free(etag);
+            e = ST_OK;
+            break;
+        }
+        st_os_request_t rq = {.op = ST_OS_PUT, .key = key};
+        rq.src.kind = ST_OS_SRC_MEM;
+        rq.src.data = text;
+        rq.src.length = tlen;
+        if (fe == ST_OK && etag && etag[0]) rq.if_match = etag;
+        else if (fe == ST_E_NOT_FOUND) rq.if_none_match = 1;
+        if (st_tier__manifest_put_hook) st_tier__manifest_put_hook(key);
+        st_os_result_t *res = st_os_run(p->tier->os, &rq);
+        e = res->status;
+        if (e == ST_E_PRECONDITION_FAILED)
+            ST_INFO("tiering", "%s-%d: the manifest changed while this broker wrote it (%s); "
+                    "reading it again", p->topic, (int)p->partition, res->message);
+        else if (e)
+            *why = st_strprintf("manifest write: %s", res->message);
+        st_os_result_free(res);
+        free(etag);
+    }
+    if (e == ST_E_PRECONDITION_FAILED)
+        *why = st_strprintf("manifest write: the object changed under %d conditional puts in a row",
+                            MANIFEST_CAS_TRIES);
     /* The local copy lets a restart know the remote end without a GET. */
-    if (!e && p->cache_path) st_write_file_atomic(p->cache_path, text, strlen(text));
+    if (!e && p->cache_path) st_write_file_atomic(p->cache_path, text, tlen);
     free(text);
     free(key);
     return e;
@@ -588,10 +657,6 @@ static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) 
         e = put_file(t, key, seg->timeindex_path, 0, 0, 0, &why);
         free(key);
     }
-    /* The transaction index and the producer snapshot, when the segment
-     * has them (Kafka's RemoteLogSegmentData transactionIndex and
-     * producerSnapshotIndex): read_committed fetches of remote offsets,
-     * and a replica restored from the bucket, need them. */
     /* The transaction index and the producer snapshot, when the segment
      * has them (Kafka's RemoteLogSegmentData transactionIndex and
      * producerSnapshotIndex): read_committed fetches of remote offsets

@@ -43,6 +43,11 @@ st_err_t st_tier__manifest_decode(const char *text, size_t len, st_manifest_t *o
  * "log", "index", "timeindex", "epochs". */
 char *st_tier__object_key(const char *prefix, const st_rseg_t *s, const char *kind);
 
+/* Tests only: called with the manifest's key after a manifest write has
+ * read the bucket's manifest and before its conditional put (where another
+ * leader's write would land in a real race).  NULL in the broker. */
+extern void (*st_tier__manifest_put_hook)(const char *key);
+
 /* ---- record batch framing (enough to find an offset in a segment) ------- */
 
 #define ST_TIER_BATCH_HEADER 61

@@ -548,6 +548,67 @@ static void test_manifest_fenced_by_epoch(void **state) {
     env_teardown(&e);
 }
 
+/* An empty manifest of the test partition written at epoch. */
+static void put_empty_manifest(st_os_t *os, int epoch) {
+    char text[300];
+    snprintf(text, sizeof text,
+             "{\"version\": 1, \"topic\": \"orders\", \"topic_id\": "
+             "\"AAAAAAAAAAAAAAAAAAAAAA\", \"partition\": 3, \"log_start_offset\": 0, "
+             "\"leader_epoch\": %d, \"segments\": []}",
+             epoch);
+    st_os_request_t put = {.op = ST_OS_PUT, .key = "orders-AAAAAAAAAAAAAAAAAAAAAA/3/manifest.json"};
+    put.src.kind = ST_OS_SRC_MEM;
+    put.src.data = text;
+    put.src.length = strlen(text);
+    st_os_result_t *res = st_os_run(os, &put);
+    assert_int_equal(res->status, ST_OK);
+    st_os_result_free(res);
+}
+
+/* A newer leader's manifest (epoch 7, no segments) written by the hook
+ * the first time it runs: between a write's read and its put. */
+static st_os_t *race_os;
+static int race_writes;
+
+static void race_newer_leader(const char *key) {
+    (void)key;
+    if (race_writes++ == 0) put_empty_manifest(race_os, 7);
+}
+
+/* A leader elected between a deposed one's read of the manifest and its
+ * write: the write is conditional on what it read, so it fails, the
+ * deposed leader reads again, sees epoch 7 and stops; the newer manifest
+ * stays.  (Without the condition the put overwrites epoch 7 with 5.) */
+static void test_manifest_race_with_newer_leader(void **state) {
+    (void)state;
+    env_t e;
+    env_setup(&e);
+    st_tier_retention_t ret = {-1, -1};
+    put_empty_manifest(e.os, 4); /* an older leader's: the put is If-Match */
+    race_os = e.os;
+    race_writes = 0;
+    st_tier__manifest_put_hook = race_newer_leader;
+    open_part(&e, &ret);
+    st_tier_part_set_leader(e.part, 1, 5);
+    run_job(&e);
+    run_job(&e);
+    st_tier__manifest_put_hook = NULL;
+    assert_true(race_writes >= 1);
+    st_manifest_t m;
+    bucket_manifest_full(&e, &m);
+    assert_int_equal(m.leader_epoch, 7);
+    assert_int_equal(m.nsegs, 0);
+    st_tier__manifest_fini(&m);
+    /* leading at 8: it writes again, from the bucket's manifest */
+    st_tier_part_set_leader(e.part, 1, 8);
+    wait_remote_end(&e, e.segs[NSEGS - 1].info.last_offset + 1);
+    bucket_manifest_full(&e, &m);
+    assert_int_equal(m.leader_epoch, 8);
+    assert_int_equal(m.nsegs, NSEGS);
+    st_tier__manifest_fini(&m);
+    env_teardown(&e);
+}
+
 /* The bucket's manifest of the test partition, summarized. */
 static void bucket_manifest(env_t *e, st_tier_manifest_summary_t *out, int64_t *log_start) {
     st_os_request_t rq = {.op = ST_OS_GET, .key = "orders-AAAAAAAAAAAAAAAAAAAAAA/3/manifest.json",
@@ -1074,6 +1135,7 @@ int main(void) {
         cmocka_unit_test(test_long_topic_names),
         cmocka_unit_test(test_upload_backoff),
         cmocka_unit_test(test_manifest_fenced_by_epoch),
+        cmocka_unit_test(test_manifest_race_with_newer_leader),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -599,6 +599,65 @@ static void test_delete(void **state) {
     expect_listing(p, NULL, 0);
 }
 
+static st_os_result_t *put_if(const char *key, const char *text, const char *if_match,
+                              int if_none_match) {
+    st_os_request_t rq = {.op = ST_OS_PUT, .key = key, .if_match = if_match,
+                          .if_none_match = if_none_match};
+    rq.src.kind = ST_OS_SRC_MEM;
+    rq.src.data = text;
+    rq.src.length = strlen(text);
+    return st_os_run(g.os, &rq);
+}
+
+/* The object's ETag and whether its bytes are text. */
+static char *etag_of(const char *key, const char *text) {
+    st_os_result_t *r = get_range(g.os, key, 0, ST_OS_TO_END);
+    expect_status(r, ST_OK, "get");
+    assert_int_equal(r->length, strlen(text));
+    assert_memory_equal(r->data, text, strlen(text));
+    assert_non_null(r->etag);
+    assert_true(r->etag[0]);
+    char *etag = st_strdup(r->etag);
+    st_os_result_free(r);
+    return etag;
+}
+
+/* Conditional puts (If-None-Match: *, If-Match: ETag): what fences a
+ * manifest against a writer that read an older one. */
+static void test_conditional_put(void **state) {
+    (void)state;
+    const char *key = key_of("cond", "manifest");
+    st_os_result_t *r = put_if(key, "one", NULL, 1);
+    expect_status(r, ST_OK, "if-none-match on a missing key");
+    st_os_result_free(r);
+    r = put_if(key, "two", NULL, 1);
+    expect_status(r, ST_E_PRECONDITION_FAILED, "if-none-match on a present key");
+    st_os_result_free(r);
+    char *e1 = etag_of(key, "one");
+    r = put_if(key, "two", "0123456789abcdef0123456789abcdef", 0);
+    expect_status(r, ST_E_PRECONDITION_FAILED, "if-match with another ETag");
+    st_os_result_free(r);
+    free(etag_of(key, "one")); /* unchanged */
+    r = put_if(key, "two", e1, 0);
+    expect_status(r, ST_OK, "if-match with the object's ETag");
+    st_os_result_free(r);
+    char *e2 = etag_of(key, "two");
+    assert_string_not_equal(e1, e2);
+    r = put_if(key, "three", e1, 0); /* a writer that read "one" */
+    expect_status(r, ST_E_PRECONDITION_FAILED, "if-match with a stale ETag");
+    st_os_result_free(r);
+    free(etag_of(key, "two"));
+    r = put_if(key_of("cond", "missing"), "x", e1, 0);
+    expect_status(r, ST_E_PRECONDITION_FAILED, "if-match on a missing key");
+    st_os_result_free(r);
+    r = put_if(key, "x", e1, 1);
+    expect_status(r, ST_E_PERMANENT, "both conditions");
+    st_os_result_free(r);
+    free(e1);
+    free(e2);
+    delete_key(g.os, key);
+}
+
 static void test_concurrent_gets(void **state) {
     (void)state;
     enum { OBJECTS = 8, GETS = 64 };
@@ -1107,6 +1166,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_list_pages),
         cmocka_unit_test(test_prefix_isolation),
         cmocka_unit_test(test_delete),
+        cmocka_unit_test(test_conditional_put),
         cmocka_unit_test(test_concurrent_gets),
         cmocka_unit_test(test_metadata_and_overwrite),
         cmocka_unit_test(test_odd_keys),
