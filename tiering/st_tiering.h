@@ -190,6 +190,14 @@ void st_tier_part_status(st_tier_part_t *p, st_tier_status_t *out);
 char *st_tier_upload_status_describe(const char *partition_dir, int64_t now_ms);
 /* The leader epoch in force at offset per the remote epochs (-1). */
 int32_t st_tier_part_epoch_for(st_tier_part_t *p, int64_t offset);
+/* The producer state of the batches below offset, as the bucket keeps it:
+ * the snapshot object of the segment of the bucket's manifest (read anew)
+ * that ends just before offset (Kafka's producerSnapshotIndex, what a
+ * replica restored from the bucket starts from, KIP-405).  Blocking.
+ * ST_OK with *data (malloc'ed) and *len; ST_E_NOT_FOUND when no segment
+ * ends there or it has no snapshot; else an error, err saying what. */
+st_err_t st_tier_part_producer_snapshot(st_tier_part_t *p, int64_t offset, void **data,
+                                        size_t *len, char *err, size_t errlen);
 
 /* ---- reads ------------------------------------------------------------- */
 

@@ -1350,6 +1350,42 @@ int32_t st_tier_part_epoch_for(st_tier_part_t *p, int64_t offset) {
     return epoch;
 }
 
+st_err_t st_tier_part_producer_snapshot(st_tier_part_t *p, int64_t offset, void **data,
+                                        size_t *len, char *err, size_t errlen) {
+    st_manifest_t m;
+    st_tier__manifest_init(&m);
+    char *why = NULL;
+    st_err_t e = manifest_fetch(p, &m, &why);
+    const st_rseg_t *seg = NULL;
+    for (int i = 0; !e && i < m.nsegs && !seg; i++)
+        if (m.segs[i].last_offset + 1 == offset) seg = &m.segs[i];
+    if (!e && (!seg || !seg->has_snapshot)) {
+        why = st_strprintf("no segment of the bucket ends at %lld with a producer snapshot",
+                           (long long)offset);
+        e = ST_E_NOT_FOUND;
+    }
+    if (!e) {
+        char *key = st_tier__object_key(p->prefix, seg, "snapshot");
+        st_os_request_t rq = {.op = ST_OS_GET, .key = key, .offset = 0, .length = ST_OS_TO_END};
+        rq.sink.kind = ST_OS_SINK_ALLOC;
+        st_os_result_t *res = st_os_run(p->tier->os, &rq);
+        e = res->status;
+        if (e) {
+            why = st_strprintf("%s", res->message);
+        } else {
+            *data = res->data;
+            *len = (size_t)res->length;
+            res->data = NULL; /* ours now */
+        }
+        st_os_result_free(res);
+        free(key);
+    }
+    if (e) snprintf(err, errlen, "%s", why ? why : st_err_msg(e));
+    free(why);
+    st_tier__manifest_fini(&m);
+    return e;
+}
+
 st_err_t st_tier_delete_records(st_tier_part_t *p, int64_t offset) {
     pthread_mutex_lock(&p->lock);
     int64_t start = st_tier__manifest_start(&p->man), end = st_tier__manifest_end(&p->man);

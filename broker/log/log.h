@@ -335,6 +335,14 @@ int64_t st_log_bytes_above(st_log_t *log, int64_t offset);
  * truncateFullyAndStartAt): the local copy is behind what the bucket
  * holds.  No producer is known after it and every snapshot goes. */
 st_err_t st_log_truncate_fully(st_log_t *log, int64_t offset);
+/* After st_log_truncate_fully(offset), before anything is appended: the
+ * producer state of the batches below offset from a snapshot's bytes (the
+ * bucket's, KIP-405), also written as the log's snapshot of offset so a
+ * restart has it.  ST_E_INVAL when the log is no longer empty at offset
+ * or already knows a producer; ST_E_CORRUPT for bytes that do not decode
+ * (nothing changes then).  *producers: how many it now knows. */
+st_err_t st_log_restore_producer_state(st_log_t *log, int64_t offset, const void *snap,
+                                       size_t len, int *producers);
 
 /* ---- producer state (pstate.c) -----------------------------------------
  *

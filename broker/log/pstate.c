@@ -648,6 +648,37 @@ void st_log__pstate_free(st_log_t *log) {
     log->nsnaps = log->capsnaps = 0;
 }
 
+/* ---- public: restore, expiry and reads ----------------------------------------- */
+
+st_err_t st_log_restore_producer_state(st_log_t *log, int64_t offset, const void *snap,
+                                       size_t len, int *producers) {
+    st_err_t e = ST_OK;
+    const char *why = NULL;
+    pthread_mutex_lock(&log->lock);
+    if (log->closed || log->offline) {
+        e = ST_E_KAFKA_STORAGE_ERROR;
+    } else if (log->log_start_offset != offset || log->leo != offset || log->pstate.n) {
+        e = ST_E_INVAL;
+    } else {
+        st_pstate_t t;
+        st_log__pstate_init(&t);
+        e = st_log__pstate_decode(snap, len, st_now_ms(), expiration_ms(log), &t, &why);
+        if (e) {
+            st_log__pstate_fini(&t);
+        } else {
+            st_log__pstate_fini(&log->pstate);
+            log->pstate = t;
+            st_log__pstate_snapshot(log, offset, 0); /* the flusher syncs it */
+        }
+    }
+    *producers = (int)log->pstate.n;
+    pthread_mutex_unlock(&log->lock);
+    if (e == ST_E_CORRUPT)
+        ST_WARN("log", WHAT_FMT ": the producer snapshot for offset %lld is corrupt (%s): not used",
+                WHAT_ARGS(log), (long long)offset, why ? why : "?");
+    return e;
+}
+
 /* ---- public: expiry and reads ------------------------------------------------- */
 
 int st_log_expire_producers(st_log_t *log, int64_t now_ms) {

@@ -221,9 +221,17 @@ static void apply_part(fetcher_t *f, st_partition_t *p, const st_fetch_resp_part
                            "the local log starts again there",
                 p->topic, (int)p->index, (long long)o.leo, (int)f->source,
                 (long long)rp->log_start_offset, st_err_name(e));
-        if (rp->log_start_offset > o.leo || rp->log_start_offset > o.log_start_offset)
-            st_log_truncate_fully(p->log, rp->log_start_offset);
-        else
+        if (rp->log_start_offset > o.leo || rp->log_start_offset > o.log_start_offset) {
+            if (st_log_truncate_fully(p->log, rp->log_start_offset) == ST_OK &&
+                e == ST_E_OFFSET_MOVED_TO_TIERED_STORAGE) {
+                /* what lies below is in the bucket: so is its producer
+                 * state (blocking, as Kafka's fetcher builds its remote
+                 * auxiliary state; a disk loss is rare) */
+                st_tier_part_t *tp = st_partition_tier(p);
+                if (tp) st_partition_restore_from_bucket(p, tp, rp->log_start_offset);
+                if (tp) st_tier_part_release(tp);
+            }
+        } else
             delay_part(f, p, now);
         return;
     }

@@ -805,9 +805,27 @@ static void tier_remote_aborted(void *arg, const int64_t (*e)[4], int n) {
     free(v);
 }
 
+void st_partition_restore_from_bucket(st_partition_t *p, st_tier_part_t *tp, int64_t offset) {
+    void *snap = NULL;
+    size_t len = 0;
+    char err[512];
+    int n = 0;
+    st_err_t e = st_tier_part_producer_snapshot(tp, offset, &snap, &len, err, sizeof err);
+    if (!e) e = st_log_restore_producer_state(p->log, offset, snap, len, &n);
+    free(snap);
+    if (!e)
+        ST_INFO("replica", "%s-%d: producer state below offset %lld restored from the bucket: %d "
+                "producers", p->topic, (int)p->index, (long long)offset, n);
+    else
+        ST_WARN("replica", "%s-%d: producer state below offset %lld not restored from the bucket "
+                "(%s): producers idle since then are unknown here",
+                p->topic, (int)p->index, (long long)offset,
+                e == ST_E_INVAL ? "the log is no longer empty there" : err);
+}
+
 /* Tier the partition: read its manifest, and when the bucket is ahead of
  * the local log (a lost or old disk) start the local log at the remote
- * end. */
+ * end, with the producer state the bucket keeps for it. */
 static void tier_attach(st_replicas_t *rm, st_partition_t *p, const st_log_config_t *lc) {
     st_tier_part_ops_t ops = {tier_closed_segments, tier_remote_changed, tier_local_bytes_above,
                               tier_remote_aborted, tier_release, partition_keep(p)};
@@ -824,7 +842,8 @@ static void tier_attach(st_replicas_t *rm, st_partition_t *p, const st_log_confi
     st_tier_part_status(tp, &s);
     st_log_offsets_t o;
     st_log_offsets(p->log, &o);
-    if (s.remote_end > o.leo) st_log_truncate_fully(p->log, s.remote_end);
+    if (s.remote_end > o.leo && st_log_truncate_fully(p->log, s.remote_end) == ST_OK)
+        st_partition_restore_from_bucket(p, tp, s.remote_end);
     __atomic_store_n(&p->remote_start, s.remote_start, __ATOMIC_RELEASE);
     __atomic_store_n(&p->remote_end, s.remote_end, __ATOMIC_RELEASE);
     st_log_set_remote_end(p->log, s.remote_end);

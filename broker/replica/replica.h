@@ -103,6 +103,13 @@ void st_replicas_set_purgatories(st_replicas_t *rm, st_purgatory_t *(*of_loop)(s
 st_tier_part_t *st_partition_tier(st_partition_t *p);
 /* Whether p is tiered (no reference: for a test, not a use). */
 int st_partition_tiered(st_partition_t *p);
+/* p's log was just started empty at offset because only the bucket holds
+ * what lies below (st_log_truncate_fully): take the producer state of
+ * those batches from the bucket's snapshot (KIP-405), so that producers
+ * idle since then keep their sequences should this replica lead.
+ * Blocking (object store reads); a failure is logged and leaves the state
+ * empty, as before. */
+void st_partition_restore_from_bucket(st_partition_t *p, st_tier_part_t *tp, int64_t offset);
 
 /* The remote log manager (NULL: tiered storage off). */
 void st_replicas_set_tier(st_replicas_t *rm, st_tier_t *tier);

@@ -42,7 +42,11 @@ remote.storage.enable=true.  rdk_acked_producer writes it with acks=all
    log end).  It catches up from there and rejoins the ISR; its
    leader-epoch cache is rebuilt (the epochs in force from its local log
    start are the leader's) and its batches equal the leader's byte for
-   byte from there on.
+   byte from there on.  Its producer state below its start comes from the
+   bucket's producer snapshot (its log says how many producers): stopped
+   cleanly once the producer is done, it knows the same producers, with
+   the same epochs, last sequences and offsets, as the follower that kept
+   its disk.
 4. kcat replays the whole topic from offset 0 (mostly from the bucket):
    each partition holds offsets 0..n-1, every value intact, and every
    acknowledged record of both producers is read back exactly once, at its
@@ -57,6 +61,7 @@ import random
 import re
 import shutil
 import signal
+import struct
 import sys
 import time
 
@@ -182,6 +187,25 @@ def in_force_from(entries, start):
         if nxt is not None and nxt <= start:
             continue
         out.append((ep, max(off, start)))
+    return out
+
+
+def newest_snapshot(node, p):
+    """(offset, bytes) of node's newest producer snapshot of partition p."""
+    d = os.path.join(cl.node_dir(node), "logs", "%s-%d" % (TOPIC, p))
+    offs = sorted(int(n[:20]) for n in os.listdir(d) if n.endswith(".snapshot") and len(n) == 29)
+    check(offs, "node %d keeps no producer snapshot of partition %d" % (node, p))
+    with open(os.path.join(d, "%020d.snapshot" % offs[-1]), "rb") as f:
+        return offs[-1], f.read()
+
+
+def snapshot_producers(data):
+    """{producer id: (epoch, last sequence, last offset)} of a snapshot's bytes."""
+    count = struct.unpack_from(">i", data, 6)[0]
+    out = {}
+    for k in range(count):
+        pid, ep, seq, off = struct.unpack_from(">qhiq", data, 10 + 46 * k)
+        out[pid] = (ep, seq, off)
     return out
 
 
@@ -368,6 +392,15 @@ try:
         how = "opened with the bucket ahead: started at the bucket's end, which the leader holds locally"
     print("node %d, its disk lost: %s; %s %s (the leader's local log started at %d)" %
           (fol, m.group(0), how, start, local_start), flush=True)
+    said = re.compile(r"replica: %s-0: producer state below offset %s (restored from the bucket: (\d+) "
+                      r"producers|not restored)" % (re.escape(TOPIC), start))
+    cl.wait(lambda: said.search(cl.log_text(fol)), 30, "node %d to say whether it restored the producer state"
+            % fol, interval=0.2)
+    restored = re.search(r"replica: %s-0: producer state below offset %s restored from the bucket: (\d+) "
+                         r"producers" % (re.escape(TOPIC), start), cl.log_text(fol))
+    check(restored and int(restored.group(1)) >= 1, "node %d did not restore the producer state below %s from "
+          "the bucket: %s" % (fol, start, re.findall(r"replica: %s-0: producer state.*" % re.escape(TOPIC),
+                                                      cl.log_text(fol))))
     cl.wait_isr(TOPIC, PARTS, 3, timeout=90)
     rejoin = time.time() - t_loss
     # the epoch cache reaches leader-epoch-checkpoint when the flusher syncs
@@ -391,6 +424,26 @@ try:
           "leader's epochs in force from there: %s" % (fol, fb, mine, theirs))
     print("node %d: back with an empty disk, restarted at offset %s, in the ISR after "
           "%.1f s; its epoch cache rebuilt: %s" % (fol, start, rejoin, mine), flush=True)
+    # Its producer state: the bucket's snapshot below its start plus what it
+    # fetched, so the same as the other follower's, which kept its disk (both
+    # stopped cleanly, so each writes a snapshot at its log end). A producer
+    # whose last batch lies below the start is known only through the bucket.
+    other = [i for i in cl.ids() if i not in (ld, fol)][0]
+    snaps = {}
+    for n in (fol, other):
+        cl.kill(n, signal.SIGTERM)
+        snaps[n] = newest_snapshot(n, 0)
+    pf, po = snapshot_producers(snaps[fol][1]), snapshot_producers(snaps[other][1])
+    below = sorted(pid for pid, (_e, _s, off) in po.items() if 0 <= off < int(start))
+    check(snaps[fol][0] == snaps[other][0] and pf == po,
+          "producer state of partition 0 at offset %d on node %d (restored from the bucket): %s; on node %d "
+          "(at %d): %s" % (snaps[fol][0], fol, pf, other, snaps[other][0], po))
+    print("node %d: producer state restored from the bucket (%s producers below offset %s); at its log end %d "
+          "it knows the same %d producers as node %d, %d of them with their last batch below %s" %
+          (fol, restored.group(1), start, snaps[fol][0], len(pf), other, len(below), start), flush=True)
+    for n in (fol, other):
+        cl.start(n)
+    cl.wait_isr(TOPIC, PARTS, 3, timeout=90)
 
     # ---- 4. the whole topic from offset 0
     acks = read_ack_file(ackfile)

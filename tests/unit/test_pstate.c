@@ -959,6 +959,53 @@ static void test_pstate_truncation_rebuilds(void **state) {
     env_fini(&e);
 }
 
+/* A log started empty at an offset by st_log_truncate_fully takes the
+ * state below it from a snapshot's bytes (what a replica rebuilt from the
+ * bucket does): the producers are known again, a retry of a last batch
+ * is a duplicate; a log no longer empty there, or bytes that do not
+ * decode, are refused and change nothing. */
+static void test_pstate_restore_after_truncate_fully(void **state) {
+    (void)state;
+    env_t e;
+    env_init(&e, 1000);
+    for (int i = 0; i < 40; i++) produce_ok(&e, 1 + i % 2, 0, i / 2, 1, i);
+    int64_t snaps[256];
+    int ns = list_snapshots(e.pdir, snaps, 256);
+    assert_true(ns >= 2);
+    int64_t at = snaps[ns - 1];
+    char path[4200], *bytes = NULL;
+    size_t len = 0;
+    snap_file(&e, at, path, sizeof path);
+    assert_int_equal(st_read_file(path, &bytes, &len), ST_OK);
+    int n = -1;
+    /* not empty at `at`: refused */
+    assert_int_equal(st_log_restore_producer_state(e.log, at, bytes, len, &n), ST_E_INVAL);
+
+    assert_int_equal(st_log_truncate_fully(e.log, at), ST_OK);
+    assert_int_equal(st_log_producer_count(e.log), 0);
+    bytes[len - 1] ^= 1; /* the CRC no longer matches */
+    assert_int_equal(st_log_restore_producer_state(e.log, at, bytes, len, &n), ST_E_CORRUPT);
+    assert_int_equal(n, 0);
+    bytes[len - 1] ^= 1;
+    assert_int_equal(st_log_restore_producer_state(e.log, at, bytes, len, &n), ST_OK);
+    assert_int_equal(n, 2);
+    /* the last batch below `at` of each: pid 1 wrote seq (at-1)/2 at even
+     * offsets, pid 2 at odd ones */
+    int64_t last1 = (at - 1) % 2 == 0 ? at - 1 : at - 2, last2 = (at - 1) % 2 ? at - 1 : at - 2;
+    expect_producer(e.log, 1, 0, (int32_t)(last1 / 2));
+    expect_producer(e.log, 2, 0, (int32_t)(last2 / 2));
+    assert_int_equal(st_log_restore_producer_state(e.log, at, bytes, len, &n), ST_E_INVAL);
+    /* written as the log's own snapshot of `at`: a restart keeps it */
+    assert_int_equal(list_snapshots(e.pdir, snaps, 256), 1);
+    env_close(&e);
+    env_open(&e);
+    expect_producer(e.log, 1, 0, (int32_t)(last1 / 2));
+    produce_refused(&e, 1, 0, (int32_t)(last1 / 2) + 2, 1, ST_E_OUT_OF_ORDER_SEQUENCE_NUMBER);
+    produce_ok(&e, 1, 0, (int32_t)(last1 / 2) + 1, 1, at);
+    free(bytes);
+    env_fini(&e);
+}
+
 static void test_pstate_retention_keeps_state(void **state) {
     (void)state;
     env_t e;
@@ -1075,6 +1122,7 @@ int main(void) {
         cmocka_unit_test(test_pstate_unclean_reopen),
         cmocka_unit_test(test_pstate_replay_mixed_sizes),
         cmocka_unit_test(test_pstate_truncation_rebuilds),
+        cmocka_unit_test(test_pstate_restore_after_truncate_fully),
         cmocka_unit_test(test_pstate_retention_keeps_state),
         cmocka_unit_test(test_pstate_expiry),
         cmocka_unit_test(test_pstate_janitor_expires),
