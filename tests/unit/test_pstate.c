@@ -994,6 +994,7 @@ static void test_pstate_restore_after_truncate_fully(void **state) {
     int64_t last1 = (at - 1) % 2 == 0 ? at - 1 : at - 2, last2 = (at - 1) % 2 ? at - 1 : at - 2;
     expect_producer(e.log, 1, 0, (int32_t)(last1 / 2));
     expect_producer(e.log, 2, 0, (int32_t)(last2 / 2));
+    produce_dup(&e, 2, 0, (int32_t)(last2 / 2), 1, last2); /* a retry of its last batch */
     assert_int_equal(st_log_restore_producer_state(e.log, at, bytes, len, &n), ST_E_INVAL);
     /* written as the log's own snapshot of `at`: a restart keeps it */
     assert_int_equal(list_snapshots(e.pdir, snaps, 256), 1);
