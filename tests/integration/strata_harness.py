@@ -154,9 +154,34 @@ class Broker:
         print("stratad's log ends:\n" + self.log_tail(n), flush=True)
 
     def cleanup(self):
+        """Stop the broker and remove its files, unless its log holds a
+        sanitizer's report (a sanitizer build): then they are kept and the
+        test fails."""
         if self.alive():
             self.kill()
-        shutil.rmtree(self.root, ignore_errors=True)
+        try:
+            with open(self.logfile, errors="replace") as f:
+                report = sanitizer_report(f.read())
+        except OSError:
+            report = None
+        if not report:
+            shutil.rmtree(self.root, ignore_errors=True)
+            return
+        print("---- stratad's log holds a sanitizer report (files kept in %s):\n%s" % (self.root, report),
+              flush=True)
+        fail("a sanitizer report in stratad's log")
+
+
+SANITIZER = re.compile(r"(ERROR|WARNING): (AddressSanitizer|LeakSanitizer|ThreadSanitizer)|runtime error: ")
+
+
+def sanitizer_report(text):
+    """The first lines of the first sanitizer report in a log, or None."""
+    lines = text.splitlines()
+    for k, line in enumerate(lines):
+        if SANITIZER.search(line):
+            return "\n".join(lines[max(0, k - 3):k + 25])
+    return None
 
 
 @atexit.register
@@ -811,17 +836,13 @@ class Cluster:
             self._sh("down", check_rc=False)
         self._stop_reaper = True
 
-    SANITIZER = re.compile(r"(ERROR|WARNING): (AddressSanitizer|LeakSanitizer|ThreadSanitizer)|runtime error: ")
-
     def sanitizer_reports(self):
         """{node: the first lines of a sanitizer's report in its log}."""
         out = {}
         for i in self.ids():
-            lines = self.log_text(i).splitlines()
-            for k, line in enumerate(lines):
-                if self.SANITIZER.search(line):
-                    out[i] = "\n".join(lines[max(0, k - 3):k + 25])
-                    break
+            report = sanitizer_report(self.log_text(i))
+            if report:
+                out[i] = report
         return out
 
     def cleanup(self):
