@@ -42,6 +42,7 @@ struct st_admin {
     int n;
     pthread_rwlock_t lock; /* src, attached, stopping */
     st_admin_sources_t src;
+    st_admin_lag_t *lag; /* /v1/status's memory of group commits */
     int attached;
     int detached; /* shutting down */
 };
@@ -140,7 +141,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         int ready = st_admin__ready(&a->src, &body);
         ok = respond_json(conn, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, body);
     } else {
-        ok = respond_json(conn, MHD_HTTP_OK, st_admin__status(&a->src));
+        ok = respond_json(conn, MHD_HTTP_OK, st_admin__status(&a->src, a->lag));
     }
     pthread_rwlock_unlock(&a->lock);
     return ok;
@@ -204,6 +205,7 @@ st_err_t st_admin_start(const st_admin_config_t *cfg, st_admin_t **out, char *er
     if (n == 0) return ST_OK;
     st_admin_t *a = st_calloc(1, sizeof *a);
     pthread_rwlock_init(&a->lock, NULL);
+    a->lag = st_admin__lag_new();
     for (int i = 0; i < n; i++) {
         int fd, port;
         if (bind_one(&addrs[i], &fd, &port, err, errlen)) goto fail;
@@ -267,5 +269,6 @@ void st_admin_stop(st_admin_t *a) {
         if (fd != MHD_INVALID_SOCKET) close(fd);
     }
     pthread_rwlock_destroy(&a->lock);
+    st_admin__lag_free(a->lag);
     free(a);
 }

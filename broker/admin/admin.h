@@ -21,6 +21,7 @@
 
 #include "admin_config.h"
 #include "controller.h"
+#include "group.h"
 #include "log.h"
 #include "net.h"
 #include "replica.h"
@@ -37,7 +38,14 @@ typedef struct st_admin_sources {
     st_net_t *net;
     st_tier_t *tier; /* NULL: tiered storage off */
     st_os_t *os;     /* NULL: tiered storage off */
+    st_group_coord_t *groups; /* NULL: no group coordinator (a controller-only node) */
 } st_admin_sources_t;
+
+/* What /v1/status remembers between answers: the commits it saw of each
+ * group's partitions, for their rate (status.c). */
+typedef struct st_admin_lag st_admin_lag_t;
+st_admin_lag_t *st_admin__lag_new(void);
+void st_admin__lag_free(st_admin_lag_t *l);
 
 typedef struct st_admin st_admin_t;
 
@@ -56,6 +64,6 @@ void st_admin_stop(st_admin_t *a);
 void st_admin__metrics(const st_admin_sources_t *src, st_buf_t *out);
 /* 1 when ready; *body the JSON answer (heap). */
 int st_admin__ready(const st_admin_sources_t *src, char **body);
-char *st_admin__status(const st_admin_sources_t *src);
+char *st_admin__status(const st_admin_sources_t *src, st_admin_lag_t *lag);
 
 #endif /* ST_ADMIN_H */

@@ -12,12 +12,215 @@
  * the partition, its local log (start, high watermark, end, bytes) and
  * what the bucket holds of it.  It names the object store by its
  * description (st_os_describe: no credentials), never by its settings.
+ *
+ * And the consumer groups this broker coordinates, each partition with
+ * its committed offset and, where this broker hosts the partition, its
+ * lag: in records (high watermark - committed), in time (now - the
+ * timestamp of the batch holding the committed offset, the next record
+ * the group reads; unknown while that lies in the bucket) and, from the
+ * group's commits seen in the last minute, its rate and the time it
+ * needs to catch up at that rate (a replay from the bucket).  The
+ * commits are remembered between answers (st_admin_lag_t, under its
+ * mutex), so the rate needs two commits seen by the status.
  */
 #include "admin.h"
+#include "batch.h"
 
 #include <jansson.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+/* ---- consumer group lag ----------------------------------------------------- */
+
+#define LAG_SAMPLES 8
+#define LAG_WINDOW_MS 60000
+
+/* One partition of one group: the commits seen (offset, commit time),
+ * oldest first, at most LAG_SAMPLES within LAG_WINDOW_MS of the last. */
+typedef struct lag_entry {
+    char *group, *topic;
+    int32_t partition;
+    int n;
+    int64_t off[LAG_SAMPLES], ts[LAG_SAMPLES];
+} lag_entry_t;
+
+/* Sorted by (group, topic, partition), as the coordinator's views come. */
+struct st_admin_lag {
+    pthread_mutex_t lock;
+    lag_entry_t *v;
+    int n;
+};
+
+st_admin_lag_t *st_admin__lag_new(void) {
+    st_admin_lag_t *l = st_calloc(1, sizeof *l);
+    pthread_mutex_init(&l->lock, NULL);
+    return l;
+}
+
+static void lag_entries_free(lag_entry_t *v, int n) {
+    for (int i = 0; i < n; i++) {
+        free(v[i].group);
+        free(v[i].topic);
+    }
+    free(v);
+}
+
+void st_admin__lag_free(st_admin_lag_t *l) {
+    if (!l) return;
+    lag_entries_free(l->v, l->n);
+    pthread_mutex_destroy(&l->lock);
+    free(l);
+}
+
+static int lag_cmp(const lag_entry_t *e, const char *group, const char *topic, int32_t partition) {
+    int c = strcmp(e->group, group);
+    if (!c) c = strcmp(e->topic, topic);
+    if (!c) c = (e->partition > partition) - (e->partition < partition);
+    return c;
+}
+
+/* Add a commit to e's samples (a commit already seen is not added again). */
+static void lag_sample(lag_entry_t *e, int64_t offset, int64_t ts) {
+    if (e->n && ts <= e->ts[e->n - 1]) {
+        if (ts == e->ts[e->n - 1]) e->off[e->n - 1] = offset;
+        return;
+    }
+    if (e->n == LAG_SAMPLES) {
+        memmove(e->off, e->off + 1, sizeof e->off[0] * (LAG_SAMPLES - 1));
+        memmove(e->ts, e->ts + 1, sizeof e->ts[0] * (LAG_SAMPLES - 1));
+        e->n--;
+    }
+    e->off[e->n] = offset;
+    e->ts[e->n++] = ts;
+    int drop = 0;
+    while (drop < e->n - 1 && e->ts[e->n - 1] - e->ts[drop] > LAG_WINDOW_MS) drop++;
+    if (drop) {
+        memmove(e->off, e->off + drop, sizeof e->off[0] * (size_t)(e->n - drop));
+        memmove(e->ts, e->ts + drop, sizeof e->ts[0] * (size_t)(e->n - drop));
+        e->n -= drop;
+    }
+}
+
+/* Records per second over e's commits; 0 when there are fewer than two
+ * or the last is older than the window (the group stopped committing). */
+static double lag_rate(const lag_entry_t *e, int64_t now) {
+    if (e->n < 2 || now - e->ts[e->n - 1] > LAG_WINDOW_MS) return 0;
+    int64_t dt = e->ts[e->n - 1] - e->ts[0], doff = e->off[e->n - 1] - e->off[0];
+    return dt > 0 && doff > 0 ? (double)doff * 1000.0 / (double)dt : 0;
+}
+
+/* The timestamp of the batch holding offset in p's local log (its first
+ * record's: CreateTime or LogAppendTime as the topic says), -1 when the
+ * offset is not there. */
+static int64_t batch_time(st_partition_t *p, int64_t offset) {
+    st_log_read_t r;
+    if (st_log_read(p->log, offset, 1, 1, &r) != ST_OK) return -1;
+    int64_t ts = -1;
+    uint8_t h[ST_BATCH_HEADER_SIZE];
+    size_t got = 0;
+    st_batch_info_t b;
+    if (r.file && r.len >= ST_BATCH_HEADER_SIZE &&
+        st_pread_all(r.file->fd, h, sizeof h, r.pos, &got) == ST_OK && got == sizeof h &&
+        st_batch_header(h, sizeof h, &b) == ST_OK && st_batch_last_offset(&b) >= offset)
+        ts = (b.attributes & 0x08) ? b.max_timestamp : b.base_timestamp;
+    if (r.file) st_file_release(r.file);
+    return ts;
+}
+
+static json_t *int_or_null(int known, int64_t v) { return known ? json_integer(v) : json_null(); }
+
+static json_t *groups_status(const st_admin_sources_t *src, st_admin_lag_t *lag) {
+    json_t *out = json_array();
+    if (!src->groups) return out;
+    st_group_view_t *v = NULL;
+    int nv = st_group_coord_views(src->groups, &v);
+    int64_t now = st_now_ms();
+    int total = 0;
+    for (int i = 0; i < nv; i++) total += v[i].noffsets;
+    pthread_mutex_lock(&lag->lock);
+    lag_entry_t *nl = st_calloc((size_t)total + 1, sizeof *nl);
+    int nn = 0, k = 0;
+    for (int i = 0; i < nv; i++) {
+        const st_group_view_t *g = &v[i];
+        json_t *jg = json_object();
+        json_object_set_new(jg, "group_id", json_string(g->group_id));
+        json_object_set_new(jg, "state", json_string(g->state));
+        json_object_set_new(jg, "protocol_type", json_string(g->protocol_type));
+        json_object_set_new(jg, "generation", json_integer(g->generation));
+        json_object_set_new(jg, "members", json_integer(g->nmembers));
+        int64_t g_lag = 0, g_lag_ms = 0, g_eta = 0;
+        int lag_known = 1, ms_known = 1, eta_known = 1;
+        json_t *jps = json_array();
+        for (int j = 0; j < g->noffsets; j++) {
+            const st_group_view_offset_t *o = &g->offsets[j];
+            /* carry this partition's commits over from the last answer */
+            while (k < lag->n && lag_cmp(&lag->v[k], g->group_id, o->topic, o->partition) < 0) k++;
+            lag_entry_t *e = &nl[nn++];
+            if (k < lag->n && lag_cmp(&lag->v[k], g->group_id, o->topic, o->partition) == 0) {
+                *e = lag->v[k];
+                lag->v[k].group = lag->v[k].topic = NULL; /* moved */
+                k++;
+            } else {
+                e->group = st_strdup(g->group_id);
+                e->topic = st_strdup(o->topic);
+                e->partition = o->partition;
+            }
+            lag_sample(e, o->offset, o->commit_ts);
+
+            json_t *jp = json_object();
+            json_object_set_new(jp, "topic", json_string(o->topic));
+            json_object_set_new(jp, "partition", json_integer(o->partition));
+            json_object_set_new(jp, "committed_offset", json_integer(o->offset));
+            json_object_set_new(jp, "commit_timestamp_ms", json_integer(o->commit_ts));
+            int known = 0, have = 0, have_ms = 0;
+            int64_t hw = 0, rec_lag = 0, ms = 0;
+            st_partition_t *p =
+                st_replicas_lookup(src->rm, o->topic, strlen(o->topic), o->partition, &known);
+            if (p) {
+                st_log_offsets_t lo;
+                st_log_offsets(p->log, &lo);
+                hw = lo.high_watermark;
+                have = 1;
+                rec_lag = o->offset < hw ? hw - ST_MAX(o->offset, 0) : 0;
+                if (rec_lag == 0) {
+                    have_ms = 1;
+                } else if (o->offset >= lo.log_start_offset) {
+                    int64_t ts = batch_time(p, o->offset);
+                    if (ts >= 0) have_ms = 1, ms = ST_MAX(now - ts, 0);
+                }
+                st_partition_release(p);
+            }
+            double rate = lag_rate(e, now);
+            int have_eta = have && rec_lag > 0 && rate > 0;
+            int64_t eta = have_eta ? (int64_t)((double)rec_lag * 1000.0 / rate) : 0;
+            json_object_set_new(jp, "high_watermark", int_or_null(have, hw));
+            json_object_set_new(jp, "lag", int_or_null(have, rec_lag));
+            json_object_set_new(jp, "lag_ms", int_or_null(have_ms, ms));
+            json_object_set_new(jp, "rate_per_sec", rate > 0 ? json_real(rate) : json_null());
+            json_object_set_new(jp, "eta_ms", have && rec_lag == 0 ? json_integer(0)
+                                              : int_or_null(have_eta, eta));
+            json_array_append_new(jps, jp);
+            g_lag += rec_lag;
+            lag_known &= have;
+            g_lag_ms = ST_MAX(g_lag_ms, ms);
+            ms_known &= have_ms;
+            g_eta = ST_MAX(g_eta, eta);
+            eta_known &= have && (rec_lag == 0 || have_eta);
+        }
+        /* the group's: summed records, the worst partition's time and ETA */
+        json_object_set_new(jg, "lag", int_or_null(lag_known, g_lag));
+        json_object_set_new(jg, "lag_ms", int_or_null(ms_known, g_lag_ms));
+        json_object_set_new(jg, "eta_ms", int_or_null(eta_known, g_eta));
+        json_object_set_new(jg, "partitions", jps);
+        json_array_append_new(out, jg);
+    }
+    lag_entries_free(lag->v, lag->n); /* what was not carried over: gone groups */
+    lag->v = nl;
+    lag->n = nn;
+    pthread_mutex_unlock(&lag->lock);
+    st_group_views_free(v, nv);
+    return out;
+}
 
 int st_admin__ready(const st_admin_sources_t *src, char **body) {
     json_t *reasons = json_array();
@@ -63,7 +266,7 @@ static json_t *int_array(const int32_t *v, int n) {
     return a;
 }
 
-char *st_admin__status(const st_admin_sources_t *src) {
+char *st_admin__status(const st_admin_sources_t *src, st_admin_lag_t *lag) {
     json_t *root = json_object();
     json_object_set_new(root, "node_id", json_integer(src->cfg->node_id));
     json_object_set_new(root, "cluster_id", json_string(st_controller_cluster_id(src->ctl)));
@@ -155,6 +358,7 @@ char *st_admin__status(const st_admin_sources_t *src) {
     json_object_set_new(root, "topics", topics);
     json_object_set_new(root, "local_bytes", json_integer(all_local));
     json_object_set_new(root, "remote_bytes", json_integer(all_remote));
+    json_object_set_new(root, "groups", groups_status(src, lag));
     char *s = json_dumps(root, JSON_COMPACT);
     json_decref(root);
     return s;

@@ -426,6 +426,86 @@ void st_group_coord_destroy(st_group_coord_t *c) {
     free(c);
 }
 
+/* ---- views (the admin listener) --------------------------------------------- */
+
+typedef struct views_job {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done;
+    st_group_view_t *v;
+    int n, cap;
+} views_job_t;
+
+static char *str_copy(st_str_t s) {
+    return st_strndup(s.len > 0 ? s.p : "", s.len > 0 ? (size_t)s.len : 0);
+}
+
+static void view_offset(const st_goffset_t *o, void *arg) {
+    st_group_view_t *g = arg;
+    if (o->producer_id >= 0) return; /* a pending transactional offset */
+    g->offsets = st_realloc(g->offsets, sizeof *g->offsets * (size_t)(g->noffsets + 1));
+    g->offsets[g->noffsets++] =
+        (st_group_view_offset_t){str_copy(o->topic), o->partition, o->offset, o->commit_ts};
+}
+
+static int cmp_view_offset(const void *a, const void *b) {
+    const st_group_view_offset_t *x = a, *y = b;
+    int c = strcmp(x->topic, y->topic);
+    return c ? c : (x->partition > y->partition) - (x->partition < y->partition);
+}
+
+static void view_group(st_group_t *g, void *arg) {
+    views_job_t *j = arg;
+    if (j->n == j->cap) {
+        j->cap = j->cap ? j->cap * 2 : 8;
+        j->v = st_realloc(j->v, sizeof *j->v * (size_t)j->cap);
+    }
+    st_group_view_t *v = &j->v[j->n++];
+    memset(v, 0, sizeof *v);
+    v->group_id = str_copy(g->id);
+    v->state = st_group_state_name(g->state);
+    v->protocol_type = str_copy(g->protocol_type);
+    v->generation = g->generation;
+    v->nmembers = g->nmembers;
+    st_gstate_foreach_offset(g, view_offset, v);
+    if (v->noffsets > 1) qsort(v->offsets, (size_t)v->noffsets, sizeof *v->offsets, cmp_view_offset);
+}
+
+static void views_run(st_group_coord_t *c, st_gstate_t *s, void *arg) {
+    (void)c;
+    views_job_t *j = arg;
+    st_gstate_foreach_group(s, view_group, j);
+    pthread_mutex_lock(&j->lock);
+    j->done = 1;
+    pthread_cond_signal(&j->cond);
+    pthread_mutex_unlock(&j->lock);
+}
+
+static int cmp_view(const void *a, const void *b) {
+    return strcmp(((const st_group_view_t *)a)->group_id, ((const st_group_view_t *)b)->group_id);
+}
+
+int st_group_coord_views(st_group_coord_t *c, st_group_view_t **out) {
+    views_job_t j = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL, 0, 0};
+    st_group_coord_submit(c, views_run, &j);
+    pthread_mutex_lock(&j.lock);
+    while (!j.done) pthread_cond_wait(&j.cond, &j.lock);
+    pthread_mutex_unlock(&j.lock);
+    if (j.n > 1) qsort(j.v, (size_t)j.n, sizeof *j.v, cmp_view);
+    *out = j.v;
+    return j.n;
+}
+
+void st_group_views_free(st_group_view_t *v, int n) {
+    for (int i = 0; i < n; i++) {
+        free(v[i].group_id);
+        free(v[i].protocol_type);
+        for (int k = 0; k < v[i].noffsets; k++) free(v[i].offsets[k].topic);
+        free(v[i].offsets);
+    }
+    free(v);
+}
+
 int64_t st_group_coord_written_end(st_group_coord_t *c, int32_t partition) {
     if (!c->cfg.flush_on_ack || partition < 0 || partition >= c->nparts) return 0;
     return c->parts[partition].written_end;

@@ -483,6 +483,32 @@ int32_t st_group_coord_num_partitions(st_group_coord_t *c);
 void st_group_coord_txn_marker(st_group_coord_t *c, int32_t partition, int64_t producer_id,
                                int16_t producer_epoch, int commit);
 
+/* What a group looks like from outside (the admin listener's status): a
+ * copy, made on the coordinator thread. */
+typedef struct st_group_view_offset {
+    char *topic;
+    int32_t partition;
+    int64_t offset;    /* committed: the next record the group reads */
+    int64_t commit_ts; /* wall ms */
+} st_group_view_offset_t;
+
+typedef struct st_group_view {
+    char *group_id;
+    const char *state; /* Kafka's name: "Stable", "Empty", ... */
+    char *protocol_type; /* "" for a group that only commits offsets */
+    int32_t generation;
+    int nmembers;
+    st_group_view_offset_t *offsets; /* by topic, then partition */
+    int noffsets;
+} st_group_view_t;
+
+/* Every group of the __consumer_offsets partitions this broker has
+ * loaded, by group id, with its committed offsets.  Any thread but the
+ * coordinator's: it waits for a job there.  Returns how many (*out
+ * malloc'ed, st_group_views_free it). */
+int st_group_coord_views(st_group_coord_t *c, st_group_view_t **out);
+void st_group_views_free(st_group_view_t *v, int n);
+
 /* ------------------------------------------------------------------------
  * Compaction: which logs the cleaner visits (compaction.c)
  * ---------------------------------------------------------------------- */

@@ -16,6 +16,9 @@ The admin HTTP listener (admin.listeners) of one stratad:
 - bad input: an unknown path (404), another method (405), a huge header
   (431 or closed), malformed requests (400), and Kafka clients are served
   all along;
+- the consumer groups in /v1/status: a kcat group's lag in records, in
+  time (records stamped one and two hours back) and, after two commits,
+  its rate and time to catch up; 0 once it has read everything;
 - an admin port already in use stops a second stratad at start-up with a
   message naming admin.listeners, exit status non-zero.
 """
@@ -115,6 +118,68 @@ def log_files_bytes(broker, topic):
         for f in glob.glob(os.path.join(d, "*.log")):
             total += os.path.getsize(f)
     return total
+
+
+def group_view(aport, group):
+    s = json.loads(http(aport, "/v1/status")[1])
+    gs = [g for g in s.get("groups", []) if g["group_id"] == group]
+    return gs[0] if gs else None
+
+
+def groups_lag(b, aport, c):
+    """A group's lag in /v1/status: records, time (the committed record's
+    timestamp, set an hour or two back by the producer) and, after two
+    commits seen, its rate and the time to catch up at it."""
+    check(c.create_topic("g", 1) == 0, "CreateTopics g failed")
+    now = int(time.time() * 1000)
+    wait_for(lambda: c.produce("g", 0, kwire.record_batch([b"o%d" % i for i in range(10)], ts=now - 7200000))[1]
+             == 0, 30, what="g-0 to take a produce")
+    for i in range(1, 10):
+        check(c.produce("g", 0, kwire.record_batch([b"o"] * 10, ts=now - 7200000))[1] == 0, "produce g")
+    for i in range(10):
+        check(c.produce("g", 0, kwire.record_batch([b"n"] * 10, ts=now - 3600000))[1] == 0, "produce g")
+
+    def consume(n):
+        _, out, _ = kcat(b, "-G", "lag-grp", "g", "-c", str(n), "-q", "-X", "auto.offset.reset=earliest",
+                         "-X", "enable.auto.commit=true", timeout=60)
+        check(out.count(b"\n") == n, "kcat -G read %d records, not %d" % (out.count(b"\n"), n))
+
+    consume(50)
+    g = group_view(aport, "lag-grp")
+    check(g is not None, "/v1/status shows no group lag-grp")
+    (p,) = g["partitions"]
+    first = p
+    t1 = time.time() * 1000
+    print("group lag-grp after 50 records: %s" % json.dumps(p), flush=True)
+    check(p["topic"] == "g" and p["partition"] == 0 and p["committed_offset"] == 50 and
+          p["high_watermark"] == 200 and p["lag"] == 150 and g["lag"] == 150, "lag-grp: %s" % g)
+    # the record at offset 50 was stamped two hours back
+    check(7200000 <= p["lag_ms"] <= 7200000 + (t1 - now) + 5000, "lag_ms %s (two hours)" % p["lag_ms"])
+    check(p["rate_per_sec"] is None and p["eta_ms"] is None, "a rate after one commit: %s" % p)
+    time.sleep(1)
+    consume(50)
+    g = group_view(aport, "lag-grp")
+    (p,) = g["partitions"]
+    t2 = time.time() * 1000
+    print("group lag-grp after 100 records: %s" % json.dumps(p), flush=True)
+    second = p
+    check(p["committed_offset"] == 100 and p["lag"] == 100, "lag-grp: %s" % g)
+    check(3600000 <= p["lag_ms"] <= 3600000 + (t2 - now) + 5000, "lag_ms %s (an hour)" % p["lag_ms"])
+    rate = p["rate_per_sec"]
+    check(rate is not None and rate > 0, "no rate after two commits: %s" % p)
+    # 50 records between the two commits, which were at most t2 - t1 apart
+    check(rate >= 50 / ((t2 - t1) / 1000.0) * 0.99, "rate %s for 50 records in at most %.1f s"
+          % (rate, (t2 - t1) / 1000.0))
+    check(abs(p["eta_ms"] - 100 / rate * 1000) <= 1, "eta %s for 100 records at %s/s" % (p["eta_ms"], rate))
+    check(g["state"] == "Empty" and g["protocol_type"] == "consumer" and g["eta_ms"] == p["eta_ms"],
+          "lag-grp: %s" % {k: v for k, v in g.items() if k != "partitions"})
+    consume(100)
+    p = group_view(aport, "lag-grp")["partitions"][0]
+    check(p["lag"] == 0 and p["lag_ms"] == 0 and p["eta_ms"] == 0, "caught up: %s" % p)
+    print("group lag in /v1/status: %d records and %.1f s behind, then %d records and %.1f s, at %.1f "
+          "records/s, ETA %.1f s; caught up: 0" % (first["lag"], first["lag_ms"] / 1000.0, 100,
+                                                   second["lag_ms"] / 1000.0, rate, second["eta_ms"] / 1000.0),
+          flush=True)
 
 
 def main():
@@ -279,6 +344,8 @@ def main():
         tt = [t for t in s["topics"] if t["name"] == "t"][0]
         check(tt["remote_bytes"] == remote_size, "status remote bytes of t")
         check(tt["partitions"][0]["remote"]["size_bytes"] == remote_size, "status remote size")
+
+        groups_lag(b, aport, c)
 
         # ---- no endpoint shows the credentials
         for path in ("/metrics", "/v1/status", "/v1/ready", "/v1/health", "/nope"):
