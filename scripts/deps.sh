@@ -25,7 +25,7 @@ test_pkgs=(kcat libcmocka-dev python3 curl clang
            golang-go golang-github-shopify-sarama-dev
            golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev
            golang-github-xeipuuv-gojsonschema-dev yamllint python3-kubernetes python3-yaml
-           prometheus docker-compose shellcheck)
+           prometheus docker-compose shellcheck chromium)
 image_pkgs=(docker.io debootstrap kcat python3 python3-yaml docker-compose)
 
 pkgs=("${run_pkgs[@]}")

@@ -80,6 +80,10 @@ static enum MHD_Result respond_json(struct MHD_Connection *conn, unsigned code, 
     return respond(conn, code, "application/json", b, n + 1);
 }
 
+/* console.html, built in (see CMakeLists.txt) */
+extern const unsigned char st_admin_console_html[];
+extern const size_t st_admin_console_html_len;
+
 static char *json_error(const char *what) {
     /* what is one of ours (no quotes to escape) */
     return st_strprintf("{\"error\":\"%s\"}", what);
@@ -115,6 +119,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (!strcmp(url, "/v1/health"))
         return respond_json(conn, MHD_HTTP_OK, st_strdup("{\"status\":\"ok\"}"));
+    if (!strcmp(url, "/")) { /* the page reads /v1/status itself */
+        char *page = st_malloc(st_admin_console_html_len + 1);
+        memcpy(page, st_admin_console_html, st_admin_console_html_len);
+        return respond(conn, MHD_HTTP_OK, "text/html; charset=utf-8", page, st_admin_console_html_len);
+    }
     int route = !strcmp(url, "/metrics") ? 1 : !strcmp(url, "/v1/ready") ? 2
               : !strcmp(url, "/v1/status") ? 3 : 0;
     if (!route) return respond_json(conn, MHD_HTTP_NOT_FOUND, json_error("no such path"));
