@@ -129,6 +129,19 @@ static int64_t batch_time(st_partition_t *p, int64_t offset) {
 
 static json_t *int_or_null(int known, int64_t v) { return known ? json_integer(v) : json_null(); }
 
+/* A client's string (a group id) as JSON: bytes that are not UTF-8 (which
+ * jansson refuses) shown as '?'. */
+static json_t *client_text(const char *s) {
+    json_t *j = json_string(s);
+    if (j) return j;
+    char *c = st_strdup(s);
+    for (char *q = c; *q; q++)
+        if ((unsigned char)*q >= 0x80) *q = '?';
+    j = json_string(c);
+    free(c);
+    return j;
+}
+
 static json_t *groups_status(const st_admin_sources_t *src, st_admin_lag_t *lag) {
     json_t *out = json_array();
     if (!src->groups) return out;
@@ -143,9 +156,9 @@ static json_t *groups_status(const st_admin_sources_t *src, st_admin_lag_t *lag)
     for (int i = 0; i < nv; i++) {
         const st_group_view_t *g = &v[i];
         json_t *jg = json_object();
-        json_object_set_new(jg, "group_id", json_string(g->group_id));
+        json_object_set_new(jg, "group_id", client_text(g->group_id));
         json_object_set_new(jg, "state", json_string(g->state));
-        json_object_set_new(jg, "protocol_type", json_string(g->protocol_type));
+        json_object_set_new(jg, "protocol_type", client_text(g->protocol_type));
         json_object_set_new(jg, "generation", json_integer(g->generation));
         json_object_set_new(jg, "members", json_integer(g->nmembers));
         int64_t g_lag = 0, g_lag_ms = 0, g_eta = 0;
