@@ -165,7 +165,7 @@ static st_err_t manifest_get_raw(st_tier_part_t *p, const char *prefix, char **t
         (*text)[*len] = 0;
         if (etag) *etag = st_strdup(res->etag ? res->etag : "");
     } else {
-        *why = st_strprintf("%s", res->message);
+        *why = st_strdup(res->message);
     }
     st_os_result_free(res);
     free(key);

@@ -228,8 +228,10 @@ static void apply_part(fetcher_t *f, st_partition_t *p, const st_fetch_resp_part
                  * state (blocking, as Kafka's fetcher builds its remote
                  * auxiliary state; a disk loss is rare) */
                 st_tier_part_t *tp = st_partition_tier(p);
-                if (tp) st_partition_restore_from_bucket(p, tp, rp->log_start_offset);
-                if (tp) st_tier_part_release(tp);
+                if (tp) {
+                    st_partition_restore_from_bucket(p, tp, rp->log_start_offset);
+                    st_tier_part_release(tp);
+                }
             }
         } else
             delay_part(f, p, now);

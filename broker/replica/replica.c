@@ -811,7 +811,11 @@ void st_partition_restore_from_bucket(st_partition_t *p, st_tier_part_t *tp, int
     char err[512];
     int n = 0;
     st_err_t e = st_tier_part_producer_snapshot(tp, offset, &snap, &len, err, sizeof err);
-    if (!e) e = st_log_restore_producer_state(p->log, offset, snap, len, &n);
+    if (!e) {
+        e = st_log_restore_producer_state(p->log, offset, snap, len, &n);
+        snprintf(err, sizeof err, "%s", e == ST_E_INVAL ? "the log is no longer empty there"
+                                                        : st_err_msg(e));
+    }
     free(snap);
     if (!e)
         ST_INFO("replica", "%s-%d: producer state below offset %lld restored from the bucket: %d "
@@ -819,8 +823,7 @@ void st_partition_restore_from_bucket(st_partition_t *p, st_tier_part_t *tp, int
     else
         ST_WARN("replica", "%s-%d: producer state below offset %lld not restored from the bucket "
                 "(%s): producers idle since then are unknown here",
-                p->topic, (int)p->index, (long long)offset,
-                e == ST_E_INVAL ? "the log is no longer empty there" : err);
+                p->topic, (int)p->index, (long long)offset, err);
 }
 
 /* Tier the partition: read its manifest, and when the bucket is ahead of
