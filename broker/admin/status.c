@@ -181,7 +181,7 @@ static json_t *groups_status(const st_admin_sources_t *src, st_admin_lag_t *lag)
             lag_sample(e, o->offset, o->commit_ts);
 
             json_t *jp = json_object();
-            json_object_set_new(jp, "topic", json_string(o->topic));
+            json_object_set_new(jp, "topic", client_text(o->topic));
             json_object_set_new(jp, "partition", json_integer(o->partition));
             json_object_set_new(jp, "committed_offset", json_integer(o->offset));
             json_object_set_new(jp, "commit_timestamp_ms", json_integer(o->commit_ts));
