@@ -378,29 +378,42 @@ void st_group_coord_submit(st_group_coord_t *c, st_group_job_fn fn, void *arg) {
     pthread_mutex_unlock(&c->lock);
 }
 
-typedef struct close_wait {
+/* A job another thread waits for (run_and_wait). */
+typedef struct wait_job {
+    st_group_job_fn fn;
+    void *arg;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int done;
-} close_wait_t;
+} wait_job_t;
 
-static void close_job(st_group_coord_t *c, st_gstate_t *s, void *arg) {
-    (void)c;
-    close_wait_t *w = arg;
-    st_gstate_close(s);
+static void wait_job_run(st_group_coord_t *c, st_gstate_t *s, void *arg) {
+    wait_job_t *w = arg;
+    w->fn(c, s, w->arg);
     pthread_mutex_lock(&w->lock);
     w->done = 1;
     pthread_cond_signal(&w->cond);
     pthread_mutex_unlock(&w->lock);
 }
 
-void st_group_coord_close_requests(st_group_coord_t *c) {
-    if (!c || !c->started) return;
-    close_wait_t w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-    st_group_coord_submit(c, close_job, &w);
+/* Run fn on the coordinator thread and return once it has run (any
+ * thread but that one; jobs always run, destroy runs the late ones). */
+static void run_and_wait(st_group_coord_t *c, st_group_job_fn fn, void *arg) {
+    wait_job_t w = {fn, arg, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    st_group_coord_submit(c, wait_job_run, &w);
     pthread_mutex_lock(&w.lock);
     while (!w.done) pthread_cond_wait(&w.cond, &w.lock);
     pthread_mutex_unlock(&w.lock);
+}
+
+static void close_job(st_group_coord_t *c, st_gstate_t *s, void *arg) {
+    (void)c, (void)arg;
+    st_gstate_close(s);
+}
+
+void st_group_coord_close_requests(st_group_coord_t *c) {
+    if (!c || !c->started) return;
+    run_and_wait(c, close_job, NULL);
 }
 
 void st_group_coord_destroy(st_group_coord_t *c) {
@@ -429,9 +442,6 @@ void st_group_coord_destroy(st_group_coord_t *c) {
 /* ---- views (the admin listener) --------------------------------------------- */
 
 typedef struct views_job {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int done;
     st_group_view_t *v;
     int n, cap;
 } views_job_t;
@@ -473,12 +483,7 @@ static void view_group(st_group_t *g, void *arg) {
 
 static void views_run(st_group_coord_t *c, st_gstate_t *s, void *arg) {
     (void)c;
-    views_job_t *j = arg;
-    st_gstate_foreach_group(s, view_group, j);
-    pthread_mutex_lock(&j->lock);
-    j->done = 1;
-    pthread_cond_signal(&j->cond);
-    pthread_mutex_unlock(&j->lock);
+    st_gstate_foreach_group(s, view_group, arg);
 }
 
 static int cmp_view(const void *a, const void *b) {
@@ -486,11 +491,8 @@ static int cmp_view(const void *a, const void *b) {
 }
 
 int st_group_coord_views(st_group_coord_t *c, st_group_view_t **out) {
-    views_job_t j = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL, 0, 0};
-    st_group_coord_submit(c, views_run, &j);
-    pthread_mutex_lock(&j.lock);
-    while (!j.done) pthread_cond_wait(&j.cond, &j.lock);
-    pthread_mutex_unlock(&j.lock);
+    views_job_t j = {NULL, 0, 0};
+    run_and_wait(c, views_run, &j);
     if (j.n > 1) qsort(j.v, (size_t)j.n, sizeof *j.v, cmp_view);
     *out = j.v;
     return j.n;
