@@ -161,8 +161,13 @@ static char *trim(char *s) {
 st_err_t st_cfg_bind_set(const st_cfg_bind_t *b, size_t nb, const char *key, const char *value,
                          char *err, size_t errlen) {
     for (size_t i = 0; i < nb; i++)
-        if (st_cfg_lookup(b[i].table, key))
+        if (b[i].table && st_cfg_lookup(b[i].table, key))
             return st_cfg_set(b[i].table, b[i].obj, key, value, err, errlen);
+    for (size_t i = 0; i < nb; i++) {
+        if (!b[i].other) continue;
+        st_err_t e = b[i].other(b[i].obj, key, value, err, errlen);
+        if (e != ST_E_NOT_FOUND) return e;
+    }
     snprintf(err, errlen, "%s: unknown configuration key", key);
     return ST_E_CONFIG;
 }

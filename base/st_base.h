@@ -398,10 +398,15 @@ st_err_t st_cfg_check_value(const st_cfg_desc_t *d, const char *value, char *err
                             size_t errlen);
 /* Several tables can share one properties file (the broker's settings and
  * the object store's, say): a binding pairs a table with the struct it fills.
- * A key no binding knows stops loading with a message naming it. */
+ * Keys that are families rather than rows (Kafka's
+ * listener.name.<listener>.ssl.keystore.location) go to a binding's `other`
+ * when no table knows them: it stores the value and returns ST_OK, returns
+ * ST_E_NOT_FOUND for a key it does not take, or an error naming the key.
+ * A key nobody takes stops loading with a message naming it. */
 typedef struct st_cfg_bind {
-    const st_cfg_table_t *table;
+    const st_cfg_table_t *table; /* may be NULL with other set */
     void *obj;
+    st_err_t (*other)(void *obj, const char *key, const char *value, char *err, size_t errlen);
 } st_cfg_bind_t;
 
 st_err_t st_cfg_bind_set(const st_cfg_bind_t *b, size_t nb, const char *key, const char *value,

@@ -96,7 +96,7 @@ static int run(const command_t *cmd, int argc, char **argv) {
             break;
         }
     }
-    st_cfg_bind_t extra[] = {{&st_os_config_table, &ctx.os}, {&st_admin_config_table, &ctx.admin}};
+    st_cfg_bind_t extra[] = {{&st_os_config_table, &ctx.os, NULL}, {&st_admin_config_table, &ctx.admin, NULL}};
     if (st_broker_config_load(&ctx.broker, config, overrides, noverrides, extra, 2, err,
                               sizeof err)) {
         fprintf(stderr, "strata %s: %s\n", cmd->name, err);

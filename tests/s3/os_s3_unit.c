@@ -295,7 +295,7 @@ static void test_config_table(void **state) {
     assert_string_equal(c.backend, "file");
     assert_int_equal(c.s3_part_size_bytes, 8 * 1024 * 1024);
     char err[512];
-    st_cfg_bind_t bind = {&st_os_config_table, &c};
+    st_cfg_bind_t bind = {&st_os_config_table, &c, NULL};
     assert_int_equal(st_cfg_override(&bind, 1, "objectstore.backend=gcs", err, sizeof err), ST_E_CONFIG);
     assert_non_null(strstr(err, "objectstore.backend"));
     assert_int_equal(st_cfg_override(&bind, 1, "objectstore.s3.endpoint=ftp://x", err, sizeof err), ST_E_CONFIG);

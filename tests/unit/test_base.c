@@ -468,7 +468,7 @@ static void test_cfg_file_and_overrides(void **state) {
     tcfg_init(&c);
     memset(&o, 0, sizeof o);
     assert_int_equal(st_cfg_defaults(&ocfg_table, &o, err, sizeof err), ST_OK);
-    st_cfg_bind_t binds[] = {{&tcfg_table, &c}, {&ocfg_table, &o}};
+    st_cfg_bind_t binds[] = {{&tcfg_table, &c, NULL}, {&ocfg_table, &o, NULL}};
     assert_int_equal(st_cfg_load_file(binds, 2, path, err, sizeof err), ST_OK);
     assert_int_equal(c.port, 29092);
     assert_int_equal(c.flush_on_ack, 0);

@@ -1143,7 +1143,7 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < nsets; i++) {
         char err[512];
-        if (st_cfg_override(&(st_cfg_bind_t){&st_os_config_table, &g.cfg}, 1, sets[i], err, sizeof err)) {
+        if (st_cfg_override(&(st_cfg_bind_t){&st_os_config_table, &g.cfg, NULL}, 1, sets[i], err, sizeof err)) {
             fprintf(stderr, "os_conformance: %s\n", err);
             return 2;
         }
