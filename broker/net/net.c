@@ -23,6 +23,7 @@
  *     releasing thread which loops to wake (loop->mem_kick + eventfd).
  */
 #include "net.h"
+#include "transport.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -34,7 +35,6 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -71,6 +71,12 @@ typedef struct mail {
 
 struct st_conn {
     int fd;
+    st_tport_t *tp; /* what carries the bytes: plaintext or TLS */
+    int tp_ready;   /* its handshake is done */
+    int rd_out;     /* reading waits for the socket to be writable (TLS) */
+    int wr_in;      /* writing waits for the socket to be readable (TLS) */
+    int again;      /* on loop->again: the transport holds bytes epoll cannot see */
+    struct st_conn *again_next;
     st_loop_t *loop;
     int refs;
     int closed;
@@ -113,6 +119,7 @@ struct st_loop {
     int nwait;    /* their number (mem.lock) */
     int mem_kick; /* atomic: memory was released, retry the waiters */
     st_loop_ticker_t *tickers; /* outbound clients and other users (loop thread) */
+    st_conn_t *again; /* connections to read again before waiting (kept) */
     int exited; /* atomic: its thread has run its last job and returned */
 };
 
@@ -170,6 +177,7 @@ typedef struct mem_pool {
 typedef struct listener {
     int fd;
     int port;
+    st_tls_ctx_t *tls; /* borrowed; NULL: plaintext */
 } listener_t;
 
 enum { ACCEPT_ON = 0, ACCEPT_AT_LIMIT = 1, ACCEPT_BACKOFF = 2 };
@@ -545,8 +553,8 @@ static void conn_update_events(st_conn_t *c) {
     /* Not reading: not even for the peer's FIN (EPOLLRDHUP is level
      * triggered and would wake the loop in a circle); a reset still comes
      * as EPOLLHUP / EPOLLERR. */
-    int in = !c->paused && !c->mem_wait;
-    ev.events = (in ? EPOLLIN | EPOLLRDHUP : 0) | (c->want_out ? EPOLLOUT : 0);
+    int in = (!c->paused && !c->mem_wait) || c->wr_in || !c->tp_ready;
+    ev.events = (in ? EPOLLIN | EPOLLRDHUP : 0) | (c->want_out || c->rd_out ? EPOLLOUT : 0);
     ev.data.ptr = c;
     epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
@@ -596,15 +604,27 @@ static void conn_add_job(void *arg) {
         port = ntohs(((struct sockaddr_in6 *)&a->addr)->sin6_port);
     }
     snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
+    st_tls_ctx_t *tls = loop->net->listeners[a->listener].tls;
     free(a);
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char err[256];
+    c->tp = tls ? st_tport_tls_new(tls, c->fd, NULL, err, sizeof err) : st_tport_plain_new(c->fd);
+    if (!c->tp) {
+        ST_WARN("net", "connection from %s: %s", c->peer, err);
+        close(c->fd);
+        conn_uncount(loop->net, c->ip, c->ip_counted);
+        free(c);
+        return;
+    }
+    c->tp_ready = !tls;
     struct epoll_event ev = {0};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.ptr = c;
     if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
         /* (any loop: not ST_LOG_RATELIMITED, whose state is per call site) */
         ST_WARN("net", "cannot watch the connection from %s: %s", c->peer, strerror(errno));
+        st_tport_free(c->tp);
         close(c->fd);
         conn_uncount(loop->net, c->ip, c->ip_counted);
         free(c);
@@ -622,6 +642,8 @@ static void conn_close(st_conn_t *c, const char *why) {
     if (why) ST_INFO("net", "closing connection from %s: %s", c->peer, why);
     st_loop_t *loop = c->loop;
     epoll_ctl(loop->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    st_tport_free(c->tp);
+    c->tp = NULL;
     close(c->fd);
     if (c->mem_wait) {
         if (c->wait_prev) c->wait_prev->wait_next = c->wait_next;
@@ -708,17 +730,62 @@ static void conn_dispatch(st_conn_t *c) {
     c->loop->net->hooks.on_request(req, c->loop->net->hooks.arg);
 }
 
+/* Whether the transport waits on the other direction (TLS reading to
+ * write, or writing to read): the events follow. */
+static void conn_set_cross(st_conn_t *c, int rd_out, int wr_in) {
+    if (rd_out == c->rd_out && wr_in == c->wr_in) return;
+    c->rd_out = rd_out;
+    c->wr_in = wr_in;
+    conn_update_events(c);
+}
+
 /* Read up to n bytes: > 0 read, 0 would block, -1 the connection closed. */
 static ssize_t conn_recv(st_conn_t *c, void *buf, size_t n) {
-    ssize_t got = read(c->fd, buf, n);
+    ssize_t got = st_tport_recv(c->tp, buf, n);
     if (got > 0) return got;
-    if (got < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
-    conn_close(c, got < 0 ? strerror(errno) : NULL);
+    if (got == 0) {
+        conn_set_cross(c, c->tp->want == EPOLLOUT, c->wr_in);
+        return 0;
+    }
+    conn_close(c, c->tp->why[0] ? c->tp->why : NULL);
     return -1;
 }
 
+/* Bytes the transport holds that epoll will not announce (a TLS record
+ * read in part): the loop reads this connection again before it waits. */
+static void conn_again(st_conn_t *c) {
+    if (c->again || c->closed || c->paused || c->mem_wait || !st_tport_pending(c->tp)) return;
+    c->again = 1;
+    c->refs++;
+    c->again_next = c->loop->again;
+    c->loop->again = c;
+}
+
+/* TLS: drive the handshake; 1 once it is done. */
+static int conn_handshake(st_conn_t *c) {
+    int r = st_tport_handshake(c->tp);
+    if (r > 0) {
+        c->tp_ready = 1;
+        c->rd_out = c->wr_in = 0;
+        conn_update_events(c);
+        ST_DEBUG("net", "connection from %s: %s", c->peer, st_tport_describe(c->tp));
+        return 1;
+    }
+    if (r == 0) {
+        conn_set_cross(c, c->tp->want == EPOLLOUT, 0);
+        return 0;
+    }
+    ST_LOG_RATELIMITED(ST_LOG_INFO, "net", 1000, "TLS handshake with %s failed: %s", c->peer,
+                       c->tp->why);
+    conn_close(c, NULL);
+    return 0;
+}
+
 static void conn_read(st_conn_t *c) {
-    for (int rounds = 0; rounds < 16 && !c->closed && !c->paused && !c->mem_wait; rounds++) {
+    if (!c->closed && !c->tp_ready && !conn_handshake(c)) return;
+    if (c->wr_in) conn_flush(c); /* a TLS write that waited for this */
+    int rounds = 0;
+    for (; rounds < 16 && !c->closed && !c->paused && !c->mem_wait; rounds++) {
         if (!c->framelen) {
             ssize_t n = conn_recv(c, c->sizebuf + c->sizegot, 4 - c->sizegot);
             if (n <= 0) return;
@@ -744,6 +811,8 @@ static void conn_read(st_conn_t *c) {
         c->last_active_ms = st_mono_ms();
         if (c->framegot == c->framelen) conn_dispatch(c);
     }
+    if (c->rd_out && !c->closed) conn_set_cross(c, 0, c->wr_in);
+    conn_again(c);
 }
 
 /* Write what is ready, in order; returns when the socket is full or the
@@ -757,14 +826,10 @@ static void conn_flush(st_conn_t *c) {
                 st_chunk_t *k = &ch->chunks[c->chunk];
                 ssize_t n;
                 if (k->file) {
-                    off_t off = (off_t)(k->off + c->chunk_off);
-                    n = sendfile(c->fd, k->file->fd, &off, (size_t)(k->len - c->chunk_off));
-                    if (n == 0) {
-                        /* the file is shorter than promised: never send a
-                         * frame whose length lies */
-                        conn_close(c, "file range vanished while sending");
-                        return;
-                    }
+                    /* a file shorter than promised fails: a frame whose
+                     * length lies never goes out */
+                    n = st_tport_sendfile(c->tp, k->file->fd, (off_t)(k->off + c->chunk_off),
+                                          (size_t)(k->len - c->chunk_off));
                 } else {
                     struct iovec iov[16];
                     int niov = 0;
@@ -775,17 +840,19 @@ static void conn_flush(st_conn_t *c) {
                         iov[niov].iov_len = (size_t)(ch->chunks[i].len - skip);
                         niov++;
                     }
-                    n = writev(c->fd, iov, niov);
+                    n = st_tport_writev(c->tp, iov, niov);
+                }
+                if (n == 0) {
+                    int in = c->tp->want == EPOLLIN;
+                    if (!c->want_out || in != c->wr_in) {
+                        c->want_out = !in;
+                        c->wr_in = in;
+                        conn_update_events(c);
+                    }
+                    return;
                 }
                 if (n < 0) {
-                    if (errno == EAGAIN || errno == EINTR) {
-                        if (!c->want_out) {
-                            c->want_out = 1;
-                            conn_update_events(c);
-                        }
-                        return;
-                    }
-                    conn_close(c, strerror(errno));
+                    conn_close(c, c->tp->why[0] ? c->tp->why : "connection closed by the peer");
                     return;
                 }
                 /* advance over n bytes */
@@ -815,10 +882,13 @@ static void conn_flush(st_conn_t *c) {
     int want_out = 0;
     int paused = c->inflight >= c->loop->net->cfg.max_inflight_per_conn ||
                  __atomic_load_n(&c->loop->stopping, __ATOMIC_ACQUIRE);
-    if (want_out != c->want_out || paused != c->paused) {
+    if (want_out != c->want_out || paused != c->paused || c->wr_in) {
+        int resumed = c->paused && !paused;
         c->want_out = want_out;
         c->paused = paused;
+        c->wr_in = 0;
         conn_update_events(c);
+        if (resumed) conn_again(c);
     }
 }
 
@@ -928,6 +998,8 @@ static int64_t accept_check(st_net_t *n, int64_t now) {
 static void accept_all(st_net_t *n, listener_t *l) {
     /* another listener's event of the same epoll_wait may have paused */
     if (n->accept_state != ACCEPT_ON) return;
+    /* a changed certificate is picked up by the next connection */
+    if (l->tls) st_tls_ctx_reload_check(l->tls, st_mono_ms());
     for (int i = 0; i < ACCEPT_BATCH; i++) {
         int open = __atomic_load_n(&n->nconns, __ATOMIC_SEQ_CST);
         if (open >= n->cfg.max_connections) {
@@ -1037,6 +1109,7 @@ static void *loop_main(void *arg) {
             if (!busy || now >= drain_deadline) break;
             wait = 20;
         }
+        if (loop->again) wait = 0;
         int k = epoll_wait(loop->epfd, evs, 64, (int)wait);
         /* Every connection named in this batch is held until the batch is
          * done: a job of the mailbox (an answer from the controller thread)
@@ -1056,14 +1129,26 @@ static void *loop_main(void *arg) {
             } else {
                 st_conn_t *c = evs[i].data.ptr;
                 if (c->closed) continue; /* closed earlier in this batch */
-                if (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) conn_read(c);
-                if (!c->closed && (evs[i].events & EPOLLOUT)) conn_flush(c);
+                if ((evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) ||
+                    ((evs[i].events & EPOLLOUT) && (c->rd_out || !c->tp_ready)))
+                    conn_read(c);
+                if (!c->closed && (evs[i].events & EPOLLOUT) && c->tp_ready) conn_flush(c);
                 if (!c->closed && (evs[i].events & (EPOLLHUP | EPOLLERR)) && !(evs[i].events & EPOLLIN))
                     conn_close(c, NULL);
             }
         }
         for (int i = 0; i < k; i++)
             if (is_conn_tag((uintptr_t)evs[i].data.ptr)) conn_release(evs[i].data.ptr);
+        /* connections whose transport still holds bytes read before */
+        st_conn_t *again = loop->again;
+        loop->again = NULL;
+        while (again) {
+            st_conn_t *c = again;
+            again = c->again_next;
+            c->again = 0;
+            if (!c->closed) conn_read(c);
+            conn_release(c);
+        }
         /* idle connections */
         if (n->cfg.idle_timeout_ms > 0) {
             int64_t t = st_mono_ms();
@@ -1079,6 +1164,11 @@ static void *loop_main(void *arg) {
      * mailbox, the client was never freed) */
     loop_drain_mail(loop);
     while (loop->conns) conn_close(loop->conns, NULL);
+    while (loop->again) {
+        st_conn_t *c = loop->again;
+        loop->again = c->again_next;
+        conn_release(c);
+    }
     /* Outbound clients fail what is still in flight (CANCELLED), once. */
     for (st_loop_ticker_t *t = loop->tickers; t; t = t->next)
         if (t->stop) t->stop(t);
@@ -1236,6 +1326,7 @@ st_err_t st_net_new(const st_net_config_t *cfg, const st_net_hooks_t *hooks, st_
     }
     for (int i = 0; i < cfg->nlisteners; i++) {
         n->listeners[i].fd = -1;
+        n->listeners[i].tls = cfg->listeners[i].tls;
         e = listen_on(&cfg->listeners[i], &n->listeners[i], err, errlen);
         if (e) {
             n->nlisteners = i;

@@ -80,10 +80,46 @@ typedef struct st_net_hooks {
     void *arg;
 } st_net_hooks_t;
 
+/* ---- TLS contexts (tls.c) ----------------------------------------------- *
+ *
+ * Kafka's ssl.* settings for one listener (server side) or for the
+ * connections this broker makes (client side).  The OpenSSL context is
+ * built at st_tls_ctx_new, which fails naming the setting at fault; the
+ * files are looked at again by st_tls_ctx_reload_check and a changed
+ * keystore or truststore is loaded without a restart.  Strings are copied;
+ * passwords are wiped when the context goes. */
+typedef struct st_tls_ctx st_tls_ctx_t;
+
+typedef struct st_tls_config {
+    const char *name;                /* for the log: "listener SSL" */
+    int client;                      /* a client context (outbound) */
+    const char *keystore_type;       /* "PEM" (key and chain in one file) or "PKCS12" */
+    const char *keystore_location;   /* required for a server */
+    const char *keystore_password;   /* PKCS12 */
+    const char *key_password;        /* an encrypted PEM key */
+    const char *truststore_type;     /* "PEM" */
+    const char *truststore_location; /* CAs: of clients (server), of servers (client;
+                                      * empty: the system's) */
+    const char *client_auth;         /* none | requested | required (server) */
+    const char *enabled_protocols;   /* "TLSv1.2,TLSv1.3": nothing older is allowed */
+    const char *cipher_suites;       /* IANA or OpenSSL names; empty: OpenSSL's defaults */
+    const char *endpoint_identification; /* client: "https" checks the host name */
+} st_tls_config_t;
+
+st_err_t st_tls_ctx_new(const st_tls_config_t *cfg, st_tls_ctx_t **out, char *err,
+                        size_t errlen);
+void st_tls_ctx_destroy(st_tls_ctx_t *t);
+/* At most once a second (now_ms: st_mono_ms): reload the files if one
+ * changed.  1 reloaded, 0 nothing to do, -1 a change that does not load
+ * (logged once; the old context stays).  One thread at a time. */
+int st_tls_ctx_reload_check(st_tls_ctx_t *t, int64_t now_ms);
+int st_tls_ctx_is_client(const st_tls_ctx_t *t);
+
 typedef struct st_listener_spec {
     char name[32]; /* PLAINTEXT */
     char host[256];
     int port;      /* 0: any free port */
+    st_tls_ctx_t *tls; /* borrowed, outlives the net; NULL: plaintext */
 } st_listener_spec_t;
 
 typedef struct st_net_config {
