@@ -14,7 +14,7 @@
  *     listener; a controller-only node listens on controller listeners
  *     only;
  *   - every listener name has a security protocol in
- *     listener.security.protocol.map; only PLAINTEXT is served so far.
+ *     listener.security.protocol.map; PLAINTEXT and SSL are served.
  * With none of these set the node is a combined broker and controller
  * that is the whole quorum: the single-node start of the README.
  */
@@ -172,6 +172,18 @@ static int check_map(const char *map, char *err, size_t errlen) {
     return bad;
 }
 
+int st_listener_protocol(const st_broker_config_t *cfg, const char *name) {
+    static const char *const names[] = {[ST_SECPROTO_PLAINTEXT] = "PLAINTEXT",
+                                        [ST_SECPROTO_SSL] = "SSL",
+                                        [ST_SECPROTO_SASL_PLAINTEXT] = "SASL_PLAINTEXT",
+                                        [ST_SECPROTO_SASL_SSL] = "SASL_SSL"};
+    char buf[64];
+    const char *proto = protocol_of(cfg->listener_security_protocol_map, name, buf, sizeof buf);
+    for (int i = 0; proto && i < (int)ST_ARRAY_SIZE(names); i++)
+        if (!strcasecmp(proto, names[i])) return i;
+    return -1;
+}
+
 int st_cluster_is_controller_listener(const st_cluster_config_t *cc, const char *name) {
     for (int i = 0; i < cc->ncontroller_listeners; i++)
         if (!strcasecmp(cc->controller_listeners[i], name)) return 1;
@@ -207,10 +219,10 @@ static int check_protocols(const st_broker_config_t *cfg, const char *key, const
                      "listener.security.protocol.map (add %s:PLAINTEXT)",
                      key, l[i].name, l[i].name);
             bad = 1;
-        } else if (strcasecmp(proto, "PLAINTEXT")) {
+        } else if (!strncasecmp(proto, "SASL_", 5)) {
             snprintf(err, errlen,
-                     "%s: listener %s uses %s, which this build does not serve yet (only "
-                     "PLAINTEXT)",
+                     "%s: listener %s uses %s, which this build does not serve yet "
+                     "(PLAINTEXT and SSL)",
                      key, l[i].name, proto);
             bad = 1;
         }

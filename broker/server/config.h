@@ -207,6 +207,19 @@ typedef struct st_cluster_config {
 st_err_t st_cluster_config_parse(const st_broker_config_t *cfg, st_cluster_config_t *out,
                                  char *err, size_t errlen);
 void st_cluster_config_fini(st_cluster_config_t *cc);
+/* Security protocols (listener.security.protocol.map) */
+typedef enum st_secproto {
+    ST_SECPROTO_PLAINTEXT = 0,
+    ST_SECPROTO_SSL = 1,
+    ST_SECPROTO_SASL_PLAINTEXT = 2,
+    ST_SECPROTO_SASL_SSL = 3
+} st_secproto_t;
+/* The protocol listener.security.protocol.map gives a listener name, or -1. */
+int st_listener_protocol(const st_broker_config_t *cfg, const char *name);
+static inline int st_secproto_tls(int p) { return p == ST_SECPROTO_SSL || p == ST_SECPROTO_SASL_SSL; }
+static inline int st_secproto_sasl(int p) {
+    return p == ST_SECPROTO_SASL_PLAINTEXT || p == ST_SECPROTO_SASL_SSL;
+}
 /* 1 when a listener of that name carries controller traffic. */
 int st_cluster_is_controller_listener(const st_cluster_config_t *cc, const char *name);
 /* A broker-only node given controller.quorum.bootstrap.servers: the

@@ -175,13 +175,18 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     /* and so do the admin listener's (admin.listeners) */
     static st_admin_config_t admincfg;
     st_admin_config_init(&admincfg);
-    static st_cfg_bind_t extra[2];
-    extra[0] = (st_cfg_bind_t){&st_os_config_table, &oscfg};
-    extra[1] = (st_cfg_bind_t){&st_admin_config_table, &admincfg};
+    /* and so do the security settings (ssl.*, sasl.*, listener.name.*) */
+    static st_sec_config_t seccfg;
+    st_sec_config_init(&seccfg);
+    srv.sec = &seccfg;
+    static st_cfg_bind_t extra[3];
+    extra[0] = (st_cfg_bind_t){&st_os_config_table, &oscfg, NULL};
+    extra[1] = (st_cfg_bind_t){&st_admin_config_table, &admincfg, NULL};
+    extra[2] = (st_cfg_bind_t){&st_sec_config_table, &seccfg, st_sec_config_other};
     srv.extra_config = extra;
-    srv.nextra_config = 2;
+    srv.nextra_config = 3;
     char err[1024];
-    if (st_broker_config_load(&srv.cfg, config_path, overrides, noverrides, extra, 2, err,
+    if (st_broker_config_load(&srv.cfg, config_path, overrides, noverrides, extra, 3, err,
                               sizeof err)) {
         fprintf(stderr, "stratad: configuration error: %s\n", err);
         return 1;
@@ -229,6 +234,12 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     const char *adv = *srv.cfg.advertised_listeners ? srv.cfg.advertised_listeners : srv.cfg.listeners;
     if (st_parse_listeners(adv, &srv.advertised, &srv.nadvertised, err, sizeof err)) {
         fprintf(stderr, "stratad: configuration error: advertised.listeners: %s\n", err);
+        return 1;
+    }
+
+    /* TLS contexts: a keystore that does not load stops start-up here */
+    if (st_server_security_open(&srv, err, sizeof err)) {
+        fprintf(stderr, "stratad: configuration error: %s\n", err);
         return 1;
     }
 
@@ -440,6 +451,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     }
     st_admin_stop(admin);
     st_net_destroy(srv.net);
+    st_server_security_close(&srv);
     st_pid_pool_free(srv.pids); /* after the controller thread and the loops */
     free(loop_states);
     st_logmgr_close(srv.logs);
@@ -450,6 +462,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     st_broker_config_fini(&srv.cfg);
     st_os_config_fini(&oscfg);
     st_admin_config_fini(&admincfg);
+    st_sec_config_fini(&seccfg);
     ST_INFO("server", "stopped cleanly");
     return 0;
 }

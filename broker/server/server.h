@@ -16,6 +16,7 @@
 #include "net.h"
 #include "replica.h"
 #include "raft_wire.h"
+#include "security.h"
 
 typedef struct st_server {
     st_broker_config_t cfg;
@@ -26,6 +27,8 @@ typedef struct st_server {
     st_net_t *net;
     st_listener_spec_t *listeners;
     int nlisteners;
+    int *listener_proto;        /* per listener: ST_SECPROTO_* */
+    st_sec_config_t *sec;       /* ssl.*, sasl.*, authorizer settings */
     st_listener_spec_t *advertised;
     int nadvertised;
     const st_cfg_bind_t *extra_config; /* the object store's table, etc. */
@@ -51,6 +54,17 @@ typedef void (*st_handler_fn)(st_server_t *srv, st_request_t *req);
 st_handler_fn st_handler_for(int16_t key);
 /* The handler this node serves key with (its process.roles), NULL: none. */
 st_handler_fn st_server_handler(const st_server_t *srv, int16_t key);
+
+/* Security of the listeners (sec.c): every TLS listener's context from
+ * the ssl.* settings (its listener.name.<l>.ssl.* first); err names the
+ * listener and the setting.  Before st_net_new. */
+st_err_t st_server_security_open(st_server_t *srv, char *err, size_t errlen);
+void st_server_security_close(st_server_t *srv);
+/* The ssl.* settings of a listener as a TLS configuration (borrowed
+ * strings): its server side, or the client side of this broker's own
+ * connections to it. */
+void st_server_tls_config(const st_sec_config_t *sec, const char *listener, int client,
+                          st_tls_config_t *out);
 
 /* net hooks */
 void st_server_on_request(st_request_t *req, void *arg);
