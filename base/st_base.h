@@ -87,6 +87,7 @@
     X(TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 53, 0, 53, "transactional id authorization failed") \
     X(OPERATION_NOT_ATTEMPTED, 55, 0, 55, "operation not attempted")                   \
     X(KAFKA_STORAGE_ERROR, 56, 1, 56, "storage error: log directory offline")          \
+    X(SASL_AUTHENTICATION_FAILED, 58, 0, 58, "SASL authentication failed")             \
     X(LOG_DIR_NOT_FOUND, 57, 0, 57, "log directory not found")                         \
     X(UNKNOWN_PRODUCER_ID, 59, 0, 59, "unknown producer id")                           \
     X(NON_EMPTY_GROUP, 68, 0, 68, "group is not empty")                                \
@@ -113,6 +114,7 @@
     X(PRODUCER_FENCED, 90, 0, 90, "a newer producer with the same transactional id fenced this one") \
     X(RESOURCE_NOT_FOUND, 91, 0, 91, "resource not found")                             \
     X(DUPLICATE_RESOURCE, 92, 0, 92, "duplicate resource")                             \
+    X(UNACCEPTABLE_CREDENTIAL, 93, 0, 93, "unacceptable credential")                   \
     X(INCONSISTENT_VOTER_SET, 94, 0, 94, "inconsistent voter set")                     \
     X(INVALID_UPDATE_VERSION, 95, 0, 95, "invalid update version")                     \
     X(SNAPSHOT_NOT_FOUND, 98, 0, 98, "snapshot not found")                             \

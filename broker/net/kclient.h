@@ -8,20 +8,40 @@
 #ifndef ST_KCLIENT_H
 #define ST_KCLIENT_H
 
+#include "net.h"
 #include "protocol.h"
+#include "sasl.h"
+
+/* How to reach a secured listener: TLS (a client context, net.h) and SASL
+ * (SaslHandshake v1, then SaslAuthenticate until the mechanism is done). */
+typedef struct st_kclient_security {
+    st_tls_ctx_t *tls;   /* NULL: plaintext */
+    st_sasl_mech_t mech; /* ST_SASL_NONE: no SASL */
+    const char *user;
+    const char *password;
+} st_kclient_security_t;
 
 typedef struct st_kclient {
     int fd;
     int32_t correlation_id;
-    const char *client_id; /* NULL: "strata-cli" */
+    const char *client_id;            /* NULL: "strata-cli" */
+    const st_kclient_security_t *sec; /* borrowed; NULL: plaintext */
+    struct st_tport *tp;              /* what carries the bytes (open to close) */
 } st_kclient_t;
 
-/* Connect to "host:port". */
+#define ST_KCLIENT_INIT(client_id_, sec_) {-1, 0, (client_id_), (sec_), NULL}
+
+/* Connect to "host:port", with c->sec's TLS handshake and SASL exchange;
+ * a refused authentication is ST_E_SASL_AUTHENTICATION_FAILED with the
+ * broker's words in err. */
 st_err_t st_kclient_open(st_kclient_t *c, const char *bootstrap, char *err, size_t errlen);
 void st_kclient_close(st_kclient_t *c);
 /* Send req (the request struct of key at version) and decode the answer
  * into *resp (allocated from a; strings point into a too). */
 st_err_t st_kclient_call(st_kclient_t *c, int16_t key, int16_t version, const void *req,
                          st_arena_t *a, void **resp, char *err, size_t errlen);
+
+/* The SASL exchange on an open connection (st_kclient_open runs it). */
+st_err_t st_kclient_sasl(st_kclient_t *c, char *err, size_t errlen);
 
 #endif /* ST_KCLIENT_H */

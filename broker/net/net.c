@@ -76,6 +76,8 @@ struct st_conn {
     int rd_out;     /* reading waits for the socket to be writable (TLS) */
     int wr_in;      /* writing waits for the socket to be readable (TLS) */
     int again;      /* on loop->again: the transport holds bytes epoll cannot see */
+    void *state;    /* the server's (st_request_conn_set_state) */
+    void (*state_free)(void *);
     struct st_conn *again_next;
     st_loop_t *loop;
     int refs;
@@ -567,6 +569,7 @@ static int is_conn_tag(uintptr_t tag) {
 
 static void conn_release(st_conn_t *c) {
     if (--c->refs > 0) return;
+    if (c->state_free) c->state_free(c->state);
     free(c);
 }
 
@@ -876,7 +879,12 @@ static void conn_flush(st_conn_t *c) {
         c->chunk_off = 0;
         c->inflight--;
         c->last_active_ms = st_mono_ms();
+        int close_after = r->close_after && r->state == ST_REQ_READY;
         request_free(r);
+        if (close_after) {
+            conn_close(c, NULL);
+            return;
+        }
     }
     if (c->closed) return;
     int want_out = 0;
@@ -912,6 +920,11 @@ void st_request_respond(st_request_t *req, const void *body) {
     conn_flush(req->conn);
 }
 
+void st_request_respond_close(st_request_t *req, const void *body) {
+    req->close_after = 1;
+    st_request_respond(req, body);
+}
+
 void st_request_no_response(st_request_t *req) {
     req->state = ST_REQ_NONE;
     if (req->conn->closed) {
@@ -940,6 +953,16 @@ void st_net_request_time(st_net_t *n, int16_t api_key, st_histo_t *out) {
 }
 
 int st_request_conn_open(const st_request_t *req) { return !req->conn->closed; }
+void *st_request_conn_state(const st_request_t *req) { return req->conn->state; }
+void st_request_conn_set_state(st_request_t *req, void *state, void (*free_fn)(void *)) {
+    st_conn_t *c = req->conn;
+    if (c->state_free && c->state != state) c->state_free(c->state);
+    c->state = state;
+    c->state_free = free_fn;
+}
+const char *st_request_peer_subject(const st_request_t *req) {
+    return req->conn->tp ? st_tport_peer_subject(req->conn->tp) : "";
+}
 const char *st_request_peer(const st_request_t *req) { return req->conn->peer; }
 
 /* ---- listeners and threads ------------------------------------------------ */

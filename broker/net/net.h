@@ -60,6 +60,7 @@ typedef struct st_request {
     void *body; /* decoded request (api->req schema) */
     st_chain_t resp;
     int state; /* ST_REQ_* */
+    int close_after; /* the connection closes once this answer is written */
     int64_t recv_us;
     struct st_request *next;
     void *op; /* the server's parked operation, if any */
@@ -307,6 +308,9 @@ int st_netclient_waiting(const st_netclient_t *c);
 /* ---- requests (loop thread only) ---------------------------------------- */
 /* Encode body as this request's response and send when its turn comes. */
 void st_request_respond(st_request_t *req, const void *body);
+/* Respond, then close the connection once the answer is written (Kafka
+ * closes after an authentication failure's answer). */
+void st_request_respond_close(st_request_t *req, const void *body);
 /* The request gets no response (Produce with acks=0). */
 void st_request_no_response(st_request_t *req);
 /* Close the request's connection (after a protocol violation). */
@@ -316,5 +320,13 @@ int st_request_conn_open(const st_request_t *req);
  * connection came in on. */
 int st_request_listener(const st_request_t *req);
 const char *st_request_peer(const st_request_t *req);
+/* The server's state of the request's connection (who authenticated,
+ * where a SASL exchange stands): NULL until set; free_fn(state) runs when
+ * the connection is freed, after its last request.  Loop thread. */
+void *st_request_conn_state(const st_request_t *req);
+void st_request_conn_set_state(st_request_t *req, void *state, void (*free_fn)(void *));
+/* The subject of the certificate the TLS peer presented (RFC 2253, e.g.
+ * "CN=alice,O=acme"); "" on plaintext or when it sent none. */
+const char *st_request_peer_subject(const st_request_t *req);
 
 #endif /* ST_NET_H */

@@ -508,7 +508,9 @@ static void handshake_done(tls_tport_t *tt) {
         }
     }
     tt->ktls_send = BIO_get_ktls_send(SSL_get_wbio(tt->ssl)) > 0;
-    if (!tt->ktls_send && !__atomic_exchange_n(&tt->owner->ktls_said, 1, __ATOMIC_RELAXED))
+    /* said once, by a server: its fetch answers are what sendfile carries */
+    if (!tt->ktls_send && !tt->owner->client &&
+        !__atomic_exchange_n(&tt->owner->ktls_said, 1, __ATOMIC_RELAXED))
         ST_INFO("net",
                 "TLS (%s): kernel TLS is not available here (no 'tls' in "
                 "/proc/sys/net/ipv4/tcp_available_ulp, or the cipher is not one it offloads): "

@@ -94,6 +94,20 @@ ST_SCHEMA_DEFINE(st_dtp_req, ST_DTP_REQ)
 ST_SCHEMA_DEFINE(st_dtp_partition, ST_DTP_PARTITION)
 ST_SCHEMA_DEFINE(st_dtp_topic, ST_DTP_TOPIC)
 ST_SCHEMA_DEFINE(st_dtp_resp, ST_DTP_RESP)
+ST_SCHEMA_DEFINE(st_sasl_handshake_req, ST_SASL_HANDSHAKE_REQ)
+ST_SCHEMA_DEFINE(st_sasl_handshake_resp, ST_SASL_HANDSHAKE_RESP)
+ST_SCHEMA_DEFINE(st_sasl_authenticate_req, ST_SASL_AUTHENTICATE_REQ)
+ST_SCHEMA_DEFINE(st_sasl_authenticate_resp, ST_SASL_AUTHENTICATE_RESP)
+ST_SCHEMA_DEFINE(st_scram_user_name, ST_SCRAM_USER_NAME)
+ST_SCHEMA_DEFINE(st_describe_scram_req, ST_DESCRIBE_SCRAM_REQ)
+ST_SCHEMA_DEFINE(st_scram_credential_info, ST_SCRAM_CREDENTIAL_INFO)
+ST_SCHEMA_DEFINE(st_describe_scram_result, ST_DESCRIBE_SCRAM_RESULT)
+ST_SCHEMA_DEFINE(st_describe_scram_resp, ST_DESCRIBE_SCRAM_RESP)
+ST_SCHEMA_DEFINE(st_scram_deletion, ST_SCRAM_DELETION)
+ST_SCHEMA_DEFINE(st_scram_upsertion, ST_SCRAM_UPSERTION)
+ST_SCHEMA_DEFINE(st_alter_scram_req, ST_ALTER_SCRAM_REQ)
+ST_SCHEMA_DEFINE(st_alter_scram_result, ST_ALTER_SCRAM_RESULT)
+ST_SCHEMA_DEFINE(st_alter_scram_resp, ST_ALTER_SCRAM_RESP)
 ST_SCHEMA_DEFINE(st_describe_cluster_req, ST_DESCRIBE_CLUSTER_REQ)
 ST_SCHEMA_DEFINE(st_describe_cluster_broker, ST_DESCRIBE_CLUSTER_BROKER)
 ST_SCHEMA_DEFINE(st_describe_cluster_resp, ST_DESCRIBE_CLUSTER_RESP)
@@ -309,6 +323,19 @@ static const st_api_t api_table[] = {
      &st_list_reassign_req_schema, &st_list_reassign_resp_schema, 0, 0},
     {ST_API_INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 0, 1, 1,
      &st_incr_alter_configs_req_schema, &st_alter_configs_resp_schema, 0, 1},
+    /* SASL (KIP-152): the handshake is served from v1 only, where every
+     * token is framed as a SaslAuthenticate request (v0's raw tokens are
+     * not); v0 is advertised all the same because librdkafka enables SASL
+     * only when the range it sees includes 0 (it then sends v1). */
+    {ST_API_SASL_HANDSHAKE, "SaslHandshake", 0, 1, 1, ST_VMAX + 1, &st_sasl_handshake_req_schema,
+     &st_sasl_handshake_resp_schema, 0, 1},
+    {ST_API_SASL_AUTHENTICATE, "SaslAuthenticate", 0, 0, 2, 2, &st_sasl_authenticate_req_schema,
+     &st_sasl_authenticate_resp_schema, 0, 2},
+    /* SCRAM credentials (KIP-554), kept in the metadata log */
+    {ST_API_DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0, 0, 0,
+     &st_describe_scram_req_schema, &st_describe_scram_resp_schema, 0, 0},
+    {ST_API_ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0, 0, 0,
+     &st_alter_scram_req_schema, &st_alter_scram_resp_schema, 0, 0},
     {ST_API_DESCRIBE_CLUSTER, "DescribeCluster", 0, 0, 2, 0, &st_describe_cluster_req_schema,
      &st_describe_cluster_resp_schema, 0, 2},
     {ST_API_DESCRIBE_TOPIC_PARTITIONS, "DescribeTopicPartitions", 0, 0, 0, 0, &st_dtp_req_schema,

@@ -57,7 +57,11 @@ enum st_api_key {
     ST_API_END_TXN = 26,
     ST_API_DESCRIBE_TRANSACTIONS = 65,
     ST_API_LIST_TRANSACTIONS = 66,
-    ST_API_DESCRIBE_TOPIC_PARTITIONS = 75
+    ST_API_DESCRIBE_TOPIC_PARTITIONS = 75,
+    ST_API_SASL_HANDSHAKE = 17,
+    ST_API_SASL_AUTHENTICATE = 36,
+    ST_API_DESCRIBE_USER_SCRAM_CREDENTIALS = 50,
+    ST_API_ALTER_USER_SCRAM_CREDENTIALS = 51
 };
 
 /* ---- ApiVersions (18) ------------------------------------------------- */
@@ -615,6 +619,88 @@ ST_SCHEMA_DECLARE(st_list_reassign_resp_topic, ST_LIST_REASSIGN_RESP_TOPIC)
 ST_SCHEMA_DECLARE(st_list_reassign_resp, ST_LIST_REASSIGN_RESP)
 
 /* ---- DescribeCluster (60) --------------------------------------------- */
+/* ---- SaslHandshake (17) and SaslAuthenticate (36), KIP-152 ------------ *
+ * Handshake v1 means every SASL token travels in a SaslAuthenticate
+ * request (v0's raw tokens are not served). */
+#define ST_SASL_HANDSHAKE_REQ(X, S)                                                     \
+    X(S, STRING, mechanism, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_sasl_handshake_req, ST_SASL_HANDSHAKE_REQ)
+
+#define ST_SASL_HANDSHAKE_RESP(X, S)                                                    \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, ARRAY_STRING, mechanisms, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_sasl_handshake_resp, ST_SASL_HANDSHAKE_RESP)
+
+#define ST_SASL_AUTHENTICATE_REQ(X, S)                                                  \
+    X(S, BYTES, auth_bytes, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_sasl_authenticate_req, ST_SASL_AUTHENTICATE_REQ)
+
+#define ST_SASL_AUTHENTICATE_RESP(X, S)                                                 \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, ST_DEF_NULL, _)                      \
+    X(S, BYTES, auth_bytes, V(0), NN, NT, 0, _)                                        \
+    X(S, INT64, session_lifetime_ms, V(1), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_sasl_authenticate_resp, ST_SASL_AUTHENTICATE_RESP)
+
+/* ---- DescribeUserScramCredentials (50), AlterUserScramCredentials (51),
+ * KIP-554: mechanism 1 SCRAM-SHA-256, 2 SCRAM-SHA-512; the client salts
+ * the password itself and sends the salted password. */
+#define ST_SCRAM_USER_NAME(X, S)                                                        \
+    X(S, STRING, name, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_scram_user_name, ST_SCRAM_USER_NAME)
+
+#define ST_DESCRIBE_SCRAM_REQ(X, S)                                                     \
+    X(S, ARRAY, users, V(0), NUL(0), NT, 0, st_scram_user_name)
+ST_SCHEMA_DECLARE(st_describe_scram_req, ST_DESCRIBE_SCRAM_REQ)
+
+#define ST_SCRAM_CREDENTIAL_INFO(X, S)                                                  \
+    X(S, INT8, mechanism, V(0), NN, NT, 0, _)                                          \
+    X(S, INT32, iterations, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_scram_credential_info, ST_SCRAM_CREDENTIAL_INFO)
+
+#define ST_DESCRIBE_SCRAM_RESULT(X, S)                                                  \
+    X(S, STRING, user, V(0), NN, NT, 0, _)                                             \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, ST_DEF_NULL, _)                      \
+    X(S, ARRAY, credential_infos, V(0), NN, NT, 0, st_scram_credential_info)
+ST_SCHEMA_DECLARE(st_describe_scram_result, ST_DESCRIBE_SCRAM_RESULT)
+
+#define ST_DESCRIBE_SCRAM_RESP(X, S)                                                    \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, ST_DEF_NULL, _)                      \
+    X(S, ARRAY, results, V(0), NN, NT, 0, st_describe_scram_result)
+ST_SCHEMA_DECLARE(st_describe_scram_resp, ST_DESCRIBE_SCRAM_RESP)
+
+#define ST_SCRAM_DELETION(X, S)                                                         \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, INT8, mechanism, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_scram_deletion, ST_SCRAM_DELETION)
+
+#define ST_SCRAM_UPSERTION(X, S)                                                        \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, INT8, mechanism, V(0), NN, NT, 0, _)                                          \
+    X(S, INT32, iterations, V(0), NN, NT, 0, _)                                        \
+    X(S, BYTES, salt, V(0), NN, NT, 0, _)                                              \
+    X(S, BYTES, salted_password, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_scram_upsertion, ST_SCRAM_UPSERTION)
+
+#define ST_ALTER_SCRAM_REQ(X, S)                                                        \
+    X(S, ARRAY, deletions, V(0), NN, NT, 0, st_scram_deletion)                         \
+    X(S, ARRAY, upsertions, V(0), NN, NT, 0, st_scram_upsertion)
+ST_SCHEMA_DECLARE(st_alter_scram_req, ST_ALTER_SCRAM_REQ)
+
+#define ST_ALTER_SCRAM_RESULT(X, S)                                                     \
+    X(S, STRING, user, V(0), NN, NT, 0, _)                                             \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, ST_DEF_NULL, _)
+ST_SCHEMA_DECLARE(st_alter_scram_result, ST_ALTER_SCRAM_RESULT)
+
+#define ST_ALTER_SCRAM_RESP(X, S)                                                       \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, ARRAY, results, V(0), NN, NT, 0, st_alter_scram_result)
+ST_SCHEMA_DECLARE(st_alter_scram_resp, ST_ALTER_SCRAM_RESP)
+
 #define ST_DESCRIBE_CLUSTER_REQ(X, S)                                                   \
     X(S, BOOL, include_cluster_authorized_operations, V(0), NN, NT, 0, _)              \
     X(S, INT8, endpoint_type, V(1), NN, NT, 1, _)                                      \

@@ -405,7 +405,11 @@ static st_sasl_step_t scram_final(st_sasl_server_t *s, const char *in, size_t n,
         memcmp(gs2, s->gs2, gs2l))
         return fail(s, why, whylen, "Invalid SCRAM client final message: channel binding "
                                     "does not match the first message");
-    if (noncel != strlen(s->nonce) || memcmp(nonce, s->nonce, noncel))
+    /* The nonce must end with the whole nonce of server-first (client's
+     * and ours), as Kafka's ScramSaslServer checks it: librdkafka 2.0
+     * sends its own nonce once more in front. */
+    size_t want = strlen(s->nonce);
+    if (noncel < want || memcmp(nonce + noncel - want, s->nonce, want))
         return fail(s, why, whylen, "Invalid SCRAM client final message: the nonce is not "
                                     "the server's");
     const char *without_proof_end = NULL;

@@ -14,7 +14,8 @@
  *     listener; a controller-only node listens on controller listeners
  *     only;
  *   - every listener name has a security protocol in
- *     listener.security.protocol.map; PLAINTEXT and SSL are served.
+ *     listener.security.protocol.map (PLAINTEXT, SSL, SASL_PLAINTEXT or
+ *     SASL_SSL).
  * With none of these set the node is a combined broker and controller
  * that is the whole quorum: the single-node start of the README.
  */
@@ -197,7 +198,7 @@ static const st_voter_t *find_voter(const st_cluster_config_t *cc, int32_t id) {
 }
 
 /* Every listener of `key` (listeners or advertised.listeners) has a
- * served security protocol. */
+ * security protocol. */
 static int check_protocols(const st_broker_config_t *cfg, const char *key, const char *text,
                            char *err, size_t errlen) {
     st_listener_spec_t *l = NULL;
@@ -218,12 +219,6 @@ static int check_protocols(const st_broker_config_t *cfg, const char *key, const
                      "%s: listener %s has no security protocol in "
                      "listener.security.protocol.map (add %s:PLAINTEXT)",
                      key, l[i].name, l[i].name);
-            bad = 1;
-        } else if (!strncasecmp(proto, "SASL_", 5)) {
-            snprintf(err, errlen,
-                     "%s: listener %s uses %s, which this build does not serve yet "
-                     "(PLAINTEXT and SSL)",
-                     key, l[i].name, proto);
             bad = 1;
         }
     }
@@ -422,7 +417,7 @@ void st_cluster_config_fini(st_cluster_config_t *cc) {
 static st_err_t ask_voters(st_cluster_config_t *cc, const st_voter_t *b, char *why, size_t n) {
     char addr[300];
     snprintf(addr, sizeof addr, strchr(b->host, ':') ? "[%s]:%d" : "%s:%d", b->host, b->port);
-    st_kclient_t kc = {-1, 0, "strata-bootstrap"};
+    st_kclient_t kc = ST_KCLIENT_INIT("strata-bootstrap", NULL);
     st_arena_t a;
     st_arena_init(&a, 8192);
     st_err_t e = st_kclient_open(&kc, addr, why, n);

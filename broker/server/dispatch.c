@@ -58,6 +58,10 @@ static const struct {
     {ST_API_DESCRIBE_TRANSACTIONS, st_handle_describe_transactions},
     {ST_API_LIST_TRANSACTIONS, st_handle_list_transactions},
     {ST_API_WRITE_TXN_MARKERS, st_handle_write_txn_markers},
+    {ST_API_SASL_HANDSHAKE, st_handle_sasl_handshake},
+    {ST_API_SASL_AUTHENTICATE, st_handle_sasl_authenticate},
+    {ST_API_ALTER_USER_SCRAM_CREDENTIALS, st_handle_alter_user_scram_credentials},
+    {ST_API_DESCRIBE_USER_SCRAM_CREDENTIALS, st_handle_describe_user_scram_credentials},
 };
 
 st_handler_fn st_handler_for(int16_t key) {
@@ -84,6 +88,8 @@ static const int16_t controller_apis[] = {
     ST_API_ALTER_CONFIGS,       ST_API_INCREMENTAL_ALTER_CONFIGS,
     ST_API_ELECT_LEADERS,       ST_API_DESCRIBE_CLUSTER,
     ST_API_ALTER_PARTITION_REASSIGNMENTS, ST_API_LIST_PARTITION_REASSIGNMENTS,
+    ST_API_SASL_HANDSHAKE,      ST_API_SASL_AUTHENTICATE,
+    ST_API_ALTER_USER_SCRAM_CREDENTIALS,
 };
 static const int16_t quorum_only_apis[] = {
     ST_API_VOTE,          ST_API_BEGIN_QUORUM_EPOCH,  ST_API_END_QUORUM_EPOCH,
@@ -114,6 +120,7 @@ void st_server_on_request(st_request_t *req, void *arg) {
         st_request_no_response(req);
         return;
     }
+    if (st_session_gate(srv, req)) return; /* SASL not done, or its session over */
     if (st_produce_gate_hold(req)) return; /* behind a produce still on a worker */
     st_server_handle(srv, req);
 }

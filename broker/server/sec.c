@@ -1,11 +1,40 @@
 /*
- * sec.c - the listeners' security at start-up: a TLS context for every SSL
- * and SASL_SSL listener, from the ssl.* settings with that listener's
- * listener.name.<listener>.ssl.* overrides first (Kafka's rule).
+ * sec.c - who a connection is.
+ *
+ * At start-up, each listener's security: a TLS context for SSL and
+ * SASL_SSL listeners from the ssl.* settings (its own
+ * listener.name.<listener>.ssl.* first, Kafka's rule), and for SASL
+ * listeners the mechanisms it serves and its PLAIN users (the user_<name>
+ * options of listener.name.<listener>.plain.sasl.jaas.config).
+ *
+ * Per connection, a session (st_session_t) made at its first request:
+ *
+ *   PLAINTEXT, SSL   authenticated from the start: User:ANONYMOUS, or on
+ *                    SSL the subject of the client's certificate
+ *   SASL_*           UNAUTHENTICATED: only ApiVersions, SaslHandshake and
+ *                    (after a handshake) SaslAuthenticate pass the gate;
+ *                    any other request closes the connection, as Kafka's
+ *                    SaslServerAuthenticator does
+ *                    --SaslAuthenticate ... DONE--> AUTHENTICATED
+ *                    (User:<name>); with connections.max.reauth.ms the
+ *                    session ends that long after: the client sends
+ *                    SaslHandshake + SaslAuthenticate again on the same
+ *                    connection (KIP-368, same mechanism and principal),
+ *                    and a request of another kind after the end closes
+ *                    the connection
+ *   a failure        the error answer waits
+ *                    connection.failed.authentication.delay.ms, then the
+ *                    connection is closed; nothing it sends meanwhile is
+ *                    served
+ *
+ * Sessions live on their connection's loop thread only.
  */
 #include "server.h"
 
 #include <stdlib.h>
+#include <strings.h>
+
+#include <openssl/crypto.h>
 
 void st_server_tls_config(const st_sec_config_t *sec, const char *listener, int client,
                           st_tls_config_t *out) {
@@ -24,13 +53,75 @@ void st_server_tls_config(const st_sec_config_t *sec, const char *listener, int 
         st_sec_config_get(sec, listener, "ssl.endpoint.identification.algorithm");
 }
 
+/* PLAIN: the listener's user_<name> option, compared in constant time. */
+static int plain_check(void *arg, const char *user, const char *password) {
+    const st_listener_sec_t *ls = arg;
+    char opt[300];
+    if (snprintf(opt, sizeof opt, "user_%s", user) >= (int)sizeof opt) return 0;
+    const char *want = st_jaas_get(&ls->plain, opt);
+    if (!want) return 0;
+    size_t a = strlen(want), b = strlen(password);
+    return a == b && CRYPTO_memcmp(want, password, a) == 0;
+}
+
+/* SCRAM: the credential in the metadata image this broker holds. */
+static int scram_lookup(void *arg, const char *user, st_sasl_mech_t m, st_scram_cred_t *out) {
+    const st_listener_sec_t *ls = arg;
+    if (!ls->srv->ctl) return -1;
+    st_meta_image_t *img = st_controller_image(ls->srv->ctl);
+    const st_scram_cred_t *c = img ? st_image_scram(img, user, m) : NULL;
+    if (c) *out = *c;
+    st_image_release(img);
+    return c ? 0 : -1;
+}
+
+static st_err_t listener_sasl(st_server_t *srv, st_listener_sec_t *ls, const char *name,
+                              char *err, size_t errlen) {
+    const char *mechs = st_sec_config_get(srv->sec, name, "sasl.enabled.mechanisms");
+    int n = 0;
+    char **v = st_split_csv(mechs, &n);
+    for (int i = 0; i < n; i++) ls->mechs |= 1u << st_sasl_mech_parse(v[i]);
+    st_free_strv(v, n);
+    ls->mechs &= ~1u; /* ST_SASL_NONE: an unknown name (refused by the table) */
+    if (!ls->mechs) {
+        snprintf(err, errlen, "sasl.enabled.mechanisms: listener %s has none", name);
+        return ST_E_CONFIG;
+    }
+    if (ls->mechs & (1u << ST_SASL_PLAIN)) {
+        const char *jaas = st_sec_config_get(srv->sec, name, "plain.sasl.jaas.config");
+        char why[256];
+        if (!jaas || !*jaas) {
+            snprintf(err, errlen,
+                     "listener.name.%s.plain.sasl.jaas.config: PLAIN is enabled on listener %s "
+                     "but no users are configured (org.apache.kafka.common.security.plain."
+                     "PlainLoginModule required user_<name>=\"<password>\";)",
+                     name, name);
+            return ST_E_CONFIG;
+        }
+        if (st_jaas_parse(jaas, &ls->plain, why, sizeof why)) {
+            snprintf(err, errlen, "listener.name.%s.plain.sasl.jaas.config: %s", name, why);
+            return ST_E_CONFIG;
+        }
+    }
+    ls->ops.plain_check = plain_check;
+    ls->ops.scram_lookup = scram_lookup;
+    ls->ops.arg = ls;
+    return ST_OK;
+}
+
 st_err_t st_server_security_open(st_server_t *srv, char *err, size_t errlen) {
-    srv->listener_proto = st_calloc((size_t)srv->nlisteners + 1, sizeof *srv->listener_proto);
+    srv->lsec = st_calloc((size_t)srv->nlisteners + 1, sizeof *srv->lsec);
     for (int i = 0; i < srv->nlisteners; i++) {
         st_listener_spec_t *l = &srv->listeners[i];
+        st_listener_sec_t *ls = &srv->lsec[i];
         int proto = st_listener_protocol(&srv->cfg, l->name);
-        srv->listener_proto[i] = proto < 0 ? ST_SECPROTO_PLAINTEXT : proto;
-        if (!st_secproto_tls(proto)) continue;
+        ls->srv = srv;
+        ls->proto = proto < 0 ? ST_SECPROTO_PLAINTEXT : proto;
+        if (st_secproto_sasl(ls->proto)) {
+            st_err_t e = listener_sasl(srv, ls, l->name, err, errlen);
+            if (e) return e;
+        }
+        if (!st_secproto_tls(ls->proto)) continue;
         st_tls_config_t tc;
         char name[64], why[768];
         snprintf(name, sizeof name, "listener %s", l->name);
@@ -49,7 +140,96 @@ void st_server_security_close(st_server_t *srv) {
     for (int i = 0; i < srv->nlisteners; i++) {
         st_tls_ctx_destroy(srv->listeners[i].tls);
         srv->listeners[i].tls = NULL;
+        if (srv->lsec) st_jaas_fini(&srv->lsec[i].plain);
     }
-    free(srv->listener_proto);
-    srv->listener_proto = NULL;
+    free(srv->lsec);
+    srv->lsec = NULL;
+}
+
+/* ---- sessions -------------------------------------------------------------- */
+
+static void session_free(void *p) {
+    st_session_t *s = p;
+    if (!s) return;
+    st_sasl_server_free(s->sasl);
+    free(s);
+}
+
+st_session_t *st_session_of(st_server_t *srv, st_request_t *req) {
+    st_session_t *s = st_request_conn_state(req);
+    if (s) return s;
+    s = st_calloc(1, sizeof *s);
+    int li = st_request_listener(req);
+    static const st_listener_sec_t plaintext = {.proto = ST_SECPROTO_PLAINTEXT};
+    s->ls = srv->lsec && li >= 0 && li < srv->nlisteners ? &srv->lsec[li] : &plaintext;
+    if (!st_secproto_sasl(s->ls->proto)) {
+        s->authenticated = 1;
+        const char *subject = st_request_peer_subject(req);
+        snprintf(s->principal, sizeof s->principal, "User:%s", *subject ? subject : "ANONYMOUS");
+    }
+    st_request_conn_set_state(req, s, session_free);
+    return s;
+}
+
+static void gate_close(st_request_t *req, const char *why) {
+    st_request_close_conn(req, why);
+    st_request_no_response(req);
+}
+
+int st_session_gate(st_server_t *srv, st_request_t *req) {
+    st_session_t *s = st_session_of(srv, req);
+    int16_t key = req->api->key;
+    if (s->failed) { /* waiting to close: serve nothing more */
+        st_request_no_response(req);
+        return 1;
+    }
+    if (!st_secproto_sasl(s->ls->proto)) return 0;
+    int sasl_api = key == ST_API_SASL_HANDSHAKE || key == ST_API_SASL_AUTHENTICATE;
+    if (!s->authenticated) {
+        if (key == ST_API_API_VERSIONS || sasl_api) return 0;
+        char why[160];
+        snprintf(why, sizeof why, "unexpected %s request during SASL authentication",
+                 req->api->name);
+        gate_close(req, why);
+        return 1;
+    }
+    if (s->expires_ms && !sasl_api && st_mono_ms() >= s->expires_ms) {
+        gate_close(req, "the SASL session expired (connections.max.reauth.ms) and the client "
+                        "did not re-authenticate");
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- a failure, answered late ----------------------------------------------- */
+
+typedef struct fail_op {
+    st_delayed_t d;
+    st_request_t *req;
+    void *body;
+} fail_op_t;
+
+static int fail_try(st_delayed_t *d) {
+    (void)d;
+    return 0; /* only the deadline ends it */
+}
+
+static void fail_expire(st_delayed_t *d) {
+    fail_op_t *op = (fail_op_t *)d;
+    st_request_respond_close(op->req, op->body);
+}
+
+static void fail_destroy(st_delayed_t *d) { free(d); }
+
+void st_session_fail_later(st_server_t *srv, st_request_t *req, void *body) {
+    st_session_t *s = st_session_of(srv, req);
+    s->failed = 1;
+    fail_op_t *op = st_calloc(1, sizeof *op);
+    op->req = req;
+    op->body = body; /* the request's arena: lives until it is answered */
+    op->d.deadline_ms = st_mono_ms() + srv->sec->connection_failed_authentication_delay_ms;
+    op->d.try_complete = fail_try;
+    op->d.expire = fail_expire;
+    op->d.destroy = fail_destroy;
+    st_purgatory_add(st_req_purgatory(req), &op->d);
 }

@@ -16,6 +16,7 @@
 #include "net.h"
 #include "replica.h"
 #include "raft_wire.h"
+#include "sasl.h"
 #include "security.h"
 
 typedef struct st_server {
@@ -27,7 +28,7 @@ typedef struct st_server {
     st_net_t *net;
     st_listener_spec_t *listeners;
     int nlisteners;
-    int *listener_proto;        /* per listener: ST_SECPROTO_* */
+    struct st_listener_sec *lsec; /* per listener: protocol, SASL mechanisms, PLAIN users */
     st_sec_config_t *sec;       /* ssl.*, sasl.*, authorizer settings */
     st_listener_spec_t *advertised;
     int nadvertised;
@@ -65,6 +66,42 @@ void st_server_security_close(st_server_t *srv);
  * connections to it. */
 void st_server_tls_config(const st_sec_config_t *sec, const char *listener, int client,
                           st_tls_config_t *out);
+
+/* The security of one listener (sec.c). */
+typedef struct st_listener_sec {
+    struct st_server *srv;
+    int proto;               /* ST_SECPROTO_* */
+    unsigned mechs;          /* SASL: 1u << st_sasl_mech_t of each enabled mechanism */
+    st_jaas_t plain;         /* its plain.sasl.jaas.config: user_<name>="password" */
+    st_sasl_server_ops_t ops; /* PLAIN users above, SCRAM credentials from the metadata */
+} st_listener_sec_t;
+
+/* Who a connection is (sec.c): made at its first request, freed with it. */
+typedef struct st_session {
+    const st_listener_sec_t *ls;
+    int authenticated;        /* a SASL listener: the exchange succeeded */
+    st_sasl_server_t *sasl;   /* the exchange under way (after SaslHandshake) */
+    st_sasl_mech_t mech;      /* of the last successful exchange */
+    int64_t expires_ms;       /* connections.max.reauth.ms: session end (monotonic), 0 none */
+    int failed;               /* answered a failure: closing */
+    char user[256];           /* SASL user name */
+    char principal[512];      /* "User:alice", "User:CN=...", "User:ANONYMOUS" */
+} st_session_t;
+
+/* The request's session (made on first use). */
+st_session_t *st_session_of(st_server_t *srv, st_request_t *req);
+/* 0 when the request may go on to its handler; otherwise the connection
+ * was closed (a request out of place during SASL authentication, or a
+ * session past its lifetime) and the request is finished. */
+int st_session_gate(st_server_t *srv, st_request_t *req);
+/* Answer body after delay_ms, then close the connection (a failed
+ * authentication, connection.failed.authentication.delay.ms). */
+void st_session_fail_later(st_server_t *srv, st_request_t *req, void *body);
+
+void st_handle_sasl_handshake(st_server_t *srv, st_request_t *req);
+void st_handle_sasl_authenticate(st_server_t *srv, st_request_t *req);
+void st_handle_alter_user_scram_credentials(st_server_t *srv, st_request_t *req);
+void st_handle_describe_user_scram_credentials(st_server_t *srv, st_request_t *req);
 
 /* net hooks */
 void st_server_on_request(st_request_t *req, void *arg);

@@ -81,7 +81,6 @@ static const shape_t shapes[] = {
      "node 1 is at port 9093 there, but its CONTROLLER listener is on port 9099"},
     {{CTL3, "controller.listener.names=CONTROLLER", LST1, "cluster.id=abc"},
      "listener CONTROLLER has no security protocol in listener.security.protocol.map"},
-    {{"listeners=SASL_SSL://localhost:9092"}, "listener SASL_SSL uses SASL_SSL, which this build does not serve"},
     {{"listeners=PLAINTEXT://localhost:9092,PLAINTEXT://localhost:9094"},
      "listener name PLAINTEXT appears twice"},
     {{"listener.security.protocol.map=PLAINTEXT:PLAIN"}, "'PLAIN' is not PLAINTEXT, SSL"},

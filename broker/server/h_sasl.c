@@ -1,0 +1,164 @@
+/*
+ * h_sasl.c - SaslHandshake and SaslAuthenticate (KIP-152; re-authentication
+ * KIP-368).  The session they move forward is sec.c's.
+ *
+ * SaslHandshake v1: the mechanism the client names must be one the
+ * listener enables (else UNSUPPORTED_SASL_MECHANISM with the list, and the
+ * connection closes after the failure delay); on an authenticated
+ * connection it starts a re-authentication with the same mechanism.
+ * SaslAuthenticate carries one token each way; the exchange's end sets
+ * the principal, and its failure answers SASL_AUTHENTICATION_FAILED after
+ * connection.failed.authentication.delay.ms, then closes.  On a listener
+ * without SASL, or outside an exchange, both answer ILLEGAL_SASL_STATE, as
+ * Kafka's KafkaApis does.
+ */
+#include "server.h"
+
+#include <stdlib.h>
+
+static void mechanisms_of(st_request_t *req, const st_listener_sec_t *ls,
+                          st_sasl_handshake_resp_t *r) {
+    int n = 0;
+    for (int m = 1; m <= ST_SASL_PLAIN; m++) n += (ls->mechs >> m) & 1;
+    ST_ARRAY_ALLOC(r->mechanisms, &req->arena, n);
+    int k = 0;
+    /* in the order Kafka lists them: PLAIN, then the SCRAMs */
+    static const st_sasl_mech_t order[] = {ST_SASL_PLAIN, ST_SASL_SCRAM_SHA_256,
+                                           ST_SASL_SCRAM_SHA_512};
+    for (size_t i = 0; i < ST_ARRAY_SIZE(order); i++)
+        if (ls->mechs & (1u << order[i])) r->mechanisms.v[k++] = st_str(st_sasl_mech_name(order[i]));
+}
+
+void st_handle_sasl_handshake(st_server_t *srv, st_request_t *req) {
+    st_session_t *s = st_session_of(srv, req);
+    const st_sasl_handshake_req_t *q = req->body;
+    st_sasl_handshake_resp_t *r = st_arena_alloc(&req->arena, sizeof *r);
+    st_schema_defaults(&st_sasl_handshake_resp_schema, r);
+    if (!st_secproto_sasl(s->ls->proto) || s->sasl) {
+        r->error_code = st_err_wire(ST_E_ILLEGAL_SASL_STATE);
+        st_request_respond(req, r);
+        return;
+    }
+    mechanisms_of(req, s->ls, r);
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", q->mechanism.len > 0 ? (int)q->mechanism.len : 0,
+             q->mechanism.p ? q->mechanism.p : "");
+    st_sasl_mech_t m = st_sasl_mech_parse(name);
+    if (m == ST_SASL_NONE || !(s->ls->mechs & (1u << m)) ||
+        (size_t)q->mechanism.len >= sizeof name) {
+        ST_LOG_RATELIMITED(ST_LOG_INFO, "security", 1000,
+                           "failed authentication with %s: SASL mechanism '%s' is not enabled",
+                           st_request_peer(req), name);
+        r->error_code = st_err_wire(ST_E_UNSUPPORTED_SASL_MECHANISM);
+        st_session_fail_later(srv, req, r);
+        return;
+    }
+    if (s->authenticated && m != s->mech) {
+        /* KIP-368: a re-authentication keeps its mechanism */
+        r->error_code = st_err_wire(ST_E_ILLEGAL_SASL_STATE);
+        st_session_fail_later(srv, req, r);
+        return;
+    }
+    s->sasl = st_sasl_server_new(m, &s->ls->ops);
+    st_request_respond(req, r);
+}
+
+void st_handle_sasl_authenticate(st_server_t *srv, st_request_t *req) {
+    st_session_t *s = st_session_of(srv, req);
+    const st_sasl_authenticate_req_t *q = req->body;
+    st_sasl_authenticate_resp_t *r = st_arena_alloc(&req->arena, sizeof *r);
+    st_schema_defaults(&st_sasl_authenticate_resp_schema, r);
+    if (!s->sasl) {
+        /* before a handshake (or on a listener without SASL) */
+        r->error_code = st_err_wire(ST_E_ILLEGAL_SASL_STATE);
+        r->error_message = st_str(!st_secproto_sasl(s->ls->proto)
+                                      ? "SaslAuthenticate on a listener without SASL"
+                                  : s->authenticated
+                                      ? "SaslAuthenticate after authentication succeeded"
+                                      : "SaslAuthenticate before SaslHandshake");
+        if (st_secproto_sasl(s->ls->proto) && !s->authenticated) st_session_fail_later(srv, req, r);
+        else st_request_respond(req, r);
+        return;
+    }
+    if (q->auth_bytes.len > srv->sec->sasl_server_max_receive_size) {
+        st_request_close_conn(req, "SASL token larger than sasl.server.max.receive.size");
+        st_request_no_response(req);
+        return;
+    }
+    st_buf_t out;
+    st_buf_init(&out);
+    char why[256];
+    st_sasl_step_t step = st_sasl_server_step(s->sasl, q->auth_bytes.p,
+                                              (size_t)ST_MAX(q->auth_bytes.len, 0), &out, why,
+                                              sizeof why);
+    if (step == ST_SASL_DONE) {
+        const char *user = st_sasl_server_user(s->sasl);
+        st_sasl_mech_t m = st_sasl_server_mech(s->sasl);
+        if (s->authenticated && strcmp(user, s->user)) {
+            snprintf(why, sizeof why,
+                     "re-authentication as %s on a connection of %s is not allowed", user,
+                     s->user);
+            step = ST_SASL_FAILED;
+        } else {
+            snprintf(s->user, sizeof s->user, "%s", user);
+            snprintf(s->principal, sizeof s->principal, "User:%s", user);
+            s->mech = m;
+            int reauth = s->authenticated;
+            s->authenticated = 1;
+            int64_t life = srv->sec->connections_max_reauth_ms;
+            s->expires_ms = life > 0 ? st_mono_ms() + life : 0;
+            r->session_lifetime_ms = life > 0 ? life : 0;
+            ST_LOG(reauth ? ST_LOG_DEBUG : ST_LOG_INFO, "security", "%s %s with %s as %s",
+                   reauth ? "re-authenticated" : "authenticated", st_request_peer(req),
+                   st_sasl_mech_name(m), s->principal);
+            st_sasl_server_free(s->sasl);
+            s->sasl = NULL;
+        }
+    }
+    if (step == ST_SASL_FAILED) {
+        ST_LOG_RATELIMITED(ST_LOG_INFO, "security", 1000, "failed authentication with %s (%s)",
+                           st_request_peer(req), why);
+        r->error_code = st_err_wire(ST_E_SASL_AUTHENTICATION_FAILED);
+        r->error_message = st_str(st_arena_strndup(&req->arena, why, strlen(why)));
+        st_buf_fini(&out);
+        st_session_fail_later(srv, req, r);
+        return;
+    }
+    uint8_t *bytes = st_arena_alloc(&req->arena, out.len ? out.len : 1);
+    memcpy(bytes, out.data, out.len);
+    r->auth_bytes.p = bytes;
+    r->auth_bytes.len = (int32_t)out.len;
+    st_buf_fini(&out);
+    st_request_respond(req, r);
+}
+
+/* ---- SCRAM credentials (KIP-554) -------------------------------------------- */
+
+static void alter_scram_work(st_server_t *srv, st_controller_t *ctl, void *arg) {
+    (void)srv;
+    st_request_t *req = ((void **)arg)[0];
+    st_alter_scram_resp_t *r = st_arena_alloc(&req->arena, sizeof *r);
+    st_controller_alter_scram(ctl, req->body, r, &req->arena);
+    ((void **)arg)[1] = r;
+}
+
+static void alter_scram_done(st_server_t *srv, st_request_t *req, void *arg) {
+    (void)srv;
+    st_request_respond(req, ((void **)arg)[1]);
+}
+
+void st_handle_alter_user_scram_credentials(st_server_t *srv, st_request_t *req) {
+    /* only the active controller writes metadata: others pass it on */
+    if (st_controller_forward(srv->ctl, req)) return;
+    void **ctx = st_arena_alloc(&req->arena, 2 * sizeof *ctx); /* the request, its answer */
+    ctx[0] = req;
+    st_server_via_controller(srv, req, alter_scram_work, alter_scram_done, ctx);
+}
+
+void st_handle_describe_user_scram_credentials(st_server_t *srv, st_request_t *req) {
+    st_describe_scram_resp_t r;
+    st_meta_image_t *img = st_controller_image(srv->ctl);
+    st_image_describe_scram(img, req->body, &r, &req->arena);
+    st_image_release(img);
+    st_request_respond(req, &r);
+}
