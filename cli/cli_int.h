@@ -11,6 +11,8 @@
 
 #include "admin_config.h"
 #include "config.h"
+#include "kclient.h"
+#include "security.h"
 #include "st_objectstore.h"
 
 /* What every command gets: the broker's settings as the broker reads
@@ -20,7 +22,24 @@ typedef struct st_cli_ctx {
     st_os_config_t os;
     st_admin_config_t admin; /* read with the rest of the file, unused */
     char bootstrap[300];
+    /* --command-config: how to reach a secured listener (NULL: plaintext) */
+    const st_kclient_security_t *sec;
 } st_cli_ctx_t;
+
+/* Kafka's client properties (--command-config FILE, as kafka-topics.sh
+ * takes them): security.protocol, ssl.truststore.location (or
+ * ssl.ca.location), ssl.keystore.location, ssl.key.password,
+ * ssl.endpoint.identification.algorithm, sasl.mechanism, and the
+ * credentials as sasl.username / sasl.password or sasl.jaas.config's
+ * username and password options.  0, or 1 with err naming the key
+ * (never a value).  client.c */
+typedef struct st_cli_client {
+    st_kclient_security_t sec;
+    st_tls_ctx_t *tls;
+    char *user, *password;
+} st_cli_client_t;
+int st_cli_client_load(const char *path, st_cli_client_t *out, char *err, size_t errlen);
+void st_cli_client_fini(st_cli_client_t *c);
 
 #define ST_CLI_EXIT_OK 0
 #define ST_CLI_EXIT_FAIL 1
@@ -56,6 +75,10 @@ void st_cli_topics_usage(FILE *out);
  * 0 with *resp from a, else 1 with err saying why. */
 int st_cli_bootstrap_call(const st_cli_ctx_t *ctx, int16_t key, int16_t version, const void *req,
                           st_arena_t *a, void **resp, char *err, size_t errlen);
+
+/* strata users ... add NAME | delete NAME | list [NAME ...] (SCRAM, users.c) */
+int st_cli_users(const st_cli_ctx_t *ctx, int argc, char **argv);
+void st_cli_users_usage(FILE *out);
 
 /* strata topics ... reassign ... (reassign.c; its usage lines) */
 int st_cli_topics_reassign(const st_cli_ctx_t *ctx, int argc, char **argv);

@@ -69,12 +69,12 @@ static const char *wire_name(int16_t code) {
 
 /* DescribeQuorum for __cluster_metadata-0 to addr.  Returns 0 with *out
  * set, or 1 with err said and *retry set when another try may help. */
-static int describe_quorum(const char *addr, int32_t node, st_arena_t *a,
+static int describe_quorum(const st_cli_ctx_t *ctx, const char *addr, int32_t node, st_arena_t *a,
                            st_describe_quorum_resp_part_t **out, int32_t *leader_hint, char *err,
                            size_t errlen, int *retry) {
     char why[512];
     int rc = 1;
-    st_kclient_t kc = {-1, 0, NULL};
+    st_kclient_t kc = ST_KCLIENT_INIT(NULL, ctx->sec);
     *leader_hint = -1;
     if (st_kclient_open(&kc, addr, why, sizeof why)) {
         st_snprintf_marked(err, errlen, "the active controller, node %d, does not answer: %s",
@@ -146,7 +146,7 @@ static int look(const st_cli_ctx_t *ctx, st_arena_t *a, view_t *v, char *err, si
                 char *qerr, size_t qerrlen, int *retry) {
     char why[512];
     int rc = 1;
-    st_kclient_t kc = {-1, 0, NULL};
+    st_kclient_t kc = ST_KCLIENT_INIT(NULL, ctx->sec);
     memset(v, 0, sizeof *v);
     *retry = 0;
     if (st_kclient_open(&kc, ctx->bootstrap, why, sizeof why)) {
@@ -178,7 +178,7 @@ static int look(const st_cli_ctx_t *ctx, st_arena_t *a, view_t *v, char *err, si
             snprintf(v->leader_addr, sizeof v->leader_addr, "%s", ctx->bootstrap);
         v->asked = node;
         int32_t hint;
-        if (!describe_quorum(v->leader_addr, node, a, &v->q, &hint, qerr, qerrlen, retry)) break;
+        if (!describe_quorum(ctx, v->leader_addr, node, a, &v->q, &hint, qerr, qerrlen, retry)) break;
         if (hint < 0 || hint == node) break;
         node = hint;
     }
@@ -320,7 +320,7 @@ static int brokers(const st_cli_ctx_t *ctx) {
     int rc = ST_CLI_EXIT_FAIL;
     st_arena_t a;
     st_arena_init(&a, 1 << 16);
-    st_kclient_t kc = {-1, 0, NULL};
+    st_kclient_t kc = ST_KCLIENT_INIT(NULL, ctx->sec);
     brow_t *rows = NULL;
     int n = 0, cap = 0;
     view_t v;

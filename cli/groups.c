@@ -90,7 +90,7 @@ static int list(const st_cli_ctx_t *ctx, char *why, size_t whylen) {
     int rc = ST_CLI_EXIT_FAIL;
     st_arena_t a;
     st_arena_init(&a, 1 << 16);
-    st_kclient_t kc = {-1, 0, NULL};
+    st_kclient_t kc = ST_KCLIENT_INIT(NULL, ctx->sec);
     if (st_kclient_open(&kc, ctx->bootstrap, err, sizeof err)) goto fail;
     st_list_groups_req_t q;
     st_schema_defaults(&st_list_groups_req_schema, &q);
@@ -121,7 +121,7 @@ static int describe(const st_cli_ctx_t *ctx, const char *group, char *why, size_
     int rc = ST_CLI_EXIT_FAIL;
     st_arena_t a;
     st_arena_init(&a, 1 << 16);
-    st_kclient_t kc = {-1, 0, NULL}, gc = {-1, 0, NULL};
+    st_kclient_t kc = ST_KCLIENT_INIT(NULL, ctx->sec), gc = ST_KCLIENT_INIT(NULL, ctx->sec);
     row_t *rows = NULL;
     int nrows = 0, caprows = 0;
     if (st_kclient_open(&kc, ctx->bootstrap, err, sizeof err)) goto fail;
@@ -246,7 +246,7 @@ static int describe(const st_cli_ctx_t *ctx, const char *group, char *why, size_
         if (!lq.topics.n) continue;
         char addr[300];
         snprintf(addr, sizeof addr, "%.*s:%d", ST_STR_FMT(br->host), (int)br->port);
-        st_kclient_t lc = {-1, 0, NULL};
+        st_kclient_t lc = ST_KCLIENT_INIT(NULL, ctx->sec);
         st_list_offsets_resp_t *lr;
         if (st_kclient_open(&lc, addr, err, sizeof err) ||
             st_kclient_call(&lc, ST_API_LIST_OFFSETS, 5, &lq, &a, (void **)&lr, err, sizeof err)) {

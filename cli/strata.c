@@ -2,7 +2,7 @@
  * strata.c - the `strata` command-line tool.
  *
  *   strata <command> --config FILE [--override key=value ...]
- *                    [--bootstrap HOST:PORT] <verb> ...
+ *                    [--bootstrap HOST:PORT] [--command-config FILE] <verb> ...
  *
  * The configuration file is the broker's server.properties, read through
  * the same tables stratad reads it with: the tool sees the bucket and the
@@ -35,11 +35,15 @@ static const command_t commands[] = {
      st_cli_cluster_usage},
     {"topics", "topics and their partitions (list, describe, create, delete, alter, reassign)",
      st_cli_topics, st_cli_topics_usage},
+    {"users", "SCRAM credentials (add, delete, list)", st_cli_users, st_cli_users_usage},
 };
 
 static void usage(FILE *out) {
     fprintf(out, "usage: strata <command> --config FILE [--override key=value ...] "
-                 "[--bootstrap HOST:PORT] <verb> ...\ncommands:\n");
+                 "[--bootstrap HOST:PORT] [--command-config CLIENT.properties] <verb> ...\n"
+                 "  --command-config: Kafka client properties for a secured listener "
+                 "(security.protocol, ssl.truststore.location, sasl.mechanism, sasl.jaas.config)\n"
+                 "commands:\n");
     for (size_t i = 0; i < ST_ARRAY_SIZE(commands); i++)
         fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].what);
     fprintf(out, "\n");
@@ -61,11 +65,14 @@ static void default_bootstrap(const st_broker_config_t *b, char *out, size_t n) 
 
 static int run(const command_t *cmd, int argc, char **argv) {
     static st_cli_ctx_t ctx;
+    static st_sec_config_t sec; /* a server.properties' ssl.* and sasl.* keys (unused) */
+    static st_cli_client_t client;
     st_os_config_init(&ctx.os);
     st_admin_config_init(&ctx.admin);
+    st_sec_config_init(&sec);
     char err[1024];
     int i = 0, rc;
-    const char *config = NULL, *bootstrap = NULL;
+    const char *config = NULL, *bootstrap = NULL, *command_config = NULL;
     /* Overrides apply after the file, whatever their order on the line. */
     char *overrides[64];
     int noverrides = 0;
@@ -74,6 +81,8 @@ static int run(const command_t *cmd, int argc, char **argv) {
             config = argv[++i];
         } else if (!strncmp(argv[i], "--config=", 9)) {
             config = argv[i] + 9;
+        } else if (!strcmp(argv[i], "--command-config") && i + 1 < argc) {
+            command_config = argv[++i];
         } else if (!strcmp(argv[i], "--bootstrap") && i + 1 < argc) {
             bootstrap = argv[++i];
         } else if (!strcmp(argv[i], "--override") && i + 1 < argc) {
@@ -96,12 +105,22 @@ static int run(const command_t *cmd, int argc, char **argv) {
             break;
         }
     }
-    st_cfg_bind_t extra[] = {{&st_os_config_table, &ctx.os, NULL}, {&st_admin_config_table, &ctx.admin, NULL}};
-    if (st_broker_config_load(&ctx.broker, config, overrides, noverrides, extra, 2, err,
+    st_cfg_bind_t extra[] = {{&st_os_config_table, &ctx.os, NULL},
+                             {&st_admin_config_table, &ctx.admin, NULL},
+                             {&st_sec_config_table, &sec, st_sec_config_other}};
+    if (st_broker_config_load(&ctx.broker, config, overrides, noverrides, extra, 3, err,
                               sizeof err)) {
         fprintf(stderr, "strata %s: %s\n", cmd->name, err);
         rc = ST_CLI_EXIT_FAIL;
         goto fini;
+    }
+    if (command_config) {
+        if (st_cli_client_load(command_config, &client, err, sizeof err)) {
+            fprintf(stderr, "strata %s: %s\n", cmd->name, err);
+            rc = ST_CLI_EXIT_FAIL;
+            goto fini;
+        }
+        ctx.sec = &client.sec;
     }
     if (bootstrap && strlen(bootstrap) >= sizeof ctx.bootstrap) {
         fprintf(stderr, "strata %s: --bootstrap %s is too long for host:port\n", cmd->name, bootstrap);
@@ -116,6 +135,8 @@ fini:
 out:
     st_os_config_fini(&ctx.os);
     st_admin_config_fini(&ctx.admin);
+    st_sec_config_fini(&sec);
+    st_cli_client_fini(&client);
     return rc;
 }
 

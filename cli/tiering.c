@@ -56,11 +56,11 @@ static void human(int64_t n, char *out, size_t len) {
 
 /* The four ListOffsets (one per kind of offset) and DescribeLogDirs for
  * the rows that broker leader leads, sent to it at addr. */
-static int from_leader(st_arena_t *a, const char *addr, row_t *rows, int nrows, int32_t leader,
+static int from_leader(const st_cli_ctx_t *ctx, st_arena_t *a, const char *addr, row_t *rows, int nrows, int32_t leader,
                        char *err, size_t errlen) {
     char why[512];
     int rc = 1;
-    st_kclient_t kc = {-1, 0, NULL};
+    st_kclient_t kc = ST_KCLIENT_INIT(NULL, ctx->sec);
     if (st_kclient_open(&kc, addr, why, sizeof why)) {
         st_snprintf_marked(err, errlen, "broker %d, a partition leader: %s", (int)leader, why);
         goto out;
@@ -132,7 +132,7 @@ static int status(const st_cli_ctx_t *ctx, const char *topic) {
     int rc = ST_CLI_EXIT_FAIL;
     st_arena_t a;
     st_arena_init(&a, 1 << 16);
-    st_kclient_t kc = {-1, 0, NULL};
+    st_kclient_t kc = ST_KCLIENT_INIT(NULL, ctx->sec);
     st_os_t *os = NULL;
     row_t *rows = NULL;
     int nrows = 0;
@@ -200,7 +200,7 @@ static int status(const st_cli_ctx_t *ctx, const char *topic) {
                                "its address", (int)rows[i].leader);
             goto fail;
         }
-        if (from_leader(&a, addr, rows, nrows, rows[i].leader, err, sizeof err)) goto fail;
+        if (from_leader(ctx, &a, addr, rows, nrows, rows[i].leader, err, sizeof err)) goto fail;
     }
 
     /* The bucket's side. */

@@ -146,7 +146,7 @@ int st_cli_bootstrap_call(const st_cli_ctx_t *ctx, int16_t key, int16_t version,
                           st_arena_t *a, void **resp, char *err, size_t errlen) {
     char why[512];
     int rc = 1;
-    st_kclient_t kc = {-1, 0, NULL};
+    st_kclient_t kc = ST_KCLIENT_INIT(NULL, ctx->sec);
     if (st_kclient_open(&kc, ctx->bootstrap, why, sizeof why)) {
         st_snprintf_marked(err, errlen, "no broker reachable at %s (%s)", ctx->bootstrap, why);
         goto out;
@@ -366,11 +366,12 @@ static int producers(st_kclient_t *kc, st_arena_t *a, const char *topic, prow_t 
 
 /* Offsets and producers from one leader.  Returns 1 with err said when
  * the leader could not be asked. */
-static int from_leader(const st_metadata_resp_t *md, st_arena_t *a, const char *topic,
+static int from_leader(const st_cli_ctx_t *ctx, const st_metadata_resp_t *md, st_arena_t *a,
+                       const char *topic,
                        prow_t *rows, int nrows, int32_t leader, char *err, size_t errlen) {
     char addr[300], why[512];
     int rc = 1, served = 0;
-    st_kclient_t kc = {-1, 0, NULL};
+    st_kclient_t kc = ST_KCLIENT_INIT(NULL, ctx->sec);
     if (!broker_addr(md, leader, addr, sizeof addr)) {
         st_snprintf_marked(err, errlen, "Metadata names broker %d as a leader but not its "
                            "address", (int)leader);
@@ -536,7 +537,7 @@ static int look(const st_cli_ctx_t *ctx, st_arena_t *a, const char *topic, view_
         for (int j = 0; j < i && !seen; j++) seen = v->rows[j].md->leader_id == leader;
         if (seen) continue;
         char why[1024];
-        if (from_leader(md, a, topic, v->rows, v->nrows, leader, why, sizeof why) &&
+        if (from_leader(ctx, md, a, topic, v->rows, v->nrows, leader, why, sizeof why) &&
             !v->leader_err[0])
             snprintf(v->leader_err, sizeof v->leader_err, "%s", why);
     }

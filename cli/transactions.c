@@ -33,7 +33,7 @@ static int list(const st_cli_ctx_t *ctx, char *why, size_t whylen) {
     int rc = ST_CLI_EXIT_FAIL;
     st_arena_t a;
     st_arena_init(&a, 1 << 16);
-    st_kclient_t kc = {-1, 0, NULL};
+    st_kclient_t kc = ST_KCLIENT_INIT(NULL, ctx->sec);
     if (st_kclient_open(&kc, ctx->bootstrap, err, sizeof err)) goto fail;
     st_metadata_req_t mq;
     st_schema_defaults(&st_metadata_req_schema, &mq);
@@ -51,7 +51,7 @@ static int list(const st_cli_ctx_t *ctx, char *why, size_t whylen) {
                                (int)b->node_id, (int)b->host.len);
             goto fail;
         }
-        st_kclient_t bc = {-1, 0, NULL};
+        st_kclient_t bc = ST_KCLIENT_INIT(NULL, ctx->sec);
         st_list_transactions_req_t q;
         st_schema_defaults(&st_list_transactions_req_schema, &q);
         ST_ARRAY_ALLOC(q.state_filters, &a, 0);
@@ -89,7 +89,7 @@ static int describe(const st_cli_ctx_t *ctx, const char *id, char *why, size_t w
     int rc = ST_CLI_EXIT_FAIL;
     st_arena_t a;
     st_arena_init(&a, 1 << 16);
-    st_kclient_t kc = {-1, 0, NULL}, tc = {-1, 0, NULL};
+    st_kclient_t kc = ST_KCLIENT_INIT(NULL, ctx->sec), tc = ST_KCLIENT_INIT(NULL, ctx->sec);
     if (st_kclient_open(&kc, ctx->bootstrap, err, sizeof err)) goto fail;
     st_find_coordinator_req_t fq;
     st_schema_defaults(&st_find_coordinator_req_schema, &fq);

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "log.h"
 #include "records.h"
+#include "sasl.h"
 
 typedef struct st_meta_partition {
     int32_t id;
@@ -78,6 +79,12 @@ typedef struct st_meta_broker {
     int fenced;
 } st_meta_broker_t;
 
+/* A user's SCRAM credential of one mechanism. */
+typedef struct st_meta_scram {
+    char *user;
+    st_scram_cred_t cred;
+} st_meta_scram_t;
+
 typedef struct st_meta_image {
     int refs;
     int64_t offset; /* metadata log offset of the last record applied */
@@ -88,6 +95,10 @@ typedef struct st_meta_image {
     /* the first producer id no broker has been given yet (ProducerIds
      * records); 0 before the first block */
     int64_t next_producer_id;
+    /* SCRAM credentials (UserScramCredential records), sorted by user,
+     * then mechanism */
+    st_meta_scram_t *scram;
+    int nscram;
 } st_meta_image_t;
 
 st_meta_image_t *st_image_keep(st_meta_image_t *img);
@@ -100,6 +111,9 @@ const char *st_meta_topic_config(const st_meta_topic_t *t, const char *name);
 /* The broker of that id in img (fenced or not), NULL when none. */
 const st_meta_broker_t *st_image_broker(const st_meta_image_t *img, int32_t id);
 const st_meta_endpoint_t *st_meta_broker_endpoint(const st_meta_broker_t *b, const char *name);
+/* user's SCRAM credential of mechanism m in img, NULL when none. */
+const st_scram_cred_t *st_image_scram(const st_meta_image_t *img, const char *user,
+                                      st_sasl_mech_t m);
 
 /* The state machine: a new image from img and the records of one batch.
  * Deterministic: the same records on the same image give the same image. */
@@ -320,5 +334,15 @@ typedef struct st_config_change {
 void st_controller_alter_configs(st_controller_t *c, int resource_type, const char *name,
                                  size_t len, const st_config_change_t *changes, int n,
                                  int replace_all, int validate_only, st_op_result_t *res);
+
+/* AlterUserScramCredentials (KIP-554) on the active controller's thread
+ * (scram.c): every user's changes checked, then one batch; r and what it
+ * points at come from a.  NOT_CONTROLLER for every user on another node. */
+void st_controller_alter_scram(st_controller_t *c, const st_alter_scram_req_t *q,
+                               st_alter_scram_resp_t *r, st_arena_t *a);
+/* DescribeUserScramCredentials from an image (any node): mechanisms and
+ * iterations, never a key. */
+void st_image_describe_scram(const st_meta_image_t *img, const st_describe_scram_req_t *q,
+                             st_describe_scram_resp_t *r, st_arena_t *a);
 
 #endif /* ST_CONTROLLER_H */

@@ -11,6 +11,8 @@
 
 #include <stdlib.h>
 
+#include <openssl/crypto.h>
+
 static st_meta_topic_t *topic_keep(st_meta_topic_t *t) {
     __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
     return t;
@@ -96,13 +98,90 @@ st_meta_image_t *st_image_keep(st_meta_image_t *img) {
     return img;
 }
 
+static void scram_fini(st_meta_image_t *img) {
+    for (int i = 0; i < img->nscram; i++) free(img->scram[i].user);
+    if (img->scram) OPENSSL_cleanse(img->scram, sizeof *img->scram * (size_t)img->nscram);
+    free(img->scram);
+    img->scram = NULL;
+    img->nscram = 0;
+}
+
 void st_image_release(st_meta_image_t *img) {
     if (!img || __atomic_sub_fetch(&img->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
     for (int i = 0; i < img->ntopics; i++) topic_release(img->topics[i]);
     free(img->topics);
     for (int i = 0; i < img->nbrokers; i++) broker_fini(&img->brokers[i]);
     free(img->brokers);
+    scram_fini(img);
     free(img);
+}
+
+/* ---- SCRAM credentials ------------------------------------------------------ */
+
+static int scram_cmp(const char *user, st_sasl_mech_t m, const st_meta_scram_t *e) {
+    int c = strcmp(user, e->user);
+    return c ? c : (int)m - (int)e->cred.mech;
+}
+
+/* The index of (user, m), or -(insertion point) - 1. */
+static int scram_find(const st_meta_image_t *img, const char *user, st_sasl_mech_t m) {
+    int lo = 0, hi = img->nscram - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2, c = scram_cmp(user, m, &img->scram[mid]);
+        if (!c) return mid;
+        if (c < 0) hi = mid - 1;
+        else lo = mid + 1;
+    }
+    return -lo - 1;
+}
+
+const st_scram_cred_t *st_image_scram(const st_meta_image_t *img, const char *user,
+                                      st_sasl_mech_t m) {
+    int i = img ? scram_find(img, user, m) : -1;
+    return i >= 0 ? &img->scram[i].cred : NULL;
+}
+
+static void apply_user_scram(st_meta_image_t *img, const st_mrec_user_scram_t *r) {
+    st_sasl_mech_t m = (st_sasl_mech_t)r->mechanism;
+    size_t kl = st_scram_key_len(m);
+    /* a record that does not make a credential (a mechanism unknown here,
+     * keys of the wrong size) is skipped: every node skips it alike */
+    if (!st_sasl_is_scram(m) || r->name.len <= 0 || r->salt.len <= 0 ||
+        r->salt.len > ST_SCRAM_MAX_SALT || (size_t)r->stored_key.len != kl ||
+        (size_t)r->server_key.len != kl)
+        return;
+    char *user = st_strndup(r->name.p, (size_t)r->name.len);
+    int i = scram_find(img, user, m);
+    if (i < 0) {
+        i = -i - 1;
+        img->scram = st_realloc(img->scram, sizeof *img->scram * (size_t)(img->nscram + 1));
+        memmove(&img->scram[i + 1], &img->scram[i], sizeof *img->scram * (size_t)(img->nscram - i));
+        img->nscram++;
+        img->scram[i].user = user;
+    } else {
+        free(user);
+    }
+    st_scram_cred_t *c = &img->scram[i].cred;
+    memset(c, 0, sizeof *c);
+    c->mech = m;
+    c->iterations = r->iterations;
+    memcpy(c->salt, r->salt.p, (size_t)r->salt.len);
+    c->salt_len = (size_t)r->salt.len;
+    memcpy(c->stored_key, r->stored_key.p, kl);
+    memcpy(c->server_key, r->server_key.p, kl);
+    c->key_len = kl;
+}
+
+static void apply_remove_user_scram(st_meta_image_t *img, const st_mrec_remove_user_scram_t *r) {
+    if (r->name.len <= 0) return;
+    char *user = st_strndup(r->name.p, (size_t)r->name.len);
+    int i = scram_find(img, user, (st_sasl_mech_t)r->mechanism);
+    free(user);
+    if (i < 0) return;
+    free(img->scram[i].user);
+    OPENSSL_cleanse(&img->scram[i].cred, sizeof img->scram[i].cred);
+    memmove(&img->scram[i], &img->scram[i + 1], sizeof *img->scram * (size_t)(img->nscram - i - 1));
+    img->nscram--;
 }
 
 const st_meta_broker_t *st_image_broker(const st_meta_image_t *img, int32_t id) {
@@ -453,6 +532,12 @@ st_meta_image_t *st_image_apply(const st_meta_image_t *img, const st_mrec_t *rec
         out->brokers = st_calloc((size_t)img->nbrokers + 1, sizeof *out->brokers);
         for (int i = 0; i < img->nbrokers; i++) broker_copy(&out->brokers[i], &img->brokers[i]);
         out->next_producer_id = img->next_producer_id;
+        if (img->nscram) {
+            out->scram = st_malloc(sizeof *out->scram * (size_t)img->nscram);
+            memcpy(out->scram, img->scram, sizeof *out->scram * (size_t)img->nscram);
+            for (int i = 0; i < img->nscram; i++) out->scram[i].user = st_strdup(img->scram[i].user);
+            out->nscram = img->nscram;
+        }
     }
     apply_ctx_t a = {out, NULL, NULL, 0, 0, 0};
     int indexed = 0;
@@ -477,6 +562,10 @@ st_meta_image_t *st_image_apply(const st_meta_image_t *img, const st_mrec_t *rec
              * refuses a record that would go back) */
             if (recs[i].u.producer_ids.next_producer_id > out->next_producer_id)
                 out->next_producer_id = recs[i].u.producer_ids.next_producer_id;
+            break;
+        case ST_MREC_USER_SCRAM_CREDENTIAL: apply_user_scram(out, &recs[i].u.user_scram); break;
+        case ST_MREC_REMOVE_USER_SCRAM_CREDENTIAL:
+            apply_remove_user_scram(out, &recs[i].u.remove_user_scram);
             break;
         default: break;
         }

@@ -12,6 +12,8 @@ ST_SCHEMA_DEFINE(st_mrec_register_broker, ST_MREC_REGISTER_BROKER_FIELDS)
 ST_SCHEMA_DEFINE(st_mrec_partition_change, ST_MREC_PARTITION_CHANGE_FIELDS)
 ST_SCHEMA_DEFINE(st_mrec_fence, ST_MREC_FENCE_FIELDS)
 ST_SCHEMA_DEFINE(st_mrec_producer_ids, ST_MREC_PRODUCER_IDS_FIELDS)
+ST_SCHEMA_DEFINE(st_mrec_user_scram, ST_MREC_USER_SCRAM_FIELDS)
+ST_SCHEMA_DEFINE(st_mrec_remove_user_scram, ST_MREC_REMOVE_USER_SCRAM_FIELDS)
 
 #define FRAME_VERSION 1
 
@@ -26,6 +28,8 @@ static const st_schema_t *schema_of(int type) {
     case ST_MREC_FENCE_BROKER:
     case ST_MREC_UNFENCE_BROKER: return &st_mrec_fence_schema;
     case ST_MREC_PRODUCER_IDS: return &st_mrec_producer_ids_schema;
+    case ST_MREC_USER_SCRAM_CREDENTIAL: return &st_mrec_user_scram_schema;
+    case ST_MREC_REMOVE_USER_SCRAM_CREDENTIAL: return &st_mrec_remove_user_scram_schema;
     default: return NULL;
     }
 }

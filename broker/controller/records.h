@@ -23,7 +23,9 @@ enum st_meta_record_type {
     ST_MREC_FENCE_BROKER = 7,
     ST_MREC_UNFENCE_BROKER = 8,
     ST_MREC_REMOVE_TOPIC = 9,
-    ST_MREC_PRODUCER_IDS = 15
+    ST_MREC_USER_SCRAM_CREDENTIAL = 11,
+    ST_MREC_PRODUCER_IDS = 15,
+    ST_MREC_REMOVE_USER_SCRAM_CREDENTIAL = 22
 };
 
 /* ConfigRecord resource types (Kafka's ConfigResource.Type) */
@@ -115,6 +117,23 @@ ST_SCHEMA_DECLARE(st_mrec_register_broker, ST_MREC_REGISTER_BROKER_FIELDS)
     X(S, INT64, next_producer_id, V(0), NN, NT, 0, _)
 ST_SCHEMA_DECLARE(st_mrec_producer_ids, ST_MREC_PRODUCER_IDS_FIELDS)
 
+/* UserScramCredentialRecord: what the server keeps of a SCRAM password
+ * (never the password nor the salted password, KIP-554): mechanism 1
+ * SCRAM-SHA-256, 2 SCRAM-SHA-512. */
+#define ST_MREC_USER_SCRAM_FIELDS(X, S)                                                 \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, INT8, mechanism, V(0), NN, NT, 0, _)                                          \
+    X(S, BYTES, salt, V(0), NN, NT, 0, _)                                              \
+    X(S, BYTES, stored_key, V(0), NN, NT, 0, _)                                        \
+    X(S, BYTES, server_key, V(0), NN, NT, 0, _)                                        \
+    X(S, INT32, iterations, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_mrec_user_scram, ST_MREC_USER_SCRAM_FIELDS)
+
+#define ST_MREC_REMOVE_USER_SCRAM_FIELDS(X, S)                                          \
+    X(S, STRING, name, V(0), NN, NT, 0, _)                                             \
+    X(S, INT8, mechanism, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_mrec_remove_user_scram, ST_MREC_REMOVE_USER_SCRAM_FIELDS)
+
 #include "msg_dsl_end.h"
 
 /* A decoded record: type, version and the struct for that type. */
@@ -130,6 +149,8 @@ typedef struct st_mrec {
         st_mrec_partition_change_t partition_change;
         st_mrec_fence_t fence; /* FenceBroker and UnfenceBroker */
         st_mrec_producer_ids_t producer_ids;
+        st_mrec_user_scram_t user_scram;
+        st_mrec_remove_user_scram_t remove_user_scram;
     } u;
 } st_mrec_t;
 

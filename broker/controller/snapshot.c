@@ -175,6 +175,14 @@ static void w_image(snapw_t *w, const st_meta_image_t *img) {
         st_mrec_producer_ids_t pr = {-1, -1, img->next_producer_id};
         w_record(w, ST_MREC_PRODUCER_IDS, &pr);
     }
+    for (int i = 0; i < img->nscram; i++) {
+        const st_scram_cred_t *c = &img->scram[i].cred;
+        st_mrec_user_scram_t r = {st_str(img->scram[i].user), (int8_t)c->mech,
+                                  {c->salt, (int32_t)c->salt_len},
+                                  {c->stored_key, (int32_t)c->key_len},
+                                  {c->server_key, (int32_t)c->key_len}, c->iterations};
+        w_record(w, ST_MREC_USER_SCRAM_CREDENTIAL, &r);
+    }
     w_batch(w);
 }
 
