@@ -530,7 +530,7 @@ static void do_put(file_os_t *fo, st_os_req_t *req) {
     if (lock_fd >= 0) close(lock_fd); /* after the rename: the next test sees it */
     if (src_fd >= 0) close(src_fd);
     free(chunk);
-    atomic_fetch_add(&fo->os->n_bytes_out, size);
+    st_os__count_bytes(req, size, 0);
     req->res.crc32c = crc;
     req->res.has_crc32c = 1;
     req->res.object_size = size;
@@ -699,7 +699,7 @@ static void do_get(file_os_t *fo, st_os_req_t *req) {
         res->crc32c_verified = 1;
     }
     res->length = n;
-    atomic_fetch_add(&fo->os->n_bytes_in, n);
+    st_os__count_bytes(req, 0, n);
     st_os__complete(req, ST_OK, NULL);
     goto out;
 
@@ -972,6 +972,18 @@ static void run_job(void *arg) {
     }
     req->res.attempts = 1;
     atomic_fetch_add(&fo->os->n_attempts, 1);
+    /* The requests S3 would bill for it: one of the operation's class,
+     * a batch delete one POST per ST_OS_DELETE_BATCH_MAX keys. */
+    static const st_os_class_t cls[ST_OS_NOPS] = {
+        [ST_OS_PUT] = ST_OS_CLASS_WRITE,    [ST_OS_GET] = ST_OS_CLASS_READ,
+        [ST_OS_HEAD] = ST_OS_CLASS_READ,    [ST_OS_LIST] = ST_OS_CLASS_WRITE,
+        [ST_OS_DELETE] = ST_OS_CLASS_FREE,  [ST_OS_DELETE_BATCH] = ST_OS_CLASS_WRITE,
+        [ST_OS_CHECK] = ST_OS_CLASS_WRITE,
+    };
+    st_os__count_requests(req, cls[req->rq.op],
+                          req->rq.op == ST_OS_DELETE_BATCH
+                              ? (req->rq.nkeys + ST_OS_DELETE_BATCH_MAX - 1) / ST_OS_DELETE_BATCH_MAX
+                              : 1);
     switch (req->rq.op) {
     case ST_OS_PUT: do_put(fo, req); break;
     case ST_OS_GET: do_get(fo, req); break;

@@ -27,6 +27,67 @@ const char *st_os_op_name(st_os_op_t op) {
     return "?";
 }
 
+const char *st_os_class_name(st_os_class_t c) {
+    switch (c) {
+    case ST_OS_CLASS_WRITE: return "write";
+    case ST_OS_CLASS_READ: return "read";
+    case ST_OS_CLASS_FREE: return "free";
+    }
+    return "?";
+}
+
+/* ------------------------------------------------------------------------
+ * Accounting and the cost estimate
+ * ---------------------------------------------------------------------- */
+
+void st_os_account_init(st_os_account_t *a) { memset(a, 0, sizeof *a); }
+
+static void usage_read(const st_os_usage_t *n, st_os_usage_t *out) {
+    for (int c = 0; c < ST_OS_NCLASSES; c++)
+        out->requests[c] = __atomic_load_n(&n->requests[c], __ATOMIC_RELAXED);
+    out->bytes_out = __atomic_load_n(&n->bytes_out, __ATOMIC_RELAXED);
+    out->bytes_in = __atomic_load_n(&n->bytes_in, __ATOMIC_RELAXED);
+}
+
+void st_os_account_read(const st_os_account_t *a, st_os_usage_t *out) { usage_read(&a->n, out); }
+
+void st_os__count_requests(st_os_req_t *req, st_os_class_t cls, uint64_t n) {
+    if ((int)cls < 0 || cls >= ST_OS_NCLASSES || !n) return;
+    __atomic_add_fetch(&req->os->n_class[cls], n, __ATOMIC_RELAXED);
+    if (req->rq.account)
+        __atomic_add_fetch(&req->rq.account->n.requests[cls], n, __ATOMIC_RELAXED);
+}
+
+void st_os__count_bytes(st_os_req_t *req, uint64_t out, uint64_t in) {
+    st_os_account_t *a = req->rq.account;
+    if (out) {
+        atomic_fetch_add(&req->os->n_bytes_out, out);
+        if (a) __atomic_add_fetch(&a->n.bytes_out, out, __ATOMIC_RELAXED);
+    }
+    if (in) {
+        atomic_fetch_add(&req->os->n_bytes_in, in);
+        if (a) __atomic_add_fetch(&a->n.bytes_in, in, __ATOMIC_RELAXED);
+    }
+}
+
+void st_os_prices_from_config(const st_os_config_t *cfg, st_os_prices_t *out) {
+    memset(out, 0, sizeof *out);
+    out->per_1000[ST_OS_CLASS_WRITE] = cfg->cost_write_per_1000;
+    out->per_1000[ST_OS_CLASS_READ] = cfg->cost_read_per_1000;
+    out->per_1000[ST_OS_CLASS_FREE] = 0;
+    out->storage_gib_month = cfg->cost_storage_gib_month;
+}
+
+double st_os_request_cost(const st_os_prices_t *p, const st_os_usage_t *u) {
+    double d = 0;
+    for (int c = 0; c < ST_OS_NCLASSES; c++) d += (double)u->requests[c] * p->per_1000[c] / 1000.0;
+    return d;
+}
+
+double st_os_storage_cost(const st_os_prices_t *p, int64_t bytes) {
+    return bytes > 0 ? (double)bytes / (1024.0 * 1024.0 * 1024.0) * p->storage_gib_month : 0;
+}
+
 /* ------------------------------------------------------------------------
  * Opening
  * ---------------------------------------------------------------------- */
@@ -120,6 +181,12 @@ void st_os_get_stats(const st_os_t *os, st_os_stats_t *out) {
     out->retries = atomic_load(&os->n_retries);
     out->bytes_out = atomic_load(&os->n_bytes_out);
     out->bytes_in = atomic_load(&os->n_bytes_in);
+    for (int c = 0; c < ST_OS_NCLASSES; c++)
+        out->class_requests[c] = __atomic_load_n(&os->n_class[c], __ATOMIC_RELAXED);
+}
+
+void st_os_get_prices(const st_os_t *os, st_os_prices_t *out) {
+    st_os_prices_from_config(&os->cfg, out);
 }
 
 void st_os_get_op_stats(const st_os_t *os, st_os_op_t op, st_os_op_stats_t *out) {

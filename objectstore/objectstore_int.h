@@ -27,6 +27,8 @@
 /* Metadata name that carries our CRC32C (x-amz-meta-strata-crc32c). */
 #define ST_OS_CRC_META "strata-crc32c"
 #define ST_OS_LIST_MAX_KEYS 1000
+/* S3's most keys in one DeleteObjects request. */
+#define ST_OS_DELETE_BATCH_MAX 1000
 
 typedef struct st_os_req st_os_req_t;
 
@@ -50,6 +52,7 @@ struct st_os {
     void *impl;         /* the backend's state */
     char describe[512];
     _Atomic uint64_t n_requests, n_attempts, n_retries, n_bytes_out, n_bytes_in;
+    uint64_t n_class[ST_OS_NCLASSES]; /* atomic: exchanges by billing class */
     /* per operation, at completion (st_os__complete) */
     st_histo_t op_time[ST_OS_NOPS];
     uint64_t op_errors[ST_OS_NOPS]; /* atomic: completed with an error other than not-found */
@@ -78,6 +81,13 @@ void st_os__complete(st_os_req_t *req, st_err_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* A validation failure found at submit: complete it with that. */
 void st_os__complete_early(st_os_req_t *req);
+
+/* n requests of class cls that reached the store (s3: HTTP exchanges;
+ * file: what S3 would have billed), counted in the object store's totals
+ * and in the request's account.  Any backend thread. */
+void st_os__count_requests(st_os_req_t *req, st_os_class_t cls, uint64_t n);
+/* Body bytes sent and received for req, counted both places too. */
+void st_os__count_bytes(st_os_req_t *req, uint64_t out, uint64_t in);
 
 /* Copies into the request's arena. */
 char *st_os__strdup(st_os_req_t *req, const char *s);

@@ -126,6 +126,19 @@ static const st_cfg_desc_t os_rows[] = {
      NULL, 0, "s3 backend: first retry delay; doubles on each retry, with jitter."},
     {"objectstore.s3.retry.backoff.max.ms", ST_CFG_INT, F(s3_retry_backoff_max_ms), "10000", 1,
      3600000, NULL, 0, "s3 backend: longest retry delay."},
+    /* S3 Standard's list prices (us-east-1) as defaults; the estimate only
+     * reports, so any store's prices may go here. */
+    {"objectstore.cost.write.requests.per.1000", ST_CFG_DOUBLE, F(cost_write_per_1000), "0.005",
+     0, 1000000, NULL, 0,
+     "Cost estimate: dollars per 1,000 write-class requests (S3's PUT, COPY, POST, LIST: puts, "
+     "multipart steps, list pages, batch deletes)."},
+    {"objectstore.cost.read.requests.per.1000", ST_CFG_DOUBLE, F(cost_read_per_1000), "0.0004",
+     0, 1000000, NULL, 0,
+     "Cost estimate: dollars per 1,000 read-class requests (S3's GET and all others but "
+     "DELETE: ranged reads, HEADs); DELETE is free."},
+    {"objectstore.cost.storage.gib.month", ST_CFG_DOUBLE, F(cost_storage_gib_month), "0.023", 0,
+     1000000, NULL, 0,
+     "Cost estimate: dollars per GiB (S3's GB, 2^30 bytes) stored for a month."},
 };
 
 const st_cfg_table_t st_os_config_table = {os_rows, ST_ARRAY_SIZE(os_rows)};

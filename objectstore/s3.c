@@ -36,7 +36,9 @@
  *   - a call is in exactly one place: the ready queue, the timer list, the
  *     multi handle, or being finished;
  *   - credentials live in this file's state and curl's handles only; no
- *     message or log line is built from them.
+ *     message or log line is built from them;
+ *   - every attempt that sent its request is counted once, in its billing
+ *     class (count_exchange), when it ends or is cancelled in flight.
  */
 #include "objectstore_int.h"
 
@@ -51,7 +53,6 @@
 
 #define S3_RESP_MAX (16u * 1024 * 1024) /* XML answers (a list page is < 1 MiB) */
 #define S3_ERR_BODY_MAX (64u * 1024)
-#define S3_DELETE_BATCH 1000
 #define S3_DELETE_PARALLEL 4
 #define S3_MAX_PARTS 10000
 #define S3_MAX_PART_SIZE ((uint64_t)5 << 30)
@@ -590,6 +591,38 @@ static void start_call(s3_t *s3, call_t *c) {
     c->inext = s3->live;
     if (s3->live) s3->live->iprev = c;
     s3->live = c;
+}
+
+/* S3's billing class of a call (st_objectstore.h): what the request is
+ * to S3's price list, not to us (a part is a PUT, a batch delete a POST,
+ * an abort a DELETE). */
+static st_os_class_t call_class(call_kind_t kind) {
+    switch (kind) {
+    case CALL_PUT:
+    case CALL_MP_INIT:
+    case CALL_MP_PART:
+    case CALL_MP_COMPLETE:
+    case CALL_LIST:
+    case CALL_CHECK:
+    case CALL_DELETE_BATCH: return ST_OS_CLASS_WRITE;
+    case CALL_GET:
+    case CALL_HEAD:
+    case CALL_MP_VERIFY: return ST_OS_CLASS_READ;
+    case CALL_DELETE:
+    case CALL_MP_ABORT: return ST_OS_CLASS_FREE;
+    }
+    return ST_OS_CLASS_READ;
+}
+
+/* Counts the attempt that just ended (before its handle goes back): one
+ * whose request, or part of it, went out is one the server saw and may
+ * bill, whatever came back (an error, a cut connection, a timeout); one
+ * whose connection never opened (refused, unresolvable, a TLS failure)
+ * sent nothing and is none. */
+static void count_exchange(call_t *c) {
+    long sent = 0;
+    if (!c->easy || curl_easy_getinfo(c->easy, CURLINFO_REQUEST_SIZE, &sent) != CURLE_OK) return;
+    if (sent > 0) st_os__count_requests(c->op->req, call_class(c->kind), 1);
 }
 
 /* Takes a call's handle out of the multi handle. */
@@ -1138,7 +1171,7 @@ static void delete_batch_next(s3_op_t *op) {
     s3_t *s3 = op->s3;
     st_os_request_t *rq = &op->req->rq;
     while (op->next_key < rq->nkeys && op->active < S3_DELETE_PARALLEL) {
-        size_t n = ST_MIN((size_t)S3_DELETE_BATCH, rq->nkeys - op->next_key);
+        size_t n = ST_MIN((size_t)ST_OS_DELETE_BATCH_MAX, rq->nkeys - op->next_key);
         call_t *c = call_new(op, CALL_DELETE_BATCH, "POST");
         c->batch_off = op->next_key;
         c->batch_n = n;
@@ -1255,7 +1288,7 @@ static void finish_get(s3_op_t *op, call_t *c) {
     res->length = c->got;
     res->crc32c_verified = c->http != 416 && res->has_crc32c && res->has_object_size &&
                            req->rq.offset == 0 && c->got == res->object_size;
-    atomic_fetch_add(&op->s3->os->n_bytes_in, c->got);
+    st_os__count_bytes(req, 0, c->got);
 }
 
 static void finish_head(s3_op_t *op, call_t *c) {
@@ -1281,7 +1314,7 @@ static void finish_part(s3_op_t *op, call_t *c) {
         const char *etag = header_get(c, "etag");
         op->etags[c->part - 1] = st_strdup(etag);
         op->parts_done++;
-        atomic_fetch_add(&op->s3->os->n_bytes_out, c->body_len);
+        st_os__count_bytes(op->req, c->body_len, 0);
     } else {
         char what[48];
         snprintf(what, sizeof what, "part %d of %d", c->part, op->nparts);
@@ -1306,7 +1339,7 @@ static void call_done(s3_t *s3, call_t *c) {
         if (c->status == ST_E_NOT_FOUND && op->req->rq.if_match)
             c->status = ST_E_PRECONDITION_FAILED;
         if (c->status) call_failed(c, NULL);
-        else atomic_fetch_add(&s3->os->n_bytes_out, c->body_len);
+        else st_os__count_bytes(op->req, c->body_len, 0);
         break;
     case CALL_MP_INIT:
         if (c->status) {
@@ -1425,6 +1458,7 @@ static void finish_attempt(s3_t *s3, call_t *c, CURLcode cc) {
                      (long long)(c->body_len + c->got), (long long)pre, (long long)start,
                      (long long)total);
         }
+        count_exchange(c);
         easy_put(s3, c->easy);
         c->easy = NULL;
     }
@@ -1572,6 +1606,7 @@ static void cancel_everything(s3_t *s3) {
     while (s3->live) {
         call_t *c = s3->live;
         unlive(s3, c);
+        count_exchange(c); /* what went out was seen */
         easy_put(s3, c->easy);
         c->easy = NULL;
         c->op->cancelled = 1;

@@ -67,6 +67,11 @@ typedef struct st_os_config {
     int32_t s3_retry_attempts;
     int32_t s3_retry_backoff_ms;
     int32_t s3_retry_backoff_max_ms;
+
+    /* prices of the cost estimate (st_os_prices_t), in dollars */
+    double cost_write_per_1000;
+    double cost_read_per_1000;
+    double cost_storage_gib_month;
 } st_os_config_t;
 
 extern const st_cfg_table_t st_os_config_table;
@@ -134,12 +139,82 @@ typedef struct st_os_meta {
     const char *value;
 } st_os_meta_t;
 
+/* ------------------------------------------------------------------------
+ * Accounting by S3's billing class
+ *
+ * S3 prices requests by class, not by operation (S3 Standard's list
+ * prices as defaults):
+ *
+ *   write  PUT, COPY, POST, LIST           $0.005 per 1,000
+ *          (a put, each step of a multipart upload: create, every part,
+ *          complete; a list page; the start-up check, a list; a batch
+ *          delete, a POST: see below)
+ *   read   GET, SELECT and every other     $0.0004 per 1,000
+ *          (a get, a head, the HEAD that checks a completion)
+ *   free   DELETE                          nothing
+ *          (a delete; aborting a multipart upload is a DELETE too)
+ *
+ * A batch delete (DeleteObjects) is a POST of up to 1000 keys.  S3's
+ * price list names POST among the writes and no free "DELETE" covers it,
+ * so it is counted as a write: one per 1000 keys.  If a bill takes it as
+ * free, the estimate is high by $0.005 per million keys deleted.
+ *
+ * The s3 backend counts every HTTP exchange that reached the server (its
+ * request, or part of it, was sent): retries, multipart parts, list
+ * pages, HEADs, aborts; a connection that never opened is no request.
+ * The file backend counts each operation as the one request of the class
+ * S3 would bill (a put is one write whatever its size; a batch delete one
+ * write per 1000 keys).
+ * ---------------------------------------------------------------------- */
+typedef enum st_os_class {
+    ST_OS_CLASS_WRITE = 0,
+    ST_OS_CLASS_READ,
+    ST_OS_CLASS_FREE
+} st_os_class_t;
+#define ST_OS_NCLASSES (ST_OS_CLASS_FREE + 1)
+
+/* "write", "read", "free" */
+const char *st_os_class_name(st_os_class_t c);
+
+/* Requests by class and body bytes each way. */
+typedef struct st_os_usage {
+    uint64_t requests[ST_OS_NCLASSES];
+    uint64_t bytes_out; /* body bytes sent (puts) */
+    uint64_t bytes_in;  /* body bytes received (gets) */
+} st_os_usage_t;
+
+/* Where a request's exchanges are counted, besides the object store's own
+ * totals (a topic's, say).  Relaxed atomic adds from the object store's
+ * threads; zero-filled (st_os_account_init) before first use, read with
+ * st_os_account_read from any thread. */
+typedef struct st_os_account {
+    st_os_usage_t n;
+} st_os_account_t;
+
+void st_os_account_init(st_os_account_t *a);
+void st_os_account_read(const st_os_account_t *a, st_os_usage_t *out);
+
+/* The prices of the estimate (objectstore.cost.*), in dollars. */
+typedef struct st_os_prices {
+    double per_1000[ST_OS_NCLASSES]; /* requests of each class */
+    double storage_gib_month;        /* a GiB (2^30 bytes, S3's "GB") kept a month */
+} st_os_prices_t;
+
+void st_os_prices_from_config(const st_os_config_t *cfg, st_os_prices_t *out);
+/* Dollars of the requests u counts. */
+double st_os_request_cost(const st_os_prices_t *p, const st_os_usage_t *u);
+/* Dollars a month for keeping bytes. */
+double st_os_storage_cost(const st_os_prices_t *p, int64_t bytes);
+
 /* What to do.  Every pointer is borrowed for the st_os_submit call only
  * (strings and arrays are copied), except src.data and sink.buf, which are
- * borrowed until the callback. */
+ * borrowed until the callback, and account, which must outlive the
+ * request (its callback's return). */
 typedef struct st_os_request {
     st_os_op_t op;
     const char *key; /* put, get, head, delete */
+    /* NULL, or where this request's exchanges and bytes are counted too */
+    st_os_account_t *account;
 
     /* put */
     st_os_src_t src;
@@ -238,6 +313,9 @@ typedef struct st_os_stats {
     uint64_t retries;
     uint64_t bytes_out; /* body bytes sent */
     uint64_t bytes_in;  /* body bytes received */
+    /* exchanges that reached the server, by billing class (see above):
+     * every request's, with an account or without */
+    uint64_t class_requests[ST_OS_NCLASSES];
 } st_os_stats_t;
 
 /* ------------------------------------------------------------------------
@@ -262,6 +340,8 @@ const char *st_os_backend_name(const st_os_t *os);
 /* "s3://bucket/prefix" or "file:///root" (no credentials). */
 const char *st_os_describe(const st_os_t *os);
 void st_os_get_stats(const st_os_t *os, st_os_stats_t *out);
+/* The prices it was opened with. */
+void st_os_get_prices(const st_os_t *os, st_os_prices_t *out);
 
 /* Requests of one operation completed since st_os_new: how long each took
  * from submit to completion (retries included) and how many failed (a

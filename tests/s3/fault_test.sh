@@ -28,11 +28,20 @@ if [ ! -s "$dir/port" ]; then
 fi
 rc=0
 TMPDIR=$dir "$os_fault" --env "$envfile" --endpoint "http://127.0.0.1:$(cat "$dir/port")" \
-    --rounds "${STRATA_FAULT_ROUNDS:-2}" || rc=$?
+    --rounds "${STRATA_FAULT_ROUNDS:-2}" >"$dir/out" || rc=$?
+cat "$dir/out"
 kill "$proxy"
 wait "$proxy" 2>/dev/null || true
 stats=$(cat "$dir/stats" 2>/dev/null || echo '{}')
 echo "fault_test: proxy counts: $stats"
+# Every request that reached the proxy, failed on purpose or not, is one
+# the object store counted for the cost estimate (retries, parts, aborts).
+billed=$(sed -n 's/^os_fault: billable requests \([0-9]*\).*/\1/p' "$dir/out")
+seen=$(echo "$stats" | sed -n 's/.*"requests": \([0-9]*\).*/\1/p')
+if [ -z "$billed" ] || [ "$billed" != "$seen" ]; then
+    echo "fault_test: the object store counted ${billed:-no} billable requests, the proxy saw ${seen:-none}" >&2
+    rc=1
+fi
 # The refused part must have led to an abort of its upload.
 if ! echo "$stats" | grep -q '"aborts": [1-9]'; then
     echo "fault_test: the upload with a refused part was not aborted" >&2

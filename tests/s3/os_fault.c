@@ -314,6 +314,16 @@ int main(int argc, char **argv) {
            ops, (unsigned long long)s.attempts, (unsigned long long)s.retries,
            wg.max_retries_seen, (double)(st_mono_ms() - t0) / 1000.0, failures);
     CHECK(s.retries > 0, "no retry happened: the proxy injected no fault");
+    /* Every exchange the proxy saw (the server here), retries and parts
+     * included, is one to bill: fault_test.sh compares this line with the
+     * proxy's count of requests. */
+    printf("os_fault: billable requests %llu (%llu write, %llu read, %llu free)\n",
+           (unsigned long long)(s.class_requests[ST_OS_CLASS_WRITE] +
+                                s.class_requests[ST_OS_CLASS_READ] +
+                                s.class_requests[ST_OS_CLASS_FREE]),
+           (unsigned long long)s.class_requests[ST_OS_CLASS_WRITE],
+           (unsigned long long)s.class_requests[ST_OS_CLASS_READ],
+           (unsigned long long)s.class_requests[ST_OS_CLASS_FREE]);
     st_os_destroy(os);
     st_os_config_fini(&cfg);
     unlink(src);

@@ -839,6 +839,160 @@ static void test_file_ranges(void **state) {
     free(data);
 }
 
+/* ---- requests by S3's billing class ---- */
+
+/* Runs rq with a fresh account a and returns the result. */
+static st_os_result_t *run_counted(st_os_t *os, st_os_request_t rq, st_os_account_t *a) {
+    st_os_account_init(a);
+    rq.account = a;
+    return st_os_run(os, &rq);
+}
+
+static void expect_classes(const st_os_account_t *a, uint64_t write, uint64_t read,
+                           uint64_t free_, const char *what) {
+    st_os_usage_t u;
+    st_os_account_read(a, &u);
+    if (u.requests[ST_OS_CLASS_WRITE] != write || u.requests[ST_OS_CLASS_READ] != read ||
+        u.requests[ST_OS_CLASS_FREE] != free_)
+        fail_msg("%s: counted %llu write, %llu read, %llu free requests; wanted %llu, %llu, %llu",
+                 what, (unsigned long long)u.requests[ST_OS_CLASS_WRITE],
+                 (unsigned long long)u.requests[ST_OS_CLASS_READ],
+                 (unsigned long long)u.requests[ST_OS_CLASS_FREE], (unsigned long long)write,
+                 (unsigned long long)read, (unsigned long long)free_);
+}
+
+/* One step: rq with its own account, its status, its classes; the sums
+ * go to *all (what the store's totals must have gained). */
+static void counted_step(st_os_request_t rq, st_err_t status, uint64_t write, uint64_t read,
+                         uint64_t free_, st_os_usage_t *all, const char *what) {
+    st_os_account_t a;
+    st_os_result_t *r = run_counted(g.os, rq, &a);
+    expect_status(r, status, what);
+    st_os_result_free(r);
+    expect_classes(&a, write, read, free_, what);
+    all->requests[ST_OS_CLASS_WRITE] += write;
+    all->requests[ST_OS_CLASS_READ] += read;
+    all->requests[ST_OS_CLASS_FREE] += free_;
+}
+
+/* What each operation costs by S3's price list: s3 counts its HTTP
+ * exchanges (a multipart put is create + parts + complete, a batch delete
+ * one POST per 1000 keys), the file backend one request of the class S3
+ * would bill; an account sees its request's and the store's totals gain
+ * the same. */
+static void test_request_classes(void **state) {
+    (void)state;
+    st_os_stats_t before, after;
+    st_os_get_stats(g.os, &before);
+    st_os_usage_t all;
+    memset(&all, 0, sizeof all);
+    size_t big = 5 * MIB + 1; /* two parts of 5 MiB on s3 (see main) */
+    uint8_t *data = make_data(big, 21);
+    const char *k1 = key_of("classes", "one"), *k2 = key_of("classes", "big");
+    const char *k3 = key_of("classes", "three"), *missing = key_of("classes", "missing");
+
+    st_os_request_t put1 = {.op = ST_OS_PUT, .key = k1, .src = {.kind = ST_OS_SRC_MEM, .data = data, .length = 1}};
+    counted_step(put1, ST_OK, 1, 0, 0, &all, "put of 1 byte");
+    st_os_request_t put3 = put1;
+    put3.key = k3;
+    counted_step(put3, ST_OK, 1, 0, 0, &all, "put of 1 byte");
+    /* the bytes sent are the account's too */
+    st_os_account_t a;
+    st_os_request_t putbig = {.op = ST_OS_PUT, .key = k2, .src = {.kind = ST_OS_SRC_MEM, .data = data, .length = big}};
+    st_os_result_t *r = run_counted(g.os, putbig, &a);
+    expect_status(r, ST_OK, "multipart put");
+    st_os_result_free(r);
+    expect_classes(&a, g.is_s3 ? 4 : 1, 0, 0, "put of 5 MiB + 1 (s3: create, 2 parts, complete)");
+    st_os_usage_t u;
+    st_os_account_read(&a, &u);
+    assert_int_equal(u.bytes_out, big);
+    assert_int_equal(u.bytes_in, 0);
+    all.requests[ST_OS_CLASS_WRITE] += g.is_s3 ? 4 : 1;
+
+    /* a failed condition reached the store: billed */
+    st_os_request_t cput = put1;
+    cput.if_none_match = 1;
+    counted_step(cput, ST_E_PRECONDITION_FAILED, 1, 0, 0, &all, "conditional put that fails");
+
+    st_os_request_t get = {.op = ST_OS_GET, .key = k2, .length = ST_OS_TO_END};
+    r = run_counted(g.os, get, &a);
+    expect_status(r, ST_OK, "whole get");
+    st_os_result_free(r);
+    expect_classes(&a, 0, 1, 0, "whole get");
+    st_os_account_read(&a, &u);
+    assert_int_equal(u.bytes_in, big);
+    assert_int_equal(u.bytes_out, 0);
+    all.requests[ST_OS_CLASS_READ]++;
+    get.offset = 1000;
+    get.length = 4096;
+    counted_step(get, ST_OK, 0, 1, 0, &all, "ranged get");
+    get.key = missing;
+    counted_step(get, ST_E_NOT_FOUND, 0, 1, 0, &all, "get of a missing key");
+    st_os_request_t hd = {.op = ST_OS_HEAD, .key = k1};
+    counted_step(hd, ST_OK, 0, 1, 0, &all, "head");
+    hd.key = missing;
+    counted_step(hd, ST_E_NOT_FOUND, 0, 1, 0, &all, "head of a missing key");
+
+    /* three keys in pages of two: two list requests */
+    char prefix[300];
+    snprintf(prefix, sizeof prefix, "%sclasses/", g.run);
+    st_os_request_t lq = {.op = ST_OS_LIST, .prefix = prefix, .max_keys = 2};
+    r = run_counted(g.os, lq, &a);
+    expect_status(r, ST_OK, "list page 1");
+    assert_int_equal(r->nentries, 2);
+    assert_non_null(r->next_token);
+    char *token = strdup(r->next_token);
+    st_os_result_free(r);
+    expect_classes(&a, 1, 0, 0, "list page 1");
+    lq.token = token;
+    counted_step(lq, ST_OK, 1, 0, 0, &all, "list page 2");
+    all.requests[ST_OS_CLASS_WRITE]++;
+    free(token);
+
+    st_os_request_t ck = {.op = ST_OS_CHECK};
+    counted_step(ck, ST_OK, 1, 0, 0, &all, "check (a list)");
+
+    st_os_request_t del = {.op = ST_OS_DELETE, .key = k1};
+    counted_step(del, ST_OK, 0, 0, 1, &all, "delete");
+    del.key = missing;
+    counted_step(del, ST_OK, 0, 0, 1, &all, "delete of a missing key");
+
+    /* a batch delete is a POST: one per 1000 keys */
+    const char *some[] = {k2, k3, missing};
+    st_os_request_t bd = {.op = ST_OS_DELETE_BATCH, .keys = some, .nkeys = 3};
+    counted_step(bd, ST_OK, 1, 0, 0, &all, "batch delete of 3 keys");
+    enum { MANY = 1001 };
+    char **many = malloc(MANY * sizeof *many);
+    for (int i = 0; i < MANY; i++) {
+        many[i] = malloc(320);
+        snprintf(many[i], 320, "%sclasses/none-%04d", g.run, i);
+    }
+    st_os_request_t bd2 = {.op = ST_OS_DELETE_BATCH, .keys = (const char *const *)many, .nkeys = MANY};
+    counted_step(bd2, ST_OK, 2, 0, 0, &all, "batch delete of 1001 keys");
+    bd2.nkeys = 0;
+    counted_step(bd2, ST_OK, 0, 0, 0, &all, "batch delete of no key");
+    for (int i = 0; i < MANY; i++) free(many[i]);
+    free(many);
+
+    /* refused before anything is sent: nothing to bill */
+    st_os_request_t bad = {.op = ST_OS_PUT, .key = "", .src = {.kind = ST_OS_SRC_MEM, .data = data, .length = 1}};
+    counted_step(bad, ST_E_PERMANENT, 0, 0, 0, &all, "put with an empty key");
+
+    /* every request of this case carried an account: the store's totals
+     * gained exactly what the accounts did */
+    st_os_get_stats(g.os, &after);
+    for (int c = 0; c < ST_OS_NCLASSES; c++)
+        if (after.class_requests[c] - before.class_requests[c] != all.requests[c])
+            fail_msg("the store counted %llu %s requests, its accounts %llu",
+                     (unsigned long long)(after.class_requests[c] - before.class_requests[c]),
+                     st_os_class_name((st_os_class_t)c), (unsigned long long)all.requests[c]);
+    print_message("  %llu write, %llu read, %llu free requests, as S3 bills them\n",
+                  (unsigned long long)all.requests[ST_OS_CLASS_WRITE],
+                  (unsigned long long)all.requests[ST_OS_CLASS_READ],
+                  (unsigned long long)all.requests[ST_OS_CLASS_FREE]);
+    free(data);
+}
+
 /* A CRC32C that does not match the bytes is caught on a whole read. */
 static void test_checksum_mismatch(void **state) {
     (void)state;
@@ -875,9 +1029,11 @@ static void test_wrong_credentials(void **state) {
         assert_non_null(strstr(err, "wrong credentials"));
         assert_null(strstr(err, "not-the-secret")); /* never the secret */
         st_os_request_t rq = {.op = ST_OS_PUT, .key = key_of("creds", "x"), .src = {.kind = ST_OS_SRC_MEM, .data = "x", .length = 1}};
-        st_os_result_t *r = st_os_run(os, &rq);
+        st_os_account_t a;
+        st_os_result_t *r = run_counted(os, rq, &a);
         expect_status(r, ST_E_PERMANENT, "put with wrong credentials");
         assert_int_equal(r->attempts, 1); /* not retried */
+        expect_classes(&a, 1, 0, 0, "put with wrong credentials"); /* refused, but sent */
         assert_non_null(strstr(r->message, "credentials"));
         st_os_result_free(r);
         r = get_range(os, key_of("creds", "x"), 0, ST_OS_TO_END);
@@ -940,10 +1096,13 @@ static void test_unreachable_endpoint(void **state) {
     st_os_t *os = open_os(&c);
     int64_t t0 = st_mono_ms();
     st_os_request_t rq = {.op = ST_OS_PUT, .key = key_of("unreachable", "x"), .src = {.kind = ST_OS_SRC_MEM, .data = "x", .length = 1}};
-    st_os_result_t *r = st_os_run(os, &rq);
+    st_os_account_t a;
+    st_os_result_t *r = run_counted(os, rq, &a);
     int64_t took = st_mono_ms() - t0;
     expect_status(r, ST_E_RETRYABLE, "put to an unreachable endpoint");
     assert_int_equal(r->attempts, 4);
+    /* four attempts, no connection: nothing reached a server to bill */
+    expect_classes(&a, 0, 0, 0, "put to an unreachable endpoint");
     assert_int_equal(r->retries, 3);
     assert_non_null(strstr(r->message, "gave up after 4 attempts"));
     assert_non_null(strstr(r->message, "connect"));
@@ -1053,10 +1212,14 @@ static int group_teardown(void **state) {
     (void)state;
     st_os_stats_t s;
     st_os_get_stats(g.os, &s);
-    print_message("%s: %llu requests, %llu attempts, %llu retries, %.1f MiB out, %.1f MiB in\n",
+    print_message("%s: %llu requests, %llu attempts, %llu retries, %.1f MiB out, %.1f MiB in; "
+                  "billed as %llu write, %llu read, %llu free\n",
                   st_os_describe(g.os), (unsigned long long)s.requests,
                   (unsigned long long)s.attempts, (unsigned long long)s.retries,
-                  (double)s.bytes_out / MIB, (double)s.bytes_in / MIB);
+                  (double)s.bytes_out / MIB, (double)s.bytes_in / MIB,
+                  (unsigned long long)s.class_requests[ST_OS_CLASS_WRITE],
+                  (unsigned long long)s.class_requests[ST_OS_CLASS_READ],
+                  (unsigned long long)s.class_requests[ST_OS_CLASS_FREE]);
     st_os_destroy(g.os);
     return 0;
 }
@@ -1171,6 +1334,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_metadata_and_overwrite),
         cmocka_unit_test(test_odd_keys),
         cmocka_unit_test(test_file_ranges),
+        cmocka_unit_test(test_request_classes),
         cmocka_unit_test(test_checksum_mismatch),
         cmocka_unit_test(test_wrong_credentials),
         cmocka_unit_test(test_missing_bucket),
