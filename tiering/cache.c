@@ -38,6 +38,7 @@ typedef struct waiter {
 
 typedef struct centry {
     char *objkey; /* whole: a cut key names another object (or none) */
+    st_os_account_t *account; /* its topic's: outlives the cache */
     uint64_t offset, length;
     int in_memory;
     int state;
@@ -141,6 +142,7 @@ static void submit(st_tier_cache_t *c, centry_t *e) {
     memset(&rq, 0, sizeof rq);
     rq.op = ST_OS_GET;
     rq.key = e->objkey;
+    rq.account = e->account;
     rq.offset = e->offset;
     rq.length = e->length;
     if (e->in_memory) {
@@ -257,8 +259,9 @@ static void download_done(st_os_result_t *res, void *arg) {
     }
 }
 
-st_err_t st_tier__cache_get(st_tier_cache_t *c, const char *key, uint64_t offset, uint64_t length,
-                            int in_memory, st_cache_ref_t *ref, st_tier_wake_cb wake, void *arg) {
+st_err_t st_tier__cache_get(st_tier_cache_t *c, st_os_account_t *account, const char *key,
+                            uint64_t offset, uint64_t length, int in_memory, st_cache_ref_t *ref,
+                            st_tier_wake_cb wake, void *arg) {
     st_err_t rc = ST_E_AGAIN;
     pthread_mutex_lock(&c->lock);
     centry_t *e = *slot(c, key, offset);
@@ -286,6 +289,7 @@ st_err_t st_tier__cache_get(st_tier_cache_t *c, const char *key, uint64_t offset
     if (!e) {
         e = st_calloc(1, sizeof *e);
         e->objkey = st_strdup(key);
+        e->account = account;
         e->offset = offset;
         e->length = length;
         e->in_memory = in_memory;

@@ -129,6 +129,21 @@ typedef struct st_tier_stats {
 
 void st_tier_get_stats(st_tier_t *t, st_tier_stats_t *out);
 
+/* What the manager asked of the object store for each topic: requests by
+ * S3's billing class and bytes each way (uploads, manifest reads and
+ * writes, index and chunk downloads, retention deletes, orphan listings),
+ * counted from the first open of a partition of the topic on this broker
+ * for as long as the manager runs (a deleted topic's stay).  Sorted by
+ * topic; *out (heap) holds the returned count of entries; free it with
+ * st_tier_usage_free. */
+typedef struct st_tier_topic_usage {
+    char *topic;
+    st_os_usage_t usage;
+} st_tier_topic_usage_t;
+
+int st_tier_usage(st_tier_t *t, st_tier_topic_usage_t **out);
+void st_tier_usage_free(st_tier_topic_usage_t *v, int n);
+
 /* ---- partitions -------------------------------------------------------- */
 
 /* Attach a partition.  Its manifest is read from the local cache file when

@@ -37,6 +37,7 @@ struct st_tier_part {
     char *topic, *topic_id;
     int32_t partition;
     char *prefix; /* <topic>-<topicId>/<partition>, or the long-name layout */
+    st_os_account_t *account; /* the topic's (t->accounts), carried by each request */
     char *cache_path;
     st_tier_part_ops_t ops;
     st_tier_retention_t ret;
@@ -154,7 +155,8 @@ static char *manifest_key(const char *prefix) { return st_strprintf("%s/manifest
 static st_err_t manifest_get_raw(st_tier_part_t *p, const char *prefix, char **text,
                                  size_t *len, char **etag, char **why) {
     char *key = manifest_key(prefix);
-    st_os_request_t rq = {.op = ST_OS_GET, .key = key, .offset = 0, .length = ST_OS_TO_END};
+    st_os_request_t rq = {.op = ST_OS_GET, .key = key, .account = p->account, .offset = 0,
+                          .length = ST_OS_TO_END};
     rq.sink.kind = ST_OS_SINK_ALLOC;
     st_os_result_t *res = st_os_run(p->tier->os, &rq);
     st_err_t e = res->status;
@@ -269,7 +271,7 @@ static st_err_t manifest_store(st_tier_part_t *p, const st_manifest_t *m, char *
             e = ST_OK;
             break;
         }
-        st_os_request_t rq = {.op = ST_OS_PUT, .key = key};
+        st_os_request_t rq = {.op = ST_OS_PUT, .key = key, .account = p->account};
         rq.src.kind = ST_OS_SRC_MEM;
         rq.src.data = text;
         rq.src.length = tlen;
@@ -323,10 +325,11 @@ static void manifest_install(st_tier_part_t *p, st_manifest_t *m) {
  * from the file, so their size costs no memory. */
 #define SEGMENT_MAX_PARTS 4
 
-static st_err_t put_file(st_tier_t *t, const char *key, const char *path, int crc_known,
+static st_err_t put_file(st_tier_part_t *p, const char *key, const char *path, int crc_known,
                          uint32_t crc, int max_parts, char **why) {
-    st_os_request_t rq = {.op = ST_OS_PUT, .key = key, .crc32c_known = crc_known, .crc32c = crc,
-                          .max_parts = max_parts};
+    st_tier_t *t = p->tier;
+    st_os_request_t rq = {.op = ST_OS_PUT, .key = key, .account = p->account,
+                          .crc32c_known = crc_known, .crc32c = crc, .max_parts = max_parts};
     rq.src.kind = ST_OS_SRC_FILE;
     rq.src.path = path;
     rq.src.offset = 0;
@@ -339,8 +342,10 @@ static st_err_t put_file(st_tier_t *t, const char *key, const char *path, int cr
     return e;
 }
 
-static st_err_t put_mem(st_tier_t *t, const char *key, const void *data, size_t len, char **why) {
-    st_os_request_t rq = {.op = ST_OS_PUT, .key = key};
+static st_err_t put_mem(st_tier_part_t *p, const char *key, const void *data, size_t len,
+                        char **why) {
+    st_tier_t *t = p->tier;
+    st_os_request_t rq = {.op = ST_OS_PUT, .key = key, .account = p->account};
     rq.src.kind = ST_OS_SRC_MEM;
     rq.src.data = data;
     rq.src.length = len;
@@ -515,8 +520,8 @@ static int delete_attempt(st_tier_part_t *p, int64_t base, const char *id) {
     char *keys[ST_ARRAY_SIZE(kinds)];
     for (size_t k = 0; k < ST_ARRAY_SIZE(kinds); k++)
         keys[k] = st_tier__object_key(p->prefix, &r, kinds[k]);
-    st_os_request_t rq = {.op = ST_OS_DELETE_BATCH, .keys = (const char *const *)keys,
-                          .nkeys = ST_ARRAY_SIZE(kinds)};
+    st_os_request_t rq = {.op = ST_OS_DELETE_BATCH, .account = p->account,
+                          .keys = (const char *const *)keys, .nkeys = ST_ARRAY_SIZE(kinds)};
     st_os_result_t *res = st_os_run(p->tier->os, &rq);
     int rc = res->status == ST_OK ? 0 : -1;
     if (rc)
@@ -612,7 +617,7 @@ static st_err_t put_small_file(st_tier_part_t *p, const st_rseg_t *r, const char
     *uploaded = 0;
     if (st_read_file(path, &data, &len)) return ST_OK;
     char *key = st_tier__object_key(p->prefix, r, kind);
-    st_err_t e = put_mem(p->tier, key, data, len, why);
+    st_err_t e = put_mem(p, key, data, len, why);
     free(key);
     free(data);
     *uploaded = !e;
@@ -644,17 +649,17 @@ static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) 
     /* The objects first, under a fresh id: a retry never overwrites. */
     if (!e) {
         key = st_tier__object_key(p->prefix, &r, "log");
-        e = put_file(t, key, seg->log_path, 1, r.crc32c, SEGMENT_MAX_PARTS, &why);
+        e = put_file(p, key, seg->log_path, 1, r.crc32c, SEGMENT_MAX_PARTS, &why);
         free(key);
     }
     if (!e) {
         key = st_tier__object_key(p->prefix, &r, "index");
-        e = put_file(t, key, seg->index_path, 0, 0, 0, &why);
+        e = put_file(p, key, seg->index_path, 0, 0, 0, &why);
         free(key);
     }
     if (!e) {
         key = st_tier__object_key(p->prefix, &r, "timeindex");
-        e = put_file(t, key, seg->timeindex_path, 0, 0, 0, &why);
+        e = put_file(p, key, seg->timeindex_path, 0, 0, 0, &why);
         free(key);
     }
     /* The transaction index and the producer snapshot, when the segment
@@ -672,7 +677,7 @@ static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) 
         for (int i = 0; i < seg->nepochs; i++)
             st_buf_printf(&b, "%d %lld\n", seg->epochs[i].epoch, (long long)seg->epochs[i].start_offset);
         key = st_tier__object_key(p->prefix, &r, "epochs");
-        e = put_mem(t, key, b.data, b.len, &why);
+        e = put_mem(p, key, b.data, b.len, &why);
         free(key);
         st_buf_fini(&b);
     }
@@ -722,9 +727,11 @@ static st_err_t upload_segment(st_tier_part_t *p, const st_tier_segment_t *seg) 
 
 /* ---- deletes ---------------------------------------------------------------- */
 
-static void delete_objects(st_tier_t *t, const char *const *keys, size_t n) {
+static void delete_objects(st_tier_part_t *p, const char *const *keys, size_t n) {
+    st_tier_t *t = p->tier;
     if (!n) return;
-    st_os_request_t rq = {.op = ST_OS_DELETE_BATCH, .keys = keys, .nkeys = n};
+    st_os_request_t rq = {.op = ST_OS_DELETE_BATCH, .account = p->account, .keys = keys,
+                          .nkeys = n};
     st_os_result_t *res = st_os_run(t->os, &rq);
     if (res->status == ST_OK) ST_TIER_STAT_ADD(t, objects_deleted, n - res->nfailed);
     else ST_LOG_RATELIMITED(ST_LOG_WARN, "tiering", 10000, "deleting %zu objects: %s", n, res->message);
@@ -740,7 +747,7 @@ static void delete_segment_objects(st_tier_part_t *p, const st_rseg_t *segs, int
         if (segs[i].has_txnindex) keys[nk++] = st_tier__object_key(p->prefix, &segs[i], "txnindex");
         if (segs[i].has_snapshot) keys[nk++] = st_tier__object_key(p->prefix, &segs[i], "snapshot");
     }
-    delete_objects(p->tier, (const char *const *)keys, nk);
+    delete_objects(p, (const char *const *)keys, nk);
     for (size_t i = 0; i < nk; i++) free(keys[i]);
     free(keys);
 }
@@ -816,7 +823,8 @@ static int64_t sweep_orphans(st_tier_part_t *p, int64_t min_age_ms) {
     size_t n = 0, cap = 0;
     char *token = NULL;
     for (;;) {
-        st_os_request_t rq = {.op = ST_OS_LIST, .prefix = prefix, .token = token};
+        st_os_request_t rq = {.op = ST_OS_LIST, .account = p->account, .prefix = prefix,
+                              .token = token};
         st_os_result_t *res = st_os_run(t->os, &rq);
         free(token);
         token = NULL;
@@ -854,7 +862,7 @@ static int64_t sweep_orphans(st_tier_part_t *p, int64_t min_age_ms) {
         if (!token) break;
     }
     if (n) {
-        delete_objects(t, (const char *const *)orphans, n);
+        delete_objects(p, (const char *const *)orphans, n);
         ST_TIER_STAT_ADD(t, orphans_deleted, n);
         ST_INFO("tiering", "%s-%d: deleted %zu orphaned object(s) left by interrupted uploads",
                 p->topic, (int)p->partition, n);
@@ -874,7 +882,7 @@ static void delete_everything(st_tier_part_t *p) {
     pthread_mutex_unlock(&p->lock);
     char *key = manifest_key(p->prefix);
     const char *k = key;
-    delete_objects(p->tier, &k, 1);
+    delete_objects(p, &k, 1);
     free(key);
     sweep_orphans(p, 0); /* with an empty manifest: every segment object */
 }
@@ -898,7 +906,8 @@ static void restore_aborted(st_tier_part_t *p) {
     for (int i = 0; i < m.nsegs; i++) {
         if (!m.segs[i].has_txnindex) continue;
         char *key = st_tier__object_key(p->prefix, &m.segs[i], "txnindex");
-        st_os_request_t rq = {.op = ST_OS_GET, .key = key, .offset = 0, .length = ST_OS_TO_END};
+        st_os_request_t rq = {.op = ST_OS_GET, .key = key, .account = p->account, .offset = 0,
+                              .length = ST_OS_TO_END};
         rq.sink.kind = ST_OS_SINK_ALLOC;
         st_os_result_t *res = st_os_run(p->tier->os, &rq);
         if (res->status) {
@@ -1130,6 +1139,13 @@ void st_tier_destroy(st_tier_t *t) {
     st_tier__cache_destroy(t->cache);
     for (int i = 0; i < t->nparts; i++) part_release(t->parts[i]);
     free(t->parts);
+    /* every request is done (the pool ran out, the cache waited for its
+     * downloads): no account is in use any more */
+    for (int i = 0; i < t->naccounts; i++) {
+        free(t->accounts[i]->topic);
+        free(t->accounts[i]);
+    }
+    free(t->accounts);
     pthread_mutex_destroy(&t->lock);
     pthread_cond_destroy(&t->cond);
     free(t->cache_dir);
@@ -1156,12 +1172,55 @@ void st_tier_get_stats(st_tier_t *t, st_tier_stats_t *out) {
     out->cache_used_bytes = st_tier__cache_used(t->cache);
 }
 
+/* ---- topics' accounts -------------------------------------------------------- */
+
+/* The account of topic, made on first use (t->lock held).  Binary search:
+ * a broker may host thousands of topics, each partition open asks. */
+static st_os_account_t *account_for_locked(st_tier_t *t, const char *topic) {
+    int lo = 0, hi = t->naccounts;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2, c = strcmp(t->accounts[mid]->topic, topic);
+        if (c == 0) return &t->accounts[mid]->os;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    if (t->naccounts == t->capaccounts) {
+        t->capaccounts = t->capaccounts ? t->capaccounts * 2 : 16;
+        t->accounts = st_realloc(t->accounts, sizeof *t->accounts * (size_t)t->capaccounts);
+    }
+    st_tier_account_t *a = st_calloc(1, sizeof *a);
+    a->topic = st_strdup(topic);
+    st_os_account_init(&a->os);
+    memmove(t->accounts + lo + 1, t->accounts + lo, sizeof *t->accounts * (size_t)(t->naccounts - lo));
+    t->accounts[lo] = a;
+    t->naccounts++;
+    return &a->os;
+}
+
+int st_tier_usage(st_tier_t *t, st_tier_topic_usage_t **out) {
+    pthread_mutex_lock(&t->lock);
+    int n = t->naccounts;
+    st_tier_topic_usage_t *v = st_calloc((size_t)n + 1, sizeof *v);
+    for (int i = 0; i < n; i++) {
+        v[i].topic = st_strdup(t->accounts[i]->topic);
+        st_os_account_read(&t->accounts[i]->os, &v[i].usage);
+    }
+    pthread_mutex_unlock(&t->lock);
+    *out = v;
+    return n;
+}
+
+void st_tier_usage_free(st_tier_topic_usage_t *v, int n) {
+    for (int i = 0; i < n; i++) free(v[i].topic);
+    free(v);
+}
+
 /* ---- partitions ------------------------------------------------------------- */
 
 /* ST_OK when the object exists, ST_E_NOT_FOUND, or an error (*why). */
-static st_err_t head(st_tier_t *t, const char *key, char **why) {
-    st_os_request_t rq = {.op = ST_OS_HEAD, .key = key};
-    st_os_result_t *res = st_os_run(t->os, &rq);
+static st_err_t head(st_tier_part_t *p, const char *key, char **why) {
+    st_os_request_t rq = {.op = ST_OS_HEAD, .key = key, .account = p->account};
+    st_os_result_t *res = st_os_run(p->tier->os, &rq);
     st_err_t e = res->status;
     if (e && e != ST_E_NOT_FOUND) *why = st_strdup(res->message);
     st_os_result_free(res);
@@ -1175,12 +1234,12 @@ static st_err_t head(st_tier_t *t, const char *key, char **why) {
 static st_err_t choose_layout(st_tier_part_t *p, char **why) {
     if (!long_layout(p->topic, p->topic_id)) return ST_OK;
     char *key = manifest_key(p->prefix);
-    st_err_t e = head(p->tier, key, why);
+    st_err_t e = head(p, key, why);
     free(key);
     if (e != ST_E_NOT_FOUND) return e;
     char *old = st_strprintf("%s-%s/%d", p->topic, p->topic_id, (int)p->partition);
     key = manifest_key(old);
-    e = head(p->tier, key, why);
+    e = head(p, key, why);
     free(key);
     if (e == ST_OK) {
         ST_INFO("tiering", "%s-%d: the bucket holds it under %s/ (written before the layout for "
@@ -1207,6 +1266,9 @@ st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id
     p->topic_id = st_strdup(topic_id);
     p->partition = partition;
     p->prefix = st_tier_part_prefix(topic, topic_id, partition);
+    pthread_mutex_lock(&t->lock);
+    p->account = account_for_locked(t, topic); /* before its first request */
+    pthread_mutex_unlock(&t->lock);
     p->cache_path = cache_manifest_path ? st_strdup(cache_manifest_path) : NULL;
     p->fail.base = p->fail.last = -1;
     if (p->cache_path) {
@@ -1366,7 +1428,8 @@ st_err_t st_tier_part_producer_snapshot(st_tier_part_t *p, int64_t offset, void 
     }
     if (!e) {
         char *key = st_tier__object_key(p->prefix, seg, "snapshot");
-        st_os_request_t rq = {.op = ST_OS_GET, .key = key, .offset = 0, .length = ST_OS_TO_END};
+        st_os_request_t rq = {.op = ST_OS_GET, .key = key, .account = p->account, .offset = 0,
+                              .length = ST_OS_TO_END};
         rq.sink.kind = ST_OS_SINK_ALLOC;
         st_os_result_t *res = st_os_run(p->tier->os, &rq);
         e = res->status;
@@ -1419,6 +1482,7 @@ int st_tier__part_wait_idle(st_tier_part_t *p, int64_t timeout_ms) {
 typedef struct seg_view {
     char *index_key, *log_key; /* NULL: no such segment */
     int64_t base, last, size;
+    st_os_account_t *account; /* its topic's, for the downloads */
 } seg_view_t;
 
 static void view_fini(seg_view_t *v) {
@@ -1430,6 +1494,7 @@ static void view_fini(seg_view_t *v) {
 static void view_of(st_tier_part_t *p, const st_rseg_t *s, seg_view_t *v) {
     v->index_key = st_tier__object_key(p->prefix, s, "index");
     v->log_key = st_tier__object_key(p->prefix, s, "log");
+    v->account = p->account;
     v->base = s->base_offset;
     v->last = s->last_offset;
     v->size = s->size_bytes;
@@ -1524,8 +1589,8 @@ static st_err_t get_chunk(st_tier_t *t, const seg_view_t *v, const chunk_map_t *
                           st_cache_ref_t *ref, int64_t *cstart, st_tier_wake_cb wake, void *arg) {
     int64_t end;
     chunk_of(m, pos, cstart, &end);
-    return st_tier__cache_get(t->cache, v->log_key, (uint64_t)*cstart, (uint64_t)(end - *cstart), 0,
-                              ref, wake, arg);
+    return st_tier__cache_get(t->cache, v->account, v->log_key, (uint64_t)*cstart,
+                              (uint64_t)(end - *cstart), 0, ref, wake, arg);
 }
 
 /* Fetch the next chunks of a sequential reader ahead, on into the next
@@ -1539,19 +1604,21 @@ static void read_ahead(st_tier_t *t, const seg_view_t *v, const chunk_map_t *m,
     while (left > 0 && end < v->size) {
         int64_t s = end;
         chunk_of(m, s, &start, &end);
-        if (st_tier__cache_get(t->cache, v->log_key, (uint64_t)start, (uint64_t)(end - start), 0,
-                               &ref, NULL, NULL) == ST_OK)
+        if (st_tier__cache_get(t->cache, v->account, v->log_key, (uint64_t)start,
+                               (uint64_t)(end - start), 0, &ref, NULL, NULL) == ST_OK)
             st_tier__cache_release(t->cache, &ref);
         left--;
     }
     if (left <= 0 || next->size <= 0) return;
     st_cache_ref_t idx;
-    if (st_tier__cache_get(t->cache, next->index_key, 0, ST_OS_TO_END, 1, &idx, NULL, NULL)) return;
+    if (st_tier__cache_get(t->cache, next->account, next->index_key, 0, ST_OS_TO_END, 1, &idx,
+                           NULL, NULL))
+        return;
     chunk_map_t nm = {idx.mem, idx.len / 8, next->size, t->cfg.chunk_bytes};
     for (int64_t s = 0; left > 0 && s < next->size; left--) {
         chunk_of(&nm, s, &start, &end);
-        if (st_tier__cache_get(t->cache, next->log_key, (uint64_t)start, (uint64_t)(end - start), 0,
-                               &ref, NULL, NULL) == ST_OK)
+        if (st_tier__cache_get(t->cache, next->account, next->log_key, (uint64_t)start,
+                               (uint64_t)(end - start), 0, &ref, NULL, NULL) == ST_OK)
             st_tier__cache_release(t->cache, &ref);
         s = end;
     }
@@ -1572,7 +1639,8 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
     if (!found) return ST_E_OFFSET_OUT_OF_RANGE;
 
     st_cache_ref_t idx;
-    st_err_t e = st_tier__cache_get(t->cache, v.index_key, 0, ST_OS_TO_END, 1, &idx, wake, wake_arg);
+    st_err_t e = st_tier__cache_get(t->cache, v.account, v.index_key, 0, ST_OS_TO_END, 1, &idx,
+                                    wake, wake_arg);
     if (e) goto out;
     chunk_map_t m = {idx.mem, idx.len / 8, v.size, t->cfg.chunk_bytes};
     int64_t pos = index_lookup(idx.mem, idx.len, offset - v.base);
@@ -1643,7 +1711,8 @@ st_err_t st_tier_time_search_start(st_tier_part_t *p, int64_t ts, int64_t *from,
     pthread_mutex_unlock(&p->lock);
     if (base < 0) return ST_E_NOT_FOUND;
     st_cache_ref_t tidx;
-    st_err_t e = st_tier__cache_get(t->cache, key, 0, ST_OS_TO_END, 1, &tidx, wake, wake_arg);
+    st_err_t e = st_tier__cache_get(t->cache, p->account, key, 0, ST_OS_TO_END, 1, &tidx, wake,
+                                    wake_arg);
     free(key);
     if (e) return e;
     /* Entries of 12 bytes: the newest timestamp so far and the relative

@@ -103,7 +103,11 @@ typedef struct st_cache_ref {
     void *entry;     /* ...kept alive by this reference */
 } st_cache_ref_t;
 
-/* fetch_bytes_per_s > 0 puts downloads behind a byte-rate quota: one
+/* A download is counted in the account of the topic whose object it
+ * reads (the account of the reader that started it: every reader of one
+ * object key reads for the same topic).
+ *
+ * fetch_bytes_per_s > 0 puts downloads behind a byte-rate quota: one
  * starts at once while the quota allows it, the rest queue in FIFO order
  * and st_tier__cache_pump (the task thread, every 20 ms) and each
  * download's end release them as it allows. */
@@ -114,12 +118,25 @@ void st_tier__cache_destroy(st_tier_cache_t *c);
 /* ST_OK and a reference; ST_E_AGAIN (download started or running; wake is
  * called when it ends; wake may be NULL for read-ahead);
  * ST_E_KAFKA_STORAGE_ERROR after a failed download. */
-st_err_t st_tier__cache_get(st_tier_cache_t *c, const char *key, uint64_t offset, uint64_t length,
-                            int in_memory, st_cache_ref_t *ref, st_tier_wake_cb wake, void *arg);
+st_err_t st_tier__cache_get(st_tier_cache_t *c, st_os_account_t *account, const char *key,
+                            uint64_t offset, uint64_t length, int in_memory, st_cache_ref_t *ref,
+                            st_tier_wake_cb wake, void *arg);
 void st_tier__cache_release(st_tier_cache_t *c, st_cache_ref_t *ref);
 int64_t st_tier__cache_used(st_tier_cache_t *c);
 
 /* ---- the manager -------------------------------------------------------- */
+
+/* One topic's object store use: every request the manager makes for a
+ * partition of the topic carries it (st_os_request_t.account).  Keyed by
+ * name, as the metrics label it (a topic deleted and made again under its
+ * name continues its series).  Made when the first partition of the topic
+ * opens, freed only by st_tier_destroy, after every request finished: a
+ * deleted topic's requests were made all the same, and one still in
+ * flight counts in it. */
+typedef struct st_tier_account {
+    char *topic;
+    st_os_account_t os;
+} st_tier_account_t;
 
 typedef struct st_tier_stats_atomic {
     uint64_t bytes_uploaded, segments_uploaded, upload_requests, upload_failures;
@@ -144,6 +161,8 @@ struct st_tier {
     st_tier_stats_atomic_t stats;
     int pending_jobs; /* pool jobs not finished (guarded by lock) */
     st_tier_quota_t copy_quota; /* shared by every copier thread (lock) */
+    st_tier_account_t **accounts; /* sorted by topic; lock */
+    int naccounts, capaccounts;
 };
 
 /* For tests: wait until the partition has no job running or due (a kick

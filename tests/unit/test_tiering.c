@@ -274,13 +274,14 @@ static void env_teardown(env_t *e) {
 
 /* ---- reading back ---------------------------------------------------------- */
 
-/* Read at offset, waiting on the wake callback while a download runs,
- * and return the data. */
-static int read_remote(env_t *e, int64_t offset, int32_t max, uint8_t **data, int32_t *len) {
+/* Read at offset (with flags besides MIN_ONE), waiting on the wake
+ * callback while a download runs, and return the data. */
+static int read_remote_flags(env_t *e, int64_t offset, int32_t max, int flags, uint8_t **data,
+                             int32_t *len) {
     for (int i = 0; i < 100; i++) {
         st_tier_read_t r;
         int seen = wakes_now(e);
-        st_err_t rc = st_tier_read(e->part, offset, max, ST_TIER_READ_MIN_ONE, &r, wake_cb, e);
+        st_err_t rc = st_tier_read(e->part, offset, max, ST_TIER_READ_MIN_ONE | flags, &r, wake_cb, e);
         if (rc == ST_E_AGAIN) {
             wait_wake(e, seen);
             continue;
@@ -297,6 +298,10 @@ static int read_remote(env_t *e, int64_t offset, int32_t max, uint8_t **data, in
     }
     fail_msg("no data for offset %lld", (long long)offset);
     return -1;
+}
+
+static int read_remote(env_t *e, int64_t offset, int32_t max, uint8_t **data, int32_t *len) {
+    return read_remote_flags(e, offset, max, 0, data, len);
 }
 
 /* Every record of every whole batch in data checks out, and the first batch
@@ -445,6 +450,80 @@ static void test_upload_and_read(void **state) {
     int64_t chunks = 0;
     for (int i = 0; i < NSEGS; i++) chunks += (e.segs[i].info.size_bytes + 65535) / 65536;
     assert_true((int64_t)st.fetch_requests <= chunks + NSEGS);
+    env_teardown(&e);
+}
+
+/* Each request the manager makes carries its topic's account: after
+ * uploads of two topics, reads of one, and the other's deletion, the two
+ * accounts add up to every request and byte the object store counted (the
+ * test sends none of its own); the reads cost one read-class request per
+ * download and nothing else; a deleted topic's account stays. */
+static void test_topic_accounts(void **state) {
+    (void)state;
+    env_t e;
+    env_setup(&e);
+    st_tier_retention_t ret = {-1, -1};
+    open_part(&e, &ret); /* "orders" */
+    int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
+    wait_remote_end(&e, end);
+    st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, NULL, release_cb, &e};
+    st_tier_part_t *pay = NULL;
+    char err[256];
+    assert_int_equal(st_tier_part_open(e.tier, "payments", "BBBBBBBBBBBBBBBBBBBBBB", 0, NULL, &ops,
+                                       &ret, &pay, err, sizeof err),
+                     ST_OK);
+    st_tier_part_set_leader(pay, 1, 0);
+    st_tier_part_kick(pay);
+    assert_int_equal(st_tier__part_wait_idle(pay, EVENT_WAIT_MS), 0);
+    st_tier_status_t ts;
+    st_tier_part_status(pay, &ts);
+    assert_int_equal(ts.remote_end, end);
+
+    /* reading orders back: one read request per download, nothing else */
+    st_tier_topic_usage_t *u0, *u1;
+    assert_int_equal(st_tier_usage(e.tier, &u0), 2);
+    st_tier_stats_t s0, s1;
+    st_tier_get_stats(e.tier, &s0);
+    /* no read-ahead: once a read answers, no download of it is running */
+    for (int64_t off = 0; off < end; off += 50) {
+        uint8_t *data;
+        int32_t len;
+        assert_int_equal(read_remote_flags(&e, off, 32768, ST_TIER_READ_ONCE, &data, &len), ST_OK);
+        free(data);
+    }
+    st_tier_get_stats(e.tier, &s1);
+    assert_int_equal(st_tier_usage(e.tier, &u1), 2);
+    assert_string_equal(u1[0].topic, "orders");
+    assert_string_equal(u1[1].topic, "payments");
+    assert_true(s1.fetch_requests > s0.fetch_requests);
+    assert_int_equal(u1[0].usage.requests[ST_OS_CLASS_READ] - u0[0].usage.requests[ST_OS_CLASS_READ],
+                     s1.fetch_requests - s0.fetch_requests);
+    assert_int_equal(u1[0].usage.requests[ST_OS_CLASS_WRITE], u0[0].usage.requests[ST_OS_CLASS_WRITE]);
+    assert_int_equal(u1[0].usage.bytes_in - u0[0].usage.bytes_in, s1.bytes_fetched - s0.bytes_fetched);
+    assert_true(u1[1].usage.requests[ST_OS_CLASS_WRITE] >= 4 * NSEGS + NSEGS); /* objects, manifests */
+    assert_int_equal(memcmp(&u1[1].usage, &u0[1].usage, sizeof u1[1].usage), 0);
+    st_tier_usage_free(u0, 2);
+
+    /* payments goes with its objects; its account stays, with the deletes */
+    st_tier_part_t *held = st_tier_part_keep(pay);
+    st_tier_part_close(pay, 1);
+    assert_int_equal(st_tier__part_wait_idle(held, EVENT_WAIT_MS), 0);
+    st_tier_part_release(held);
+    st_tier_topic_usage_t *u2;
+    assert_int_equal(st_tier_usage(e.tier, &u2), 2);
+    assert_string_equal(u2[1].topic, "payments");
+    assert_true(u2[1].usage.requests[ST_OS_CLASS_WRITE] >= u1[1].usage.requests[ST_OS_CLASS_WRITE] + 2);
+
+    /* the accounts hold every request and byte the store counted */
+    st_os_stats_t os;
+    st_os_get_stats(e.os, &os);
+    for (int c = 0; c < ST_OS_NCLASSES; c++)
+        assert_int_equal(u2[0].usage.requests[c] + u2[1].usage.requests[c], os.class_requests[c]);
+    assert_int_equal(u2[0].usage.bytes_out + u2[1].usage.bytes_out, os.bytes_out);
+    assert_int_equal(u2[0].usage.bytes_in + u2[1].usage.bytes_in, os.bytes_in);
+    assert_true(u2[0].usage.bytes_out > 0 && u2[0].usage.bytes_in > 0);
+    st_tier_usage_free(u1, 2);
+    st_tier_usage_free(u2, 2);
     env_teardown(&e);
 }
 
@@ -1123,6 +1202,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_manifest_round_trip),
         cmocka_unit_test(test_upload_and_read),
+        cmocka_unit_test(test_topic_accounts),
         cmocka_unit_test(test_restart_and_orphans),
         cmocka_unit_test(test_retention_and_delete_records),
         cmocka_unit_test(test_delete_records_while_retention_decides),
