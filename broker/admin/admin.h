@@ -65,5 +65,8 @@ void st_admin__metrics(const st_admin_sources_t *src, st_buf_t *out);
 /* 1 when ready; *body the JSON answer (heap). */
 int st_admin__ready(const st_admin_sources_t *src, char **body);
 char *st_admin__status(const st_admin_sources_t *src, st_admin_lag_t *lag);
+/* Read-class requests per GiB received (metrics.c): what a replay from
+ * the bucket costs in requests; below 0 while nothing was received. */
+double st_admin__read_requests_per_gib(const st_os_usage_t *u);
 
 #endif /* ST_ADMIN_H */

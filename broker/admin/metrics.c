@@ -16,7 +16,8 @@
  *   kafka.log:type=Log,name=Size,topic=T,partition=P
  *       -> kafka_log_log_size{topic="T",partition="P"}
  *
- * Strata's own (the object store, the chunk cache) start with strata_.
+ * Strata's own (the object store, the chunk cache, the cost estimate)
+ * start with strata_.
  *
  * Everything is read at scrape time: counters are relaxed atomics bumped
  * on the hot paths (a partition's counters, the net layer's per-API
@@ -56,6 +57,14 @@ static void sample_topic_u(st_buf_t *b, const char *name, const char *topic, uin
     st_buf_printf(b, "%s{topic=", name);
     label_value(b, topic);
     st_buf_printf(b, "} %llu\n", (unsigned long long)v);
+}
+
+/* Dollars and ratios: enough digits that a reader recomputing them from
+ * the request counts of the same page gets the same value. */
+static void sample_topic_d(st_buf_t *b, const char *name, const char *topic, double v) {
+    st_buf_printf(b, "%s{topic=", name);
+    label_value(b, topic);
+    st_buf_printf(b, "} %.12g\n", v);
 }
 
 /* A histogram of st_histo_t (microseconds) in unit_us units (1000: ms,
@@ -344,6 +353,78 @@ static void tiering(st_buf_t *b, const st_admin_sources_t *src, const part_row_t
     sample_u(b, "strata_tiering_deleted_segments_total", s.segments_deleted);
 }
 
+/* ---- the cost estimate ------------------------------------------------------ */
+
+double st_admin__read_requests_per_gib(const st_os_usage_t *u) {
+    if (!u->bytes_in) return -1;
+    double gib = (double)u->bytes_in / (1024.0 * 1024.0 * 1024.0);
+    return (double)u->requests[ST_OS_CLASS_READ] / gib;
+}
+
+/* Per topic, what tiering asked of the object store (requests by S3's
+ * billing class, bytes each way: st_tier_usage, every request a partition
+ * of the topic made on this broker) and the estimate at objectstore.cost.*
+ * prices: the requests so far, and a month of keeping what the bucket
+ * holds of the partitions led here (their manifests' bytes, as
+ * remotelogsizebytes: the leader's view, so brokers' sums do not count a
+ * byte twice).  Requests are each broker's own: sum them over brokers. */
+static void cost(st_buf_t *b, const st_admin_sources_t *src, const part_row_t *rows, int n) {
+    st_os_prices_t pr;
+    st_os_get_prices(src->os, &pr);
+    st_tier_topic_usage_t *u = NULL;
+    int nu = st_tier_usage(src->tier, &u);
+
+    family(b, "strata_tiering_requests_total", "counter",
+           "Object store requests made for the topic's partitions, by S3's billing class "
+           "(write: PUT, POST, LIST; read: GET, HEAD; free: DELETE).");
+    for (int i = 0; i < nu; i++)
+        for (int c = 0; c < ST_OS_NCLASSES; c++) {
+            st_buf_printf(b, "strata_tiering_requests_total{topic=");
+            label_value(b, u[i].topic);
+            st_buf_printf(b, ",class=\"%s\"} %llu\n", st_os_class_name((st_os_class_t)c),
+                          (unsigned long long)u[i].usage.requests[c]);
+        }
+    family(b, "strata_tiering_bucket_sent_bytes_total", "counter",
+           "Body bytes sent to the object store for the topic (uploads).");
+    for (int i = 0; i < nu; i++)
+        sample_topic_u(b, "strata_tiering_bucket_sent_bytes_total", u[i].topic,
+                       u[i].usage.bytes_out);
+    family(b, "strata_tiering_bucket_received_bytes_total", "counter",
+           "Body bytes received from the object store for the topic (downloads: replays).");
+    for (int i = 0; i < nu; i++)
+        sample_topic_u(b, "strata_tiering_bucket_received_bytes_total", u[i].topic,
+                       u[i].usage.bytes_in);
+    family(b, "strata_tiering_request_cost_dollars_total", "counter",
+           "Estimated cost of the topic's object store requests so far, in dollars "
+           "(objectstore.cost.*.requests.per.1000).");
+    for (int i = 0; i < nu; i++)
+        sample_topic_d(b, "strata_tiering_request_cost_dollars_total", u[i].topic,
+                       st_os_request_cost(&pr, &u[i].usage));
+    family(b, "strata_tiering_read_requests_per_gib", "gauge",
+           "Read-class object store requests per GiB received for the topic (what a replay "
+           "from the bucket costs in requests; absent until a byte came).");
+    for (int i = 0; i < nu; i++) {
+        double per_gib = st_admin__read_requests_per_gib(&u[i].usage);
+        if (per_gib >= 0)
+            sample_topic_d(b, "strata_tiering_read_requests_per_gib", u[i].topic, per_gib);
+    }
+    family(b, "strata_tiering_storage_cost_dollars_per_month", "gauge",
+           "Estimated cost in dollars of keeping the topic's remote log a month at its "
+           "current size (remotelogsizebytes, partitions led here; "
+           "objectstore.cost.storage.gib.month).");
+    for (int i = 0; i < n;) {
+        int j = topic_end(rows, n, i), any = 0;
+        int64_t bytes = 0;
+        for (int k = i; k < j; k++)
+            if (rows[k].tiered) any = 1, bytes += rows[k].ts.remote_bytes;
+        if (any)
+            sample_topic_d(b, "strata_tiering_storage_cost_dollars_per_month", rows[i].p->topic,
+                           st_os_storage_cost(&pr, bytes));
+        i = j;
+    }
+    st_tier_usage_free(u, nu);
+}
+
 static void objectstore(st_buf_t *b, st_os_t *os) {
     static const st_os_op_t ops[] = {ST_OS_PUT,    ST_OS_GET,          ST_OS_HEAD, ST_OS_LIST,
                                      ST_OS_DELETE, ST_OS_DELETE_BATCH, ST_OS_CHECK};
@@ -374,6 +455,23 @@ static void objectstore(st_buf_t *b, st_os_t *os) {
     family(b, "strata_objectstore_received_bytes_total", "counter",
            "Body bytes received from the object store.");
     sample_u(b, "strata_objectstore_received_bytes_total", s.bytes_in);
+    family(b, "strata_objectstore_requests_total", "counter",
+           "Object store requests that reached the store (s3: HTTP exchanges, retries and "
+           "multipart steps included), by S3's billing class: every topic's and the start-up "
+           "check.");
+    st_os_usage_t all;
+    memset(&all, 0, sizeof all);
+    for (int c = 0; c < ST_OS_NCLASSES; c++) {
+        all.requests[c] = s.class_requests[c];
+        st_buf_printf(b, "strata_objectstore_requests_total{class=\"%s\"} %llu\n",
+                      st_os_class_name((st_os_class_t)c), (unsigned long long)s.class_requests[c]);
+    }
+    st_os_prices_t pr;
+    st_os_get_prices(os, &pr);
+    family(b, "strata_objectstore_request_cost_dollars_total", "counter",
+           "Estimated cost of all those requests so far, in dollars.");
+    st_buf_printf(b, "strata_objectstore_request_cost_dollars_total %.12g\n",
+                  st_os_request_cost(&pr, &all));
 }
 
 void st_admin__metrics(const st_admin_sources_t *src, st_buf_t *b) {
@@ -421,6 +519,7 @@ void st_admin__metrics(const st_admin_sources_t *src, st_buf_t *b) {
     requests(b, src->net);
     log_sizes(b, rows, n);
     if (src->tier) tiering(b, src, rows, n);
+    if (src->tier && src->os) cost(b, src, rows, n);
     if (src->os) objectstore(b, src->os);
 
     for (int i = 0; i < n; i++) st_partition_release(parts[i]);

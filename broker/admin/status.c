@@ -13,6 +13,13 @@
  * what the bucket holds of it.  It names the object store by its
  * description (st_os_describe: no credentials), never by its settings.
  *
+ * With tiered storage, the cost estimate: per topic (and in all) the
+ * object store requests by S3's billing class, the bytes each way, the
+ * read requests per GiB received (what a replay from the bucket costs in
+ * requests) and, at the objectstore.cost.* prices, the dollars of the
+ * requests so far and of a month of the bucket's bytes (the leader's view,
+ * as remote_bytes).
+ *
  * And the consumer groups this broker coordinates, each partition with
  * its committed offset and, where this broker hosts the partition, its
  * lag: in records (high watermark - committed), in time (now - the
@@ -273,6 +280,38 @@ int st_admin__ready(const st_admin_sources_t *src, char **body) {
     return ready;
 }
 
+/* ---- the cost estimate ---------------------------------------------------------- */
+
+/* Requests by class, bytes, requests per GiB read, dollars. */
+static json_t *cost_json(const st_os_prices_t *pr, const st_os_usage_t *u, int64_t remote_bytes) {
+    json_t *o = json_object(), *r = json_object();
+    for (int c = 0; c < ST_OS_NCLASSES; c++)
+        json_object_set_new(r, st_os_class_name((st_os_class_t)c),
+                            json_integer((json_int_t)u->requests[c]));
+    json_object_set_new(o, "requests", r);
+    json_object_set_new(o, "sent_bytes", json_integer((json_int_t)u->bytes_out));
+    json_object_set_new(o, "received_bytes", json_integer((json_int_t)u->bytes_in));
+    double per_gib = st_admin__read_requests_per_gib(u);
+    json_object_set_new(o, "read_requests_per_gib",
+                        per_gib >= 0 ? json_real(per_gib) : json_null());
+    json_object_set_new(o, "request_dollars", json_real(st_os_request_cost(pr, u)));
+    json_object_set_new(o, "storage_dollars_per_month",
+                        json_real(st_os_storage_cost(pr, remote_bytes)));
+    return o;
+}
+
+/* The usage of topic in u (sorted by topic), or NULL. */
+static const st_os_usage_t *usage_of(const st_tier_topic_usage_t *u, int n, const char *topic) {
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2, c = strcmp(u[mid].topic, topic);
+        if (c == 0) return &u[mid].usage;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
 static json_t *int_array(const int32_t *v, int n) {
     json_t *a = json_array();
     for (int i = 0; i < n; i++) json_array_append_new(a, json_integer(v[i]));
@@ -287,6 +326,15 @@ char *st_admin__status(const st_admin_sources_t *src, st_admin_lag_t *lag) {
     json_object_set_new(root, "registered", json_boolean(st_controller_broker_ready(src->ctl)));
     json_object_set_new(root, "object_store",
                         src->os ? json_string(st_os_describe(src->os)) : json_null());
+
+    /* the cost estimate: with tiered storage only */
+    int costed = src->tier && src->os, nu = 0;
+    st_tier_topic_usage_t *usage = NULL;
+    st_os_prices_t prices;
+    if (costed) {
+        st_os_get_prices(src->os, &prices);
+        nu = st_tier_usage(src->tier, &usage);
+    }
 
     st_meta_image_t *img = st_controller_image(src->ctl);
     json_object_set_new(root, "metadata_offset", json_integer(img->offset));
@@ -362,6 +410,11 @@ char *st_admin__status(const st_admin_sources_t *src, st_admin_lag_t *lag) {
         }
         json_object_set_new(jt, "local_bytes", json_integer(t_local));
         json_object_set_new(jt, "remote_bytes", json_integer(t_remote));
+        if (costed) {
+            static const st_os_usage_t none;
+            const st_os_usage_t *tu = usage_of(usage, nu, mt->name);
+            json_object_set_new(jt, "cost", cost_json(&prices, tu ? tu : &none, t_remote));
+        }
         json_object_set_new(jt, "partitions", jps);
         json_array_append_new(topics, jt);
         all_local += t_local;
@@ -371,6 +424,27 @@ char *st_admin__status(const st_admin_sources_t *src, st_admin_lag_t *lag) {
     json_object_set_new(root, "topics", topics);
     json_object_set_new(root, "local_bytes", json_integer(all_local));
     json_object_set_new(root, "remote_bytes", json_integer(all_remote));
+    if (costed) {
+        /* in all: every request the object store counted (the start-up
+         * check and deleted topics' included) */
+        st_os_stats_t os;
+        st_os_get_stats(src->os, &os);
+        st_os_usage_t all;
+        memset(&all, 0, sizeof all);
+        memcpy(all.requests, os.class_requests, sizeof all.requests);
+        all.bytes_out = os.bytes_out;
+        all.bytes_in = os.bytes_in;
+        json_t *jc = cost_json(&prices, &all, all_remote);
+        json_t *jp = json_object();
+        json_object_set_new(jp, "write_requests_per_1000",
+                            json_real(prices.per_1000[ST_OS_CLASS_WRITE]));
+        json_object_set_new(jp, "read_requests_per_1000",
+                            json_real(prices.per_1000[ST_OS_CLASS_READ]));
+        json_object_set_new(jp, "storage_gib_month", json_real(prices.storage_gib_month));
+        json_object_set_new(jc, "prices", jp);
+        json_object_set_new(root, "cost", jc);
+        st_tier_usage_free(usage, nu);
+    }
     json_object_set_new(root, "groups", groups_status(src, lag));
     char *s = json_dumps(root, JSON_COMPACT);
     json_decref(root);

@@ -323,6 +323,23 @@ def main():
         check(metric(ms, "kafka_server_brokertopicmetrics_remotecopyerrors_total") == 0, "copy errors")
         lag = metric(ms, "kafka_server_brokertopicmetrics_remotecopylagsegments", topic="t")
         check(lag >= 0, "lag")
+        # the cost estimate: every request is a topic's but the start-up
+        # check (a list, a write), and costs what the default prices say
+        classes = ("write", "read", "free")
+        topics = {dict(k[1])["topic"] for k in ms if k[0] == "strata_tiering_requests_total"}
+        for cl in classes:
+            by_topic = sum(metric(ms, "strata_tiering_requests_total", topic=t_, **{"class": cl}) for t_ in topics)
+            check(metric(ms, "strata_objectstore_requests_total", **{"class": cl}) == by_topic + (cl == "write"),
+                  "%s requests: %d in all, %d by topic" %
+                  (cl, metric(ms, "strata_objectstore_requests_total", **{"class": cl}), by_topic))
+        t_req = {cl: metric(ms, "strata_tiering_requests_total", topic="t", **{"class": cl}) for cl in classes}
+        check(t_req["write"] > 0 and t_req["read"] > 0, "t's requests %s" % t_req)
+        dollars = metric(ms, "strata_tiering_request_cost_dollars_total", topic="t")
+        should = t_req["write"] * 0.005 / 1000 + t_req["read"] * 0.0004 / 1000
+        check(abs(dollars - should) <= 1e-9 * should, "t's request cost %r, want %r" % (dollars, should))
+        dollars = metric(ms, "strata_tiering_storage_cost_dollars_per_month", topic="t")
+        should = remote_size / 2 ** 30 * 0.023
+        check(abs(dollars - should) <= 1e-9 * should, "t's storage cost %r, want %r" % (dollars, should))
         print("tiering: %d bytes copied = remote log size; %d bytes read back from offset 0"
               % (copied, len(got)), flush=True)
 
