@@ -163,6 +163,13 @@ rgw gc obj min wait = ${RGW_GC_MIN_WAIT:-5}
 rgw gc processor period = 5
 # Without this radosgw keeps retrying its monitor session forever.
 ms mon client mode = crc secure
+# The usage log (radosgw-admin usage show): requests per user, bucket and
+# operation, the object store's own count that integration.cost.rgw
+# compares Strata's with.  Written out each second and after every entry,
+# so a test need not wait for the default half hour.
+rgw enable usage log = true
+rgw usage log tick interval = 1
+rgw usage log flush threshold = 1
 CONF
     c="-c $conf"
     # Record where the state is before anything runs, so that stop can
