@@ -310,6 +310,12 @@ def main():
               (got_topic, got_all, rgw_dollars, pct(got_all, rgw_dollars), got_storage, remote2 / (1 << 20)),
               flush=True)
 
+        print("/metrics of the topic:\n" + "\n".join(
+            "  " + ln for ln in body.splitlines()
+            if ln.startswith(("strata_tiering_requests_total", "strata_tiering_request_cost",
+                              "strata_tiering_read_requests_per_gib", "strata_tiering_storage_cost"))
+            and 'topic="%s"' % TOPIC in ln), flush=True)
+
         # /v1/status and the console, with nothing moving any more
         s = json.loads(http(aport, "/v1/status"))
         t = [x for x in s["topics"] if x["name"] == TOPIC][0]
