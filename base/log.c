@@ -135,3 +135,25 @@ int64_t st_mono_us(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
+
+/* st_log_allow's slots: the time of the last line and the lines skipped
+ * since, per hash of the key (atomics: any thread). */
+#define ALLOW_SLOTS 64
+static int64_t allow_last[ALLOW_SLOTS];
+static int allow_skipped[ALLOW_SLOTS];
+
+int st_log_allow(const char *key, int64_t interval_ms, int *suppressed) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const char *p = key; *p; p++) h = (h ^ (uint8_t)*p) * 16777619u;
+    int i = (int)(h % ALLOW_SLOTS);
+    int64_t now = st_mono_ms();
+    int64_t prev = __atomic_load_n(&allow_last[i], __ATOMIC_RELAXED);
+    if ((prev == 0 || now - prev >= interval_ms) &&
+        __atomic_compare_exchange_n(&allow_last[i], &prev, now, 0, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED)) {
+        *suppressed = __atomic_exchange_n(&allow_skipped[i], 0, __ATOMIC_RELAXED);
+        return 1;
+    }
+    __atomic_add_fetch(&allow_skipped[i], 1, __ATOMIC_RELAXED);
+    return 0;
+}

@@ -202,6 +202,12 @@ void st_log_write(st_log_level_t level, const char *subsys, const char *fmt, ...
 #define ST_INFO(subsys, ...) ST_LOG(ST_LOG_INFO, subsys, __VA_ARGS__)
 #define ST_DEBUG(subsys, ...) ST_LOG(ST_LOG_DEBUG, subsys, __VA_ARGS__)
 
+/* For lines whose reasons differ (authentication failures): 1 when a line
+ * for `key` may be written now, at most one per key per interval_ms (keys
+ * share 64 slots by hash), and *suppressed gets how many were skipped
+ * since the last one of that slot.  Any thread. */
+int st_log_allow(const char *key, int64_t interval_ms, int *suppressed);
+
 /* At most one line per interval_ms per call site; the skipped count is shown. */
 #define ST_LOG_RATELIMITED(level, subsys, interval_ms, fmt, ...)                        \
     do {                                                                               \

@@ -19,7 +19,7 @@ run_pkgs=(build-essential cmake pkg-config
           libcurl4-openssl-dev libssl-dev libexpat1-dev libjansson-dev
           zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev librdkafka-dev
           libmicrohttpd-dev)
-test_pkgs=(kcat libcmocka-dev python3 curl clang
+test_pkgs=(kcat libcmocka-dev python3 curl clang openssl
            ceph-mon ceph-osd radosgw ceph-common
            python3-kafka python3-snappy python3-lz4 python3-zstandard
            golang-go golang-github-shopify-sarama-dev

@@ -778,8 +778,12 @@ static int conn_handshake(st_conn_t *c) {
         conn_set_cross(c, c->tp->want == EPOLLOUT, 0);
         return 0;
     }
-    ST_LOG_RATELIMITED(ST_LOG_INFO, "net", 1000, "TLS handshake with %s failed: %s", c->peer,
-                       c->tp->why);
+    /* every reason is said, each at most once a second (a flood of one
+     * kind cannot hide another) */
+    int skipped;
+    if (st_log_allow(c->tp->why, 1000, &skipped))
+        ST_INFO("net", "TLS handshake with %s failed: %s%s", c->peer, c->tp->why,
+                skipped ? " (and more like it since the last such line)" : "");
     conn_close(c, NULL);
     return 0;
 }

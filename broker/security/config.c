@@ -274,3 +274,19 @@ const char *st_sec_config_get(const st_sec_config_t *c, const char *listener, co
     }
     return NULL; /* numbers: read the field */
 }
+
+int64_t st_sec_config_get_long(const st_sec_config_t *c, const char *listener, const char *key) {
+    const st_cfg_desc_t *d = st_cfg_lookup(&st_sec_config_table, key);
+    if (!d || (d->type != ST_CFG_LONG && d->type != ST_CFG_INT && d->type != ST_CFG_BOOL))
+        return 0;
+    for (int i = 0; listener && i < c->noverrides; i++)
+        if (!strcasecmp(c->overrides[i].listener, listener) && !strcmp(c->overrides[i].key, key)) {
+            const char *v = c->overrides[i].value; /* checked by the row when it was set */
+            if (d->type == ST_CFG_BOOL) return !strcasecmp(v, "true");
+            return strtoll(v, NULL, 10);
+        }
+    const char *field = (const char *)c + d->offset;
+    if (d->type == ST_CFG_LONG) return *(const int64_t *)field;
+    if (d->type == ST_CFG_INT) return *(const int32_t *)field;
+    return *(const int *)field;
+}

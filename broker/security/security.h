@@ -71,6 +71,8 @@ st_err_t st_sec_config_other(void *obj, const char *key, const char *value, char
  * or the table's value ("" for an unset string; NULL for a key that is
  * neither). */
 const char *st_sec_config_get(const st_sec_config_t *c, const char *listener, const char *key);
+/* The same for a number or boolean row (connections.max.reauth.ms). */
+int64_t st_sec_config_get_long(const st_sec_config_t *c, const char *listener, const char *key);
 /* A key whose value must never be shown: names ending in password or
  * secret, and jaas.config (it carries passwords). */
 int st_sec_is_secret_key(const char *key);

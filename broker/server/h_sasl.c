@@ -46,9 +46,11 @@ void st_handle_sasl_handshake(st_server_t *srv, st_request_t *req) {
     st_sasl_mech_t m = st_sasl_mech_parse(name);
     if (m == ST_SASL_NONE || !(s->ls->mechs & (1u << m)) ||
         (size_t)q->mechanism.len >= sizeof name) {
-        ST_LOG_RATELIMITED(ST_LOG_INFO, "security", 1000,
-                           "failed authentication with %s: SASL mechanism '%s' is not enabled",
-                           st_request_peer(req), name);
+        int skipped;
+        if (st_log_allow("SaslHandshake mechanism", 1000, &skipped))
+            ST_INFO("security", "failed authentication with %s: SASL mechanism '%s' is not enabled",
+                    st_request_peer(req), name);
+        (void)skipped;
         r->error_code = st_err_wire(ST_E_UNSUPPORTED_SASL_MECHANISM);
         st_session_fail_later(srv, req, r);
         return;
@@ -105,7 +107,7 @@ void st_handle_sasl_authenticate(st_server_t *srv, st_request_t *req) {
             s->mech = m;
             int reauth = s->authenticated;
             s->authenticated = 1;
-            int64_t life = srv->sec->connections_max_reauth_ms;
+            int64_t life = s->ls->reauth_ms;
             s->expires_ms = life > 0 ? st_mono_ms() + life : 0;
             r->session_lifetime_ms = life > 0 ? life : 0;
             ST_LOG(reauth ? ST_LOG_DEBUG : ST_LOG_INFO, "security", "%s %s with %s as %s",
@@ -116,8 +118,10 @@ void st_handle_sasl_authenticate(st_server_t *srv, st_request_t *req) {
         }
     }
     if (step == ST_SASL_FAILED) {
-        ST_LOG_RATELIMITED(ST_LOG_INFO, "security", 1000, "failed authentication with %s (%s)",
-                           st_request_peer(req), why);
+        int skipped;
+        if (st_log_allow(why, 1000, &skipped))
+            ST_INFO("security", "failed authentication with %s (%s)%s", st_request_peer(req), why,
+                    skipped ? " (and more like it since the last such line)" : "");
         r->error_code = st_err_wire(ST_E_SASL_AUTHENTICATION_FAILED);
         r->error_message = st_str(st_arena_strndup(&req->arena, why, strlen(why)));
         st_buf_fini(&out);

@@ -103,6 +103,7 @@ static st_err_t listener_sasl(st_server_t *srv, st_listener_sec_t *ls, const cha
             return ST_E_CONFIG;
         }
     }
+    ls->reauth_ms = st_sec_config_get_long(srv->sec, name, "connections.max.reauth.ms");
     ls->ops.plain_check = plain_check;
     ls->ops.scram_lookup = scram_lookup;
     ls->ops.arg = ls;

@@ -74,6 +74,7 @@ typedef struct st_listener_sec {
     unsigned mechs;          /* SASL: 1u << st_sasl_mech_t of each enabled mechanism */
     st_jaas_t plain;         /* its plain.sasl.jaas.config: user_<name>="password" */
     st_sasl_server_ops_t ops; /* PLAIN users above, SCRAM credentials from the metadata */
+    int64_t reauth_ms;       /* connections.max.reauth.ms (its listener.name.<l>. first) */
 } st_listener_sec_t;
 
 /* Who a connection is (sec.c): made at its first request, freed with it. */
