@@ -85,6 +85,7 @@
       "the producer's previous transaction is still being completed")                  \
     X(TRANSACTION_COORDINATOR_FENCED, 52, 0, 52, "transaction coordinator fenced")     \
     X(TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 53, 0, 53, "transactional id authorization failed") \
+    X(SECURITY_DISABLED, 54, 0, 54, "security features are disabled (no authorizer)")    \
     X(OPERATION_NOT_ATTEMPTED, 55, 0, 55, "operation not attempted")                   \
     X(KAFKA_STORAGE_ERROR, 56, 1, 56, "storage error: log directory offline")          \
     X(SASL_AUTHENTICATION_FAILED, 58, 0, 58, "SASL authentication failed")             \

@@ -12,6 +12,7 @@
 #include "admin_config.h"
 #include "config.h"
 #include "kclient.h"
+#include "acl.h"
 #include "security.h"
 #include "st_objectstore.h"
 
@@ -75,6 +76,10 @@ void st_cli_topics_usage(FILE *out);
  * 0 with *resp from a, else 1 with err saying why. */
 int st_cli_bootstrap_call(const st_cli_ctx_t *ctx, int16_t key, int16_t version, const void *req,
                           st_arena_t *a, void **resp, char *err, size_t errlen);
+
+/* strata acls ... add | remove | list (kafka-acls.sh's options, acls.c) */
+int st_cli_acls(const st_cli_ctx_t *ctx, int argc, char **argv);
+void st_cli_acls_usage(FILE *out);
 
 /* strata users ... add NAME | delete NAME | list [NAME ...] (SCRAM, users.c) */
 int st_cli_users(const st_cli_ctx_t *ctx, int argc, char **argv);

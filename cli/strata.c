@@ -36,6 +36,7 @@ static const command_t commands[] = {
     {"topics", "topics and their partitions (list, describe, create, delete, alter, reassign)",
      st_cli_topics, st_cli_topics_usage},
     {"users", "SCRAM credentials (add, delete, list)", st_cli_users, st_cli_users_usage},
+    {"acls", "ACL bindings (add, remove, list)", st_cli_acls, st_cli_acls_usage},
 };
 
 static void usage(FILE *out) {

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "log.h"
 #include "records.h"
+#include "acl.h"
 #include "sasl.h"
 
 typedef struct st_meta_partition {
@@ -85,6 +86,18 @@ typedef struct st_meta_scram {
     st_scram_cred_t cred;
 } st_meta_scram_t;
 
+/* Who may do what: SCRAM credentials (UserScramCredential records, sorted
+ * by user, then mechanism) and ACL bindings (AccessControlEntry records,
+ * in the order they were made).  Immutable and shared by the images that
+ * follow until a batch changes it (refs). */
+typedef struct st_meta_security {
+    int refs;
+    st_meta_scram_t *scram;
+    int nscram;
+    st_acl_t *acls;
+    int nacls;
+} st_meta_security_t;
+
 typedef struct st_meta_image {
     int refs;
     int64_t offset; /* metadata log offset of the last record applied */
@@ -95,10 +108,7 @@ typedef struct st_meta_image {
     /* the first producer id no broker has been given yet (ProducerIds
      * records); 0 before the first block */
     int64_t next_producer_id;
-    /* SCRAM credentials (UserScramCredential records), sorted by user,
-     * then mechanism */
-    st_meta_scram_t *scram;
-    int nscram;
+    st_meta_security_t *sec; /* NULL: no credential, no ACL */
 } st_meta_image_t;
 
 st_meta_image_t *st_image_keep(st_meta_image_t *img);
@@ -111,6 +121,8 @@ const char *st_meta_topic_config(const st_meta_topic_t *t, const char *name);
 /* The broker of that id in img (fenced or not), NULL when none. */
 const st_meta_broker_t *st_image_broker(const st_meta_image_t *img, int32_t id);
 const st_meta_endpoint_t *st_meta_broker_endpoint(const st_meta_broker_t *b, const char *name);
+/* The ACL bindings of img as the authorizer reads them (none: n 0). */
+void st_image_acls(const st_meta_image_t *img, const st_acl_t **acls, int *n);
 /* user's SCRAM credential of mechanism m in img, NULL when none. */
 const st_scram_cred_t *st_image_scram(const st_meta_image_t *img, const char *user,
                                       st_sasl_mech_t m);
@@ -344,5 +356,14 @@ void st_controller_alter_scram(st_controller_t *c, const st_alter_scram_req_t *q
  * iterations, never a key. */
 void st_image_describe_scram(const st_meta_image_t *img, const st_describe_scram_req_t *q,
                              st_describe_scram_resp_t *r, st_arena_t *a);
+
+/* CreateAcls and DeleteAcls on the active controller's thread (acls.c),
+ * DescribeAcls from an image; r and what it points at come from a. */
+void st_controller_create_acls(st_controller_t *c, const st_create_acls_req_t *q,
+                               st_create_acls_resp_t *r, st_arena_t *a);
+void st_controller_delete_acls(st_controller_t *c, const st_delete_acls_req_t *q,
+                               st_delete_acls_resp_t *r, st_arena_t *a);
+void st_image_describe_acls(const st_meta_image_t *img, const st_describe_acls_req_t *q,
+                            st_describe_acls_resp_t *r, st_arena_t *a);
 
 #endif /* ST_CONTROLLER_H */

@@ -98,12 +98,47 @@ st_meta_image_t *st_image_keep(st_meta_image_t *img) {
     return img;
 }
 
-static void scram_fini(st_meta_image_t *img) {
-    for (int i = 0; i < img->nscram; i++) free(img->scram[i].user);
-    if (img->scram) OPENSSL_cleanse(img->scram, sizeof *img->scram * (size_t)img->nscram);
-    free(img->scram);
-    img->scram = NULL;
-    img->nscram = 0;
+static void acl_fini(st_acl_t *a) {
+    free(a->resource_name);
+    free(a->principal);
+    free(a->host);
+}
+
+static void security_release(st_meta_security_t *sec) {
+    if (!sec || __atomic_sub_fetch(&sec->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    for (int i = 0; i < sec->nscram; i++) free(sec->scram[i].user);
+    if (sec->scram) OPENSSL_cleanse(sec->scram, sizeof *sec->scram * (size_t)sec->nscram);
+    free(sec->scram);
+    for (int i = 0; i < sec->nacls; i++) acl_fini(&sec->acls[i]);
+    free(sec->acls);
+    free(sec);
+}
+
+/* img's security part, its own to change (copied when shared). */
+static st_meta_security_t *security_mut(st_meta_image_t *img) {
+    st_meta_security_t *old = img->sec, *sec = st_calloc(1, sizeof *sec);
+    sec->refs = 1;
+    if (old) {
+        if (old->refs == 1) {
+            free(sec);
+            return old;
+        }
+        sec->nscram = old->nscram;
+        sec->scram = st_malloc(sizeof *sec->scram * (size_t)(old->nscram + 1));
+        memcpy(sec->scram, old->scram, sizeof *sec->scram * (size_t)old->nscram);
+        for (int i = 0; i < old->nscram; i++) sec->scram[i].user = st_strdup(old->scram[i].user);
+        sec->nacls = old->nacls;
+        sec->acls = st_malloc(sizeof *sec->acls * (size_t)(old->nacls + 1));
+        for (int i = 0; i < old->nacls; i++) {
+            sec->acls[i] = old->acls[i];
+            sec->acls[i].resource_name = st_strdup(old->acls[i].resource_name);
+            sec->acls[i].principal = st_strdup(old->acls[i].principal);
+            sec->acls[i].host = st_strdup(old->acls[i].host);
+        }
+        security_release(old);
+    }
+    img->sec = sec;
+    return sec;
 }
 
 void st_image_release(st_meta_image_t *img) {
@@ -112,7 +147,7 @@ void st_image_release(st_meta_image_t *img) {
     free(img->topics);
     for (int i = 0; i < img->nbrokers; i++) broker_fini(&img->brokers[i]);
     free(img->brokers);
-    scram_fini(img);
+    security_release(img->sec);
     free(img);
 }
 
@@ -124,10 +159,10 @@ static int scram_cmp(const char *user, st_sasl_mech_t m, const st_meta_scram_t *
 }
 
 /* The index of (user, m), or -(insertion point) - 1. */
-static int scram_find(const st_meta_image_t *img, const char *user, st_sasl_mech_t m) {
-    int lo = 0, hi = img->nscram - 1;
+static int scram_find(const st_meta_security_t *sec, const char *user, st_sasl_mech_t m) {
+    int lo = 0, hi = sec ? sec->nscram - 1 : -1;
     while (lo <= hi) {
-        int mid = (lo + hi) / 2, c = scram_cmp(user, m, &img->scram[mid]);
+        int mid = (lo + hi) / 2, c = scram_cmp(user, m, &sec->scram[mid]);
         if (!c) return mid;
         if (c < 0) hi = mid - 1;
         else lo = mid + 1;
@@ -137,8 +172,13 @@ static int scram_find(const st_meta_image_t *img, const char *user, st_sasl_mech
 
 const st_scram_cred_t *st_image_scram(const st_meta_image_t *img, const char *user,
                                       st_sasl_mech_t m) {
-    int i = img ? scram_find(img, user, m) : -1;
-    return i >= 0 ? &img->scram[i].cred : NULL;
+    int i = img ? scram_find(img->sec, user, m) : -1;
+    return i >= 0 ? &img->sec->scram[i].cred : NULL;
+}
+
+void st_image_acls(const st_meta_image_t *img, const st_acl_t **acls, int *n) {
+    *acls = img && img->sec ? img->sec->acls : NULL;
+    *n = img && img->sec ? img->sec->nacls : 0;
 }
 
 static void apply_user_scram(st_meta_image_t *img, const st_mrec_user_scram_t *r) {
@@ -150,18 +190,19 @@ static void apply_user_scram(st_meta_image_t *img, const st_mrec_user_scram_t *r
         r->salt.len > ST_SCRAM_MAX_SALT || (size_t)r->stored_key.len != kl ||
         (size_t)r->server_key.len != kl)
         return;
+    st_meta_security_t *sec = security_mut(img);
     char *user = st_strndup(r->name.p, (size_t)r->name.len);
-    int i = scram_find(img, user, m);
+    int i = scram_find(sec, user, m);
     if (i < 0) {
         i = -i - 1;
-        img->scram = st_realloc(img->scram, sizeof *img->scram * (size_t)(img->nscram + 1));
-        memmove(&img->scram[i + 1], &img->scram[i], sizeof *img->scram * (size_t)(img->nscram - i));
-        img->nscram++;
-        img->scram[i].user = user;
+        sec->scram = st_realloc(sec->scram, sizeof *sec->scram * (size_t)(sec->nscram + 1));
+        memmove(&sec->scram[i + 1], &sec->scram[i], sizeof *sec->scram * (size_t)(sec->nscram - i));
+        sec->nscram++;
+        sec->scram[i].user = user;
     } else {
         free(user);
     }
-    st_scram_cred_t *c = &img->scram[i].cred;
+    st_scram_cred_t *c = &sec->scram[i].cred;
     memset(c, 0, sizeof *c);
     c->mech = m;
     c->iterations = r->iterations;
@@ -175,13 +216,53 @@ static void apply_user_scram(st_meta_image_t *img, const st_mrec_user_scram_t *r
 static void apply_remove_user_scram(st_meta_image_t *img, const st_mrec_remove_user_scram_t *r) {
     if (r->name.len <= 0) return;
     char *user = st_strndup(r->name.p, (size_t)r->name.len);
-    int i = scram_find(img, user, (st_sasl_mech_t)r->mechanism);
+    int found = scram_find(img->sec, user, (st_sasl_mech_t)r->mechanism) >= 0;
+    st_meta_security_t *sec = found ? security_mut(img) : NULL;
+    int i = found ? scram_find(sec, user, (st_sasl_mech_t)r->mechanism) : -1;
     free(user);
     if (i < 0) return;
-    free(img->scram[i].user);
-    OPENSSL_cleanse(&img->scram[i].cred, sizeof img->scram[i].cred);
-    memmove(&img->scram[i], &img->scram[i + 1], sizeof *img->scram * (size_t)(img->nscram - i - 1));
-    img->nscram--;
+    free(sec->scram[i].user);
+    OPENSSL_cleanse(&sec->scram[i].cred, sizeof sec->scram[i].cred);
+    memmove(&sec->scram[i], &sec->scram[i + 1], sizeof *sec->scram * (size_t)(sec->nscram - i - 1));
+    sec->nscram--;
+}
+
+/* An ACL binding (AccessControlEntryRecord); one that does not validate is
+ * skipped alike on every node. */
+static void apply_acl(st_meta_image_t *img, const st_mrec_acl_t *r) {
+    st_acl_t a = {r->id,
+                  r->resource_type,
+                  st_strndup(r->resource_name.p ? r->resource_name.p : "", (size_t)ST_MAX(r->resource_name.len, 0)),
+                  r->pattern_type,
+                  st_strndup(r->principal.p ? r->principal.p : "", (size_t)ST_MAX(r->principal.len, 0)),
+                  st_strndup(r->host.p ? r->host.p : "", (size_t)ST_MAX(r->host.len, 0)),
+                  r->operation,
+                  r->permission_type};
+    char why[128];
+    if (st_acl_valid(&a, why, sizeof why)) {
+        acl_fini(&a);
+        return;
+    }
+    st_meta_security_t *sec = security_mut(img);
+    for (int i = 0; i < sec->nacls; i++)
+        if (!memcmp(&sec->acls[i].id, &a.id, sizeof a.id)) { /* replayed: the same id */
+            acl_fini(&sec->acls[i]);
+            sec->acls[i] = a;
+            return;
+        }
+    sec->acls = st_realloc(sec->acls, sizeof *sec->acls * (size_t)(sec->nacls + 1));
+    sec->acls[sec->nacls++] = a;
+}
+
+static void apply_remove_acl(st_meta_image_t *img, const st_mrec_remove_acl_t *r) {
+    for (int i = 0; img->sec && i < img->sec->nacls; i++) {
+        if (memcmp(&img->sec->acls[i].id, &r->id, sizeof r->id)) continue;
+        st_meta_security_t *sec = security_mut(img);
+        acl_fini(&sec->acls[i]);
+        memmove(&sec->acls[i], &sec->acls[i + 1], sizeof *sec->acls * (size_t)(sec->nacls - i - 1));
+        sec->nacls--;
+        return;
+    }
 }
 
 const st_meta_broker_t *st_image_broker(const st_meta_image_t *img, int32_t id) {
@@ -532,11 +613,9 @@ st_meta_image_t *st_image_apply(const st_meta_image_t *img, const st_mrec_t *rec
         out->brokers = st_calloc((size_t)img->nbrokers + 1, sizeof *out->brokers);
         for (int i = 0; i < img->nbrokers; i++) broker_copy(&out->brokers[i], &img->brokers[i]);
         out->next_producer_id = img->next_producer_id;
-        if (img->nscram) {
-            out->scram = st_malloc(sizeof *out->scram * (size_t)img->nscram);
-            memcpy(out->scram, img->scram, sizeof *out->scram * (size_t)img->nscram);
-            for (int i = 0; i < img->nscram; i++) out->scram[i].user = st_strdup(img->scram[i].user);
-            out->nscram = img->nscram;
+        if (img->sec) { /* shared until a record of this batch changes it */
+            __atomic_add_fetch(&img->sec->refs, 1, __ATOMIC_RELAXED);
+            out->sec = img->sec;
         }
     }
     apply_ctx_t a = {out, NULL, NULL, 0, 0, 0};
@@ -567,6 +646,8 @@ st_meta_image_t *st_image_apply(const st_meta_image_t *img, const st_mrec_t *rec
         case ST_MREC_REMOVE_USER_SCRAM_CREDENTIAL:
             apply_remove_user_scram(out, &recs[i].u.remove_user_scram);
             break;
+        case ST_MREC_ACCESS_CONTROL_ENTRY: apply_acl(out, &recs[i].u.acl); break;
+        case ST_MREC_REMOVE_ACCESS_CONTROL_ENTRY: apply_remove_acl(out, &recs[i].u.remove_acl); break;
         default: break;
         }
     }

@@ -14,6 +14,8 @@ ST_SCHEMA_DEFINE(st_mrec_fence, ST_MREC_FENCE_FIELDS)
 ST_SCHEMA_DEFINE(st_mrec_producer_ids, ST_MREC_PRODUCER_IDS_FIELDS)
 ST_SCHEMA_DEFINE(st_mrec_user_scram, ST_MREC_USER_SCRAM_FIELDS)
 ST_SCHEMA_DEFINE(st_mrec_remove_user_scram, ST_MREC_REMOVE_USER_SCRAM_FIELDS)
+ST_SCHEMA_DEFINE(st_mrec_acl, ST_MREC_ACL_FIELDS)
+ST_SCHEMA_DEFINE(st_mrec_remove_acl, ST_MREC_REMOVE_ACL_FIELDS)
 
 #define FRAME_VERSION 1
 
@@ -30,6 +32,8 @@ static const st_schema_t *schema_of(int type) {
     case ST_MREC_PRODUCER_IDS: return &st_mrec_producer_ids_schema;
     case ST_MREC_USER_SCRAM_CREDENTIAL: return &st_mrec_user_scram_schema;
     case ST_MREC_REMOVE_USER_SCRAM_CREDENTIAL: return &st_mrec_remove_user_scram_schema;
+    case ST_MREC_ACCESS_CONTROL_ENTRY: return &st_mrec_acl_schema;
+    case ST_MREC_REMOVE_ACCESS_CONTROL_ENTRY: return &st_mrec_remove_acl_schema;
     default: return NULL;
     }
 }

@@ -25,6 +25,8 @@ enum st_meta_record_type {
     ST_MREC_REMOVE_TOPIC = 9,
     ST_MREC_USER_SCRAM_CREDENTIAL = 11,
     ST_MREC_PRODUCER_IDS = 15,
+    ST_MREC_ACCESS_CONTROL_ENTRY = 18,
+    ST_MREC_REMOVE_ACCESS_CONTROL_ENTRY = 19,
     ST_MREC_REMOVE_USER_SCRAM_CREDENTIAL = 22
 };
 
@@ -134,6 +136,23 @@ ST_SCHEMA_DECLARE(st_mrec_user_scram, ST_MREC_USER_SCRAM_FIELDS)
     X(S, INT8, mechanism, V(0), NN, NT, 0, _)
 ST_SCHEMA_DECLARE(st_mrec_remove_user_scram, ST_MREC_REMOVE_USER_SCRAM_FIELDS)
 
+/* AccessControlEntryRecord and RemoveAccessControlEntryRecord: one ACL
+ * binding, named by a fresh id (Kafka's StandardAuthorizer records). */
+#define ST_MREC_ACL_FIELDS(X, S)                                                        \
+    X(S, UUID, id, V(0), NN, NT, 0, _)                                                 \
+    X(S, INT8, resource_type, V(0), NN, NT, 0, _)                                      \
+    X(S, STRING, resource_name, V(0), NN, NT, 0, _)                                    \
+    X(S, INT8, pattern_type, V(0), NN, NT, 0, _)                                       \
+    X(S, STRING, principal, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, host, V(0), NN, NT, 0, _)                                             \
+    X(S, INT8, operation, V(0), NN, NT, 0, _)                                          \
+    X(S, INT8, permission_type, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_mrec_acl, ST_MREC_ACL_FIELDS)
+
+#define ST_MREC_REMOVE_ACL_FIELDS(X, S)                                                 \
+    X(S, UUID, id, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_mrec_remove_acl, ST_MREC_REMOVE_ACL_FIELDS)
+
 #include "msg_dsl_end.h"
 
 /* A decoded record: type, version and the struct for that type. */
@@ -151,6 +170,8 @@ typedef struct st_mrec {
         st_mrec_producer_ids_t producer_ids;
         st_mrec_user_scram_t user_scram;
         st_mrec_remove_user_scram_t remove_user_scram;
+        st_mrec_acl_t acl;
+        st_mrec_remove_acl_t remove_acl;
     } u;
 } st_mrec_t;
 

@@ -168,27 +168,26 @@ void st_image_describe_scram(const st_meta_image_t *img, const st_describe_scram
                              st_describe_scram_resp_t *r, st_arena_t *a) {
     st_schema_defaults(&st_describe_scram_resp_schema, r);
     if (q->users.n < 0) { /* null: every user with a credential */
+        const st_meta_scram_t *sc = img && img->sec ? img->sec->scram : NULL;
+        int nsc = img && img->sec ? img->sec->nscram : 0;
         int n = 0;
-        for (int i = 0; img && i < img->nscram; i++)
-            n += i == 0 || strcmp(img->scram[i].user, img->scram[i - 1].user);
+        for (int i = 0; i < nsc; i++) n += i == 0 || strcmp(sc[i].user, sc[i - 1].user);
         ST_ARRAY_ALLOC(r->results, a, n);
         int k = -1;
-        for (int i = 0; img && i < img->nscram; i++) {
-            if (i == 0 || strcmp(img->scram[i].user, img->scram[i - 1].user)) {
+        for (int i = 0; i < nsc; i++) {
+            if (i == 0 || strcmp(sc[i].user, sc[i - 1].user)) {
                 k++;
                 st_schema_defaults(&st_describe_scram_result_schema, &r->results.v[k]);
-                r->results.v[k].user = st_str(st_arena_strndup(a, img->scram[i].user,
-                                                               strlen(img->scram[i].user)));
+                r->results.v[k].user = st_str(st_arena_strndup(a, sc[i].user, strlen(sc[i].user)));
                 int cnt = 0;
-                for (int j = i; j < img->nscram && !strcmp(img->scram[j].user, img->scram[i].user); j++)
-                    cnt++;
+                for (int j = i; j < nsc && !strcmp(sc[j].user, sc[i].user); j++) cnt++;
                 ST_ARRAY_ALLOC(r->results.v[k].credential_infos, a, cnt);
                 r->results.v[k].credential_infos.n = 0;
             }
             st_scram_credential_info_t *ci =
                 &r->results.v[k].credential_infos.v[r->results.v[k].credential_infos.n++];
-            ci->mechanism = (int8_t)img->scram[i].cred.mech;
-            ci->iterations = img->scram[i].cred.iterations;
+            ci->mechanism = (int8_t)sc[i].cred.mech;
+            ci->iterations = sc[i].cred.iterations;
         }
         return;
     }

@@ -175,9 +175,16 @@ static void w_image(snapw_t *w, const st_meta_image_t *img) {
         st_mrec_producer_ids_t pr = {-1, -1, img->next_producer_id};
         w_record(w, ST_MREC_PRODUCER_IDS, &pr);
     }
-    for (int i = 0; i < img->nscram; i++) {
-        const st_scram_cred_t *c = &img->scram[i].cred;
-        st_mrec_user_scram_t r = {st_str(img->scram[i].user), (int8_t)c->mech,
+    const st_meta_security_t *sec = img->sec;
+    for (int i = 0; sec && i < sec->nacls; i++) {
+        const st_acl_t *a = &sec->acls[i];
+        st_mrec_acl_t r = {a->id, a->resource_type, st_str(a->resource_name), a->pattern_type,
+                           st_str(a->principal), st_str(a->host), a->operation, a->permission};
+        w_record(w, ST_MREC_ACCESS_CONTROL_ENTRY, &r);
+    }
+    for (int i = 0; sec && i < sec->nscram; i++) {
+        const st_scram_cred_t *c = &sec->scram[i].cred;
+        st_mrec_user_scram_t r = {st_str(sec->scram[i].user), (int8_t)c->mech,
                                   {c->salt, (int32_t)c->salt_len},
                                   {c->stored_key, (int32_t)c->key_len},
                                   {c->server_key, (int32_t)c->key_len}, c->iterations};

@@ -907,6 +907,7 @@ static void conn_flush(st_conn_t *c) {
 /* ---- requests ------------------------------------------------------------- */
 
 void st_request_respond(st_request_t *req, const void *body) {
+    if (req->on_respond) req->on_respond(req, (void *)body);
     st_response_encode(req->api, req->hdr.api_version, req->hdr.correlation_id, body, &req->resp);
     req->state = ST_REQ_READY;
     ST_LOG(ST_LOG_TRACE, "net", "%s v%d from %s answered in %lld us", req->api->name,

@@ -61,6 +61,10 @@ typedef struct st_request {
     st_chain_t resp;
     int state; /* ST_REQ_* */
     int close_after; /* the connection closes once this answer is written */
+    /* called by st_request_respond with the answer before it is encoded
+     * (the authorizer puts back the items it took out of the request) */
+    void (*on_respond)(struct st_request *req, void *body);
+    void *on_respond_arg;
     int64_t recv_us;
     struct st_request *next;
     void *op; /* the server's parked operation, if any */

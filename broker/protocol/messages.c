@@ -108,6 +108,19 @@ ST_SCHEMA_DEFINE(st_scram_upsertion, ST_SCRAM_UPSERTION)
 ST_SCHEMA_DEFINE(st_alter_scram_req, ST_ALTER_SCRAM_REQ)
 ST_SCHEMA_DEFINE(st_alter_scram_result, ST_ALTER_SCRAM_RESULT)
 ST_SCHEMA_DEFINE(st_alter_scram_resp, ST_ALTER_SCRAM_RESP)
+ST_SCHEMA_DEFINE(st_describe_acls_req, ST_DESCRIBE_ACLS_REQ)
+ST_SCHEMA_DEFINE(st_acl_description, ST_ACL_DESCRIPTION)
+ST_SCHEMA_DEFINE(st_describe_acls_resource, ST_DESCRIBE_ACLS_RESOURCE)
+ST_SCHEMA_DEFINE(st_describe_acls_resp, ST_DESCRIBE_ACLS_RESP)
+ST_SCHEMA_DEFINE(st_acl_creation, ST_ACL_CREATION)
+ST_SCHEMA_DEFINE(st_create_acls_req, ST_CREATE_ACLS_REQ)
+ST_SCHEMA_DEFINE(st_acl_creation_result, ST_ACL_CREATION_RESULT)
+ST_SCHEMA_DEFINE(st_create_acls_resp, ST_CREATE_ACLS_RESP)
+ST_SCHEMA_DEFINE(st_delete_acls_filter, ST_DELETE_ACLS_FILTER)
+ST_SCHEMA_DEFINE(st_delete_acls_req, ST_DELETE_ACLS_REQ)
+ST_SCHEMA_DEFINE(st_delete_acls_matching, ST_DELETE_ACLS_MATCHING)
+ST_SCHEMA_DEFINE(st_delete_acls_filter_result, ST_DELETE_ACLS_FILTER_RESULT)
+ST_SCHEMA_DEFINE(st_delete_acls_resp, ST_DELETE_ACLS_RESP)
 ST_SCHEMA_DEFINE(st_describe_cluster_req, ST_DESCRIBE_CLUSTER_REQ)
 ST_SCHEMA_DEFINE(st_describe_cluster_broker, ST_DESCRIBE_CLUSTER_BROKER)
 ST_SCHEMA_DEFINE(st_describe_cluster_resp, ST_DESCRIBE_CLUSTER_RESP)
@@ -336,6 +349,13 @@ static const st_api_t api_table[] = {
      &st_describe_scram_req_schema, &st_describe_scram_resp_schema, 0, 0},
     {ST_API_ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0, 0, 0,
      &st_alter_scram_req_schema, &st_alter_scram_resp_schema, 0, 0},
+    /* ACLs (KIP-140 pattern types from v1), kept in the metadata log */
+    {ST_API_DESCRIBE_ACLS, "DescribeAcls", 0, 0, 3, 2, &st_describe_acls_req_schema,
+     &st_describe_acls_resp_schema, 0, 3},
+    {ST_API_CREATE_ACLS, "CreateAcls", 0, 0, 3, 2, &st_create_acls_req_schema,
+     &st_create_acls_resp_schema, 0, 3},
+    {ST_API_DELETE_ACLS, "DeleteAcls", 0, 0, 3, 2, &st_delete_acls_req_schema,
+     &st_delete_acls_resp_schema, 0, 3},
     {ST_API_DESCRIBE_CLUSTER, "DescribeCluster", 0, 0, 2, 0, &st_describe_cluster_req_schema,
      &st_describe_cluster_resp_schema, 0, 2},
     {ST_API_DESCRIBE_TOPIC_PARTITIONS, "DescribeTopicPartitions", 0, 0, 0, 0, &st_dtp_req_schema,

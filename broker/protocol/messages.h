@@ -61,7 +61,10 @@ enum st_api_key {
     ST_API_SASL_HANDSHAKE = 17,
     ST_API_SASL_AUTHENTICATE = 36,
     ST_API_DESCRIBE_USER_SCRAM_CREDENTIALS = 50,
-    ST_API_ALTER_USER_SCRAM_CREDENTIALS = 51
+    ST_API_ALTER_USER_SCRAM_CREDENTIALS = 51,
+    ST_API_DESCRIBE_ACLS = 29,
+    ST_API_CREATE_ACLS = 30,
+    ST_API_DELETE_ACLS = 31
 };
 
 /* ---- ApiVersions (18) ------------------------------------------------- */
@@ -700,6 +703,100 @@ ST_SCHEMA_DECLARE(st_alter_scram_result, ST_ALTER_SCRAM_RESULT)
     X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
     X(S, ARRAY, results, V(0), NN, NT, 0, st_alter_scram_result)
 ST_SCHEMA_DECLARE(st_alter_scram_resp, ST_ALTER_SCRAM_RESP)
+
+/* ---- DescribeAcls (29), CreateAcls (30), DeleteAcls (31) --------------- *
+ * Pattern types from v1 (LITERAL, 3, before). */
+#define ST_DESCRIBE_ACLS_REQ(X, S)                                                      \
+    X(S, INT8, resource_type_filter, V(0), NN, NT, 0, _)                               \
+    X(S, STRING, resource_name_filter, V(0), NUL(0), NT, 0, _)                         \
+    X(S, INT8, pattern_type_filter, V(1), NN, NT, 3, _)                                \
+    X(S, STRING, principal_filter, V(0), NUL(0), NT, 0, _)                             \
+    X(S, STRING, host_filter, V(0), NUL(0), NT, 0, _)                                  \
+    X(S, INT8, operation, V(0), NN, NT, 0, _)                                          \
+    X(S, INT8, permission_type, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_describe_acls_req, ST_DESCRIBE_ACLS_REQ)
+
+#define ST_ACL_DESCRIPTION(X, S)                                                        \
+    X(S, STRING, principal, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, host, V(0), NN, NT, 0, _)                                             \
+    X(S, INT8, operation, V(0), NN, NT, 0, _)                                          \
+    X(S, INT8, permission_type, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_acl_description, ST_ACL_DESCRIPTION)
+
+#define ST_DESCRIBE_ACLS_RESOURCE(X, S)                                                 \
+    X(S, INT8, resource_type, V(0), NN, NT, 0, _)                                      \
+    X(S, STRING, resource_name, V(0), NN, NT, 0, _)                                    \
+    X(S, INT8, pattern_type, V(1), NN, NT, 3, _)                                       \
+    X(S, ARRAY, acls, V(0), NN, NT, 0, st_acl_description)
+ST_SCHEMA_DECLARE(st_describe_acls_resource, ST_DESCRIBE_ACLS_RESOURCE)
+
+#define ST_DESCRIBE_ACLS_RESP(X, S)                                                     \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, ST_DEF_NULL, _)                      \
+    X(S, ARRAY, resources, V(0), NN, NT, 0, st_describe_acls_resource)
+ST_SCHEMA_DECLARE(st_describe_acls_resp, ST_DESCRIBE_ACLS_RESP)
+
+#define ST_ACL_CREATION(X, S)                                                           \
+    X(S, INT8, resource_type, V(0), NN, NT, 0, _)                                      \
+    X(S, STRING, resource_name, V(0), NN, NT, 0, _)                                    \
+    X(S, INT8, resource_pattern_type, V(1), NN, NT, 3, _)                              \
+    X(S, STRING, principal, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, host, V(0), NN, NT, 0, _)                                             \
+    X(S, INT8, operation, V(0), NN, NT, 0, _)                                          \
+    X(S, INT8, permission_type, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_acl_creation, ST_ACL_CREATION)
+
+#define ST_CREATE_ACLS_REQ(X, S)                                                        \
+    X(S, ARRAY, creations, V(0), NN, NT, 0, st_acl_creation)
+ST_SCHEMA_DECLARE(st_create_acls_req, ST_CREATE_ACLS_REQ)
+
+#define ST_ACL_CREATION_RESULT(X, S)                                                    \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, ST_DEF_NULL, _)
+ST_SCHEMA_DECLARE(st_acl_creation_result, ST_ACL_CREATION_RESULT)
+
+#define ST_CREATE_ACLS_RESP(X, S)                                                       \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, ARRAY, results, V(0), NN, NT, 0, st_acl_creation_result)
+ST_SCHEMA_DECLARE(st_create_acls_resp, ST_CREATE_ACLS_RESP)
+
+#define ST_DELETE_ACLS_FILTER(X, S)                                                     \
+    X(S, INT8, resource_type_filter, V(0), NN, NT, 0, _)                               \
+    X(S, STRING, resource_name_filter, V(0), NUL(0), NT, 0, _)                         \
+    X(S, INT8, pattern_type_filter, V(1), NN, NT, 3, _)                                \
+    X(S, STRING, principal_filter, V(0), NUL(0), NT, 0, _)                             \
+    X(S, STRING, host_filter, V(0), NUL(0), NT, 0, _)                                  \
+    X(S, INT8, operation, V(0), NN, NT, 0, _)                                          \
+    X(S, INT8, permission_type, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_delete_acls_filter, ST_DELETE_ACLS_FILTER)
+
+#define ST_DELETE_ACLS_REQ(X, S)                                                        \
+    X(S, ARRAY, filters, V(0), NN, NT, 0, st_delete_acls_filter)
+ST_SCHEMA_DECLARE(st_delete_acls_req, ST_DELETE_ACLS_REQ)
+
+#define ST_DELETE_ACLS_MATCHING(X, S)                                                   \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, ST_DEF_NULL, _)                      \
+    X(S, INT8, resource_type, V(0), NN, NT, 0, _)                                      \
+    X(S, STRING, resource_name, V(0), NN, NT, 0, _)                                    \
+    X(S, INT8, pattern_type, V(1), NN, NT, 3, _)                                       \
+    X(S, STRING, principal, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, host, V(0), NN, NT, 0, _)                                             \
+    X(S, INT8, operation, V(0), NN, NT, 0, _)                                          \
+    X(S, INT8, permission_type, V(0), NN, NT, 0, _)
+ST_SCHEMA_DECLARE(st_delete_acls_matching, ST_DELETE_ACLS_MATCHING)
+
+#define ST_DELETE_ACLS_FILTER_RESULT(X, S)                                              \
+    X(S, INT16, error_code, V(0), NN, NT, 0, _)                                        \
+    X(S, STRING, error_message, V(0), NUL(0), NT, ST_DEF_NULL, _)                      \
+    X(S, ARRAY, matching_acls, V(0), NN, NT, 0, st_delete_acls_matching)
+ST_SCHEMA_DECLARE(st_delete_acls_filter_result, ST_DELETE_ACLS_FILTER_RESULT)
+
+#define ST_DELETE_ACLS_RESP(X, S)                                                       \
+    X(S, INT32, throttle_time_ms, V(0), NN, NT, 0, _)                                  \
+    X(S, ARRAY, filter_results, V(0), NN, NT, 0, st_delete_acls_filter_result)
+ST_SCHEMA_DECLARE(st_delete_acls_resp, ST_DELETE_ACLS_RESP)
 
 #define ST_DESCRIBE_CLUSTER_REQ(X, S)                                                   \
     X(S, BOOL, include_cluster_authorized_operations, V(0), NN, NT, 0, _)              \

@@ -62,6 +62,9 @@ static const struct {
     {ST_API_SASL_AUTHENTICATE, st_handle_sasl_authenticate},
     {ST_API_ALTER_USER_SCRAM_CREDENTIALS, st_handle_alter_user_scram_credentials},
     {ST_API_DESCRIBE_USER_SCRAM_CREDENTIALS, st_handle_describe_user_scram_credentials},
+    {ST_API_CREATE_ACLS, st_handle_create_acls},
+    {ST_API_DELETE_ACLS, st_handle_delete_acls},
+    {ST_API_DESCRIBE_ACLS, st_handle_describe_acls},
 };
 
 st_handler_fn st_handler_for(int16_t key) {
@@ -89,7 +92,8 @@ static const int16_t controller_apis[] = {
     ST_API_ELECT_LEADERS,       ST_API_DESCRIBE_CLUSTER,
     ST_API_ALTER_PARTITION_REASSIGNMENTS, ST_API_LIST_PARTITION_REASSIGNMENTS,
     ST_API_SASL_HANDSHAKE,      ST_API_SASL_AUTHENTICATE,
-    ST_API_ALTER_USER_SCRAM_CREDENTIALS,
+    ST_API_ALTER_USER_SCRAM_CREDENTIALS, ST_API_CREATE_ACLS,
+    ST_API_DELETE_ACLS,
 };
 static const int16_t quorum_only_apis[] = {
     ST_API_VOTE,          ST_API_BEGIN_QUORUM_EPOCH,  ST_API_END_QUORUM_EPOCH,
@@ -121,6 +125,7 @@ void st_server_on_request(st_request_t *req, void *arg) {
         return;
     }
     if (st_session_gate(srv, req)) return; /* SASL not done, or its session over */
+    if (st_cluster_gate(srv, req)) return;  /* a cluster API the principal may not use */
     if (st_produce_gate_hold(req)) return; /* behind a produce still on a worker */
     st_server_handle(srv, req);
 }
@@ -253,7 +258,17 @@ void st_handle_describe_cluster(st_server_t *srv, st_request_t *req) {
         r.brokers.v[k].rack = b->rack ? st_str(st_req_strdup(req, st_str(b->rack))) : ST_STR_NULL;
         k++;
     }
-    if (q->include_cluster_authorized_operations) r.cluster_authorized_operations = ST_ACL_OPS_CLUSTER;
+    if (q->include_cluster_authorized_operations)
+        r.cluster_authorized_operations =
+            st_authorized_ops(srv, req, ST_ACL_RES_CLUSTER, ST_ACL_CLUSTER_NAME,
+                              strlen(ST_ACL_CLUSTER_NAME), ST_ACL_OPS_CLUSTER);
     st_image_release(img);
     st_request_respond(req, &r);
+}
+
+void st_server_refuse(st_request_t *req, st_err_t e) {
+    void *r = st_arena_alloc(&req->arena, req->api->resp->size);
+    st_schema_defaults(req->api->resp, r);
+    st_schema_set_errors(req->api->resp, r, st_err_wire(e));
+    st_request_respond(req, r);
 }

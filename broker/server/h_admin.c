@@ -144,6 +144,12 @@ void st_handle_describe_configs(st_server_t *srv, st_request_t *req) {
         out->resource_type = res->resource_type;
         out->resource_name = res->resource_name;
         ST_ARRAY_ALLOC(out->configs, &req->arena, 0);
+        st_err_t denied;
+        if (!st_authz_config_resource(srv, req, ST_ACL_OP_DESCRIBE_CONFIGS, res->resource_type,
+                                      res->resource_name, &denied)) {
+            out->error_code = st_err_wire(denied);
+            continue;
+        }
         if (res->resource_type == ST_RESOURCE_TOPIC) {
             const st_meta_topic_t *t = st_image_topic(img, res->resource_name.p,
                                                       (size_t)ST_MAX(res->resource_name.len, 0));
@@ -284,6 +290,7 @@ static int is_broker(const st_request_t *req) {
 }
 
 void st_handle_create_topics(st_server_t *srv, st_request_t *req) {
+    st_authz_create_topics(srv, req); /* before forwarding: the client's principal */
     /* only the active controller writes metadata: others pass it on */
     if (st_controller_forward(srv->ctl, req)) return;
     st_create_topics_req_t *q = req->body;
@@ -409,6 +416,7 @@ static void delete_done(st_server_t *srv, st_request_t *req, void *arg) {
 }
 
 void st_handle_delete_topics(st_server_t *srv, st_request_t *req) {
+    st_authz_delete_topics(srv, req); /* before forwarding: the client's principal */
     /* only the active controller writes metadata: others pass it on */
     if (st_controller_forward(srv->ctl, req)) return;
     st_delete_topics_req_t *q = req->body;
@@ -531,6 +539,7 @@ static void partitions_done_all(st_server_t *srv, st_request_t *req, void *arg) 
 }
 
 void st_handle_create_partitions(st_server_t *srv, st_request_t *req) {
+    st_authz_create_partitions(srv, req); /* before forwarding: the client's principal */
     /* only the active controller writes metadata: others pass it on */
     if (st_controller_forward(srv->ctl, req)) return;
     st_create_partitions_req_t *q = req->body;
@@ -594,6 +603,7 @@ static alter_ctx_t *alter_ctx_new(st_request_t *req, int n) {
 }
 
 void st_handle_alter_configs(st_server_t *srv, st_request_t *req) {
+    st_authz_alter_configs(srv, req); /* before forwarding: the client's principal */
     /* only the active controller writes metadata: others pass it on */
     if (st_controller_forward(srv->ctl, req)) return;
     st_alter_configs_req_t *q = req->body;
@@ -618,6 +628,7 @@ void st_handle_alter_configs(st_server_t *srv, st_request_t *req) {
 }
 
 void st_handle_incremental_alter_configs(st_server_t *srv, st_request_t *req) {
+    st_authz_alter_configs(srv, req); /* before forwarding: the client's principal */
     /* only the active controller writes metadata: others pass it on */
     if (st_controller_forward(srv->ctl, req)) return;
     st_incr_alter_configs_req_t *q = req->body;

@@ -19,6 +19,7 @@ typedef struct fetch_op {
     st_partition_t **parts; /* per requested partition, NULL when unknown */
     int nparts;
     int32_t replica_id; /* >= 0: a follower's fetch */
+    char *denied;       /* per partition: READ on its topic refused */
 } fetch_op_t;
 
 /* The file references a response holds (local segments, cached remote
@@ -170,8 +171,9 @@ static int64_t fetch_pass(fetch_op_t *op, st_fetch_resp_t *out, int *errors) {
             rp->records.len = 0;
             rp->partition_index = qp->partition;
             st_partition_t *p = op->parts[k];
-            if (!p) {
-                rp->error_code = st_err_wire(ST_E_UNKNOWN_TOPIC_OR_PARTITION);
+            if (op->denied[k] || !p) {
+                rp->error_code = st_err_wire(op->denied[k] ? ST_E_TOPIC_AUTHORIZATION_FAILED
+                                                           : ST_E_UNKNOWN_TOPIC_OR_PARTITION);
                 rp->high_watermark = rp->last_stable_offset = rp->log_start_offset = -1;
                 if (errors) (*errors)++;
                 continue;
@@ -295,29 +297,37 @@ static void fetch_destroy(st_delayed_t *d) {
     fetch_op_t *op = (fetch_op_t *)d;
     for (int i = 0; i < op->nparts; i++) st_partition_release(op->parts[i]);
     free(op->parts);
+    free(op->denied);
     free(op);
 }
 
 void st_handle_fetch(st_server_t *srv, st_request_t *req) {
     st_fetch_req_t *q = req->body;
-    if (st_raft_wire_is_raft_fetch(req->hdr.api_version, q)) {
-        st_handle_raft_fetch(srv, req); /* another node of the metadata quorum */
-        return;
-    }
-    if (q->session_id != 0) {
+    int32_t replica_id = req->hdr.api_version >= 15 ? q->replica_state.replica_id : q->replica_id;
+    /* a follower, and every node of the metadata quorum, act for the cluster */
+    int raft = st_raft_wire_is_raft_fetch(req->hdr.api_version, q);
+    int refused = (replica_id >= 0 || raft) &&
+                  !st_authorized_cluster(srv, req, ST_ACL_OP_CLUSTER_ACTION);
+    if (q->session_id != 0 || refused) {
         st_fetch_resp_t r;
         st_schema_defaults(&st_fetch_resp_schema, &r);
-        r.error_code = st_err_wire(ST_E_FETCH_SESSION_ID_NOT_FOUND);
+        r.error_code = st_err_wire(refused ? ST_E_CLUSTER_AUTHORIZATION_FAILED
+                                           : ST_E_FETCH_SESSION_ID_NOT_FOUND);
         ST_ARRAY_ALLOC(r.responses, &req->arena, 0);
         st_request_respond(req, &r);
+        return;
+    }
+    if (raft) {
+        st_handle_raft_fetch(srv, req); /* another node of the metadata quorum */
         return;
     }
     fetch_op_t *op = st_calloc(1, sizeof *op);
     op->srv = srv;
     op->req = req;
-    op->replica_id = req->hdr.api_version >= 15 ? q->replica_state.replica_id : q->replica_id;
+    op->replica_id = replica_id;
     for (int i = 0; i < q->topics.n; i++) op->nparts += q->topics.v[i].partitions.n;
     op->parts = st_calloc((size_t)op->nparts + 1, sizeof *op->parts);
+    op->denied = st_calloc((size_t)op->nparts + 1, 1);
     int k = 0;
     for (int i = 0; i < q->topics.n; i++) {
         st_fetch_req_topic_t *qt = &q->topics.v[i];
@@ -328,6 +338,13 @@ void st_handle_fetch(st_server_t *srv, st_request_t *req) {
                                ? st_replicas_lookup(srv->rm, qt->topic.p,
                                                     (size_t)ST_MAX(qt->topic.len, 0), idx, NULL)
                                : st_replicas_lookup_id(srv->rm, &qt->topic_id, idx);
+            /* a consumer reads: READ on the topic (by the name its id has) */
+            if (replica_id < 0) {
+                st_str_t name = st_uuid_is_zero(&qt->topic_id) ? qt->topic
+                                : op->parts[k] ? st_str(op->parts[k]->topic)
+                                               : ST_STR_NULL;
+                op->denied[k] = name.len >= 0 && !st_topic_allowed(srv, req, ST_ACL_OP_READ, name);
+            }
         }
     }
     int64_t wait = q->max_wait_ms > 0 ? q->max_wait_ms : 0;

@@ -45,6 +45,8 @@ typedef struct gop {
     st_request_t *req;
     void *resp;   /* in the request's arena */
     void *params; /* the API's parameters, in the request's arena */
+    char *denied; /* per group (or topic) of the request: refused by the
+                   * authorizer on the loop, before the coordinator sees it */
     gwait_t *waits;
     int nwaits;
 } gop_t;
@@ -83,6 +85,14 @@ static gop_t *gop_new(st_server_t *srv, st_request_t *req) {
     op->req = req;
     return op;
 }
+
+/* The authorizer's answer for a group (loop thread: the session is the
+ * connection's). */
+static int group_allowed(st_server_t *srv, st_request_t *req, int8_t op, st_str_t gid) {
+    return st_authorized_str(srv, req, op, ST_ACL_RES_GROUP, gid);
+}
+
+
 
 /* The response will speak of a group in this partition: it waits for what
  * the coordinator wrote there.  Coordinator thread. */
@@ -196,6 +206,14 @@ static void coordinator_of(st_server_t *srv, st_request_t *req, const st_meta_im
     if (key_type != 0 && key_type != 1) {
         *err = st_err_wire(ST_E_INVALID_REQUEST);
         *msg = st_str("unknown coordinator key type");
+        return;
+    }
+    /* DESCRIBE on the group or the transactional id it asks about */
+    if (!st_authorized_str(srv, req, ST_ACL_OP_DESCRIBE,
+                           key_type == 0 ? ST_ACL_RES_GROUP : ST_ACL_RES_TRANSACTIONAL_ID, key)) {
+        *err = st_err_wire(key_type == 0 ? ST_E_GROUP_AUTHORIZATION_FAILED
+                                         : ST_E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+        *msg = ST_STR_NULL;
         return;
     }
     /* 0: a group's, in __consumer_offsets; 1: a transactional id's, in
@@ -342,6 +360,10 @@ static void join_job(st_group_coord_t *c, st_gstate_t *s, void *arg) {
 
 void st_handle_join_group(st_server_t *srv, st_request_t *req) {
     st_join_group_req_t *q = req->body;
+    if (!group_allowed(srv, req, ST_ACL_OP_READ, q->group_id)) {
+        st_server_refuse(req, ST_E_GROUP_AUTHORIZATION_FAILED);
+        return;
+    }
     gop_t *op = gop_new(srv, req);
     op->w.join_done = join_done;
     st_group_join_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
@@ -393,6 +415,10 @@ static void sync_job(st_group_coord_t *c, st_gstate_t *s, void *arg) {
 
 void st_handle_sync_group(st_server_t *srv, st_request_t *req) {
     st_sync_group_req_t *q = req->body;
+    if (!group_allowed(srv, req, ST_ACL_OP_READ, q->group_id)) {
+        st_server_refuse(req, ST_E_GROUP_AUTHORIZATION_FAILED);
+        return;
+    }
     gop_t *op = gop_new(srv, req);
     op->w.sync_done = sync_done;
     st_group_sync_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
@@ -434,6 +460,10 @@ static void heartbeat_job(st_group_coord_t *c, st_gstate_t *s, void *arg) {
 
 void st_handle_heartbeat(st_server_t *srv, st_request_t *req) {
     st_heartbeat_req_t *q = req->body;
+    if (!group_allowed(srv, req, ST_ACL_OP_READ, q->group_id)) {
+        st_server_refuse(req, ST_E_GROUP_AUTHORIZATION_FAILED);
+        return;
+    }
     gop_t *op = gop_new(srv, req);
     hb_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
     p->group_id = acopy_nn(req, q->group_id);
@@ -479,6 +509,10 @@ static void leave_job(st_group_coord_t *c, st_gstate_t *s, void *arg) {
 
 void st_handle_leave_group(st_server_t *srv, st_request_t *req) {
     st_leave_group_req_t *q = req->body;
+    if (!group_allowed(srv, req, ST_ACL_OP_READ, q->group_id)) {
+        st_server_refuse(req, ST_E_GROUP_AUTHORIZATION_FAILED);
+        return;
+    }
     gop_t *op = gop_new(srv, req);
     leave_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
     p->group_id = acopy_nn(req, q->group_id);
@@ -535,8 +569,30 @@ static void commit_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
     gop_finish(op, r);
 }
 
+/* Every partition of a commit answered e (the group refused). */
+static void refuse_commit(st_request_t *req, st_err_t e) {
+    st_offset_commit_req_t *q = req->body;
+    st_offset_commit_resp_t *r = resp_new(req, &st_offset_commit_resp_schema);
+    ST_ARRAY_ALLOC(r->topics, &req->arena, q->topics.n);
+    for (int i = 0; i < q->topics.n; i++) {
+        st_offset_commit_resp_topic_t *rt = &r->topics.v[i];
+        rt->name = q->topics.v[i].name;
+        ST_ARRAY_ALLOC(rt->partitions, &req->arena, q->topics.v[i].partitions.n);
+        for (int j = 0; j < q->topics.v[i].partitions.n; j++) {
+            rt->partitions.v[j].partition_index = q->topics.v[i].partitions.v[j].partition_index;
+            rt->partitions.v[j].error_code = st_err_wire(e);
+        }
+    }
+    st_request_respond(req, r);
+}
+
 void st_handle_offset_commit(st_server_t *srv, st_request_t *req) {
     st_offset_commit_req_t *q = req->body;
+    /* READ on the group, then READ on each topic (KafkaApis's order) */
+    if (!group_allowed(srv, req, ST_ACL_OP_READ, q->group_id)) {
+        refuse_commit(req, ST_E_GROUP_AUTHORIZATION_FAILED);
+        return;
+    }
     gop_t *op = gop_new(srv, req);
     commit_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
     p->group_id = acopy_nn(req, q->group_id);
@@ -555,6 +611,7 @@ void st_handle_offset_commit(st_server_t *srv, st_request_t *req) {
         const st_meta_topic_t *t =
             topic_name_ok(qt->name) ? st_image_topic(img, qt->name.p, (size_t)qt->name.len) : NULL;
         st_str_t topic = acopy_nn(req, qt->name);
+        int topic_denied = !st_topic_allowed(srv, req, ST_ACL_OP_READ, qt->name);
         for (int j = 0; j < qt->partitions.n; j++, k++) {
             st_offset_commit_req_part_t *qp = &qt->partitions.v[j];
             st_group_commit_t *c = &p->c[k];
@@ -566,7 +623,8 @@ void st_handle_offset_commit(st_server_t *srv, st_request_t *req) {
             c->commit_ts = qp->commit_timestamp; /* v1 only; else -1: now */
             /* v2-4: a retention of the commit's own */
             c->expire_ts = q->retention_time_ms >= 0 ? now + q->retention_time_ms : -1;
-            if (!t || qp->partition_index < 0 || qp->partition_index >= t->nparts)
+            if (topic_denied) c->error = ST_E_TOPIC_AUTHORIZATION_FAILED;
+            else if (!t || qp->partition_index < 0 || qp->partition_index >= t->nparts)
                 c->error = ST_E_UNKNOWN_TOPIC_OR_PARTITION;
         }
     }
@@ -607,8 +665,35 @@ static void txn_commit_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
     gop_finish(op, r);
 }
 
+/* Every partition of a transactional commit answered e. */
+static void refuse_txn_commit(st_request_t *req, st_err_t e) {
+    st_txn_offset_commit_req_t *q = req->body;
+    st_txn_offset_commit_resp_t *r = resp_new(req, &st_txn_offset_commit_resp_schema);
+    ST_ARRAY_ALLOC(r->topics, &req->arena, q->topics.n);
+    for (int i = 0; i < q->topics.n; i++) {
+        st_txn_offset_commit_resp_topic_t *rt = &r->topics.v[i];
+        rt->name = q->topics.v[i].name;
+        ST_ARRAY_ALLOC(rt->partitions, &req->arena, q->topics.v[i].partitions.n);
+        for (int j = 0; j < q->topics.v[i].partitions.n; j++) {
+            rt->partitions.v[j].partition_index = q->topics.v[i].partitions.v[j].partition_index;
+            rt->partitions.v[j].error_code = st_err_wire(e);
+        }
+    }
+    st_request_respond(req, r);
+}
+
 void st_handle_txn_offset_commit(st_server_t *srv, st_request_t *req) {
     st_txn_offset_commit_req_t *q = req->body;
+    /* WRITE on the transactional id, READ on the group, READ on each topic */
+    if (!st_authorized_str(srv, req, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID,
+                           q->transactional_id)) {
+        refuse_txn_commit(req, ST_E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+        return;
+    }
+    if (!group_allowed(srv, req, ST_ACL_OP_READ, q->group_id)) {
+        refuse_txn_commit(req, ST_E_GROUP_AUTHORIZATION_FAILED);
+        return;
+    }
     gop_t *op = gop_new(srv, req);
     txn_commit_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
     memset(p, 0, sizeof *p);
@@ -629,6 +714,7 @@ void st_handle_txn_offset_commit(st_server_t *srv, st_request_t *req) {
         const st_meta_topic_t *t =
             topic_name_ok(qt->name) ? st_image_topic(img, qt->name.p, (size_t)qt->name.len) : NULL;
         st_str_t topic = acopy_nn(req, qt->name);
+        int topic_denied = !st_topic_allowed(srv, req, ST_ACL_OP_READ, qt->name);
         for (int j = 0; j < qt->partitions.n; j++, k++) {
             st_txn_offset_commit_req_part_t *qp = &qt->partitions.v[j];
             st_group_commit_t *c = &p->c[k];
@@ -639,7 +725,8 @@ void st_handle_txn_offset_commit(st_server_t *srv, st_request_t *req) {
             c->metadata = acopy(req, qp->committed_metadata);
             c->commit_ts = c->expire_ts = -1;
             c->error = ST_OK;
-            if (!t || qp->partition_index < 0 || qp->partition_index >= t->nparts)
+            if (topic_denied) c->error = ST_E_TOPIC_AUTHORIZATION_FAILED;
+            else if (!t || qp->partition_index < 0 || qp->partition_index >= t->nparts)
                 c->error = ST_E_UNKNOWN_TOPIC_OR_PARTITION;
         }
     }
@@ -760,6 +847,11 @@ static void fetch_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
             st_offset_fetch_resp_group_t *rg = &r->groups.v[i];
             st_str_t gid = qg->group_id;
             rg->group_id = qg->group_id;
+            if (op->denied[i]) {
+                rg->error_code = st_err_wire(ST_E_GROUP_AUTHORIZATION_FAILED);
+                ST_ARRAY_ALLOC(rg->topics, &req->arena, 0);
+                continue;
+            }
             st_err_t e = fetch_group(s, req, gid, qg->topics.n < 0 ? NULL : qg->topics.v,
                                      qg->topics.n, 0, q->require_stable, &topics, &n);
             rg->error_code = st_err_wire(e);
@@ -780,8 +872,75 @@ static void fetch_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
     gop_finish(op, r);
 }
 
+/* The topics of one group's answer that the principal may not describe:
+ * taken out when the group's every topic was asked for, answered
+ * TOPIC_AUTHORIZATION_FAILED when named (Kafka's handleOffsetFetchRequest). */
+static void fetch_filter_topics(st_server_t *srv, st_request_t *req, st_offset_fetch_resp_topic_t *v,
+                                int32_t *n, int named) {
+    int k = 0;
+    for (int i = 0; i < *n; i++) {
+        if (st_topic_allowed(srv, req, ST_ACL_OP_DESCRIBE, v[i].name)) {
+            v[k++] = v[i];
+            continue;
+        }
+        if (!named) continue;
+        for (int j = 0; j < v[i].partitions.n; j++) {
+            st_offset_fetch_resp_part_t *rp = &v[i].partitions.v[j];
+            rp->committed_offset = -1;
+            rp->committed_leader_epoch = -1;
+            rp->metadata = st_str("");
+            rp->error_code = st_err_wire(ST_E_TOPIC_AUTHORIZATION_FAILED);
+        }
+        v[k++] = v[i];
+    }
+    *n = k;
+}
+
+/* on_respond (loop thread): the answer filtered before it goes */
+static void fetch_post(st_request_t *req, void *body) {
+    st_server_t *srv = req->on_respond_arg;
+    st_offset_fetch_req_t *q = req->body;
+    st_offset_fetch_resp_t *r = body;
+    if (req->hdr.api_version >= 8) {
+        for (int i = 0; i < r->groups.n && i < q->groups.n; i++)
+            fetch_filter_topics(srv, req, r->groups.v[i].topics.v, &r->groups.v[i].topics.n,
+                                q->groups.v[i].topics.n >= 0);
+    } else {
+        fetch_filter_topics(srv, req, r->topics.v, &r->topics.n, q->topics.n >= 0);
+    }
+}
+
 void st_handle_offset_fetch(st_server_t *srv, st_request_t *req) {
+    st_offset_fetch_req_t *q = req->body;
+    /* DESCRIBE on each group here; its topics once the answer is made */
+    if (req->hdr.api_version < 8 && !group_allowed(srv, req, ST_ACL_OP_DESCRIBE, q->group_id)) {
+        st_offset_fetch_resp_t *r = resp_new(req, &st_offset_fetch_resp_schema);
+        ST_ARRAY_ALLOC(r->topics, &req->arena, 0);
+        r->error_code = st_err_wire(ST_E_GROUP_AUTHORIZATION_FAILED);
+        if (req->hdr.api_version < 2) { /* no top-level error: on every partition asked */
+            ST_ARRAY_ALLOC(r->topics, &req->arena, ST_MAX(q->topics.n, 0));
+            for (int i = 0; i < r->topics.n; i++) {
+                r->topics.v[i].name = q->topics.v[i].name;
+                ST_ARRAY_ALLOC(r->topics.v[i].partitions, &req->arena, q->topics.v[i].partition_indexes.n);
+                for (int j = 0; j < q->topics.v[i].partition_indexes.n; j++)
+                    fill_fetch_part(req, &r->topics.v[i].partitions.v[j],
+                                    q->topics.v[i].partition_indexes.v[j], NULL,
+                                    ST_E_GROUP_AUTHORIZATION_FAILED);
+            }
+        }
+        st_request_respond(req, r);
+        return;
+    }
     gop_t *op = gop_new(srv, req);
+    if (req->hdr.api_version >= 8) {
+        op->denied = st_arena_alloc(&req->arena, (size_t)q->groups.n + 1);
+        for (int i = 0; i < q->groups.n; i++)
+            op->denied[i] = !group_allowed(srv, req, ST_ACL_OP_DESCRIBE, q->groups.v[i].group_id);
+    }
+    if (*srv->sec->authorizer_class_name) {
+        req->on_respond = fetch_post;
+        req->on_respond_arg = srv;
+    }
     st_group_coord_submit(srv->groups, fetch_job, op);
 }
 
@@ -798,8 +957,11 @@ static void describe_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
         st_described_group_t *d = &r->groups.v[i];
         st_schema_defaults(&st_described_group_schema, d);
         d->group_id = q->groups.v[i];
-        if (q->include_authorized_operations) d->authorized_operations = ST_ACL_OPS_GROUP;
         ST_ARRAY_ALLOC(d->members, &req->arena, 0);
+        if (op->denied[i]) {
+            d->error_code = st_err_wire(ST_E_GROUP_AUTHORIZATION_FAILED);
+            continue;
+        }
         st_str_t gid = q->groups.v[i];
         st_err_t e = st_gstate_check(s, gid, 1);
         d->error_code = st_err_wire(e);
@@ -834,8 +996,27 @@ static void describe_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
     gop_finish(op, r);
 }
 
+/* KIP-430: the group operations each group may see (loop thread). */
+static void describe_post(st_request_t *req, void *body) {
+    st_server_t *srv = req->on_respond_arg;
+    st_describe_groups_req_t *q = req->body;
+    st_describe_groups_resp_t *r = body;
+    for (int i = 0; q->include_authorized_operations && i < r->groups.n; i++)
+        if (r->groups.v[i].error_code != st_err_wire(ST_E_GROUP_AUTHORIZATION_FAILED))
+            r->groups.v[i].authorized_operations =
+                st_authorized_ops(srv, req, ST_ACL_RES_GROUP, r->groups.v[i].group_id.p,
+                                  (size_t)ST_MAX(r->groups.v[i].group_id.len, 0), ST_ACL_OPS_GROUP);
+}
+
 void st_handle_describe_groups(st_server_t *srv, st_request_t *req) {
-    st_group_coord_submit(srv->groups, describe_job, gop_new(srv, req));
+    st_describe_groups_req_t *q = req->body;
+    gop_t *op = gop_new(srv, req);
+    op->denied = st_arena_alloc(&req->arena, (size_t)q->groups.n + 1);
+    for (int i = 0; i < q->groups.n; i++)
+        op->denied[i] = !group_allowed(srv, req, ST_ACL_OP_DESCRIBE, q->groups.v[i]);
+    req->on_respond = describe_post;
+    req->on_respond_arg = srv;
+    st_group_coord_submit(srv->groups, describe_job, op);
 }
 
 /* ---- ListGroups --------------------------------------------------------------------- */
@@ -895,8 +1076,24 @@ static void list_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
     gop_finish(op, r);
 }
 
+/* Without DESCRIBE on the cluster, the groups the principal may
+ * describe (Kafka's handleListGroupsRequest). */
+static void list_post(st_request_t *req, void *body) {
+    st_list_groups_resp_t *r = body;
+    int k = 0;
+    for (int i = 0; i < r->groups.n; i++)
+        if (group_allowed(req->on_respond_arg, req, ST_ACL_OP_DESCRIBE, r->groups.v[i].group_id))
+            r->groups.v[k++] = r->groups.v[i];
+    r->groups.n = k;
+}
+
 void st_handle_list_groups(st_server_t *srv, st_request_t *req) {
-    st_group_coord_submit(srv->groups, list_job, gop_new(srv, req));
+    gop_t *op = gop_new(srv, req);
+    if (!st_authorized_cluster(srv, req, ST_ACL_OP_DESCRIBE)) {
+        req->on_respond = list_post;
+        req->on_respond_arg = srv;
+    }
+    st_group_coord_submit(srv->groups, list_job, op);
 }
 
 /* ---- DeleteGroups --------------------------------------------------------------------- */
@@ -910,7 +1107,8 @@ static void delete_groups_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
     ST_ARRAY_ALLOC(r->results, &req->arena, q->groups_names.n);
     for (int i = 0; i < q->groups_names.n; i++) {
         st_str_t gid = q->groups_names.v[i];
-        st_err_t e = st_gstate_delete_group(s, gid);
+        st_err_t e = op->denied[i] ? ST_E_GROUP_AUTHORIZATION_FAILED
+                                   : st_gstate_delete_group(s, gid);
         r->results.v[i].group_id = q->groups_names.v[i];
         r->results.v[i].error_code = st_err_wire(e);
         if (!e) gop_wait(op, st_gstate_partition_of(s, gid));
@@ -919,7 +1117,12 @@ static void delete_groups_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
 }
 
 void st_handle_delete_groups(st_server_t *srv, st_request_t *req) {
-    st_group_coord_submit(srv->groups, delete_groups_job, gop_new(srv, req));
+    st_delete_groups_req_t *q = req->body;
+    gop_t *op = gop_new(srv, req);
+    op->denied = st_arena_alloc(&req->arena, (size_t)q->groups_names.n + 1);
+    for (int i = 0; i < q->groups_names.n; i++)
+        op->denied[i] = !group_allowed(srv, req, ST_ACL_OP_DELETE, q->groups_names.v[i]);
+    st_group_coord_submit(srv->groups, delete_groups_job, op);
 }
 
 /* ---- OffsetDelete ------------------------------------------------------------------------ */
@@ -965,6 +1168,10 @@ static void offset_delete_job(st_group_coord_t *co, st_gstate_t *s, void *arg) {
 
 void st_handle_offset_delete(st_server_t *srv, st_request_t *req) {
     st_offset_delete_req_t *q = req->body;
+    if (!group_allowed(srv, req, ST_ACL_OP_DELETE, q->group_id)) {
+        st_server_refuse(req, ST_E_GROUP_AUTHORIZATION_FAILED);
+        return;
+    }
     gop_t *op = gop_new(srv, req);
     odel_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
     for (int i = 0; i < q->topics.n; i++) p->n += q->topics.v[i].partitions.n;
@@ -976,11 +1183,13 @@ void st_handle_offset_delete(st_server_t *srv, st_request_t *req) {
         const st_meta_topic_t *t =
             topic_name_ok(qt->name) ? st_image_topic(img, qt->name.p, (size_t)qt->name.len) : NULL;
         st_str_t topic = acopy_nn(req, qt->name);
+        int topic_denied = !st_topic_allowed(srv, req, ST_ACL_OP_READ, qt->name);
         for (int j = 0; j < qt->partitions.n; j++, k++) {
             int32_t part = qt->partitions.v[j].partition_index;
             p->d[k].topic = topic;
             p->d[k].partition = part;
-            if (!t || part < 0 || part >= t->nparts) p->pre[k] = ST_E_UNKNOWN_TOPIC_OR_PARTITION;
+            if (topic_denied) p->pre[k] = ST_E_TOPIC_AUTHORIZATION_FAILED;
+            else if (!t || part < 0 || part >= t->nparts) p->pre[k] = ST_E_UNKNOWN_TOPIC_OR_PARTITION;
         }
     }
     st_image_release(img);

@@ -125,6 +125,8 @@ void st_handle_write_txn_markers(st_server_t *srv, st_request_t *req) {
     op->srv = srv;
     op->req = req;
     st_schema_defaults(&st_write_txn_markers_resp_schema, &op->resp);
+    /* markers come from transaction coordinators, which act for the cluster */
+    int denied = !st_authorized_cluster(srv, req, ST_ACL_OP_CLUSTER_ACTION);
     int total = 0;
     for (int i = 0; i < q->markers.n; i++)
         for (int j = 0; j < q->markers.v[i].topics.n; j++)
@@ -145,9 +147,9 @@ void st_handle_write_txn_markers(st_server_t *srv, st_request_t *req) {
                 int32_t idx = t->partition_indexes.v[k];
                 st_write_txn_markers_resp_part_t *rp = &rt->partitions.v[k];
                 rp->partition_index = idx;
-                st_err_t e = ST_OK;
+                st_err_t e = denied ? ST_E_CLUSTER_AUTHORIZATION_FAILED : ST_OK;
                 st_partition_t *p =
-                    t->name.len > 0 ? st_replicas_lookup_leader(srv->rm, t->name.p,
+                    !denied && t->name.len > 0 ? st_replicas_lookup_leader(srv->rm, t->name.p,
                                                                 (size_t)t->name.len, idx, &e)
                                     : NULL;
                 if (!p && !e) e = ST_E_UNKNOWN_TOPIC_OR_PARTITION;

@@ -29,16 +29,16 @@ static int32_t offline_replicas(const st_meta_image_t *img, const st_meta_partit
     return n;
 }
 
-static void fill_topic(st_request_t *req, const st_meta_image_t *img, st_metadata_topic_t *out,
-                       const st_meta_topic_t *t,
-                       int include_ops) {
-    st_metadata_req_t *q = req->body;
-    (void)q;
+static void fill_topic(st_server_t *srv, st_request_t *req, const st_meta_image_t *img,
+                       st_metadata_topic_t *out, const st_meta_topic_t *t, int include_ops) {
     out->error_code = 0;
     out->name = st_str(st_req_strdup(req, st_str(t->name)));
     out->topic_id = t->id;
     out->is_internal = (int8_t)t->internal;
-    out->topic_authorized_operations = include_ops ? ST_ACL_OPS_TOPIC : INT32_MIN;
+    out->topic_authorized_operations =
+        include_ops ? st_authorized_ops(srv, req, ST_ACL_RES_TOPIC, t->name, strlen(t->name),
+                                        ST_ACL_OPS_TOPIC)
+                    : INT32_MIN;
     ST_ARRAY_ALLOC(out->partitions, &req->arena, t->nparts);
     for (int k = 0; k < t->nparts; k++) {
         const st_meta_partition_t *mp = &t->parts[k];
@@ -68,6 +68,12 @@ static int all_topics(const st_request_t *req) {
     return q->topics.n < 0 || (q->topics.n == 0 && req->hdr.api_version == 0);
 }
 
+/* CREATE on the cluster or on the topic (Kafka's rule for creating). */
+static int may_create(st_server_t *srv, st_request_t *req, st_str_t name) {
+    return st_authorized_cluster(srv, req, ST_ACL_OP_CREATE) ||
+           st_topic_allowed(srv, req, ST_ACL_OP_CREATE, name);
+}
+
 static void respond(st_server_t *srv, st_request_t *req) {
     st_metadata_req_t *q = req->body;
     st_metadata_resp_t r;
@@ -90,11 +96,19 @@ static void respond(st_server_t *srv, st_request_t *req) {
     }
     r.cluster_id = st_str(st_req_strdup(req, st_str(st_controller_cluster_id(srv->ctl))));
     r.controller_id = st_controller_id_for_clients(srv->ctl, img);
-    if (q->include_cluster_authorized_operations) r.cluster_authorized_operations = ST_ACL_OPS_CLUSTER;
+    if (q->include_cluster_authorized_operations)
+        r.cluster_authorized_operations =
+            st_authorized_ops(srv, req, ST_ACL_RES_CLUSTER, ST_ACL_CLUSTER_NAME,
+                              strlen(ST_ACL_CLUSTER_NAME), ST_ACL_OPS_CLUSTER);
     int include_ops = q->include_topic_authorized_operations;
     if (all_topics(req)) {
+        /* every topic the principal may describe, and only those */
         ST_ARRAY_ALLOC(r.topics, &req->arena, img->ntopics);
-        for (int i = 0; i < img->ntopics; i++) fill_topic(req, img, &r.topics.v[i], img->topics[i], include_ops);
+        r.topics.n = 0;
+        for (int i = 0; i < img->ntopics; i++)
+            if (st_authorized(srv, req, ST_ACL_OP_DESCRIBE, ST_ACL_RES_TOPIC, img->topics[i]->name,
+                              strlen(img->topics[i]->name)))
+                fill_topic(srv, req, img, &r.topics.v[r.topics.n++], img->topics[i], include_ops);
     } else {
         ST_ARRAY_ALLOC(r.topics, &req->arena, q->topics.n);
         for (int i = 0; i < q->topics.n; i++) {
@@ -107,12 +121,26 @@ static void respond(st_server_t *srv, st_request_t *req) {
              * cannot match a shorter name. */
             if (qt->name.len >= 0) t = name_valid(qt->name) ? st_image_topic(img, qt->name.p, (size_t)qt->name.len) : NULL;
             else t = st_image_topic_by_id(img, &qt->topic_id);
-            if (t) {
-                fill_topic(req, img, out, t, include_ops);
+            /* Kafka's order: a topic the principal may not describe is
+             * TOPIC_AUTHORIZATION_FAILED whether it exists or not, and so
+             * is one it may not create when this request would */
+            st_str_t name = t ? st_str(t->name) : qt->name;
+            int denied = (name.len >= 0 || t) &&
+                         !st_topic_allowed(srv, req, ST_ACL_OP_DESCRIBE, name);
+            if (!denied && !t && qt->name.len >= 0 && name_valid(qt->name) &&
+                q->allow_auto_topic_creation && srv->cfg.auto_create_topics_enable)
+                denied = !may_create(srv, req, qt->name);
+            if (t && !denied) {
+                fill_topic(srv, req, img, out, t, include_ops);
                 continue;
             }
             out->name = qt->name;
             out->topic_id = qt->topic_id;
+            if (denied) {
+                out->error_code = st_err_wire(ST_E_TOPIC_AUTHORIZATION_FAILED);
+                ST_ARRAY_ALLOC(out->partitions, &req->arena, 0);
+                continue;
+            }
             /* Kafka sets them on every topic it answers, errors too */
             if (include_ops) out->topic_authorized_operations = ST_ACL_OPS_TOPIC;
             ST_ARRAY_ALLOC(out->partitions, &req->arena, 0);
@@ -161,7 +189,8 @@ void st_handle_metadata(st_server_t *srv, st_request_t *req) {
             /* internal topics are never made here: __consumer_offsets comes
              * with its own settings on the group coordinator's first use */
             if (n.len < 0 || !name_valid(n) || st_topic_is_internal(n.p, (size_t)n.len) ||
-                st_image_topic(img, n.p, (size_t)n.len))
+                st_image_topic(img, n.p, (size_t)n.len) ||
+                !st_topic_allowed(srv, req, ST_ACL_OP_DESCRIBE, n) || !may_create(srv, req, n))
                 continue;
             ctx->create[ctx->ncreate++] = st_req_strdup(req, n);
         }
@@ -202,6 +231,8 @@ void st_handle_describe_topic_partitions(st_server_t *srv, st_request_t *req) {
     for (int i = 0; i < n; i++) {
         st_str_t nm = all ? st_str(img->topics[i]->name) : q->topics.v[i].name;
         if (nm.len < 0) continue;
+        /* listing every topic: only those the principal may describe */
+        if (all && !st_topic_allowed(srv, req, ST_ACL_OP_DESCRIBE, nm)) continue;
         if (cur.len > 0 && cmp_str(&nm, &cur) < 0) continue;
         has_cur |= cur.len > 0 && !cmp_str(&nm, &cur);
         names[k++] = nm;
@@ -234,6 +265,11 @@ void st_handle_describe_topic_partitions(st_server_t *srv, st_request_t *req) {
         st_dtp_topic_t *ot = &r.topics.v[r.topics.n++];
         st_schema_defaults(&st_dtp_topic_schema, ot);
         ot->name = st_str(st_req_strdup(req, names[i]));
+        if (!st_topic_allowed(srv, req, ST_ACL_OP_DESCRIBE, names[i])) {
+            ot->error_code = st_err_wire(ST_E_TOPIC_AUTHORIZATION_FAILED);
+            ST_ARRAY_ALLOC(ot->partitions, &req->arena, 0);
+            continue;
+        }
         if (!t) {
             ot->error_code = st_err_wire(!name_valid(names[i]) ? ST_E_INVALID_TOPIC_EXCEPTION
                                                                : ST_E_UNKNOWN_TOPIC_OR_PARTITION);

@@ -330,8 +330,16 @@ void st_handle_list_offsets(st_server_t *srv, st_request_t *req) {
             sl->partition = qt->partitions.v[j].partition_index;
             sl->leader_epoch = qt->partitions.v[j].current_leader_epoch;
             sl->timestamp = qt->partitions.v[j].timestamp;
-            if (is_search(sl->timestamp)) searches++;
-            else slot_compute(job, sl); /* earliest, latest, ...: a few locked reads */
+            if (!st_topic_allowed(srv, req, ST_ACL_OP_DESCRIBE, qt->name)) {
+                sl->err = ST_E_TOPIC_AUTHORIZATION_FAILED;
+                sl->offset = sl->ts = -1;
+                sl->epoch = -1;
+                sl->done = 1;
+            } else if (is_search(sl->timestamp)) {
+                searches++;
+            } else {
+                slot_compute(job, sl); /* earliest, latest, ...: a few locked reads */
+            }
         }
     }
     if (!searches) {
@@ -368,6 +376,10 @@ void st_handle_delete_records(st_server_t *srv, st_request_t *req) {
             st_delete_records_resp_part_t *out = &rt->partitions.v[j];
             out->partition_index = qp->partition_index;
             out->low_watermark = -1;
+            if (!st_topic_allowed(srv, req, ST_ACL_OP_DELETE, qt->name)) {
+                out->error_code = st_err_wire(ST_E_TOPIC_AUTHORIZATION_FAILED);
+                continue;
+            }
             st_partition_t *p = st_replicas_lookup(srv->rm, qt->name.p,
                                                    (size_t)ST_MAX(qt->name.len, 0),
                                                    qp->partition_index, NULL);
@@ -443,6 +455,13 @@ void st_handle_offset_for_leader_epoch(st_server_t *srv, st_request_t *req) {
             st_offset_for_leader_epoch_resp_part_t *rp = &rt->partitions.v[j];
             st_schema_defaults(&st_offset_for_leader_epoch_resp_part_schema, rp);
             rp->partition = qp->partition;
+            /* a follower acts for the cluster, a client describes the topic */
+            if (replica >= 0 ? !st_authorized_cluster(srv, req, ST_ACL_OP_CLUSTER_ACTION)
+                             : !st_topic_allowed(srv, req, ST_ACL_OP_DESCRIBE, qt->topic)) {
+                rp->error_code = st_err_wire(replica >= 0 ? ST_E_CLUSTER_AUTHORIZATION_FAILED
+                                                          : ST_E_TOPIC_AUTHORIZATION_FAILED);
+                continue;
+            }
             int known = 0;
             st_partition_t *p = st_replicas_lookup(srv->rm, qt->topic.p, (size_t)ST_MAX(qt->topic.len, 0),
                                                    qp->partition, &known);

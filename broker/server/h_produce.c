@@ -481,7 +481,10 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
     /* KafkaApis.handleProduceRequest: transactional records need a
      * transactional id the client may write to, else the whole request is
      * TRANSACTIONAL_ID_AUTHORIZATION_FAILED. */
-    st_err_t whole = transactional && q->transactional_id.len < 0
+    st_err_t whole = transactional &&
+                             (q->transactional_id.len < 0 ||
+                              !st_authorized_str(srv, req, ST_ACL_OP_WRITE,
+                                                 ST_ACL_RES_TRANSACTIONAL_ID, q->transactional_id))
                          ? ST_E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                          : ST_OK;
 
@@ -491,6 +494,8 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
         st_produce_resp_topic_t *rt = &op->resp.responses.v[i];
         rt->name = qt->name;
         ST_ARRAY_ALLOC(rt->partitions, &req->arena, qt->partitions.n);
+        /* WRITE on the topic, asked before whether it exists */
+        int denied = !whole && !st_topic_allowed(srv, req, ST_ACL_OP_WRITE, qt->name);
         for (int j = 0; j < qt->partitions.n; j++) {
             st_produce_req_part_t *qp = &qt->partitions.v[j];
             st_produce_resp_part_t *out = &rt->partitions.v[j];
@@ -502,8 +507,12 @@ void st_handle_produce(st_server_t *srv, st_request_t *req) {
             pp->topic = st_req_strdup(req, qt->name);
             pp->guard = ST_LOG_UNVERIFIED;
             st_batch_verdict_init(&pp->v);
-            if (whole || bad_acks) {
-                set_error(req, out, whole ? whole : ST_E_INVALID_REQUIRED_ACKS, NULL);
+            if (whole || bad_acks || denied) {
+                set_error(req, out,
+                          whole      ? whole
+                          : denied   ? ST_E_TOPIC_AUTHORIZATION_FAILED
+                                     : ST_E_INVALID_REQUIRED_ACKS,
+                          NULL);
                 op->any_error = 1;
                 continue;
             }

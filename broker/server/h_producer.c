@@ -163,6 +163,14 @@ void st_handle_init_producer_id(st_server_t *srv, st_request_t *req) {
         st_handle_init_producer_id_txn(srv, req);
         return;
     }
+    /* an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on
+     * some topic (KIP-679) */
+    if (!st_authorized_cluster(srv, req, ST_ACL_OP_IDEMPOTENT_WRITE) &&
+        !st_authorized_any(srv, req, ST_ACL_OP_WRITE, ST_ACL_RES_TOPIC)) {
+        r.error_code = st_err_wire(ST_E_CLUSTER_AUTHORIZATION_FAILED);
+        st_request_respond(req, &r);
+        return;
+    }
     st_pid_pool_t *p = srv->pids;
     pthread_mutex_lock(&p->lock);
     int64_t id = p->head ? -1 : take_locked(p); /* none while others wait: order */
@@ -231,9 +239,12 @@ static void describe_partition(st_server_t *srv, st_request_t *req, st_str_t top
                                st_describe_producers_resp_part_t *out) {
     st_schema_defaults(&st_describe_producers_resp_part_schema, out);
     out->partition_index = index;
-    st_err_t e;
-    st_partition_t *p = st_replicas_lookup_leader(srv->rm, topic.p, (size_t)ST_MAX(topic.len, 0),
-                                                  index, &e);
+    st_err_t e = ST_OK;
+    st_partition_t *p = NULL;
+    if (!st_topic_allowed(srv, req, ST_ACL_OP_READ, topic)) /* Kafka asks READ here */
+        e = ST_E_TOPIC_AUTHORIZATION_FAILED;
+    else
+        p = st_replicas_lookup_leader(srv->rm, topic.p, (size_t)ST_MAX(topic.len, 0), index, &e);
     if (e) {
         out->error_code = st_err_wire(e);
         out->error_message = st_str(st_err_msg(e));

@@ -247,6 +247,11 @@ void st_handle_init_producer_id_txn(st_server_t *srv, st_request_t *req) {
         st_request_respond(req, &r);
         return;
     }
+    if (!st_authorized_str(srv, req, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID,
+                           q->transactional_id)) {
+        st_server_refuse(req, ST_E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+        return;
+    }
     top_t *op = top_new(srv, req);
     init_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
     p->id = acopy(req, q->transactional_id);
@@ -331,8 +336,12 @@ static add_params_t *add_params_new(st_request_t *req, st_str_t id, int64_t pid,
 /* p's partitions: the topics' (request order), copied into the request's
  * arena; those the metadata does not know are UNKNOWN_TOPIC_OR_PARTITION
  * (counted in nbad), the others OK. */
-static void take_parts(st_request_t *req, st_meta_image_t *img,
+static void take_parts(st_server_t *srv, st_request_t *req, st_meta_image_t *img,
                        const st_add_partitions_to_txn_topic_t *topics, int ntopics, add_params_t *p) {
+    /* the authorizer first: WRITE on the transactional id, then on each
+     * topic; a refused one is an error like an unknown one (nothing is
+     * added, the others answer OPERATION_NOT_ATTEMPTED) */
+    int id_denied = !st_authorized_str(srv, req, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID, p->id);
     for (int i = 0; i < ntopics; i++) p->n += ST_MAX(topics[i].partitions.n, 0);
     p->parts = st_arena_alloc(&req->arena, sizeof *p->parts * (size_t)(p->n + 1));
     p->errs = st_arena_alloc(&req->arena, sizeof *p->errs * (size_t)(p->n + 1));
@@ -342,11 +351,16 @@ static void take_parts(st_request_t *req, st_meta_image_t *img,
         const st_meta_topic_t *t =
             topic_name_ok(qt->name) ? st_image_topic(img, qt->name.p, (size_t)qt->name.len) : NULL;
         st_str_t topic = acopy(req, qt->name);
+        int topic_denied = !id_denied && !st_topic_allowed(srv, req, ST_ACL_OP_WRITE, qt->name);
         for (int j = 0; j < qt->partitions.n; j++, k++) {
             int32_t part = qt->partitions.v[j];
             p->parts[k] = (st_txn_tp_t){topic, part};
             p->errs[k] = ST_OK;
-            if (!t || part < 0 || part >= t->nparts) {
+            if (id_denied || topic_denied) {
+                p->errs[k] = id_denied ? ST_E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                                       : ST_E_TOPIC_AUTHORIZATION_FAILED;
+                p->nbad++;
+            } else if (!t || part < 0 || part >= t->nparts) {
                 p->errs[k] = ST_E_UNKNOWN_TOPIC_OR_PARTITION;
                 p->nbad++;
             }
@@ -399,6 +413,16 @@ static void add_batch_job(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
 
 static void add_partitions_batch(st_server_t *srv, st_request_t *req) {
     st_add_partitions_to_txn_req_t *q = req->body;
+    /* a partition leader's verification acts for the cluster */
+    int verify = 0;
+    for (int i = 0; i < q->transactions.n; i++) verify |= q->transactions.v[i].verify_only;
+    if (verify && !st_authorized_cluster(srv, req, ST_ACL_OP_CLUSTER_ACTION)) {
+        st_add_partitions_to_txn_resp_t *r = resp_new(req, &st_add_partitions_to_txn_resp_schema);
+        r->error_code = st_err_wire(ST_E_CLUSTER_AUTHORIZATION_FAILED);
+        ST_ARRAY_ALLOC(r->results_by_transaction, &req->arena, 0);
+        st_request_respond(req, r);
+        return;
+    }
     top_t *op = top_new(srv, req);
     batch_params_t *b = st_arena_alloc(&req->arena, sizeof *b);
     b->n = ST_MAX(q->transactions.n, 0);
@@ -408,7 +432,7 @@ static void add_partitions_batch(st_server_t *srv, st_request_t *req) {
         st_add_partitions_to_txn_txn_t *qt = &q->transactions.v[i];
         add_params_t *p = b->t[i] =
             add_params_new(req, qt->transactional_id, qt->producer_id, qt->producer_epoch);
-        take_parts(req, img, qt->topics.v, qt->topics.n, p);
+        take_parts(srv, req, img, qt->topics.v, qt->topics.n, p);
     }
     st_image_release(img);
     op->params = b;
@@ -424,7 +448,7 @@ void st_handle_add_partitions_to_txn(st_server_t *srv, st_request_t *req) {
     top_t *op = top_new(srv, req);
     add_params_t *p = add_params_new(req, q->transactional_id, q->producer_id, q->producer_epoch);
     st_meta_image_t *img = st_controller_image(srv->ctl);
-    take_parts(req, img, q->topics.v, q->topics.n, p);
+    take_parts(srv, req, img, q->topics.v, q->topics.n, p);
     st_image_release(img);
     op->params = p;
     st_txn_coord_submit(srv->txns, add_partitions_job, op);
@@ -445,6 +469,15 @@ static void add_offsets_job(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
 
 void st_handle_add_offsets_to_txn(st_server_t *srv, st_request_t *req) {
     st_add_offsets_to_txn_req_t *q = req->body;
+    if (!st_authorized_str(srv, req, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID,
+                           q->transactional_id)) {
+        st_server_refuse(req, ST_E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+        return;
+    }
+    if (!st_authorized_str(srv, req, ST_ACL_OP_READ, ST_ACL_RES_GROUP, q->group_id)) {
+        st_server_refuse(req, ST_E_GROUP_AUTHORIZATION_FAILED);
+        return;
+    }
     top_t *op = top_new(srv, req);
     add_params_t *p = add_params_new(req, q->transactional_id, q->producer_id, q->producer_epoch);
     p->n = 1;
@@ -504,6 +537,11 @@ static void end_job(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
 
 void st_handle_end_txn(st_server_t *srv, st_request_t *req) {
     st_end_txn_req_t *q = req->body;
+    if (!st_authorized_str(srv, req, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID,
+                           q->transactional_id)) {
+        st_server_refuse(req, ST_E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+        return;
+    }
     top_t *op = top_new(srv, req);
     end_params_t *p = st_arena_alloc(&req->arena, sizeof *p);
     p->id = acopy(req, q->transactional_id);
@@ -560,6 +598,11 @@ static void describe_job(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
         d->transactional_id = ids[i];
         d->transaction_state = st_str("");
         ST_ARRAY_ALLOC(d->topic_partitions, &req->arena, 0);
+        if (ids[i].len < 0) { /* refused on the loop (the authorizer's mark) */
+            d->transactional_id = q->transactional_ids.v[i];
+            d->error_code = st_err_wire(ST_E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+            continue;
+        }
         st_err_t e = st_tstate_check(s, ids[i]);
         const st_txn_t *t = e ? NULL : st_tstate_lookup(s, ids[i]);
         if (!e && !t) e = ST_E_TRANSACTIONAL_ID_NOT_FOUND;
@@ -582,6 +625,9 @@ void st_handle_describe_transactions(st_server_t *srv, st_request_t *req) {
     for (int i = 0; i < q->transactional_ids.n; i++) {
         ids[i] = acopy(req, q->transactional_ids.v[i]);
         if (ids[i].len < 0) ids[i] = st_str("");
+        /* DESCRIBE on each id; a refused one is marked null */
+        if (!st_authorized_str(srv, req, ST_ACL_OP_DESCRIBE, ST_ACL_RES_TRANSACTIONAL_ID, ids[i]))
+            ids[i] = ST_STR_NULL;
     }
     op->params = ids;
     st_txn_coord_submit(srv->txns, describe_job, op);
@@ -644,8 +690,23 @@ static void list_job(st_txn_coord_t *c, st_tstate_t *s, void *arg) {
     top_finish(op, r);
 }
 
+/* on_respond: only the ids the principal may describe */
+static void list_post(st_request_t *req, void *body) {
+    st_list_transactions_resp_t *r = body;
+    int k = 0;
+    for (int i = 0; i < r->transaction_states.n; i++)
+        if (st_authorized_str(req->on_respond_arg, req, ST_ACL_OP_DESCRIBE,
+                              ST_ACL_RES_TRANSACTIONAL_ID, r->transaction_states.v[i].transactional_id))
+            r->transaction_states.v[k++] = r->transaction_states.v[i];
+    r->transaction_states.n = k;
+}
+
 void st_handle_list_transactions(st_server_t *srv, st_request_t *req) {
     st_list_transactions_req_t *q = req->body;
+    if (*srv->sec->authorizer_class_name) {
+        req->on_respond = list_post;
+        req->on_respond_arg = srv;
+    }
     top_t *op = top_new(srv, req);
     list_ctx_t *x = st_arena_alloc(&req->arena, sizeof *x);
     memset(x, 0, sizeof *x);

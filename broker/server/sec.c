@@ -202,6 +202,43 @@ int st_session_gate(st_server_t *srv, st_request_t *req) {
     return 0;
 }
 
+/* APIs that act on the cluster as a whole, with the operation Kafka's
+ * KafkaApis / ControllerApis checks on the cluster resource; refused here
+ * with an answer whose every error code is CLUSTER_AUTHORIZATION_FAILED
+ * (each of them has a top-level one).  The rest check their own resources
+ * in their handlers. */
+static const struct {
+    int16_t key;
+    int8_t op;
+} cluster_ops[] = {
+    {ST_API_VOTE, ST_ACL_OP_CLUSTER_ACTION},
+    {ST_API_BEGIN_QUORUM_EPOCH, ST_ACL_OP_CLUSTER_ACTION},
+    {ST_API_END_QUORUM_EPOCH, ST_ACL_OP_CLUSTER_ACTION},
+    {ST_API_FETCH_SNAPSHOT, ST_ACL_OP_CLUSTER_ACTION},
+    {ST_API_BROKER_REGISTRATION, ST_ACL_OP_CLUSTER_ACTION},
+    {ST_API_BROKER_HEARTBEAT, ST_ACL_OP_CLUSTER_ACTION},
+    {ST_API_ALTER_PARTITION, ST_ACL_OP_CLUSTER_ACTION},
+    {ST_API_ALLOCATE_PRODUCER_IDS, ST_ACL_OP_CLUSTER_ACTION},
+    {ST_API_ELECT_LEADERS, ST_ACL_OP_ALTER},
+    {ST_API_ALTER_PARTITION_REASSIGNMENTS, ST_ACL_OP_ALTER},
+    {ST_API_LIST_PARTITION_REASSIGNMENTS, ST_ACL_OP_DESCRIBE},
+    {ST_API_DESCRIBE_QUORUM, ST_ACL_OP_DESCRIBE},
+    {ST_API_DESCRIBE_CLUSTER, ST_ACL_OP_DESCRIBE},
+    {ST_API_DESCRIBE_LOG_DIRS, ST_ACL_OP_DESCRIBE},
+    {ST_API_DESCRIBE_USER_SCRAM_CREDENTIALS, ST_ACL_OP_DESCRIBE},
+};
+
+int st_cluster_gate(st_server_t *srv, st_request_t *req) {
+    if (!*srv->sec->authorizer_class_name) return 0;
+    for (size_t i = 0; i < ST_ARRAY_SIZE(cluster_ops); i++) {
+        if (cluster_ops[i].key != req->api->key) continue;
+        if (st_authorized_cluster(srv, req, cluster_ops[i].op)) return 0;
+        st_server_refuse(req, ST_E_CLUSTER_AUTHORIZATION_FAILED);
+        return 1;
+    }
+    return 0;
+}
+
 /* ---- a failure, answered late ----------------------------------------------- */
 
 typedef struct fail_op {
@@ -233,4 +270,62 @@ void st_session_fail_later(st_server_t *srv, st_request_t *req, void *body) {
     op->d.expire = fail_expire;
     op->d.destroy = fail_destroy;
     st_purgatory_add(st_req_purgatory(req), &op->d);
+}
+
+/* ---- authorization ------------------------------------------------------------ */
+
+/* The client's address, without its port ("[v6]" is not written). */
+static void peer_host(st_request_t *req, char *host, size_t n) {
+    const char *peer = st_request_peer(req), *colon = strrchr(peer, ':');
+    size_t hl = colon ? (size_t)(colon - peer) : strlen(peer);
+    if (hl >= n) hl = n - 1;
+    memcpy(host, peer, hl);
+    host[hl] = 0;
+}
+
+int st_authorized(st_server_t *srv, st_request_t *req, int8_t op, int8_t rtype, const char *name,
+                  size_t len) {
+    if (!*srv->sec->authorizer_class_name) return 1;
+    st_session_t *s = st_session_of(srv, req);
+    char host[72];
+    peer_host(req, host, sizeof host);
+    st_meta_image_t *img = srv->ctl ? st_controller_image(srv->ctl) : NULL;
+    st_acl_set_t set = {NULL, 0, srv->sec->super_users, srv->sec->allow_everyone_if_no_acl_found};
+    st_image_acls(img, &set.acls, &set.n);
+    st_acl_action_t act = {s->principal, host, op, rtype, name, len};
+    int ok = st_acl_authorize(&set, &act);
+    st_image_release(img);
+    if (!ok)
+        ST_DEBUG("security", "%s (%s) may not %s %s %.*s (%s)", s->principal, host,
+                 st_acl_op_name(op), st_acl_resource_name(rtype), (int)len, name,
+                 req->api->name);
+    return ok;
+}
+
+int st_authorized_cluster(st_server_t *srv, st_request_t *req, int8_t op) {
+    return st_authorized(srv, req, op, ST_ACL_RES_CLUSTER, ST_ACL_CLUSTER_NAME,
+                         strlen(ST_ACL_CLUSTER_NAME));
+}
+
+int32_t st_authorized_ops(st_server_t *srv, st_request_t *req, int8_t rtype, const char *name,
+                          size_t len, int32_t supported) {
+    if (!*srv->sec->authorizer_class_name) return supported;
+    int32_t out = 0;
+    for (int op = ST_ACL_OP_READ; op <= ST_ACL_OP_IDEMPOTENT_WRITE; op++)
+        if ((supported & ST_ACL_BIT(op)) && st_authorized(srv, req, (int8_t)op, rtype, name, len))
+            out |= ST_ACL_BIT(op);
+    return out;
+}
+
+int st_authorized_any(st_server_t *srv, st_request_t *req, int8_t op, int8_t rtype) {
+    if (!*srv->sec->authorizer_class_name) return 1;
+    st_session_t *s = st_session_of(srv, req);
+    char host[72];
+    peer_host(req, host, sizeof host);
+    st_meta_image_t *img = srv->ctl ? st_controller_image(srv->ctl) : NULL;
+    st_acl_set_t set = {NULL, 0, srv->sec->super_users, srv->sec->allow_everyone_if_no_acl_found};
+    st_image_acls(img, &set.acls, &set.n);
+    int ok = st_acl_authorize_any(&set, s->principal, host, op, rtype);
+    st_image_release(img);
+    return ok;
 }

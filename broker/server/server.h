@@ -16,6 +16,7 @@
 #include "net.h"
 #include "replica.h"
 #include "raft_wire.h"
+#include "acl.h"
 #include "sasl.h"
 #include "security.h"
 
@@ -95,10 +96,44 @@ st_session_t *st_session_of(st_server_t *srv, st_request_t *req);
  * was closed (a request out of place during SASL authentication, or a
  * session past its lifetime) and the request is finished. */
 int st_session_gate(st_server_t *srv, st_request_t *req);
+/* Answer with the API's defaults and every error code e (a request
+ * refused whole, e.g. by the authorizer). */
+void st_server_refuse(st_request_t *req, st_err_t e);
+/* An API acting on the whole cluster (inter-broker, cluster admin) that
+ * the principal may not use: answered CLUSTER_AUTHORIZATION_FAILED, 1. */
+int st_cluster_gate(st_server_t *srv, st_request_t *req);
 /* Answer body after delay_ms, then close the connection (a failed
  * authentication, connection.failed.authentication.delay.ms). */
 void st_session_fail_later(st_server_t *srv, st_request_t *req, void *body);
 
+/* Whether the request's principal may do op on a resource (acl.h; always
+ * without authorizer.class.name).  Loop thread. */
+int st_authorized(st_server_t *srv, st_request_t *req, int8_t op, int8_t rtype, const char *name,
+                  size_t len);
+static inline int st_authorized_str(st_server_t *srv, st_request_t *req, int8_t op,
+                                    int8_t rtype, st_str_t name) {
+    return st_authorized(srv, req, op, rtype, name.p ? name.p : "", (size_t)ST_MAX(name.len, 0));
+}
+/* The same on the cluster resource (kafka-cluster). */
+int st_authorized_cluster(st_server_t *srv, st_request_t *req, int8_t op);
+/* op allowed on some resource of rtype (st_acl_authorize_any). */
+int st_authorized_any(st_server_t *srv, st_request_t *req, int8_t op, int8_t rtype);
+
+/* authz.c: the items of an admin request the principal may not touch are
+ * taken out of it and put back into its answer with their error; returns
+ * how many.  Before the request is forwarded or carried out. */
+int st_authz_create_topics(st_server_t *srv, st_request_t *req);
+int st_authz_delete_topics(st_server_t *srv, st_request_t *req);
+int st_authz_create_partitions(st_server_t *srv, st_request_t *req);
+int st_authz_alter_configs(st_server_t *srv, st_request_t *req);
+/* op on a config resource (a topic, or the cluster for a broker); *err
+ * the error a refusal answers. */
+int st_authz_config_resource(st_server_t *srv, st_request_t *req, int8_t op, int8_t type,
+                             st_str_t name, st_err_t *err);
+
+void st_handle_create_acls(st_server_t *srv, st_request_t *req);
+void st_handle_delete_acls(st_server_t *srv, st_request_t *req);
+void st_handle_describe_acls(st_server_t *srv, st_request_t *req);
 void st_handle_sasl_handshake(st_server_t *srv, st_request_t *req);
 void st_handle_sasl_authenticate(st_server_t *srv, st_request_t *req);
 void st_handle_alter_user_scram_credentials(st_server_t *srv, st_request_t *req);
@@ -263,6 +298,16 @@ st_log_cleaner_t *st_server_cleaner_new(st_server_t *srv);
 #define ST_ACL_OPS_CLUSTER                                                              \
     (ST_ACL_BIT(5) | ST_ACL_BIT(7) | ST_ACL_BIT(8) | ST_ACL_BIT(9) | ST_ACL_BIT(10) |  \
      ST_ACL_BIT(11) | ST_ACL_BIT(12))
+
+/* The operations of `supported` the request's principal may do on the
+ * resource (KIP-430's authorized operations; `supported` without an
+ * authorizer). */
+int32_t st_authorized_ops(st_server_t *srv, st_request_t *req, int8_t rtype, const char *name,
+                          size_t len, int32_t supported);
+/* A topic by its wire name. */
+static inline int st_topic_allowed(st_server_t *srv, st_request_t *req, int8_t op, st_str_t name) {
+    return st_authorized_str(srv, req, op, ST_ACL_RES_TOPIC, name);
+}
 
 /* Copy of a wire string into the request arena, NUL-terminated. */
 static inline char *st_req_strdup(st_request_t *req, st_str_t s) {

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "acl.h"
 #include "sasl.h"
 #include "security.h"
 
@@ -394,6 +395,89 @@ static void test_listener_settings(void **state) {
     st_sec_config_fini(&c);
 }
 
+static st_acl_t mk(int8_t rt, const char *name, int8_t pat, const char *principal, const char *host,
+                   int8_t op, int8_t perm) {
+    st_acl_t a = {{{0}}, rt, (char *)name, pat, (char *)principal, (char *)host, op, perm};
+    return a;
+}
+
+static int can(const st_acl_set_t *set, const char *who, int8_t op, int8_t rt, const char *name) {
+    st_acl_action_t act = {who, "127.0.0.1", op, rt, name, strlen(name)};
+    return st_acl_authorize(set, &act);
+}
+
+static void test_acl_decisions(void **state) {
+    (void)state;
+    st_acl_t acls[] = {
+        mk(ST_ACL_RES_TOPIC, "orders", ST_ACL_PAT_LITERAL, "User:alice", "*", ST_ACL_OP_READ,
+           ST_ACL_PERM_ALLOW),
+        mk(ST_ACL_RES_TOPIC, "logs-", ST_ACL_PAT_PREFIXED, "User:bob", "*", ST_ACL_OP_WRITE,
+           ST_ACL_PERM_ALLOW),
+        mk(ST_ACL_RES_TOPIC, "*", ST_ACL_PAT_LITERAL, "User:carol", "*", ST_ACL_OP_ALL,
+           ST_ACL_PERM_ALLOW),
+        mk(ST_ACL_RES_TOPIC, "secret", ST_ACL_PAT_LITERAL, "User:carol", "*", ST_ACL_OP_READ,
+           ST_ACL_PERM_DENY),
+        mk(ST_ACL_RES_GROUP, "g1", ST_ACL_PAT_LITERAL, "User:*", "*", ST_ACL_OP_READ,
+           ST_ACL_PERM_ALLOW),
+        mk(ST_ACL_RES_GROUP, "g2", ST_ACL_PAT_LITERAL, "User:alice", "10.0.0.9", ST_ACL_OP_READ,
+           ST_ACL_PERM_ALLOW),
+        mk(ST_ACL_RES_CLUSTER, ST_ACL_CLUSTER_NAME, ST_ACL_PAT_LITERAL, "User:ops", "*",
+           ST_ACL_OP_ALTER_CONFIGS, ST_ACL_PERM_ALLOW),
+    };
+    st_acl_set_t set = {acls, (int)(sizeof acls / sizeof acls[0]), "User:admin; User:CN=broker",
+                        0};
+    assert_true(can(&set, "User:alice", ST_ACL_OP_READ, ST_ACL_RES_TOPIC, "orders"));
+    assert_true(can(&set, "User:alice", ST_ACL_OP_DESCRIBE, ST_ACL_RES_TOPIC, "orders")); /* implied */
+    assert_false(can(&set, "User:alice", ST_ACL_OP_WRITE, ST_ACL_RES_TOPIC, "orders"));
+    assert_false(can(&set, "User:alice", ST_ACL_OP_READ, ST_ACL_RES_TOPIC, "orders2"));
+    assert_false(can(&set, "User:bob", ST_ACL_OP_READ, ST_ACL_RES_TOPIC, "orders"));
+    /* prefixed: new topics of the prefix are covered */
+    assert_true(can(&set, "User:bob", ST_ACL_OP_WRITE, ST_ACL_RES_TOPIC, "logs-2026"));
+    assert_false(can(&set, "User:bob", ST_ACL_OP_WRITE, ST_ACL_RES_TOPIC, "logs"));
+    /* deny wins over an allow of everything; it refuses what it names only */
+    assert_true(can(&set, "User:carol", ST_ACL_OP_WRITE, ST_ACL_RES_TOPIC, "secret"));
+    assert_false(can(&set, "User:carol", ST_ACL_OP_READ, ST_ACL_RES_TOPIC, "secret"));
+    assert_true(can(&set, "User:carol", ST_ACL_OP_DESCRIBE, ST_ACL_RES_TOPIC, "secret"));
+    /* User:* and hosts */
+    assert_true(can(&set, "User:anyone", ST_ACL_OP_READ, ST_ACL_RES_GROUP, "g1"));
+    assert_false(can(&set, "User:alice", ST_ACL_OP_READ, ST_ACL_RES_GROUP, "g2")); /* other host */
+    /* ALTER_CONFIGS implies DESCRIBE_CONFIGS, not ALTER */
+    assert_true(can(&set, "User:ops", ST_ACL_OP_DESCRIBE_CONFIGS, ST_ACL_RES_CLUSTER, ST_ACL_CLUSTER_NAME));
+    assert_false(can(&set, "User:ops", ST_ACL_OP_ALTER, ST_ACL_RES_CLUSTER, ST_ACL_CLUSTER_NAME));
+    /* super users do anything */
+    assert_true(can(&set, "User:admin", ST_ACL_OP_DELETE, ST_ACL_RES_TOPIC, "secret"));
+    assert_true(can(&set, "User:CN=broker", ST_ACL_OP_CLUSTER_ACTION, ST_ACL_RES_CLUSTER, ST_ACL_CLUSTER_NAME));
+    assert_false(can(&set, "User:adm", ST_ACL_OP_READ, ST_ACL_RES_TOPIC, "x"));
+    /* a resource nobody names: allow.everyone.if.no.acl.found */
+    assert_false(can(&set, "User:alice", ST_ACL_OP_READ, ST_ACL_RES_TRANSACTIONAL_ID, "t"));
+    set.allow_if_none = 1;
+    assert_true(can(&set, "User:alice", ST_ACL_OP_READ, ST_ACL_RES_TRANSACTIONAL_ID, "t"));
+    assert_false(can(&set, "User:bob", ST_ACL_OP_READ, ST_ACL_RES_TOPIC, "orders")); /* named */
+    /* filters */
+    st_acl_filter_t f = {ST_ACL_RES_TOPIC, "logs-7", ST_ACL_PAT_MATCH, NULL, NULL, ST_ACL_OP_ANY,
+                         ST_ACL_PERM_ANY};
+    int n = 0;
+    for (size_t i = 0; i < sizeof acls / sizeof acls[0]; i++) n += st_acl_filter_matches(&f, &acls[i]);
+    assert_int_equal(n, 2); /* logs- prefixed and the * literal */
+    f = (st_acl_filter_t){ST_ACL_RES_ANY, NULL, ST_ACL_PAT_ANY, "User:carol", NULL, ST_ACL_OP_ANY,
+                          ST_ACL_PERM_DENY};
+    n = 0;
+    for (size_t i = 0; i < sizeof acls / sizeof acls[0]; i++) n += st_acl_filter_matches(&f, &acls[i]);
+    assert_int_equal(n, 1);
+    char why[128];
+    st_acl_t bad = mk(ST_ACL_RES_CLUSTER, "other", ST_ACL_PAT_LITERAL, "User:x", "*", ST_ACL_OP_ALTER,
+                      ST_ACL_PERM_ALLOW);
+    assert_int_equal(st_acl_valid(&bad, why, sizeof why), -1);
+    bad = mk(ST_ACL_RES_TOPIC, "t", ST_ACL_PAT_MATCH, "User:x", "*", ST_ACL_OP_READ, ST_ACL_PERM_ALLOW);
+    assert_int_equal(st_acl_valid(&bad, why, sizeof why), -1);
+    bad = mk(ST_ACL_RES_TOPIC, "t", ST_ACL_PAT_LITERAL, "alice", "*", ST_ACL_OP_READ, ST_ACL_PERM_ALLOW);
+    assert_int_equal(st_acl_valid(&bad, why, sizeof why), -1);
+    bad = mk(ST_ACL_RES_TOPIC, "t", ST_ACL_PAT_LITERAL, "User:x", "*", ST_ACL_OP_ANY, ST_ACL_PERM_ALLOW);
+    assert_int_equal(st_acl_valid(&bad, why, sizeof why), -1);
+    assert_int_equal(st_acl_op_parse("describeconfigs"), ST_ACL_OP_DESCRIBE_CONFIGS);
+    assert_string_equal(st_acl_resource_name(ST_ACL_RES_TRANSACTIONAL_ID), "TransactionalId");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scram_rfc7677_client),
@@ -403,6 +487,7 @@ int main(void) {
         cmocka_unit_test(test_plain),
         cmocka_unit_test(test_jaas),
         cmocka_unit_test(test_listener_settings),
+        cmocka_unit_test(test_acl_decisions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /*
- * h_sasl.c - SaslHandshake and SaslAuthenticate (KIP-152; re-authentication
- * KIP-368).  The session they move forward is sec.c's.
+ * h_security.c - SaslHandshake and SaslAuthenticate (KIP-152;
+ * re-authentication KIP-368), whose session is sec.c's; SCRAM credentials
+ * (KIP-554) and ACLs, kept in the metadata log.
  *
  * SaslHandshake v1: the mechanism the client names must be one the
  * listener enables (else UNSUPPORTED_SASL_MECHANISM with the list, and the
@@ -151,7 +152,35 @@ static void alter_scram_done(st_server_t *srv, st_request_t *req, void *arg) {
     st_request_respond(req, ((void **)arg)[1]);
 }
 
+/* Every user named, refused with e. */
+static void scram_refuse(st_request_t *req, st_err_t e) {
+    const st_alter_scram_req_t *q = req->body;
+    st_alter_scram_resp_t r;
+    st_schema_defaults(&st_alter_scram_resp_schema, &r);
+    int total = q->deletions.n + q->upsertions.n, n = 0;
+    ST_ARRAY_ALLOC(r.results, &req->arena, total);
+    for (int i = 0; i < total; i++) {
+        st_str_t name = i < q->deletions.n ? q->deletions.v[i].name
+                                           : q->upsertions.v[i - q->deletions.n].name;
+        int seen = 0;
+        for (int k = 0; k < n && !seen; k++)
+            seen = r.results.v[k].user.len == name.len &&
+                   (name.len <= 0 || !memcmp(r.results.v[k].user.p, name.p, (size_t)name.len));
+        if (seen) continue;
+        st_schema_defaults(&st_alter_scram_result_schema, &r.results.v[n]);
+        r.results.v[n].user = name;
+        r.results.v[n].error_code = st_err_wire(e);
+        n++;
+    }
+    r.results.n = n;
+    st_request_respond(req, &r);
+}
+
 void st_handle_alter_user_scram_credentials(st_server_t *srv, st_request_t *req) {
+    if (!st_authorized_cluster(srv, req, ST_ACL_OP_ALTER)) {
+        scram_refuse(req, ST_E_CLUSTER_AUTHORIZATION_FAILED);
+        return;
+    }
     /* only the active controller writes metadata: others pass it on */
     if (st_controller_forward(srv->ctl, req)) return;
     void **ctx = st_arena_alloc(&req->arena, 2 * sizeof *ctx); /* the request, its answer */
@@ -164,5 +193,95 @@ void st_handle_describe_user_scram_credentials(st_server_t *srv, st_request_t *r
     st_meta_image_t *img = st_controller_image(srv->ctl);
     st_image_describe_scram(img, req->body, &r, &req->arena);
     st_image_release(img);
+    st_request_respond(req, &r);
+}
+
+/* ---- ACLs --------------------------------------------------------------------- */
+
+/* No authorizer: Kafka answers the ACL APIs SECURITY_DISABLED. */
+static int acls_disabled(const st_server_t *srv) { return !*srv->sec->authorizer_class_name; }
+
+static void create_acls_work(st_server_t *srv, st_controller_t *ctl, void *arg) {
+    (void)srv;
+    st_request_t *req = ((void **)arg)[0];
+    st_create_acls_resp_t *r = st_arena_alloc(&req->arena, sizeof *r);
+    st_controller_create_acls(ctl, req->body, r, &req->arena);
+    ((void **)arg)[1] = r;
+}
+
+static void delete_acls_work(st_server_t *srv, st_controller_t *ctl, void *arg) {
+    (void)srv;
+    st_request_t *req = ((void **)arg)[0];
+    st_delete_acls_resp_t *r = st_arena_alloc(&req->arena, sizeof *r);
+    st_controller_delete_acls(ctl, req->body, r, &req->arena);
+    ((void **)arg)[1] = r;
+}
+
+static void acls_done(st_server_t *srv, st_request_t *req, void *arg) {
+    (void)srv;
+    st_request_respond(req, ((void **)arg)[1]);
+}
+
+/* Every result of a CreateAcls or DeleteAcls answered with one error. */
+static void acls_refuse(st_request_t *req, st_err_t e) {
+    void *r = st_arena_alloc(&req->arena, req->api->resp->size);
+    st_schema_defaults(req->api->resp, r);
+    if (req->api->key == ST_API_CREATE_ACLS) {
+        const st_create_acls_req_t *q = req->body;
+        st_create_acls_resp_t *cr = r;
+        ST_ARRAY_ALLOC(cr->results, &req->arena, q->creations.n);
+        for (int i = 0; i < q->creations.n; i++)
+            st_schema_defaults(&st_acl_creation_result_schema, &cr->results.v[i]);
+    } else {
+        const st_delete_acls_req_t *q = req->body;
+        st_delete_acls_resp_t *dr = r;
+        ST_ARRAY_ALLOC(dr->filter_results, &req->arena, q->filters.n);
+        for (int i = 0; i < q->filters.n; i++) {
+            st_schema_defaults(&st_delete_acls_filter_result_schema, &dr->filter_results.v[i]);
+            ST_ARRAY_ALLOC(dr->filter_results.v[i].matching_acls, &req->arena, 0);
+        }
+    }
+    st_schema_set_errors(req->api->resp, r, st_err_wire(e));
+    st_request_respond(req, r);
+}
+
+static void alter_acls(st_server_t *srv, st_request_t *req, st_ctl_work_fn work) {
+    if (acls_disabled(srv)) {
+        acls_refuse(req, ST_E_SECURITY_DISABLED);
+        return;
+    }
+    if (!st_authorized_cluster(srv, req, ST_ACL_OP_ALTER)) {
+        acls_refuse(req, ST_E_CLUSTER_AUTHORIZATION_FAILED);
+        return;
+    }
+    /* only the active controller writes metadata: others pass it on */
+    if (st_controller_forward(srv->ctl, req)) return;
+    void **ctx = st_arena_alloc(&req->arena, 2 * sizeof *ctx);
+    ctx[0] = req;
+    st_server_via_controller(srv, req, work, acls_done, ctx);
+}
+
+void st_handle_create_acls(st_server_t *srv, st_request_t *req) {
+    alter_acls(srv, req, create_acls_work);
+}
+
+void st_handle_delete_acls(st_server_t *srv, st_request_t *req) {
+    alter_acls(srv, req, delete_acls_work);
+}
+
+void st_handle_describe_acls(st_server_t *srv, st_request_t *req) {
+    st_describe_acls_resp_t r;
+    st_schema_defaults(&st_describe_acls_resp_schema, &r);
+    ST_ARRAY_ALLOC(r.resources, &req->arena, 0);
+    if (acls_disabled(srv)) {
+        r.error_code = st_err_wire(ST_E_SECURITY_DISABLED);
+        r.error_message = st_str("No authorizer is configured (authorizer.class.name)");
+    } else if (!st_authorized_cluster(srv, req, ST_ACL_OP_DESCRIBE)) {
+        r.error_code = st_err_wire(ST_E_CLUSTER_AUTHORIZATION_FAILED);
+    } else {
+        st_meta_image_t *img = st_controller_image(srv->ctl);
+        st_image_describe_acls(img, req->body, &r, &req->arena);
+        st_image_release(img);
+    }
     st_request_respond(req, &r);
 }
