@@ -24,7 +24,7 @@ typedef struct st_cli_ctx {
     st_admin_config_t admin; /* read with the rest of the file, unused */
     char bootstrap[300];
     /* --command-config: how to reach a secured listener (NULL: plaintext) */
-    const st_kclient_security_t *sec;
+    const st_client_security_t *sec;
 } st_cli_ctx_t;
 
 /* Kafka's client properties (--command-config FILE, as kafka-topics.sh
@@ -35,7 +35,7 @@ typedef struct st_cli_ctx {
  * username and password options.  0, or 1 with err naming the key
  * (never a value).  client.c */
 typedef struct st_cli_client {
-    st_kclient_security_t sec;
+    st_client_security_t sec;
     st_tls_ctx_t *tls;
     char *user, *password;
 } st_cli_client_t;

@@ -153,6 +153,9 @@ typedef struct st_controller_config {
      * hosts partitions); a node that is not in voters follows the quorum
      * as an observer (a broker-only node) */
     int broker_role;
+    /* how this node reaches the voters' controller listener (TLS, SASL);
+     * borrowed; NULL: plaintext */
+    const st_client_security_t *sec;
 } st_controller_config_t;
 
 /* Open the metadata log, replay it into an image, register this broker. */

@@ -529,6 +529,7 @@ st_err_t st_ctl__quorum_open(st_controller_t *c, char *err, size_t errlen) {
             .port = p->port,
             .client_id = cid,
             .request_timeout_ms = ST_RAFT_REQUEST_TIMEOUT_MS,
+            .sec = c->cfg.sec,
         };
         /* spread the peers over the loops */
         st_loop_t *loop = st_net_loop(c->cfg.net, i % st_net_nloops(c->cfg.net));

@@ -12,20 +12,12 @@
 #include "protocol.h"
 #include "sasl.h"
 
-/* How to reach a secured listener: TLS (a client context, net.h) and SASL
- * (SaslHandshake v1, then SaslAuthenticate until the mechanism is done). */
-typedef struct st_kclient_security {
-    st_tls_ctx_t *tls;   /* NULL: plaintext */
-    st_sasl_mech_t mech; /* ST_SASL_NONE: no SASL */
-    const char *user;
-    const char *password;
-} st_kclient_security_t;
 
 typedef struct st_kclient {
     int fd;
     int32_t correlation_id;
     const char *client_id;            /* NULL: "strata-cli" */
-    const st_kclient_security_t *sec; /* borrowed; NULL: plaintext */
+    const st_client_security_t *sec;  /* borrowed; NULL: plaintext (net.h) */
     struct st_tport *tp;              /* what carries the bytes (open to close) */
 } st_kclient_t;
 

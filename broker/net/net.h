@@ -43,6 +43,7 @@
 #define ST_NET_H
 
 #include "protocol.h"
+#include "sasl.h"
 #include "st_base.h"
 
 typedef struct st_loop st_loop_t;
@@ -119,6 +120,16 @@ void st_tls_ctx_destroy(st_tls_ctx_t *t);
  * (logged once; the old context stays).  One thread at a time. */
 int st_tls_ctx_reload_check(st_tls_ctx_t *t, int64_t now_ms);
 int st_tls_ctx_is_client(const st_tls_ctx_t *t);
+
+/* How this broker (or the strata tool) reaches a secured listener: TLS
+ * with a client context, and SASL (SaslHandshake v1, then SaslAuthenticate
+ * until the mechanism is done) as user.  All borrowed. */
+typedef struct st_client_security {
+    st_tls_ctx_t *tls;   /* NULL: plaintext */
+    st_sasl_mech_t mech; /* ST_SASL_NONE: no SASL */
+    const char *user;
+    const char *password;
+} st_client_security_t;
 
 typedef struct st_listener_spec {
     char name[32]; /* PLAINTEXT */
@@ -268,6 +279,7 @@ typedef struct st_netclient_config {
     int64_t reconnect_backoff_max_ms; /* 0: 1000 (reconnect.backoff.max.ms) */
     int64_t max_inflight_bytes;       /* 0: 64 MiB of encoded requests awaiting answers */
     int64_t max_response_bytes;       /* 0: 100 MiB (a larger size closes the connection) */
+    const st_client_security_t *sec;  /* borrowed for the client's life; NULL: plaintext */
 } st_netclient_config_t;
 
 typedef struct st_netclient_resp {

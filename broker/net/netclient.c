@@ -11,10 +11,20 @@
  *
  *             client_tick (something waits, backoff over)
  *   IDLE / BACKOFF ---------------------------> CONNECTING
- *        ^                                        |       \  client_connected
- *        |   client_drop (refused, lost, bad      |        v
- *        |   bytes, timeout in flight): in-flight |     CONNECTED
- *        +------ requests fail, backoff doubles --+--------+
+ *        ^                                        |  client_connected
+ *        |                                        v
+ *        |                         [TLS: client_tls drives the handshake]
+ *        |                                        |  client_secured
+ *        |                                        v
+ *        |                        [SASL: AUTH, client_sasl_answer steps]
+ *        |   client_drop (refused, lost, bad      |  client_ready
+ *        |   bytes, timeout in flight, refused    v
+ *        |   authentication): in-flight    CONNECTED
+ *        +------ requests fail, backoff doubles --+
+ *
+ * The SASL exchange runs on a wire of its own (c->auth), one request at a
+ * time, so that nothing queued on the main wire is written before the
+ * connection is authenticated.
  *
  *   CLOSED: st_netclient_destroy; freed by its ticker once no mailbox job
  *   holds it (c->refs).
@@ -28,6 +38,7 @@
  * whichever thread sent.
  */
 #include "netclient_int.h"
+#include "transport.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -337,7 +348,7 @@ int64_t st_net__wire_next_deadline(const st_net__wire_t *w) {
  * The client on a loop
  * ==================================================================== */
 
-enum { NC_IDLE, NC_BACKOFF, NC_CONNECTING, NC_CONNECTED, NC_CLOSED };
+enum { NC_IDLE, NC_BACKOFF, NC_CONNECTING, NC_TLS, NC_AUTH, NC_CONNECTED, NC_CLOSED };
 
 struct st_netclient {
     st_loop_io_t io; /* first: the loop hands us &io */
@@ -358,6 +369,14 @@ struct st_netclient {
     uint32_t seed;    /* backoff jitter */
     int32_t next_corr; /* loop thread */
     st_net__wire_t wire;
+    /* security (st_netclient_config_t.sec): the transport, and the SASL
+     * exchange on its own wire before CONNECTED */
+    const st_client_security_t *sec;
+    st_tport_t *tp;
+    int rd_out, wr_in; /* TLS: reading waits to write, writing to read */
+    st_net__wire_t auth;
+    st_sasl_client_t *sasl;
+    int sasl_done;     /* the mechanism ended: the next answer is the last */
     /* from other threads */
     pthread_mutex_t lock;
     st_net__req_t *mail_head, *mail_tail;
@@ -375,10 +394,19 @@ int st_netclient_connected(const st_netclient_t *c) { return c->state == NC_CONN
 int st_netclient_inflight(const st_netclient_t *c) { return c->wire.ninflight; }
 int st_netclient_waiting(const st_netclient_t *c) { return c->wire.nwaiting; }
 
+/* The wire the connection speaks now: the SASL exchange's, then the
+ * requests'. */
+static st_net__wire_t *live_wire(st_netclient_t *c) {
+    return c->state == NC_AUTH ? &c->auth : &c->wire;
+}
+
 static void client_events(st_netclient_t *c) {
     if (c->fd < 0) return;
     uint32_t ev = EPOLLIN | EPOLLRDHUP;
-    if (c->state == NC_CONNECTING || c->wire.out.len > c->wire.out_off) ev |= EPOLLOUT;
+    st_net__wire_t *w = live_wire(c);
+    if (c->state == NC_CONNECTING || w->out.len > w->out_off || c->rd_out ||
+        (c->state == NC_TLS && c->tp->want == EPOLLOUT))
+        ev |= EPOLLOUT;
     st_loop_io_mod(c->loop, &c->io, ev);
 }
 
@@ -397,8 +425,16 @@ static int64_t backoff_for(st_netclient_t *c) {
 static void client_close_fd(st_netclient_t *c) {
     if (c->fd < 0) return;
     st_loop_io_del(c->loop, &c->io);
+    st_tport_free(c->tp);
+    c->tp = NULL;
+    c->rd_out = c->wr_in = 0;
     close(c->fd);
     c->fd = -1;
+    /* an exchange cut short: its requests go with the connection */
+    st_net__wire_reset(&c->auth, ST_E_CONNECTION_LOST, "the connection closed", INT64_MIN);
+    st_sasl_client_free(c->sasl);
+    c->sasl = NULL;
+    c->sasl_done = 0;
 }
 
 /* The connection failed or ended: in-flight requests fail; when the
@@ -407,6 +443,9 @@ static void client_close_fd(st_netclient_t *c) {
 static void client_drop(st_netclient_t *c, st_err_t err, const char *why, int64_t now,
                         int bad_bytes) {
     int was_connected = c->state == NC_CONNECTED;
+    if (err == ST_E_SASL_AUTHENTICATION_FAILED)
+        ST_LOG_RATELIMITED(ST_LOG_WARN, "net", 5000, "authenticating to %s failed: %s", c->peer,
+                           why);
     client_close_fd(c);
     c->failures++;
     c->state = NC_BACKOFF;
@@ -424,14 +463,145 @@ static void client_drop(st_netclient_t *c, st_err_t err, const char *why, int64_
     st_net__wire_reset(&c->wire, err, why, now);
 }
 
-static void client_connected(st_netclient_t *c, int64_t now) {
+/* Authenticated (or no SASL): requests flow. */
+static void client_ready(st_netclient_t *c, int64_t now) {
     c->state = NC_CONNECTED;
     c->failures = 0;
     c->connects++;
+    ST_DEBUG("net", "connected to %s%s%s", c->peer, c->tp && *st_tport_describe(c->tp) ? " over " : "",
+             c->tp ? st_tport_describe(c->tp) : "");
+    client_flush(c, now);
+}
+
+static void client_sasl_next(st_netclient_t *c, const uint8_t *in, size_t inlen, int64_t now);
+
+/* One SASL answer (the auth wire's callback, on the loop). */
+static void client_sasl_answer(st_netclient_t *nc, const st_netclient_resp_t *resp, void *arg) {
+    (void)nc;
+    st_netclient_t *c = arg;
+    int64_t now = st_mono_ms();
+    /* the connection went meanwhile (close_fd clears fd before it fails
+     * the exchange's requests) */
+    if (c->state != NC_AUTH || c->fd < 0) return;
+    if (resp->err) {
+        client_drop(c, resp->err, resp->why ? resp->why : st_err_msg(resp->err), now, 0);
+        return;
+    }
+    st_arena_t a;
+    st_arena_init(&a, 1024);
+    void *body = NULL;
+    st_err_t e = st_netclient_decode(resp, &a, &body);
+    char why[300];
+    if (e) {
+        snprintf(why, sizeof why, "malformed %s answer", resp->api->name);
+    } else if (resp->api->key == ST_API_SASL_HANDSHAKE) {
+        const st_sasl_handshake_resp_t *r = body;
+        e = st_err_from_wire(r->error_code);
+        snprintf(why, sizeof why, "SASL mechanism %s: %s", st_sasl_mech_name(c->sec->mech),
+                 st_err_msg(e));
+    } else {
+        const st_sasl_authenticate_resp_t *r = body;
+        e = st_err_from_wire(r->error_code);
+        snprintf(why, sizeof why, "SASL %s as %s: %.*s", st_sasl_mech_name(c->sec->mech),
+                 c->sec->user, (int)ST_MAX(r->error_message.len, 0),
+                 r->error_message.p ? r->error_message.p : st_err_msg(e));
+    }
+    if (e) {
+        st_arena_fini(&a);
+        client_drop(c, e == ST_E_SASL_AUTHENTICATION_FAILED || e == ST_E_UNSUPPORTED_SASL_MECHANISM ||
+                               e == ST_E_ILLEGAL_SASL_STATE
+                           ? ST_E_SASL_AUTHENTICATION_FAILED
+                           : e,
+                    why, now, 0);
+        return;
+    }
+    if (resp->api->key == ST_API_SASL_HANDSHAKE) {
+        client_sasl_next(c, NULL, 0, now);
+    } else if (c->sasl_done) {
+        client_ready(c, now); /* PLAIN's one token, accepted */
+    } else {
+        const st_sasl_authenticate_resp_t *r = body;
+        client_sasl_next(c, r->auth_bytes.p, (size_t)ST_MAX(r->auth_bytes.len, 0), now);
+    }
+    st_arena_fini(&a);
+}
+
+/* Queues one request of the exchange on the auth wire. */
+static void client_sasl_send(st_netclient_t *c, int16_t key, int version, const void *body) {
+    st_net__req_t *r;
+    if (st_net__req_new(st_api_lookup(key), version, c->next_corr++, st_str(c->client_id), body,
+                        st_mono_ms() + c->timeout_ms, client_sasl_answer, c, &r) == ST_OK)
+        st_net__wire_queue(&c->auth, r);
+}
+
+/* The client's next token (the first when in is NULL), or the end. */
+static void client_sasl_next(st_netclient_t *c, const uint8_t *in, size_t inlen, int64_t now) {
+    if (!c->sasl) c->sasl = st_sasl_client_new(c->sec->mech, c->sec->user, c->sec->password);
+    st_buf_t tok;
+    st_buf_init(&tok);
+    char why[256];
+    st_sasl_step_t step = st_sasl_client_step(c->sasl, in, inlen, &tok, why, sizeof why);
+    if (step == ST_SASL_FAILED) {
+        st_buf_fini(&tok);
+        client_drop(c, ST_E_SASL_AUTHENTICATION_FAILED, why, now, 0);
+        return;
+    }
+    if (step == ST_SASL_DONE && !tok.len) { /* SCRAM: the server proven */
+        st_buf_fini(&tok);
+        client_ready(c, now);
+        return;
+    }
+    c->sasl_done = step == ST_SASL_DONE;
+    st_sasl_authenticate_req_t q = {{tok.data, (int32_t)tok.len}};
+    client_sasl_send(c, ST_API_SASL_AUTHENTICATE, 1, &q);
+    st_buf_fini(&tok);
+    client_flush(c, now);
+}
+
+/* The transport is up (TLS done, or plaintext): SASL, or ready. */
+static void client_secured(st_netclient_t *c, int64_t now) {
+    if (!c->sec || c->sec->mech == ST_SASL_NONE) {
+        client_ready(c, now);
+        return;
+    }
+    c->state = NC_AUTH;
+    st_sasl_handshake_req_t q = {st_str(st_sasl_mech_name(c->sec->mech))};
+    client_sasl_send(c, ST_API_SASL_HANDSHAKE, 1, &q);
+    client_flush(c, now);
+}
+
+/* TLS: drive the handshake. */
+static void client_tls(st_netclient_t *c, int64_t now) {
+    int r = st_tport_handshake(c->tp);
+    if (r > 0) {
+        client_secured(c, now);
+        return;
+    }
+    if (r < 0) {
+        char *why = st_strprintf("TLS handshake: %s", c->tp->why);
+        client_drop(c, ST_E_SASL_AUTHENTICATION_FAILED, why, now, 0);
+        free(why);
+        return;
+    }
+    client_events(c);
+}
+
+static void client_connected(st_netclient_t *c, int64_t now) {
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    ST_DEBUG("net", "connected to %s", c->peer);
-    client_flush(c, now);
+    char err[256];
+    c->tp = c->sec && c->sec->tls ? st_tport_tls_new(c->sec->tls, c->fd, c->host, err, sizeof err)
+                                  : st_tport_plain_new(c->fd);
+    if (!c->tp) {
+        client_drop(c, ST_E_CONNECTION_LOST, err, now, 0);
+        return;
+    }
+    if (c->sec && c->sec->tls) {
+        c->state = NC_TLS;
+        client_tls(c, now);
+        return;
+    }
+    client_secured(c, now);
 }
 
 static void client_connect(st_netclient_t *c, int64_t now) {
@@ -463,20 +633,25 @@ static void client_connect(st_netclient_t *c, int64_t now) {
 }
 
 static void client_flush(st_netclient_t *c, int64_t now) {
-    if (c->state != NC_CONNECTED) return;
-    st_net__wire_fill(&c->wire);
+    if (c->state != NC_CONNECTED && c->state != NC_AUTH) return;
+    st_net__wire_t *w = live_wire(c);
+    st_net__wire_fill(w);
     const uint8_t *p;
     size_t n;
-    while ((n = st_net__wire_out(&c->wire, &p)) > 0) {
-        ssize_t k = send(c->fd, p, n, MSG_NOSIGNAL);
+    c->wr_in = 0;
+    while ((n = st_net__wire_out(w, &p)) > 0) {
+        struct iovec iov = {(void *)p, n};
+        ssize_t k = st_tport_writev(c->tp, &iov, 1);
         if (k > 0) {
-            st_net__wire_wrote(&c->wire, (size_t)k);
-            if (!st_net__wire_out(&c->wire, &p)) st_net__wire_fill(&c->wire);
+            st_net__wire_wrote(w, (size_t)k);
+            if (!st_net__wire_out(w, &p)) st_net__wire_fill(w);
             continue;
         }
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        char *why = st_strprintf("send: %s", strerror(errno));
+        if (k == 0) { /* would block: on writability, or (TLS) readability */
+            c->wr_in = c->tp->want == EPOLLIN;
+            break;
+        }
+        char *why = st_strprintf("send: %s", c->tp->why[0] ? c->tp->why : "connection closed");
         client_drop(c, ST_E_CONNECTION_LOST, why, now, 0);
         free(why);
         return;
@@ -486,28 +661,34 @@ static void client_flush(st_netclient_t *c, int64_t now) {
 
 static void client_read(st_netclient_t *c, int64_t now) {
     uint8_t buf[NC_READ_CHUNK];
-    for (int rounds = 0; rounds < 16 && c->state == NC_CONNECTED; rounds++) {
-        ssize_t k = recv(c->fd, buf, sizeof buf, 0);
+    c->rd_out = 0;
+    for (int rounds = 0; rounds < 16 && (c->state == NC_CONNECTED || c->state == NC_AUTH);
+         rounds++) {
+        st_net__wire_t *w = live_wire(c);
+        ssize_t k = st_tport_recv(c->tp, buf, sizeof buf);
         if (k > 0) {
             char *why = NULL;
-            if (st_net__wire_input(&c->wire, buf, (size_t)k, &why)) {
+            if (st_net__wire_input(w, buf, (size_t)k, &why)) {
                 client_drop(c, ST_E_CONNECTION_LOST, why, now, 1);
                 free(why);
                 return;
             }
-            if ((size_t)k < sizeof buf) return;
+            /* the transport may hold more than the socket shows (TLS) */
+            if ((size_t)k < sizeof buf && !st_tport_pending(c->tp)) return;
             continue;
         }
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-        const st_net__wire_t *w = &c->wire;
-        const char *how = k == 0 ? "the peer closed the connection" : strerror(errno);
+        if (k == 0) {
+            c->rd_out = c->tp->want == EPOLLOUT;
+            if (c->rd_out) client_events(c);
+            return;
+        }
+        const char *how = c->tp->why[0] ? c->tp->why : "the peer closed the connection";
         char *why = w->rxlen ? st_strprintf("%s %zu bytes into a %zu-byte response (a truncated "
                                             "frame)",
                                             how, w->rxgot, w->rxlen)
                     : w->sizegot ? st_strprintf("%s inside a response's size (a truncated frame)", how)
-                    : k == 0     ? st_strprintf("%s", how)
-                                 : st_strprintf("recv: %s", how);
+                    : c->tp->why[0] ? st_strprintf("recv: %s", how)
+                                    : st_strprintf("%s", how);
         client_drop(c, ST_E_CONNECTION_LOST, why, now, 0);
         free(why);
         return;
@@ -536,11 +717,18 @@ static void client_io(st_loop_io_t *io, uint32_t events) {
             return; /* still in progress (a stale event) */
         }
         client_connected(c, now);
-        if (c->state != NC_CONNECTED) return;
+        return;
     }
-    if (c->state != NC_CONNECTED) return;
-    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) client_read(c, now);
-    if (c->state == NC_CONNECTED && (events & EPOLLOUT)) client_flush(c, now);
+    if (c->state == NC_TLS) {
+        client_tls(c, now);
+        return;
+    }
+    if (c->state != NC_CONNECTED && c->state != NC_AUTH) return;
+    if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) || ((events & EPOLLOUT) && c->rd_out))
+        client_read(c, now);
+    if ((c->state == NC_CONNECTED || c->state == NC_AUTH) &&
+        ((events & EPOLLOUT) || ((events & EPOLLIN) && c->wr_in)))
+        client_flush(c, now);
 }
 
 static void client_free(st_netclient_t *c) {
@@ -563,12 +751,14 @@ static int64_t client_tick(st_loop_ticker_t *t, int64_t now) {
     }
     if (st_net__wire_expire(&c->wire, now) && c->state == NC_CONNECTED)
         client_drop(c, ST_E_CONNECTION_LOST, "a request timed out in flight", now, 0);
+    if (c->state == NC_AUTH && st_net__wire_expire(&c->auth, now))
+        client_drop(c, ST_E_CONNECTION_LOST, "no answer to SASL authentication", now, 0);
     int pending = c->wire.wait_head != NULL;
     if (pending && (c->state == NC_IDLE || (c->state == NC_BACKOFF && now >= c->retry_at_ms)))
         client_connect(c, now);
     if (c->state == NC_CONNECTED && c->wire.wait_head) client_flush(c, now);
     int64_t wait = -1;
-    int64_t d = st_net__wire_next_deadline(&c->wire);
+    int64_t d = ST_MIN(st_net__wire_next_deadline(&c->wire), st_net__wire_next_deadline(&c->auth));
     if (d != INT64_MAX) wait = d > now ? d - now : 0;
     if (c->state == NC_BACKOFF && c->wire.wait_head) {
         int64_t r = c->retry_at_ms > now ? c->retry_at_ms - now : 0;
@@ -627,6 +817,8 @@ st_err_t st_netclient_new(st_loop_t *loop, const st_netclient_config_t *cfg,
     c->state = NC_IDLE;
     c->seed = (uint32_t)st_mono_us() ^ (uint32_t)(uintptr_t)c;
     c->next_corr = 1;
+    c->sec = cfg->sec;
+    st_net__wire_init(&c->auth, c, NC_DEFAULT_INFLIGHT_BYTES, NC_DEFAULT_RESPONSE_BYTES);
     st_net__wire_init(&c->wire, c,
                       cfg->max_inflight_bytes > 0 ? cfg->max_inflight_bytes : NC_DEFAULT_INFLIGHT_BYTES,
                       cfg->max_response_bytes > 0 ? cfg->max_response_bytes : NC_DEFAULT_RESPONSE_BYTES);
@@ -717,6 +909,7 @@ void st_netclient_destroy(st_netclient_t *c) {
     client_close_fd(c);
     c->state = NC_CLOSED;
     st_net__wire_fini(&c->wire);
+    st_net__wire_fini(&c->auth);
     pthread_mutex_lock(&c->lock);
     st_net__req_t *r = c->mail_head;
     c->mail_head = c->mail_tail = NULL;

@@ -152,7 +152,8 @@ static int ensure_client(fetcher_t *f) {
             char cid[64], err[256];
             snprintf(cid, sizeof cid, "strata-replica-fetcher-%d-%d", (int)f->fs->cfg->node_id,
                      f->index);
-            st_netclient_config_t nc = {.host = f->host, .port = f->port, .client_id = cid};
+            st_netclient_config_t nc = {.host = f->host, .port = f->port, .client_id = cid,
+                                        .sec = st_replicas_client_security(f->fs->rm)};
             if (st_netclient_new(f->loop, &nc, &f->nc, err, sizeof err))
                 ST_LOG_RATELIMITED(ST_LOG_WARN, "replica", 10000,
                                    "fetcher for broker %d: cannot reach %s:%d: %s", (int)f->source,

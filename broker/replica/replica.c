@@ -70,6 +70,7 @@ struct st_replicas {
     const st_broker_config_t *cfg;
     st_logmgr_t *logs;
     st_net_t *net;
+    const st_client_security_t *sec; /* of the fetchers' connections (borrowed) */
     st_purgatory_t *(*purgatory_of)(st_loop_t *loop);
     st_tier_t *tier;
     st_controller_t *ctl;
@@ -113,6 +114,10 @@ st_replicas_t *st_replicas_new(const st_broker_config_t *cfg, st_logmgr_t *logs)
 }
 
 void st_replicas_set_net(st_replicas_t *rm, st_net_t *net) { rm->net = net; }
+void st_replicas_set_client_security(st_replicas_t *rm, const st_client_security_t *sec) {
+    rm->sec = sec;
+}
+const st_client_security_t *st_replicas_client_security(const st_replicas_t *rm) { return rm->sec; }
 void st_replicas_set_controller(st_replicas_t *rm, st_controller_t *ctl) {
     rm->ctl = ctl;
     rm->fetchers = st_fetchers_new(rm, rm->cfg, rm->net, ctl);

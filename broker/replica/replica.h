@@ -94,6 +94,10 @@ typedef struct st_replicas st_replicas_t;
 
 st_replicas_t *st_replicas_new(const st_broker_config_t *cfg, st_logmgr_t *logs);
 void st_replicas_set_net(st_replicas_t *rm, st_net_t *net);
+/* How the fetchers reach the inter-broker listener (TLS, SASL); borrowed,
+ * before st_replicas_set_controller.  NULL: plaintext. */
+void st_replicas_set_client_security(st_replicas_t *rm, const st_client_security_t *sec);
+const st_client_security_t *st_replicas_client_security(const st_replicas_t *rm);
 /* Where a loop's parked requests wait (before st_net_start): a change of a
  * partition is notified to the purgatory of each loop watching it. */
 void st_replicas_set_purgatories(st_replicas_t *rm, st_purgatory_t *(*of_loop)(st_loop_t *loop));

@@ -414,10 +414,11 @@ void st_cluster_config_fini(st_cluster_config_t *cc) {
  * listeners (the `nodes` array), whichever voter answers, leader or not. */
 
 /* One bootstrap server's answer: ST_OK with cc->voters filled. */
-static st_err_t ask_voters(st_cluster_config_t *cc, const st_voter_t *b, char *why, size_t n) {
+static st_err_t ask_voters(st_cluster_config_t *cc, const st_voter_t *b,
+                           const st_client_security_t *sec, char *why, size_t n) {
     char addr[300];
     snprintf(addr, sizeof addr, strchr(b->host, ':') ? "[%s]:%d" : "%s:%d", b->host, b->port);
-    st_kclient_t kc = ST_KCLIENT_INIT("strata-bootstrap", NULL);
+    st_kclient_t kc = ST_KCLIENT_INIT("strata-bootstrap", sec);
     st_arena_t a;
     st_arena_init(&a, 8192);
     st_err_t e = st_kclient_open(&kc, addr, why, n);
@@ -472,12 +473,12 @@ out:
 }
 
 st_err_t st_cluster_discover_voters(st_cluster_config_t *cc, int32_t node_id, int64_t wait_ms,
-                                    char *err, size_t errlen) {
+                                    const st_client_security_t *sec, char *err, size_t errlen) {
     char why[512] = "";
     int64_t deadline = st_mono_ms() + wait_ms;
     for (;;) {
         for (int i = 0; i < cc->nbootstrap; i++) {
-            if (ask_voters(cc, &cc->bootstrap[i], why, sizeof why)) {
+            if (ask_voters(cc, &cc->bootstrap[i], sec, why, sizeof why)) {
                 ST_INFO("cluster", "controller.quorum.bootstrap.servers: %s", why);
                 continue;
             }

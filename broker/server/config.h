@@ -227,7 +227,7 @@ int st_cluster_is_controller_listener(const st_cluster_config_t *cc, const char 
  * whose DescribeQuorum v2 names them, asking again for up to wait_ms;
  * fills cc->voters.  Blocking: at start-up, before any loop runs. */
 st_err_t st_cluster_discover_voters(st_cluster_config_t *cc, int32_t node_id, int64_t wait_ms,
-                                    char *err, size_t errlen);
+                                    const st_client_security_t *sec, char *err, size_t errlen);
 /* "id@host:port,..." ; on error err says which entry and why. */
 st_err_t st_parse_voters(const char *text, st_voter_t **out, int *n, char *err, size_t errlen);
 

@@ -200,6 +200,7 @@ st_txn_coord_t *st_server_txns_new(st_server_t *srv) {
             },
         .node_id = b->node_id,
         .listener = b->inter_broker_listener_name,
+        .sec = &srv->ib_sec,
         .load_buffer_bytes = b->offsets_load_buffer_size,
         .flush_on_ack = b->log_flush_on_ack,
         .new_producer_id = take_pid,

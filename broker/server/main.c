@@ -218,8 +218,14 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     }
     /* A broker-only node given bootstrap servers learns the voters from
      * them now: the controller and its clients want the voter list. */
+    /* this broker's own connections: their TLS contexts and SASL logins */
+    if (st_server_client_security_open(&srv, err, sizeof err)) {
+        fprintf(stderr, "stratad: configuration error: %s\n", err);
+        return 1;
+    }
     if (srv.cluster.nbootstrap > 0 &&
-        st_cluster_discover_voters(&srv.cluster, srv.cfg.node_id, 60000, err, sizeof err)) {
+        st_cluster_discover_voters(&srv.cluster, srv.cfg.node_id, 60000, &srv.ctl_sec, err,
+                                   sizeof err)) {
         fprintf(stderr, "stratad: configuration error: %s\n", err);
         return 1;
     }
@@ -334,6 +340,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
      * broker/log/cleaner.c): no second walk over every partition. */
     srv.rm = st_replicas_new(&srv.cfg, srv.logs);
     st_replicas_set_net(srv.rm, srv.net);
+    st_replicas_set_client_security(srv.rm, &srv.ib_sec);
     st_replicas_set_purgatories(srv.rm, st_server_loop_purgatory);
     st_os_t *os = NULL;
     st_tier_t *tier = NULL;
@@ -383,7 +390,8 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
     st_controller_config_t ccfg = {&srv.cfg,          st_logmgr_cluster_id(srv.logs),
                                    srv.advertised,    srv.nadvertised,
                                    srv.cluster.voters, srv.cluster.nvoters,
-                                   srv.net,           is_broker};
+                                   srv.net,           is_broker,
+                                   &srv.ctl_sec};
     if (st_controller_open(&ccfg, srv.logs, st_replicas_sync, srv.rm, &srv.ctl, err, sizeof err)) {
         fprintf(stderr, "stratad: %s\n", err);
         st_logmgr_close(srv.logs);

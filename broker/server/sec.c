@@ -31,6 +31,7 @@
  */
 #include "server.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <strings.h>
 
@@ -137,6 +138,119 @@ st_err_t st_server_security_open(st_server_t *srv, char *err, size_t errlen) {
     return ST_OK;
 }
 
+/* A SASL login of this broker: the username and password options of the
+ * listener's <mechanism>.sasl.jaas.config (heap copies). */
+static st_err_t own_login(st_server_t *srv, const char *listener, st_sasl_mech_t m, char **user,
+                          char **password, char *err, size_t errlen) {
+    char key[64], lmech[32], llistener[64];
+    snprintf(lmech, sizeof lmech, "%s", st_sasl_mech_name(m));
+    snprintf(llistener, sizeof llistener, "%s", listener);
+    for (char *p = lmech; *p; p++) *p = (char)tolower((unsigned char)*p);
+    for (char *p = llistener; *p; p++) *p = (char)tolower((unsigned char)*p);
+    snprintf(key, sizeof key, "%s.sasl.jaas.config", lmech);
+    const char *text = st_sec_config_get(srv->sec, listener, key);
+    st_jaas_t j;
+    char why[256];
+    if (!text || !*text || st_jaas_parse(text, &j, why, sizeof why)) {
+        snprintf(err, errlen,
+                 "listener.name.%s.%s: this broker reaches listener %s with SASL %s and needs "
+                 "its username and password options there%s%s",
+                 llistener, key, listener, st_sasl_mech_name(m), text && *text ? ": " : "",
+                 text && *text ? why : "");
+        return ST_E_CONFIG;
+    }
+    const char *u = st_jaas_get(&j, "username"), *pw = st_jaas_get(&j, "password");
+    st_err_t e = ST_OK;
+    if (!u || !pw) {
+        snprintf(err, errlen, "listener.name.%s.%s: no username and password options (this "
+                              "broker's own login to listener %s)", llistener, key, listener);
+        e = ST_E_CONFIG;
+    } else {
+        *user = st_strdup(u);
+        *password = st_strdup(pw);
+    }
+    st_jaas_fini(&j);
+    return e;
+}
+
+/* One profile of this broker's own connections to listener (NULL: none
+ * to speak of, plaintext). */
+static st_err_t client_profile(st_server_t *srv, const char *listener, const char *mech_key,
+                               st_client_security_t *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    if (!listener || !*listener) return ST_OK;
+    int proto = st_listener_protocol(&srv->cfg, listener);
+    if (st_secproto_tls(proto)) {
+        st_tls_config_t tc;
+        char name[96], why[768];
+        snprintf(name, sizeof name, "connections to %s", listener);
+        st_server_tls_config(srv->sec, listener, 1, &tc);
+        tc.name = name;
+        if (st_tls_ctx_new(&tc, &out->tls, why, sizeof why)) {
+            snprintf(err, errlen, "listener %s (this broker's own connections): %s", listener, why);
+            return ST_E_CONFIG;
+        }
+    }
+    if (st_secproto_sasl(proto)) {
+        const char *m = st_sec_config_get(srv->sec, NULL, mech_key);
+        if (!m || !*m) { /* the listener's first enabled mechanism */
+            const char *list = st_sec_config_get(srv->sec, listener, "sasl.enabled.mechanisms");
+            int n = 0;
+            char **v = st_split_csv(list, &n);
+            out->mech = n ? st_sasl_mech_parse(v[0]) : ST_SASL_NONE;
+            st_free_strv(v, n);
+        } else {
+            out->mech = st_sasl_mech_parse(m);
+        }
+        char *user = NULL, *password = NULL;
+        st_err_t e = own_login(srv, listener, out->mech, &user, &password, err, errlen);
+        if (e) return e;
+        out->user = user;
+        out->password = password;
+    }
+    return ST_OK;
+}
+
+/* The listener other brokers are reached on: inter.broker.listener.name,
+ * else the first that is not a controller listener. */
+static const char *inter_broker_listener(const st_server_t *srv, char *buf, size_t n) {
+    if (*srv->cfg.inter_broker_listener_name) return srv->cfg.inter_broker_listener_name;
+    st_listener_spec_t *l = NULL;
+    int cnt = 0;
+    const char *adv = *srv->cfg.advertised_listeners ? srv->cfg.advertised_listeners
+                                                      : srv->cfg.listeners;
+    char why[256];
+    buf[0] = 0;
+    if (st_parse_listeners(adv, &l, &cnt, why, sizeof why) == ST_OK)
+        for (int i = 0; i < cnt && !buf[0]; i++)
+            if (!st_cluster_is_controller_listener(&srv->cluster, l[i].name))
+                snprintf(buf, n, "%s", l[i].name);
+    free(l);
+    return buf[0] ? buf : NULL;
+}
+
+st_err_t st_server_client_security_open(st_server_t *srv, char *err, size_t errlen) {
+    char buf[64];
+    const char *ib = inter_broker_listener(srv, buf, sizeof buf);
+    const char *ctl = srv->cluster.ncontroller_listeners ? srv->cluster.controller_listeners[0] : ib;
+    st_err_t e = client_profile(srv, ib, "sasl.mechanism.inter.broker.protocol", &srv->ib_sec, err,
+                                errlen);
+    if (!e)
+        e = client_profile(srv, ctl, "sasl.mechanism.controller.protocol", &srv->ctl_sec, err,
+                           errlen);
+    return e;
+}
+
+static void profile_fini(st_client_security_t *c) {
+    st_tls_ctx_destroy(c->tls);
+    free((char *)c->user);
+    if (c->password) {
+        OPENSSL_cleanse((char *)c->password, strlen(c->password));
+        free((char *)c->password);
+    }
+    memset(c, 0, sizeof *c);
+}
+
 void st_server_security_close(st_server_t *srv) {
     for (int i = 0; i < srv->nlisteners; i++) {
         st_tls_ctx_destroy(srv->listeners[i].tls);
@@ -145,6 +259,8 @@ void st_server_security_close(st_server_t *srv) {
     }
     free(srv->lsec);
     srv->lsec = NULL;
+    profile_fini(&srv->ib_sec);
+    profile_fini(&srv->ctl_sec);
 }
 
 /* ---- sessions -------------------------------------------------------------- */

@@ -30,6 +30,10 @@ typedef struct st_server {
     st_listener_spec_t *listeners;
     int nlisteners;
     struct st_listener_sec *lsec; /* per listener: protocol, SASL mechanisms, PLAIN users */
+    /* this broker's own connections: to the inter-broker listener (fetchers,
+     * transaction markers) and to the voters' controller listener (Raft,
+     * forwarding, registration); sec.c, from the listeners' settings */
+    st_client_security_t ib_sec, ctl_sec;
     st_sec_config_t *sec;       /* ssl.*, sasl.*, authorizer settings */
     st_listener_spec_t *advertised;
     int nadvertised;
@@ -62,6 +66,13 @@ st_handler_fn st_server_handler(const st_server_t *srv, int16_t key);
  * listener and the setting.  Before st_net_new. */
 st_err_t st_server_security_open(st_server_t *srv, char *err, size_t errlen);
 void st_server_security_close(st_server_t *srv);
+/* ib_sec and ctl_sec from the inter-broker and controller listeners'
+ * settings: a TLS client context where the listener is SSL or SASL_SSL,
+ * and for SASL the mechanism (sasl.mechanism.inter.broker.protocol /
+ * sasl.mechanism.controller.protocol, else the listener's first) and the
+ * username and password options of its <mechanism>.sasl.jaas.config.
+ * Before anything connects; err names the setting at fault. */
+st_err_t st_server_client_security_open(st_server_t *srv, char *err, size_t errlen);
 /* The ssl.* settings of a listener as a TLS configuration (borrowed
  * strings): its server side, or the client side of this broker's own
  * connections to it. */

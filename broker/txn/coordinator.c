@@ -450,6 +450,7 @@ static client_t *client_for(st_txn_coord_t *c, int32_t node, const char *host, i
     cfg.host = host;
     cfg.port = port;
     cfg.client_id = "strata-txn-coordinator";
+    cfg.sec = c->cfg.sec;
     cfg.request_timeout_ms = MARKER_TIMEOUT_MS;
     st_netclient_t *nc;
     char err[256];

@@ -235,6 +235,7 @@ typedef struct st_txn_coord_config {
     st_tstate_config_t state;
     int32_t node_id;
     const char *listener; /* the leaders' listener markers go to (NULL: their first) */
+    const st_client_security_t *sec; /* how it reaches that listener (borrowed; NULL: plaintext) */
     int32_t load_buffer_bytes;
     int flush_on_ack;
     int64_t (*new_producer_id)(void *arg); /* -1: none at hand */

@@ -70,11 +70,14 @@ static int pipeline_send_next(void);
  * DescribeProducers, the transaction coordinator's (AddPartitionsToTxn,
  * AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions),
  * WriteTxnMarkers, TxnOffsetCommit, the quorum's and the brokers'
- * lifecycle ones, AlterPartition */
-static const int16_t must_have[] = {0,  1,  3,  18, 19, 22, 23, 24, 25, 26, 27, 28, 43,
-                                    52, 53, 54, 55, 56, 59, 60, 61, 62, 63, 65, 66};
-/* not served: SASL (SaslHandshake, SaslAuthenticate) */
-static const int16_t must_not[] = {17, 36};
+ * lifecycle ones, AlterPartition, SASL (SaslHandshake, SaslAuthenticate),
+ * ACLs and SCRAM credentials */
+static const int16_t must_have[] = {0,  1,  3,  17, 18, 19, 22, 23, 24, 25, 26, 27, 28, 29,
+                                    30, 31, 36, 43, 50, 51, 52, 53, 54, 55, 56, 59, 60, 61,
+                                    62, 63, 65, 66};
+/* not served: delegation tokens (CreateDelegationToken), client quotas
+ * (DescribeClientQuotas, AlterClientQuotas) */
+static const int16_t must_not[] = {38, 48, 49};
 
 static void check_body(const st_netclient_resp_t *resp) {
     st_arena_t a;
