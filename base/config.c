@@ -10,6 +10,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 const char *st_cfg_type_name(st_cfg_type_t type) {
     switch (type) {
@@ -290,4 +292,223 @@ void st_cfg_doc_markdown(const st_cfg_table_t *t, FILE *out) {
                 d->def && *d->def ? "`" : "", d->def ? (*d->def ? d->def : "(empty)") : "(none)",
                 d->def && *d->def ? "`" : "", range, d->dynamic ? "yes" : "no", d->doc);
     }
+}
+
+int st_cfg_is_secret(const char *name) {
+    static const char *const parts[] = {"password", "secret", "session.token"};
+    for (size_t i = 0; i < ST_ARRAY_SIZE(parts); i++)
+        if (strcasestr(name, parts[i])) return 1;
+    size_t n = strlen(name), k = strlen("jaas.config");
+    return n >= k && !strcasecmp(name + n - k, "jaas.config");
+}
+
+/* ---- the whole load, with config providers ------------------------------- */
+
+typedef struct kv {
+    char *key, *value, *where;
+} kv_t;
+
+typedef struct kvs {
+    kv_t *v;
+    int n;
+} kvs_t;
+
+static void kvs_add(kvs_t *l, const char *k, const char *v, const char *where) {
+    l->v = st_realloc(l->v, sizeof *l->v * (size_t)(l->n + 1));
+    l->v[l->n++] = (kv_t){st_strdup(k), st_strdup(v), st_strdup(where)};
+}
+
+static void kvs_free(kvs_t *l) {
+    for (int i = 0; i < l->n; i++) {
+        free(l->v[i].key);
+        if (l->v[i].value) memset(l->v[i].value, 0, strlen(l->v[i].value));
+        free(l->v[i].value);
+        free(l->v[i].where);
+    }
+    free(l->v);
+}
+
+static st_err_t split_kv(char *line, const char *where, kvs_t *out, char *err, size_t errlen) {
+    char *eq = strchr(line, '=');
+    if (!eq) {
+        snprintf(err, errlen, "%s: expected key=value, got '%s'", where, line);
+        return ST_E_CONFIG;
+    }
+    *eq = 0;
+    char *key = trim(line), *value = trim(eq + 1);
+    if (!*key) {
+        snprintf(err, errlen, "%s: empty key", where);
+        return ST_E_CONFIG;
+    }
+    kvs_add(out, key, value, where);
+    return ST_OK;
+}
+
+static const char *kvs_get(const kvs_t *l, const char *key) {
+    const char *v = NULL;
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->v[i].key, key)) v = l->v[i].value; /* the last one wins */
+    return v;
+}
+
+enum { PROV_FILE = 1, PROV_ENV, PROV_DIR };
+
+/* The kind of provider `name` (config.providers.<name>.class), or 0. */
+static int provider_kind(const kvs_t *l, const char *name, size_t len) {
+    const char *list = kvs_get(l, "config.providers");
+    if (!list) return 0;
+    int listed = 0;
+    for (const char *p = list; *p;) {
+        while (*p == ',' || *p == ' ') p++;
+        const char *e = p;
+        while (*e && *e != ',' && *e != ' ') e++;
+        listed |= (size_t)(e - p) == len && !memcmp(p, name, len);
+        p = e;
+    }
+    if (!listed) return 0;
+    char key[128];
+    snprintf(key, sizeof key, "config.providers.%.*s.class", (int)len, name);
+    const char *cls = kvs_get(l, key);
+    if (!cls) return 0;
+    if (!strcmp(cls, "org.apache.kafka.common.config.provider.FileConfigProvider")) return PROV_FILE;
+    if (!strcmp(cls, "org.apache.kafka.common.config.provider.EnvVarConfigProvider")) return PROV_ENV;
+    if (!strcmp(cls, "org.apache.kafka.common.config.provider.DirectoryConfigProvider")) return PROV_DIR;
+    return 0;
+}
+
+/* A file provider's key: the value of key in the properties file at path. */
+static char *file_key(const char *path, const char *key) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char line[8192];
+    char *found = NULL;
+    while (fgets(line, sizeof line, f)) {
+        char *s = trim(line), *eq = strchr(s, '=');
+        if (!*s || *s == '#' || *s == '!' || !eq) continue;
+        *eq = 0;
+        if (!strcmp(trim(s), key)) {
+            free(found);
+            found = st_strdup(trim(eq + 1));
+        }
+    }
+    memset(line, 0, sizeof line);
+    fclose(f);
+    return found;
+}
+
+/* value with every ${provider:[path:]key} replaced; NULL with err naming
+ * the setting when one cannot be. */
+static char *resolve(const kvs_t *l, const kv_t *kv, char *err, size_t errlen) {
+    st_buf_t out;
+    st_buf_init(&out);
+    const char *p = kv->value;
+    while (*p) {
+        const char *open = strstr(p, "${");
+        const char *close = open ? strchr(open, '}') : NULL;
+        if (!open || !close) {
+            st_buf_put(&out, p, strlen(p));
+            break;
+        }
+        st_buf_put(&out, p, (size_t)(open - p));
+        const char *body = open + 2, *c1 = memchr(body, ':', (size_t)(close - body));
+        int kind = c1 ? provider_kind(l, body, (size_t)(c1 - body)) : 0;
+        if (!kind) { /* not a provider reference: kept as written */
+            st_buf_put(&out, open, (size_t)(close + 1 - open));
+            p = close + 1;
+            continue;
+        }
+        const char *rest = c1 + 1, *c2 = memchr(rest, ':', (size_t)(close - rest));
+        char *path = c2 ? st_strndup(rest, (size_t)(c2 - rest)) : NULL;
+        char *key = c2 ? st_strndup(c2 + 1, (size_t)(close - c2 - 1))
+                       : st_strndup(rest, (size_t)(close - rest));
+        char *val = NULL;
+        const char *what = "";
+        if (kind == PROV_ENV) {
+            const char *e = getenv(key);
+            val = e ? st_strdup(e) : NULL;
+            what = "the environment has no such variable";
+        } else if (!path) {
+            what = "a file or directory provider needs ${provider:path:key}";
+        } else if (kind == PROV_FILE) {
+            val = file_key(path, key);
+            what = "the file cannot be read or has no such key";
+        } else {
+            char *full = st_strprintf("%s/%s", path, key);
+            size_t n = 0;
+            if (st_read_file(full, &val, &n) == ST_OK) {
+                while (n && (val[n - 1] == '\n' || val[n - 1] == '\r')) val[--n] = 0;
+            } else {
+                val = NULL;
+            }
+            free(full);
+            what = "the directory has no such file";
+        }
+        if (!val) {
+            snprintf(err, errlen, "%s: %s: ${%.*s:...} cannot be resolved: %s", kv->where, kv->key,
+                     (int)(c1 - body), body, what);
+            free(path);
+            free(key);
+            if (out.data) memset(out.data, 0, out.len);
+            st_buf_fini(&out);
+            return NULL;
+        }
+        st_buf_put(&out, val, strlen(val));
+        memset(val, 0, strlen(val));
+        free(val);
+        free(path);
+        free(key);
+        p = close + 1;
+    }
+    st_buf_put(&out, "", 1);
+    char *s = st_strdup((const char *)out.data);
+    memset(out.data, 0, out.len);
+    st_buf_fini(&out);
+    return s;
+}
+
+st_err_t st_cfg_load(const st_cfg_bind_t *b, size_t nb, const char *path, char *const *overrides,
+                     int noverrides, char *err, size_t errlen) {
+    kvs_t l = {0};
+    st_err_t e = ST_OK;
+    if (path) {
+        FILE *f = fopen(path, "r");
+        if (!f) {
+            snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+            return ST_E_CONFIG;
+        }
+        char line[8192];
+        int lineno = 0;
+        while (!e && fgets(line, sizeof line, f)) {
+            lineno++;
+            char *s = trim(line);
+            if (!*s || *s == '#' || *s == '!') continue;
+            char where[600];
+            snprintf(where, sizeof where, "%s:%d", path, lineno);
+            e = split_kv(s, where, &l, err, errlen);
+        }
+        memset(line, 0, sizeof line);
+        fclose(f);
+    }
+    for (int i = 0; !e && i < noverrides; i++) {
+        char *copy = st_strdup(overrides[i]);
+        e = split_kv(copy, "--override", &l, err, errlen);
+        memset(copy, 0, strlen(copy));
+        free(copy);
+    }
+    for (int i = 0; !e && i < l.n; i++) {
+        const kv_t *kv = &l.v[i];
+        if (!strncmp(kv->key, "config.providers", 16)) continue; /* the loader's own */
+        char *value = resolve(&l, kv, err, errlen);
+        if (!value) {
+            e = ST_E_CONFIG;
+            break;
+        }
+        char inner[512];
+        e = st_cfg_bind_set(b, nb, kv->key, value, inner, sizeof inner);
+        if (e) snprintf(err, errlen, "%s: %s", kv->where, inner);
+        memset(value, 0, strlen(value));
+        free(value);
+    }
+    kvs_free(&l);
+    return e;
 }

@@ -420,6 +420,29 @@ typedef struct st_cfg_bind {
 
 st_err_t st_cfg_bind_set(const st_cfg_bind_t *b, size_t nb, const char *key, const char *value,
                          char *err, size_t errlen);
+/* Whether a setting's value must never be shown (logs, DescribeConfigs,
+ * the tools' output): names with "password", "secret", "session.token" or
+ * ending in "jaas.config" (JAAS options carry passwords). */
+int st_cfg_is_secret(const char *name);
+
+/* The whole load: the file's lines, then the "key=value" overrides, each
+ * value first resolved through Kafka's config providers (KIP-297, KIP-421,
+ * KIP-887) that config.providers names:
+ *
+ *   config.providers=file,env,dir
+ *   config.providers.file.class=org.apache.kafka.common.config.provider.FileConfigProvider
+ *   config.providers.env.class=org.apache.kafka.common.config.provider.EnvVarConfigProvider
+ *   config.providers.dir.class=org.apache.kafka.common.config.provider.DirectoryConfigProvider
+ *   objectstore.s3.secret.key=${file:/etc/strata/s3.properties:secret.key}
+ *   ssl.keystore.password=${env:KEYSTORE_PASSWORD}
+ *   ssl.key.password=${dir:/run/secrets:key-password}
+ *
+ * so that a secret need not be written into the properties file.  An
+ * unknown provider, a missing file, key or variable stops loading naming
+ * the setting (never the value).  path may be NULL. */
+st_err_t st_cfg_load(const st_cfg_bind_t *b, size_t nb, const char *path, char *const *overrides,
+                     int noverrides, char *err, size_t errlen);
+
 /* Read a key=value properties file ('#' and '!' comments, blank lines). */
 st_err_t st_cfg_load_file(const st_cfg_bind_t *b, size_t nb, const char *path, char *err,
                           size_t errlen);

@@ -12,6 +12,7 @@
 #include "cli_int.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
 typedef struct command {
     const char *name;
@@ -142,6 +143,7 @@ out:
 }
 
 int main(int argc, char **argv) {
+    umask(077); /* what the tool writes (strata bucket get) is the user's alone */
     if (argc < 2) {
         usage(stderr);
         return ST_CLI_EXIT_USAGE;

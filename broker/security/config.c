@@ -172,7 +172,7 @@ void st_sec_config_fini(st_sec_config_t *c) {
         const st_cfg_desc_t *d = &rows[i];
         if (d->type != ST_CFG_STRING) continue;
         char **p = (char **)((char *)c + d->offset);
-        if (st_sec_is_secret_key(d->name)) {
+        if (st_cfg_is_secret(d->name)) {
             wipe_free(*p);
             *p = NULL;
         }
@@ -186,16 +186,6 @@ void st_sec_config_fini(st_sec_config_t *c) {
     free(c->overrides);
     c->overrides = NULL;
     c->noverrides = 0;
-}
-
-int st_sec_is_secret_key(const char *key) {
-    size_t n = strlen(key);
-    static const char *const ends[] = {"password", "secret", "jaas.config"};
-    for (size_t i = 0; i < ST_ARRAY_SIZE(ends); i++) {
-        size_t k = strlen(ends[i]);
-        if (n >= k && !strcasecmp(key + n - k, ends[i])) return 1;
-    }
-    return 0;
 }
 
 /* <mechanism>.sasl.jaas.config with a mechanism we serve (lower case) */

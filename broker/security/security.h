@@ -73,9 +73,6 @@ st_err_t st_sec_config_other(void *obj, const char *key, const char *value, char
 const char *st_sec_config_get(const st_sec_config_t *c, const char *listener, const char *key);
 /* The same for a number or boolean row (connections.max.reauth.ms). */
 int64_t st_sec_config_get_long(const st_sec_config_t *c, const char *listener, const char *key);
-/* A key whose value must never be shown: names ending in password or
- * secret, and jaas.config (it carries passwords). */
-int st_sec_is_secret_key(const char *key);
 
 /* ------------------------------------------------------------------------
  * JAAS options (jaas.c): "org.apache...PlainLoginModule required

@@ -543,8 +543,8 @@ st_err_t st_broker_config_load(st_broker_config_t *cfg, const char *path, char *
     size_t nb = 0;
     binds[nb++] = (st_cfg_bind_t){&st_broker_config_table, cfg, NULL};
     for (size_t i = 0; i < nextra && nb < ST_ARRAY_SIZE(binds); i++) binds[nb++] = extra[i];
-    if (!e && path) e = st_cfg_load_file(binds, nb, path, err, errlen);
-    for (int i = 0; !e && i < noverrides; i++) e = st_cfg_override(binds, nb, overrides[i], err, errlen);
+    /* the file, then the overrides, through the config providers */
+    if (!e) e = st_cfg_load(binds, nb, path, overrides, noverrides, err, errlen);
     return e;
 }
 

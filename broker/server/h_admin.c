@@ -116,7 +116,7 @@ static void describe_broker(st_server_t *srv, st_request_t *req,
             st_schema_defaults(&st_describe_configs_entry_schema, e);
             char v[512];
             st_cfg_format(d, obj, v, sizeof v);
-            int sensitive = strstr(d->name, "secret") || strstr(d->name, "password");
+            int sensitive = st_cfg_is_secret(d->name);
             e->name = st_str(d->name);
             e->value = sensitive ? ST_STR_NULL : arena_str(req, v);
             e->read_only = 1;

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -142,9 +143,11 @@ int main(int argc, char **argv) {
         }
     }
     if (print_doc) {
-        static const char *const titles[] = {"Object store settings", "Admin listener settings"};
-        const st_cfg_table_t tables[] = {st_os_config_table, st_admin_config_table};
-        st_config_doc(stdout, tables, titles, 2);
+        static const char *const titles[] = {"Object store settings", "Admin listener settings",
+                                             "Security settings"};
+        const st_cfg_table_t tables[] = {st_os_config_table, st_admin_config_table,
+                                         st_sec_config_table};
+        st_config_doc(stdout, tables, titles, 3);
         rc = 0;
     } else if (!config_path || optind != argc) {
         usage(stderr);
@@ -157,6 +160,9 @@ out:
 }
 
 static int serve(const char *config_path, char **overrides, int noverrides) {
+    /* every file and directory the broker makes is its own alone (0600 /
+     * 0700): segments, checkpoints, the metadata log, the chunk cache */
+    umask(077);
 
     /* Signals are taken synchronously by this thread; every thread started
      * below inherits the mask. */

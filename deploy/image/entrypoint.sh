@@ -135,8 +135,10 @@ build_config() {
         set_key "$key" "${!var}" "$var"
     done < <(compgen -e | grep '^STRATA_' | LC_ALL=C sort || true)
 
-    # every key must be one of stratad's
+    # every key must be one of stratad's (the listener.name.<listener>.*
+    # family and the config providers' keys are checked by stratad itself)
     for kk in "${order[@]}"; do
+        case "$kk" in listener.name.* | config.providers*) continue ;; esac
         if [ -z "${known[$kk]+x}" ]; then
             case "${origin[$kk]}" in
             STRATA_*) die "${origin[$kk]}: '$kk' is not a stratad setting (stratad --print-config-doc lists them; a property's own '_' is written '__')" ;;

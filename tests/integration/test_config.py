@@ -88,8 +88,29 @@ start_fails(["--config", CONFIG, "--override", "process.roles=brokr"],
             "process.roles: 'brokr' is not broker or controller")
 start_fails(["--config", CONFIG, "--override", "controller.quorum.voters=1@localhost"],
             "controller.quorum.voters: voter 1: 'localhost' is not host:port")
+# the security settings (broker/security, integration.security): an SSL
+# listener without a keystore, one whose file is missing, TLS 1.1, a SASL
+# listener (the only one, so the brokers' own) without the broker's login
 start_fails(["--config", CONFIG, "--override", "listeners=SSL://127.0.0.1:0"],
-            "listener SSL uses SSL, which this build does not serve yet")
+            "listener SSL: ssl.keystore.location: an SSL listener needs a keystore")
+start_fails(["--config", CONFIG, "--override", "listeners=SSL://127.0.0.1:0",
+             "--override", "ssl.keystore.location=/nonexistent/broker.pem"],
+            "ssl.keystore.location: cannot read /nonexistent/broker.pem")
+start_fails(["--config", CONFIG, "--override", "ssl.enabled.protocols=TLSv1.1,TLSv1.2"],
+            "TLSv1.1 is not allowed (TLSv1.2 and TLSv1.3 only)")
+start_fails(["--config", CONFIG, "--override", "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+             "--override", "sasl.enabled.mechanisms=PLAIN"],
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config: this broker reaches listener "
+            "SASL_PLAINTEXT with SASL PLAIN and needs its username and password")
+start_fails(["--config", CONFIG, "--override", "listeners=SASL_PLAINTEXT://127.0.0.1:0"],
+            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config: this broker reaches "
+            "listener SASL_PLAINTEXT with SASL SCRAM-SHA-256 and needs its username and password")
+start_fails(["--config", CONFIG, "--override", "listener.name.x.log.dirs=/tmp"],
+            "listener.name.x.log.dirs: unknown configuration key")
+start_fails(["--config", CONFIG, "--override", "ssl.key.password=${env:STRATA_TEST_UNSET_VAR}",
+             "--override", "config.providers=env", "--override",
+             "config.providers.env.class=org.apache.kafka.common.config.provider.EnvVarConfigProvider"],
+            "ssl.key.password: ${env:...} cannot be resolved: the environment has no such variable")
 # A broker-only node whose node.id is a voter (integration.cluster_roles
 # runs broker-only and controller-only nodes).
 start_fails(["--config", CONFIG, "--override", "process.roles=broker", "--override", "node.id=1",

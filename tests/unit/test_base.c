@@ -525,6 +525,69 @@ static void test_cfg_file_and_overrides(void **state) {
     unit_tmpdir_remove(dir);
 }
 
+/* st_cfg_load: Kafka's config providers resolve secrets from a file, the
+ * environment and a directory; an unresolvable one names the setting. */
+static void test_cfg_config_providers(void **state) {
+    (void)state;
+    char *dir = unit_tmpdir();
+    char path[4096], secrets[4096], sdir[4096], key[4200];
+    unit_path(secrets, sizeof secrets, dir, "secrets.properties");
+    write_text(secrets, "# the secrets, kept apart\ns3.secret = from-file-value\nother=1\n");
+    unit_path(sdir, sizeof sdir, dir, "d");
+    mkdir(sdir, 0700);
+    snprintf(key, sizeof key, "%s/rack", sdir);
+    write_text(key, "from-dir-value\n");
+    setenv("STRATA_UNIT_ENV_SECRET", "7", 1);
+    unit_path(path, sizeof path, dir, "server.properties");
+    char text[12000];
+    snprintf(text, sizeof text,
+             "s3.endpoint=${file:%s:s3.secret}\n"
+             "config.providers=file, env,dir\n"
+             "config.providers.file.class=org.apache.kafka.common.config.provider.FileConfigProvider\n"
+             "config.providers.env.class=org.apache.kafka.common.config.provider.EnvVarConfigProvider\n"
+             "config.providers.dir.class=org.apache.kafka.common.config.provider.DirectoryConfigProvider\n"
+             "broker.rack=r-${dir:%s:rack}-${nope:x}\n",
+             secrets, sdir);
+    write_text(path, text);
+    tcfg_t c;
+    ocfg_t o;
+    tcfg_init(&c);
+    memset(&o, 0, sizeof o);
+    char err[512];
+    assert_int_equal(st_cfg_defaults(&ocfg_table, &o, err, sizeof err), ST_OK);
+    st_cfg_bind_t binds[] = {{&tcfg_table, &c, NULL}, {&ocfg_table, &o, NULL}};
+    char *ov[] = {"s3.multipart.parts=${env:STRATA_UNIT_ENV_SECRET}"};
+    assert_int_equal(st_cfg_load(binds, 2, path, ov, 1, err, sizeof err), ST_OK);
+    /* providers declared after their first use still apply: the load is whole */
+    assert_string_equal(o.endpoint, "from-file-value");
+    assert_int_equal(o.parts, 7);
+    /* a ${...} that names no provider stays as written */
+    assert_string_equal(c.rack, "r-from-dir-value-${nope:x}");
+    /* unresolvable: the setting is named, the value never */
+    const char *bad[] = {"s3.endpoint=${file:%s:missing}", "s3.endpoint=${env:STRATA_UNIT_NOT_SET}",
+                         "s3.endpoint=${dir:%s:nofile}", "s3.endpoint=${file:nokey}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char line[6000], one[4300];
+        snprintf(one, sizeof one, bad[i], i == 2 ? sdir : secrets);
+        snprintf(line, sizeof line,
+                 "config.providers=file,env,dir\n"
+                 "config.providers.file.class=org.apache.kafka.common.config.provider.FileConfigProvider\n"
+                 "config.providers.env.class=org.apache.kafka.common.config.provider.EnvVarConfigProvider\n"
+                 "config.providers.dir.class=org.apache.kafka.common.config.provider.DirectoryConfigProvider\n"
+                 "%s\n", one);
+        write_text(path, line);
+        assert_int_equal(st_cfg_load(binds, 2, path, NULL, 0, err, sizeof err), ST_E_CONFIG);
+        assert_non_null(strstr(err, "s3.endpoint"));
+        assert_null(strstr(err, "from-file-value"));
+    }
+    assert_true(st_cfg_is_secret("objectstore.s3.secret.key"));
+    assert_true(st_cfg_is_secret("ssl.key.password"));
+    assert_false(st_cfg_is_secret("objectstore.s3.access.key"));
+    st_cfg_fini(&tcfg_table, &c);
+    st_cfg_fini(&ocfg_table, &o);
+    unit_tmpdir_remove(dir);
+}
+
 static void test_cfg_doc_markdown(void **state) {
     (void)state;
     char *buf = NULL;
@@ -999,6 +1062,7 @@ int main(void) {
         cmocka_unit_test(test_cfg_rejects),
         cmocka_unit_test(test_cfg_file_and_overrides),
         cmocka_unit_test(test_cfg_doc_markdown),
+        cmocka_unit_test(test_cfg_config_providers),
         cmocka_unit_test(test_arena),
         cmocka_unit_test(test_uuid),
         cmocka_unit_test(test_write_file_atomic),

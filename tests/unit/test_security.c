@@ -388,10 +388,11 @@ static void test_listener_settings(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (st_cfg_bind_set(&b, 1, bad[i][0], bad[i][1], err, sizeof err) == ST_OK)
             fail_msg("%s=%s was accepted", bad[i][0], bad[i][1]);
-    assert_true(st_sec_is_secret_key("ssl.keystore.password"));
-    assert_true(st_sec_is_secret_key("scram-sha-256.sasl.jaas.config"));
-    assert_true(st_sec_is_secret_key("objectstore.s3.secret"));
-    assert_false(st_sec_is_secret_key("ssl.keystore.location"));
+    assert_true(st_cfg_is_secret("ssl.keystore.password"));
+    assert_true(st_cfg_is_secret("listener.name.x.scram-sha-256.sasl.jaas.config"));
+    assert_true(st_cfg_is_secret("objectstore.s3.secret.key"));
+    assert_true(st_cfg_is_secret("objectstore.s3.session.token"));
+    assert_false(st_cfg_is_secret("ssl.keystore.location"));
     st_sec_config_fini(&c);
 }
 
