@@ -91,6 +91,7 @@ b = Broker(port=ports["PLAINTEXT"], overrides={
                                       "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,"
                                       "REAUTH:SASL_PLAINTEXT",
     "ssl.keystore.location": keystore,
+    "ssl.keystore.password": "ks-pass",  # unused by a PEM keystore; must never be shown
     "ssl.truststore.location": ca[1],
     "listener.name.mtls.ssl.client.auth": "required",
     "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
@@ -435,6 +436,20 @@ try:
     s.close()
     print("re-authentication: 3000 ms sessions, extended on the same connection, closed after; "
           "another user refused")
+
+    # DescribeConfigs of the broker: the secrets are there, null and sensitive
+    s = conn("PLAINTEXT")
+    body = struct.pack(">i", 1) + struct.pack(">b", 4) + kstr("1") + struct.pack(">i", -1)
+    s.sendall(request(32, 1, 21, body + struct.pack(">b", 0)))
+    answer = read_frame(s)
+    s.close()
+    check(answer and b"ssl.keystore.password" in answer, "DescribeConfigs lists ssl.keystore.password")
+    for secret in SECRETS:
+        check(secret.encode() not in answer, "DescribeConfigs shows a secret")
+    i = answer.index(b"ssl.keystore.password") + len(b"ssl.keystore.password")
+    (vlen,) = struct.unpack(">h", answer[i:i + 2])
+    check(vlen == -1, "ssl.keystore.password's value is not null in DescribeConfigs")
+    print("DescribeConfigs: ssl.keystore.password null, no secret in the answer")
 
     # the broker served everyone throughout, and stops cleanly
     rc, out, _ = run(["kcat", "-b", b.bootstrap, "-L", "-m", "10"])
