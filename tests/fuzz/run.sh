@@ -10,7 +10,7 @@ src=$(cd "$(dirname "$0")" && pwd)
 fixtures=$src/../unit/fixtures
 mkdir -p "$bin/artifacts"
 rc=0
-for h in request batch response; do
+for h in request batch response sasl; do
   mkdir -p "$bin/corpus/$h"
   seeds=("$src/corpus/$h")
   [ "$h" = request ] && seeds+=("$fixtures")
