@@ -26,6 +26,10 @@
  * equal.  Records have no key.  Records are handed to librdkafka without
  * copying (the payload outlives the producer).
  *
+ * --property KEY=VALUE passes a librdkafka client setting (security.protocol,
+ * ssl.ca.location, ...) to every client the mode makes, after the
+ * tool's own settings, so it may also override them.
+ *
  * MB means 10^6 bytes of record values; protocol and batch overhead is not
  * counted.  The result is one line of key=value pairs on stdout, readable
  * by people and by bench/run.sh alike.
@@ -66,6 +70,8 @@ typedef struct opts {
     int replication;  /* topic mode */
     const char *configs[16];
     int nconfigs;
+    const char *props[16]; /* --property: librdkafka client settings */
+    int nprops;
 } opts_t;
 
 typedef struct dr_stats {
@@ -118,6 +124,8 @@ static void usage(FILE *out) {
             "  -p, --partitions N         topic: partitions (3)\n"
             "  -R, --replication-factor N topic: replication factor (1)\n"
             "  -c, --config KEY=VALUE     topic: a topic config (repeatable)\n"
+            "  -P, --property KEY=VALUE   a librdkafka client setting for every client made\n"
+            "                             (e.g. security.protocol=SSL; repeatable)\n"
             "  -h, --help                 this text\n"
             "\n"
             "       strata-loadgen topic --bootstrap HOST:PORT --topic T -p N -R N [-c K=V ...]\n"
@@ -134,6 +142,23 @@ static void set(rd_kafka_conf_t *conf, const char *key, const char *value) {
     if (rd_kafka_conf_set(conf, key, value, err, sizeof err) != RD_KAFKA_CONF_OK) {
         fprintf(stderr, "strata-loadgen: %s=%s: %s\n", key, value, err);
         exit(2);
+    }
+}
+
+/* --property settings, after the tool's own (so they win). */
+static void set_props(rd_kafka_conf_t *conf, const opts_t *o) {
+    for (int i = 0; i < o->nprops; i++) {
+        const char *eq = strchr(o->props[i], '=');
+        size_t klen = eq ? (size_t)(eq - o->props[i]) : 0;
+        char key[128];
+        if (!eq || klen == 0 || klen >= sizeof key) {
+            fprintf(stderr, "strata-loadgen: --property %s: not KEY=VALUE (a key under 128 bytes)\n",
+                    o->props[i]);
+            exit(2);
+        }
+        memcpy(key, o->props[i], klen);
+        key[klen] = 0;
+        set(conf, key, eq + 1);
     }
 }
 
@@ -247,6 +272,7 @@ static int e2e_start(e2e_t *e, const opts_t *o) {
     set(conf, "enable.auto.commit", "false");
     set(conf, "enable.auto.offset.store", "false");
     set(conf, "enable.partition.eof", "false");
+    set_props(conf, o);
     rd_kafka_conf_set_log_cb(conf, on_log);
     e->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
     if (!e->rk) {
@@ -374,6 +400,7 @@ static int run_produce(const opts_t *o) {
     set(conf, "queue.buffering.max.messages", "1000000");
     set(conf, "message.timeout.ms", "120000");
     rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+    set_props(conf, o);
     rd_kafka_conf_set_log_cb(conf, on_log);
     rd_kafka_conf_set_opaque(conf, &st);
 
@@ -559,6 +586,7 @@ static int run_topic(const opts_t *o) {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     set(conf, "bootstrap.servers", o->bootstrap);
     if (o->debug) set(conf, "debug", o->debug);
+    set_props(conf, o);
     rd_kafka_conf_set_log_cb(conf, on_log);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
     if (!rk) {
@@ -702,6 +730,7 @@ static int run_consume(const opts_t *o) {
      * queued records, small records stall the fetcher for a wake-up cycle. */
     set(conf, "queued.min.messages", "10000000");
     set(conf, "queued.max.messages.kbytes", "262144");
+    set_props(conf, o);
     rd_kafka_conf_set_log_cb(conf, on_log);
 
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
@@ -788,10 +817,11 @@ int main(int argc, char **argv) {
         {"idempotent", no_argument, NULL, 'I'},
         {"txn", required_argument, NULL, 'X'},
         {"max-in-flight", required_argument, NULL, 'F'},
+        {"property", required_argument, NULL, 'P'},
         {NULL, 0, NULL, 0}};
     int ch;
     char *end;
-    while ((ch = getopt_long(argc, argv, "b:t:n:s:a:l:T:qd:hz:r:LEp:R:c:IF:X:", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "b:t:n:s:a:l:T:qd:hz:r:LEp:R:c:IF:X:P:", longopts, NULL)) != -1) {
         errno = 0;
         switch (ch) {
         case 'b': o.bootstrap = optarg; break;
@@ -818,6 +848,13 @@ int main(int argc, char **argv) {
                 return 2;
             }
             o.configs[o.nconfigs++] = optarg;
+            break;
+        case 'P':
+            if (o.nprops == (int)(sizeof o.props / sizeof o.props[0])) {
+                fprintf(stderr, "strata-loadgen: at most 16 --property\n");
+                return 2;
+            }
+            o.props[o.nprops++] = optarg;
             break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
