@@ -94,6 +94,10 @@ b = Broker(port=ports["PLAINTEXT"], overrides={
     "ssl.keystore.password": "ks-pass",  # unused by a PEM keystore; must never be shown
     "ssl.truststore.location": ca[1],
     "listener.name.mtls.ssl.client.auth": "required",
+    # Kafka's names for the protocols and suites, per listener
+    "listener.name.ssl.ssl.cipher.suites": "TLS_AES_128_GCM_SHA256",
+    "listener.name.mtls.ssl.enabled.protocols": "TLSv1.2",
+    "listener.name.mtls.ssl.cipher.suites": "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
     "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
     "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas,
     "listener.name.sasl_ssl.plain.sasl.jaas.config": plain_jaas,
@@ -381,6 +385,21 @@ try:
     fds = open_fds()
     print("10000 failed SCRAM attempts from 100 connections in %.1f s, the fastest answered after "
           "%.3f s; %d good logins meanwhile, the slowest %.2f s; %d fds open after" % (storm, fastest[0], good, worst, fds))
+
+    # ---- ssl.enabled.protocols and ssl.cipher.suites, per listener
+    def negotiated(port, cert=None):
+        c = ssl.create_default_context(cafile=ca[1])
+        if cert:
+            c.load_cert_chain(cert)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            with c.wrap_socket(raw, server_hostname="localhost") as t:
+                return t.version(), t.cipher()[0]
+
+    got = negotiated(ports["SSL"])
+    check(got == ("TLSv1.3", "TLS_AES_128_GCM_SHA256"), "SSL listener negotiated %s" % (got,))
+    got2 = negotiated(ports["MTLS"], client_pem)
+    check(got2 == ("TLSv1.2", "ECDHE-RSA-AES128-GCM-SHA256"), "MTLS listener negotiated %s" % (got2,))
+    print("ssl.cipher.suites / ssl.enabled.protocols per listener: SSL %s %s, MTLS %s %s" % (got + got2))
 
     # ---- 4. the keystore replaced: new connections get the new certificate
     def peer_serial(port):
