@@ -174,19 +174,29 @@ st_err_t st_cfg_bind_set(const st_cfg_bind_t *b, size_t nb, const char *key, con
     return ST_E_CONFIG;
 }
 
-static st_err_t set_kv(const st_cfg_bind_t *b, size_t nb, char *line, const char *where,
-                       char *err, size_t errlen) {
+/* "key = value" split in place (both trimmed); err names where. */
+static st_err_t split_line(char *line, const char *where, char **key, char **value, char *err,
+                           size_t errlen) {
     char *eq = strchr(line, '=');
     if (!eq) {
         snprintf(err, errlen, "%s: expected key=value, got '%s'", where, line);
         return ST_E_CONFIG;
     }
     *eq = 0;
-    char *key = trim(line), *value = trim(eq + 1);
-    if (!*key) {
+    *key = trim(line);
+    *value = trim(eq + 1);
+    if (!**key) {
         snprintf(err, errlen, "%s: empty key", where);
         return ST_E_CONFIG;
     }
+    return ST_OK;
+}
+
+static st_err_t set_kv(const st_cfg_bind_t *b, size_t nb, char *line, const char *where,
+                       char *err, size_t errlen) {
+    char *key, *value;
+    st_err_t se = split_line(line, where, &key, &value, err, errlen);
+    if (se) return se;
     char inner[512];
     st_err_t e = st_cfg_bind_set(b, nb, key, value, inner, sizeof inner);
     if (e) snprintf(err, errlen, "%s: %s", where, inner);
@@ -329,19 +339,10 @@ static void kvs_free(kvs_t *l) {
 }
 
 static st_err_t split_kv(char *line, const char *where, kvs_t *out, char *err, size_t errlen) {
-    char *eq = strchr(line, '=');
-    if (!eq) {
-        snprintf(err, errlen, "%s: expected key=value, got '%s'", where, line);
-        return ST_E_CONFIG;
-    }
-    *eq = 0;
-    char *key = trim(line), *value = trim(eq + 1);
-    if (!*key) {
-        snprintf(err, errlen, "%s: empty key", where);
-        return ST_E_CONFIG;
-    }
-    kvs_add(out, key, value, where);
-    return ST_OK;
+    char *key, *value;
+    st_err_t e = split_line(line, where, &key, &value, err, errlen);
+    if (!e) kvs_add(out, key, value, where);
+    return e;
 }
 
 static const char *kvs_get(const kvs_t *l, const char *key) {

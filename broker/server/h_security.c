@@ -139,17 +139,48 @@ void st_handle_sasl_authenticate(st_server_t *srv, st_request_t *req) {
 
 /* ---- SCRAM credentials (KIP-554) -------------------------------------------- */
 
-static void alter_scram_work(st_server_t *srv, st_controller_t *ctl, void *arg) {
+/* A request carried out on the active controller's thread by `op`
+ * (st_controller_alter_scram, _create_acls, _delete_acls: each fills an
+ * answer of the API's response schema from the request's arena). */
+typedef void (*ctl_op_fn)(st_controller_t *c, const void *q, void *r, st_arena_t *a);
+
+typedef struct ctl_call {
+    st_request_t *req;
+    ctl_op_fn op;
+    void *resp;
+} ctl_call_t;
+
+static void ctl_call_work(st_server_t *srv, st_controller_t *ctl, void *arg) {
     (void)srv;
-    st_request_t *req = ((void **)arg)[0];
-    st_alter_scram_resp_t *r = st_arena_alloc(&req->arena, sizeof *r);
-    st_controller_alter_scram(ctl, req->body, r, &req->arena);
-    ((void **)arg)[1] = r;
+    ctl_call_t *x = arg;
+    x->resp = st_arena_alloc(&x->req->arena, x->req->api->resp->size);
+    x->op(ctl, x->req->body, x->resp, &x->req->arena);
 }
 
-static void alter_scram_done(st_server_t *srv, st_request_t *req, void *arg) {
+static void ctl_call_done(st_server_t *srv, st_request_t *req, void *arg) {
     (void)srv;
-    st_request_respond(req, ((void **)arg)[1]);
+    st_request_respond(req, ((ctl_call_t *)arg)->resp);
+}
+
+/* The controller's operations in ctl_op_fn's shape (a call through a
+ * cast function pointer of another type would be undefined). */
+static void alter_scram_op(st_controller_t *c, const void *q, void *r, st_arena_t *a) {
+    st_controller_alter_scram(c, q, r, a);
+}
+static void create_acls_op(st_controller_t *c, const void *q, void *r, st_arena_t *a) {
+    st_controller_create_acls(c, q, r, a);
+}
+static void delete_acls_op(st_controller_t *c, const void *q, void *r, st_arena_t *a) {
+    st_controller_delete_acls(c, q, r, a);
+}
+
+/* On the active controller (others forward it there). */
+static void via_active_controller(st_server_t *srv, st_request_t *req, ctl_op_fn op) {
+    if (st_controller_forward(srv->ctl, req)) return;
+    ctl_call_t *x = st_arena_alloc(&req->arena, sizeof *x);
+    x->req = req;
+    x->op = op;
+    st_server_via_controller(srv, req, ctl_call_work, ctl_call_done, x);
 }
 
 /* Every user named, refused with e. */
@@ -181,11 +212,7 @@ void st_handle_alter_user_scram_credentials(st_server_t *srv, st_request_t *req)
         scram_refuse(req, ST_E_CLUSTER_AUTHORIZATION_FAILED);
         return;
     }
-    /* only the active controller writes metadata: others pass it on */
-    if (st_controller_forward(srv->ctl, req)) return;
-    void **ctx = st_arena_alloc(&req->arena, 2 * sizeof *ctx); /* the request, its answer */
-    ctx[0] = req;
-    st_server_via_controller(srv, req, alter_scram_work, alter_scram_done, ctx);
+    via_active_controller(srv, req, alter_scram_op);
 }
 
 void st_handle_describe_user_scram_credentials(st_server_t *srv, st_request_t *req) {
@@ -200,27 +227,6 @@ void st_handle_describe_user_scram_credentials(st_server_t *srv, st_request_t *r
 
 /* No authorizer: Kafka answers the ACL APIs SECURITY_DISABLED. */
 static int acls_disabled(const st_server_t *srv) { return !*srv->sec->authorizer_class_name; }
-
-static void create_acls_work(st_server_t *srv, st_controller_t *ctl, void *arg) {
-    (void)srv;
-    st_request_t *req = ((void **)arg)[0];
-    st_create_acls_resp_t *r = st_arena_alloc(&req->arena, sizeof *r);
-    st_controller_create_acls(ctl, req->body, r, &req->arena);
-    ((void **)arg)[1] = r;
-}
-
-static void delete_acls_work(st_server_t *srv, st_controller_t *ctl, void *arg) {
-    (void)srv;
-    st_request_t *req = ((void **)arg)[0];
-    st_delete_acls_resp_t *r = st_arena_alloc(&req->arena, sizeof *r);
-    st_controller_delete_acls(ctl, req->body, r, &req->arena);
-    ((void **)arg)[1] = r;
-}
-
-static void acls_done(st_server_t *srv, st_request_t *req, void *arg) {
-    (void)srv;
-    st_request_respond(req, ((void **)arg)[1]);
-}
 
 /* Every result of a CreateAcls or DeleteAcls answered with one error. */
 static void acls_refuse(st_request_t *req, st_err_t e) {
@@ -245,7 +251,7 @@ static void acls_refuse(st_request_t *req, st_err_t e) {
     st_request_respond(req, r);
 }
 
-static void alter_acls(st_server_t *srv, st_request_t *req, st_ctl_work_fn work) {
+static void alter_acls(st_server_t *srv, st_request_t *req, ctl_op_fn op) {
     if (acls_disabled(srv)) {
         acls_refuse(req, ST_E_SECURITY_DISABLED);
         return;
@@ -254,19 +260,15 @@ static void alter_acls(st_server_t *srv, st_request_t *req, st_ctl_work_fn work)
         acls_refuse(req, ST_E_CLUSTER_AUTHORIZATION_FAILED);
         return;
     }
-    /* only the active controller writes metadata: others pass it on */
-    if (st_controller_forward(srv->ctl, req)) return;
-    void **ctx = st_arena_alloc(&req->arena, 2 * sizeof *ctx);
-    ctx[0] = req;
-    st_server_via_controller(srv, req, work, acls_done, ctx);
+    via_active_controller(srv, req, op);
 }
 
 void st_handle_create_acls(st_server_t *srv, st_request_t *req) {
-    alter_acls(srv, req, create_acls_work);
+    alter_acls(srv, req, create_acls_op);
 }
 
 void st_handle_delete_acls(st_server_t *srv, st_request_t *req) {
-    alter_acls(srv, req, delete_acls_work);
+    alter_acls(srv, req, delete_acls_op);
 }
 
 void st_handle_describe_acls(st_server_t *srv, st_request_t *req) {

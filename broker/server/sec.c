@@ -399,22 +399,38 @@ static void peer_host(st_request_t *req, char *host, size_t n) {
     host[hl] = 0;
 }
 
+/* What every question to the authorizer starts from: the request's
+ * principal and host, and the ACL bindings of the image this broker holds
+ * (kept until authz_done). */
+typedef struct authz {
+    st_session_t *s;
+    char host[72];
+    st_meta_image_t *img;
+    st_acl_set_t set;
+} authz_t;
+
+static void authz_begin(st_server_t *srv, st_request_t *req, authz_t *a) {
+    a->s = st_session_of(srv, req);
+    peer_host(req, a->host, sizeof a->host);
+    a->img = srv->ctl ? st_controller_image(srv->ctl) : NULL;
+    a->set = (st_acl_set_t){NULL, 0, srv->sec->super_users, srv->sec->allow_everyone_if_no_acl_found};
+    st_image_acls(a->img, &a->set.acls, &a->set.n);
+}
+
+static void authz_done(authz_t *a) { st_image_release(a->img); }
+
 int st_authorized(st_server_t *srv, st_request_t *req, int8_t op, int8_t rtype, const char *name,
                   size_t len) {
     if (!*srv->sec->authorizer_class_name) return 1;
-    st_session_t *s = st_session_of(srv, req);
-    char host[72];
-    peer_host(req, host, sizeof host);
-    st_meta_image_t *img = srv->ctl ? st_controller_image(srv->ctl) : NULL;
-    st_acl_set_t set = {NULL, 0, srv->sec->super_users, srv->sec->allow_everyone_if_no_acl_found};
-    st_image_acls(img, &set.acls, &set.n);
-    st_acl_action_t act = {s->principal, host, op, rtype, name, len};
-    int ok = st_acl_authorize(&set, &act);
-    st_image_release(img);
+    authz_t a;
+    authz_begin(srv, req, &a);
+    st_acl_action_t act = {a.s->principal, a.host, op, rtype, name, len};
+    int ok = st_acl_authorize(&a.set, &act);
     if (!ok)
-        ST_DEBUG("security", "%s (%s) may not %s %s %.*s (%s)", s->principal, host,
+        ST_DEBUG("security", "%s (%s) may not %s %s %.*s (%s)", a.s->principal, a.host,
                  st_acl_op_name(op), st_acl_resource_name(rtype), (int)len, name,
                  req->api->name);
+    authz_done(&a);
     return ok;
 }
 
@@ -435,13 +451,9 @@ int32_t st_authorized_ops(st_server_t *srv, st_request_t *req, int8_t rtype, con
 
 int st_authorized_any(st_server_t *srv, st_request_t *req, int8_t op, int8_t rtype) {
     if (!*srv->sec->authorizer_class_name) return 1;
-    st_session_t *s = st_session_of(srv, req);
-    char host[72];
-    peer_host(req, host, sizeof host);
-    st_meta_image_t *img = srv->ctl ? st_controller_image(srv->ctl) : NULL;
-    st_acl_set_t set = {NULL, 0, srv->sec->super_users, srv->sec->allow_everyone_if_no_acl_found};
-    st_image_acls(img, &set.acls, &set.n);
-    int ok = st_acl_authorize_any(&set, s->principal, host, op, rtype);
-    st_image_release(img);
+    authz_t a;
+    authz_begin(srv, req, &a);
+    int ok = st_acl_authorize_any(&a.set, a.s->principal, a.host, op, rtype);
+    authz_done(&a);
     return ok;
 }
