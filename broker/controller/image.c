@@ -125,7 +125,7 @@ static st_meta_security_t *security_mut(st_meta_image_t *img) {
         }
         sec->nscram = old->nscram;
         sec->scram = st_malloc(sizeof *sec->scram * (size_t)(old->nscram + 1));
-        memcpy(sec->scram, old->scram, sizeof *sec->scram * (size_t)old->nscram);
+        if (old->nscram) memcpy(sec->scram, old->scram, sizeof *sec->scram * (size_t)old->nscram);
         for (int i = 0; i < old->nscram; i++) sec->scram[i].user = st_strdup(old->scram[i].user);
         sec->nacls = old->nacls;
         sec->acls = st_malloc(sizeof *sec->acls * (size_t)(old->nacls + 1));

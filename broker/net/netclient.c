@@ -673,7 +673,9 @@ static void client_read(st_netclient_t *c, int64_t now) {
                 free(why);
                 return;
             }
-            /* the transport may hold more than the socket shows (TLS) */
+            /* a completion may have dropped the connection; else the
+             * transport may hold more than the socket shows (TLS) */
+            if (!c->tp) return;
             if ((size_t)k < sizeof buf && !st_tport_pending(c->tp)) return;
             continue;
         }

@@ -130,7 +130,7 @@ void st_handle_sasl_authenticate(st_server_t *srv, st_request_t *req) {
         return;
     }
     uint8_t *bytes = st_arena_alloc(&req->arena, out.len ? out.len : 1);
-    memcpy(bytes, out.data, out.len);
+    if (out.len) memcpy(bytes, out.data, out.len); /* PLAIN's answer is empty */
     r->auth_bytes.p = bytes;
     r->auth_bytes.len = (int32_t)out.len;
     st_buf_fini(&out);
