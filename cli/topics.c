@@ -1102,7 +1102,12 @@ static int alter(const st_cli_ctx_t *ctx, const opts_t *o) {
                 refused("cannot alter the configs of", o->topic, code, msg);
                 goto out;
             }
-            if (!validate_only) printf("Completed updating config for topic %s.\n", o->topic);
+            if (!validate_only) {
+                printf("Completed updating config for topic %s.\n", o->topic);
+                /* a notice the broker gives with success: the change
+                 * deletes data (tiered storage switched off, KIP-950) */
+                if (msg.len > 0) printf("%.*s\n", ST_STR_FMT(msg));
+            }
         }
     }
     rc = ST_CLI_EXIT_OK;

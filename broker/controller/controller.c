@@ -559,13 +559,15 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
         goto out;
     }
     st_topic_config_t tc;
-    char why[256];
+    char why[sizeof res->message];
     if (st_topic_config_build(b, t->configs, t->nconfigs, &tc, why, sizeof why)) {
         res->error = ST_E_INVALID_CONFIG;
         snprintf(res->message, sizeof res->message, "%s", why);
         goto out;
     }
+    res->error = st_topic_config_check_change(NULL, &tc, res->message, sizeof res->message);
     st_topic_config_fini(&tc);
+    if (res->error) goto out;
     res->num_partitions = nparts;
     res->replication_factor = (int16_t)rf;
     if (validate_only) goto out;
@@ -798,13 +800,21 @@ void st_controller_alter_configs(st_controller_t *c, int resource_type, const ch
         free(kv[k].value);
         kv[k].value = nv;
     }
+    int switched_off = 0; /* tiering off, remote log deleted (KIP-950) */
     if (!res->error) {
-        st_topic_config_t tc;
-        char why[256];
+        st_topic_config_t tc, was;
+        char why[sizeof res->message];
         if (st_topic_config_build(c->cfg.broker, kv, cnt, &tc, why, sizeof why)) {
             res->error = ST_E_INVALID_CONFIG;
             snprintf(res->message, sizeof res->message, "%s", why);
         } else {
+            /* the stored set was valid when written: should the broker's
+             * defaults have changed since, its own defaults stand in */
+            if (st_topic_config_build(c->cfg.broker, t->configs, t->nconfigs, &was, why, sizeof why))
+                st_topic_config_build(c->cfg.broker, NULL, 0, &was, why, sizeof why);
+            res->error = st_topic_config_check_change(&was, &tc, res->message, sizeof res->message);
+            switched_off = !res->error && was.remote_storage_enable && !tc.remote_storage_enable;
+            st_topic_config_fini(&was);
             st_topic_config_fini(&tc);
         }
     }
@@ -831,9 +841,25 @@ void st_controller_alter_configs(st_controller_t *c, int resource_type, const ch
             pending_add(&p, ST_MREC_CONFIG, 0, &cr);
         }
         st_err_t ce = commit(c, &p);
-        if (ce) commit_failed(res, ce);
-        else st_ctl__elr_reconcile(c, name, len); /* min.insync.replicas may have changed */
+        if (ce) {
+            commit_failed(res, ce);
+        } else {
+            st_ctl__elr_reconcile(c, name, len); /* min.insync.replicas may have changed */
+        }
         pending_fini(&p);
+        if (!ce && switched_off) {
+            /* said to the client (the answer's message; its error stays
+             * NONE) and in the log: what it asked for deletes data */
+            st_snprintf_marked(res->message, sizeof res->message,
+                               "Tiered storage is off for topic '%.*s' "
+                               "(remote.log.delete.on.disable=true): the remote log of each of its "
+                               "partitions is being deleted from the object store, and its log "
+                               "start offset moves to the local log start offset.",
+                               (int)len, name);
+            ST_INFO("controller", "topic %.*s: tiered storage switched off with "
+                    "remote.log.delete.on.disable: each leader deletes its partition's remote log "
+                    "and the log start offsets move to the local ones", (int)len, name);
+        }
     }
     for (int i = 0; i < cnt; i++) {
         free(kv[i].name);

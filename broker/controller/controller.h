@@ -312,7 +312,9 @@ typedef struct st_new_topic {
 
 typedef struct st_op_result {
     st_err_t error;
-    char message[256];
+    /* the refusal's reason; with error ST_OK, a notice for the client
+     * (a tiered topic switched off) or "" */
+    char message[512];
     st_uuid_t topic_id;
     int32_t num_partitions;
     int16_t replication_factor;

@@ -1005,6 +1005,10 @@ out:
     return e;
 }
 
+/* Tiered with uploads on: local segments go by the local bounds, once in
+ * the bucket. */
+static int local_bounds(const st_log_t *log) { return log->cfg.remote && !log->cfg.remote_copy_disable; }
+
 /* How many of the oldest closed segments a time or size bound lets go:
  * time by their newest record, size while the rest still fits.  Only the
  * first `eligible` segments may go. */
@@ -1015,7 +1019,7 @@ static int expired_prefix(st_log_t *log, int64_t now_ms, int64_t ms, int64_t byt
         while (n < eligible && log->segs[n]->max_timestamp >= 0 &&
                now_ms - log->segs[n]->max_timestamp > ms)
             n++;
-        if (n) *why = log->cfg.remote ? "older than local.retention.ms" : "older than retention.ms";
+        if (n) *why = local_bounds(log) ? "older than local.retention.ms" : "older than retention.ms";
     }
     if (bytes >= 0) {
         int64_t total = 0;
@@ -1027,7 +1031,7 @@ static int expired_prefix(st_log_t *log, int64_t now_ms, int64_t ms, int64_t byt
         }
         if (m > n) {
             n = m;
-            *why = log->cfg.remote ? "beyond local.retention.bytes" : "beyond retention.bytes";
+            *why = local_bounds(log) ? "beyond local.retention.bytes" : "beyond retention.bytes";
         }
     }
     return n;
@@ -1038,7 +1042,7 @@ int st_log_apply_retention(st_log_t *log, int64_t now_ms) {
     pthread_mutex_lock(&log->lock);
     if (log->offline || log->closed || !log->cfg.delete_policy) goto out;
     const char *why = NULL;
-    if (log->cfg.remote) {
+    if (local_bounds(log)) {
         /* Tiered: only segments the bucket already holds may go. */
         int eligible = 0;
         while (eligible < log->nsegs - 1 && log->segs[eligible]->next_offset <= log->remote_end)

@@ -49,6 +49,11 @@ typedef struct st_log_config {
      * (below remote_end), by the local bounds; total retention is the
      * remote log manager's. */
     int remote;
+    /* ... with uploads off (remote.log.copy.disable, KIP-950): local
+     * segments go by the total bounds whether or not the bucket has them,
+     * as in a log that is not tiered (Kafka's
+     * remoteLogEnabledAndRemoteCopyEnabled). */
+    int remote_copy_disable;
     int64_t local_retention_ms;
     int64_t local_retention_bytes;
     /* Kafka's flush.messages / flush.ms: fsync once this many offsets are

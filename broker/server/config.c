@@ -476,7 +476,8 @@ static const st_cfg_desc_t topic_rows[] = {
     TROW("unclean.leader.election.enable", ST_CFG_BOOL, unclean_leader_election_enable, 0, 0,
          NULL, "May an out-of-sync replica become leader."),
     TROW("remote.storage.enable", ST_CFG_BOOL, remote_storage_enable, 0, 0, NULL,
-         "Tier this topic: closed segments go to the object store and are read back from it."),
+         "Tier this topic: closed segments go to the object store and are read back from it. "
+         "Back to false only with remote.log.delete.on.disable=true (KIP-950)."),
     TROW("local.retention.ms", ST_CFG_LONG, local_retention_ms, -2, I64MAX, NULL,
          "Tiered: how long segments stay locally once in the bucket (-2: as retention.ms)."),
     TROW("local.retention.bytes", ST_CFG_LONG, local_retention_bytes, -2, I64MAX, NULL,
@@ -489,6 +490,14 @@ static const st_cfg_desc_t topic_rows[] = {
     TROW("max.compaction.lag.ms", ST_CFG_LONG, max_compaction_lag_ms, 1, I64MAX, NULL,
          "Compacted topics: a log whose oldest uncleaned record is older is cleaned whatever "
          "its dirty ratio, and its active segment rolls at this age (KIP-354)."),
+    TROW("remote.log.copy.disable", ST_CFG_BOOL, remote_log_copy_disable, 0, 0, NULL,
+         "Tiered: no more uploads; the bucket is still read and its retention applied, and "
+         "local segments go by retention.ms / retention.bytes (local.retention.* must then be "
+         "-2 or the same) (KIP-950)."),
+    TROW("remote.log.delete.on.disable", ST_CFG_BOOL, remote_log_delete_on_disable, 0, 0, NULL,
+         "Required, in the same change, to set remote.storage.enable=false on a tiered topic: "
+         "the topic's remote log is deleted from the bucket and its log start offset moves to "
+         "the local log start (KIP-950)."),
 };
 
 const st_cfg_table_t st_topic_config_table = {topic_rows, ST_ARRAY_SIZE(topic_rows)};
@@ -520,6 +529,8 @@ static const char *topic_synonyms[] = {
     "log.flush.interval.messages",
     "log.flush.interval.ms",
     "log.cleaner.max.compaction.lag.ms",
+    NULL, /* remote.log.copy.disable: fixed default */
+    NULL, /* remote.log.delete.on.disable: fixed default */
 };
 
 _Static_assert(ST_ARRAY_SIZE(topic_synonyms) == ST_ARRAY_SIZE(topic_rows),
@@ -531,6 +542,8 @@ const char *st_topic_config_synonym(size_t i) {
 
 static const char *topic_fixed_default(const char *name) {
     if (!strcmp(name, "message.timestamp.difference.max.ms")) return "9223372036854775807";
+    if (!strcmp(name, "remote.log.copy.disable")) return "false";
+    if (!strcmp(name, "remote.log.delete.on.disable")) return "false";
     return NULL;
 }
 
@@ -685,6 +698,45 @@ st_err_t st_topic_config_build(const st_broker_config_t *b, const st_kv_t *overr
 
 void st_topic_config_fini(st_topic_config_t *t) { st_cfg_fini(&st_topic_config_table, t); }
 
+/* KIP-950.  A tiered topic switched off without remote.log.delete.on.disable
+ * would keep its remote data in the bucket where nothing reads it (the
+ * partitions' log start moves up to the local one): Kafka refuses that,
+ * and names the two ways out.  With uploads off, local segments go by the
+ * total bounds, so local bounds that differ would mean nothing: refused as
+ * Kafka refuses them. */
+st_err_t st_topic_config_check_change(const st_topic_config_t *old, const st_topic_config_t *next,
+                                      char *err, size_t errlen) {
+    if (old && old->remote_storage_enable && !next->remote_storage_enable &&
+        !next->remote_log_delete_on_disable) {
+        st_snprintf_marked(err, errlen,
+                           "Switching remote.storage.enable off on a tiered topic would leave its "
+                           "remote data unread in the bucket: set remote.log.delete.on.disable=true "
+                           "in the same change to delete it, or keep remote.storage.enable=true and "
+                           "set remote.log.copy.disable=true to stop uploads and keep reading it.");
+        return ST_E_INVALID_CONFIG;
+    }
+    if (next->remote_storage_enable && next->remote_log_copy_disable) {
+        if (next->local_retention_bytes != -2 && next->local_retention_bytes != next->retention_bytes) {
+            st_snprintf_marked(err, errlen,
+                               "With remote.log.copy.disable=true, local.retention.bytes (%lld) must "
+                               "be -2 or equal retention.bytes (%lld): nothing more goes to the "
+                               "bucket, so local segments go by the total bounds.",
+                               (long long)next->local_retention_bytes,
+                               (long long)next->retention_bytes);
+            return ST_E_INVALID_CONFIG;
+        }
+        if (next->local_retention_ms != -2 && next->local_retention_ms != next->retention_ms) {
+            st_snprintf_marked(err, errlen,
+                               "With remote.log.copy.disable=true, local.retention.ms (%lld) must be "
+                               "-2 or equal retention.ms (%lld): nothing more goes to the bucket, so "
+                               "local segments go by the total bounds.",
+                               (long long)next->local_retention_ms, (long long)next->retention_ms);
+            return ST_E_INVALID_CONFIG;
+        }
+    }
+    return ST_OK;
+}
+
 void st_topic_config_to_log(const st_topic_config_t *t, st_log_config_t *out) {
     memset(out, 0, sizeof *out);
     out->segment_bytes = t->segment_bytes;
@@ -700,6 +752,7 @@ void st_topic_config_to_log(const st_topic_config_t *t, st_log_config_t *out) {
     out->delete_policy = strstr(t->cleanup_policy, "delete") != NULL;
     out->compact = strstr(t->cleanup_policy, "compact") != NULL;
     out->remote = t->remote_storage_enable;
+    out->remote_copy_disable = t->remote_storage_enable && t->remote_log_copy_disable;
     st_batch_target_t target = ST_TARGET_PRODUCER;
     st_batch_target_parse(t->compression_type, &target); /* validated when set */
     out->compression = (int)target;

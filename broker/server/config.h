@@ -157,6 +157,8 @@ typedef struct st_topic_config {
     int64_t flush_messages;
     int64_t flush_ms;
     int64_t max_compaction_lag_ms;
+    int remote_log_copy_disable;      /* KIP-950 */
+    int remote_log_delete_on_disable; /* KIP-950 */
 } st_topic_config_t;
 
 extern const st_cfg_table_t st_broker_config_table;
@@ -245,6 +247,14 @@ typedef struct st_kv {
 st_err_t st_topic_config_build(const st_broker_config_t *b, const st_kv_t *overrides, int n,
                                st_topic_config_t *out, char *err, size_t errlen);
 void st_topic_config_fini(st_topic_config_t *t);
+/* Kafka's rules for a change of a topic's tiering settings (KIP-950),
+ * old NULL for a new topic: a tiered topic is switched off
+ * (remote.storage.enable true -> false) only with
+ * remote.log.delete.on.disable=true in the same change, and with
+ * remote.log.copy.disable the local retention bounds are -2 or the total
+ * ones.  INVALID_CONFIG with Kafka's message in err otherwise. */
+st_err_t st_topic_config_check_change(const st_topic_config_t *old, const st_topic_config_t *next,
+                                      char *err, size_t errlen);
 void st_topic_config_to_log(const st_topic_config_t *t, st_log_config_t *out);
 
 /* The README's configuration reference (markdown). */

@@ -587,7 +587,11 @@ static void alter_done(st_server_t *srv, st_request_t *req, void *arg) {
     for (int i = 0; i < c->n; i++) {
         st_alter_configs_result_t *out = &r.responses.v[i];
         out->error_code = st_err_wire(c->results[i].error);
-        out->error_message = c->results[i].error ? arena_str(req, c->results[i].message) : ST_STR_NULL;
+        /* a notice with NONE too (tiering switched off: the remote log is
+         * deleted); clients read the message of an error only */
+        out->error_message = c->results[i].error || c->results[i].message[0]
+                                 ? arena_str(req, c->results[i].message)
+                                 : ST_STR_NULL;
         out->resource_type = c->res[i].type;
         out->resource_name = c->res[i].name;
     }
