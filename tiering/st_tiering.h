@@ -94,6 +94,13 @@ typedef struct st_tier_part_ops {
     void (*remote_changed)(void *arg, int64_t remote_start, int64_t remote_end);
     /* Bytes of the local log not yet in the bucket (for total retention). */
     int64_t (*local_bytes_above)(void *arg, int64_t offset);
+    /* Where the local log starts.  While uploads are off
+     * (ST_TIER_READ_ONLY), local retention may delete segments the bucket
+     * never got: a local log starting above the remote end moves the log
+     * start there and the remote segments below go, as Kafka's log start
+     * offset moves when a segment goes with remote.log.copy.disable.  May
+     * be NULL. */
+    int64_t (*local_log_start)(void *arg);
     /* The aborted transactions the bucket's .txnindex objects hold (n
      * entries of producer id, first offset, marker offset, last stable
      * offset), read when the partition's manifest is loaded by its
@@ -146,14 +153,60 @@ void st_tier_usage_free(st_tier_topic_usage_t *v, int n);
 
 /* ---- partitions -------------------------------------------------------- */
 
-/* Attach a partition.  Its manifest is read from the local cache file when
- * there is one, else from the bucket (blocking: the broker must learn the
- * remote end before it appends); the bucket copy is refreshed later.
+/*
+ * What tiering does for a partition, from its topic's settings (KIP-950):
+ *
+ *   ST_TIER_ON         remote.storage.enable: closed segments go up, old
+ *                      offsets are read back, remote retention runs
+ *   ST_TIER_READ_ONLY  ... with remote.log.copy.disable: no more uploads;
+ *                      reads of the bucket and remote retention go on
+ *   ST_TIER_DELETE     remote.storage.enable=false with
+ *                      remote.log.delete.on.disable: the remote part is
+ *                      no longer read (at once) and is deleted from the
+ *                      bucket by the leader (manifest first)
+ *
+ *            set_mode(READ_ONLY)              set_mode(DELETE)
+ *     ON  ------------------------>  READ_ONLY  ------------------> DELETE
+ *      ^ <------------------------             <------------------   |
+ *      |        set_mode(ON)            set_mode(READ_ONLY)          |
+ *      +-------------------------------------------------------------+
+ *           set_mode(ON): tiering starts again from the local log
+ *
+ * The deletion DELETE owes is recorded in a marker file
+ * (ST_TIER_DELETE_PENDING_FILE) beside the cached manifest, written at
+ * set_mode(DELETE) and removed once the bucket holds nothing of the
+ * partition, so that a restart still owes it.  Back to ON before it is
+ * done: this broker, if it leads, deletes first and starts afresh; if it
+ * does not, it forgets the marker (the leader owns the bucket, and a
+ * marker kept would let this broker, leading one day, delete a remote log
+ * written since).
+ */
+typedef enum st_tier_mode {
+    ST_TIER_ON = 0,
+    ST_TIER_READ_ONLY = 1,
+    ST_TIER_DELETE = 2
+} st_tier_mode_t;
+
+/* The marker of a deletion owed (see above), in the partition's directory. */
+#define ST_TIER_DELETE_PENDING_FILE "remote-log-delete-pending"
+
+/* Attach a partition in a mode.  ON and READ_ONLY: its manifest is read
+ * from the local cache file when there is one, else from the bucket
+ * (blocking: the broker must learn the remote end before it appends); the
+ * bucket copy is refreshed later.  DELETE: nothing is read; the deletion
+ * is owed (marker written, cached manifest removed).  A marker found at
+ * open in ON or READ_ONLY mode is forgotten: the topic was tiered again
+ * while this broker was away, and whoever led since owns the bucket.
  * ops are called from the manager's threads. */
 st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id,
                            int32_t partition, const char *cache_manifest_path,
-                           const st_tier_part_ops_t *ops, const st_tier_retention_t *ret,
-                           st_tier_part_t **out, char *err, size_t errlen);
+                           st_tier_mode_t mode, const st_tier_part_ops_t *ops,
+                           const st_tier_retention_t *ret, st_tier_part_t **out, char *err,
+                           size_t errlen);
+/* Change the mode (the topic's settings changed; at once, without a
+ * restart).  Returns the mode it had. */
+st_tier_mode_t st_tier_part_set_mode(st_tier_part_t *p, st_tier_mode_t mode);
+st_tier_mode_t st_tier_part_mode(st_tier_part_t *p);
 /* Detach; with delete_remote, every object of the partition goes too
  * (topic deletion; done in the background).  Lets go of the reference
  * open gave; the part lives on while others hold one. */
@@ -192,6 +245,8 @@ typedef struct st_tier_status {
     int64_t failing_base_offset; /* -1: none */
     int failures;                /* in a row */
     int64_t retry_in_ms;         /* until the next attempt */
+    st_tier_mode_t mode;
+    int delete_pending; /* the bucket still owes a deletion (ST_TIER_DELETE) */
 } st_tier_status_t;
 
 void st_tier_part_status(st_tier_part_t *p, st_tier_status_t *out);

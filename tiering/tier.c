@@ -14,6 +14,9 @@
  * A segment whose upload keeps failing is backed off exponentially and
  * leaves at most one attempt's objects behind (see "a segment that keeps
  * failing" below); the copy quota is shared by every copier (quota.c).
+ * A partition's mode (st_tier_mode_t, KIP-950) follows its topic's
+ * settings without a restart: uploads stop and resume, and tiering
+ * switched off deletes the remote log (see "tiering switched off").
  *
  * Locks: t->lock (the partition list, stopping, kicks); p->lock (the
  * manifest in memory and the partition's state).  Never both in the order
@@ -57,6 +60,13 @@ struct st_tier_part {
      * deposed and writes nothing more at its epoch).  p->lock. */
     int32_t leader_epoch, fenced_epoch;
     int aborted_ready; /* restore_aborted ran once (atomic) */
+    /* KIP-950 (st_tier_mode_t): what the topic's settings ask.  purge:
+     * the bucket owes a deletion (the marker file at purge_path says so
+     * across restarts); copy_was_off: uploads were off since the remote
+     * log was last known to follow the local one (see apply_retention).
+     * p->lock. */
+    int mode, purge, copy_was_off;
+    char *purge_path;
     int64_t last_upload_ms;
     int64_t next_sweep_ms; /* mono; 0: at the first job */
     char *last_error; /* NULL: none */
@@ -100,6 +110,8 @@ char *st_tier_part_prefix(const char *topic, const char *topic_id, int32_t parti
     return st_strprintf("%s-%s/%d", topic, topic_id, (int)partition);
 }
 
+static void purge_owed_locked(st_tier_part_t *p);
+
 static st_tier_part_t *part_keep(st_tier_part_t *p) {
     __atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
     return p;
@@ -116,6 +128,7 @@ static void part_release(st_tier_part_t *p) {
     free(p->prefix);
     free(p->last_error);
     free(p->status_path);
+    free(p->purge_path);
     free(p->fail.cause);
     free(p);
 }
@@ -305,6 +318,14 @@ static st_err_t manifest_store(st_tier_part_t *p, const st_manifest_t *m, char *
  * the bucket holds, so the next pass stores it. */
 static void manifest_install(st_tier_part_t *p, st_manifest_t *m) {
     pthread_mutex_lock(&p->lock);
+    if (p->mode == ST_TIER_DELETE) {
+        /* tiering went off while this job wrote m (an upload in flight):
+         * nothing remote is served any more, and the purge that follows
+         * deletes what m names */
+        pthread_mutex_unlock(&p->lock);
+        st_tier__manifest_fini(m);
+        return;
+    }
     int64_t asked = p->man.log_start;
     st_tier__manifest_fini(&p->man);
     p->man = *m;
@@ -753,21 +774,44 @@ static void delete_segment_objects(st_tier_part_t *p, const st_rseg_t *segs, int
 }
 
 /* Total retention and DeleteRecords: the manifest without the segments
- * first, their objects after. */
+ * first, their objects after.
+ *
+ * While uploads are off (remote.log.copy.disable), local retention goes
+ * by the total bounds and may delete segments the bucket never got; a
+ * local log that then starts above the remote end leaves the remote part
+ * cut off from it: a consumer reading on from its end would find nothing
+ * (the offsets between are gone), and uploads could not resume without a
+ * hole.  Kafka moves the log start offset to the local log start when a
+ * segment goes in that mode, and the remote segments below it go; so do
+ * we, as soon as the job sees the cut (also right after uploads come
+ * back on, until the remote log follows the local one again). */
 static void apply_retention(st_tier_part_t *p) {
     st_manifest_t cur, next;
     pthread_mutex_lock(&p->lock);
     st_tier__manifest_copy(&cur, &p->man);
     st_tier_retention_t ret = p->ret;
     int64_t durable = p->durable_log_start;
+    int cut_check = p->mode == ST_TIER_READ_ONLY || p->copy_was_off;
     pthread_mutex_unlock(&p->lock);
     int64_t now = st_now_ms();
     int64_t remote = st_tier__manifest_bytes(&cur);
     int64_t local = p->ops.local_bytes_above ? p->ops.local_bytes_above(p->ops.arg, st_tier__manifest_end(&cur)) : 0;
+    int64_t local_start = cut_check && p->ops.local_log_start ? p->ops.local_log_start(p->ops.arg) : -1;
+    int cut_off = cur.nsegs > 0 && local_start > st_tier__manifest_end(&cur);
+    if (cut_check && !cut_off) {
+        pthread_mutex_lock(&p->lock);
+        if (p->mode == ST_TIER_ON) p->copy_was_off = 0; /* the remote log follows the local one */
+        pthread_mutex_unlock(&p->lock);
+    }
+    if (cut_off)
+        ST_INFO("tiering", "%s-%d: the local log starts at %lld, above the remote end %lld (segments "
+                "between went while uploads were off): the log start offset moves to %lld and the "
+                "remote segments below go", p->topic, (int)p->partition, (long long)local_start,
+                (long long)st_tier__manifest_end(&cur), (long long)local_start);
     int n = 0;
     while (n < cur.nsegs) {
         const st_rseg_t *s = &cur.segs[n];
-        int go = s->last_offset < cur.log_start; /* DeleteRecords */
+        int go = s->last_offset < cur.log_start || cut_off; /* DeleteRecords, or cut off */
         if (!go && ret.retention_ms >= 0 && now - s->max_timestamp > ret.retention_ms) go = 1;
         if (!go && ret.retention_bytes >= 0 && remote + local - s->size_bytes >= ret.retention_bytes) go = 1;
         if (!go) break;
@@ -887,6 +931,128 @@ static void delete_everything(st_tier_part_t *p) {
     sweep_orphans(p, 0); /* with an empty manifest: every segment object */
 }
 
+/* ---- tiering switched off (KIP-950) ------------------------------------------
+ *
+ * remote.storage.enable=false with remote.log.delete.on.disable=true:
+ * st_tier_part_set_mode(DELETE) stops serving the remote part at once (the
+ * manifest in memory is emptied and the broker told) and records that the
+ * bucket owes a deletion (the marker).  The leader's job pays it: the
+ * manifest first, so that no reader or later leader finds a segment of it,
+ * then every object under the partition's prefix (what it named and what
+ * uploads cut short left), then the cached manifest (an upload in flight
+ * when tiering went off may have written it again) and the marker.  A
+ * failure leaves the marker: the next job tries again, also after a
+ * restart.
+ */
+
+/* Every key under the partition's prefix (heap array of heap strings). */
+static st_err_t list_all(st_tier_part_t *p, char ***out, size_t *nout, char **why) {
+    char *prefix = st_strprintf("%s/", p->prefix), *token = NULL;
+    char **keys = NULL;
+    size_t n = 0, cap = 0;
+    st_err_t e = ST_OK;
+    for (;;) {
+        st_os_request_t rq = {.op = ST_OS_LIST, .account = p->account, .prefix = prefix,
+                              .token = token};
+        st_os_result_t *res = st_os_run(p->tier->os, &rq);
+        free(token);
+        token = NULL;
+        e = res->status;
+        if (e) {
+            *why = st_strprintf("listing %s: %s", prefix, res->message);
+            st_os_result_free(res);
+            break;
+        }
+        for (size_t i = 0; i < res->nentries; i++) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 64;
+                keys = st_realloc(keys, sizeof *keys * cap);
+            }
+            keys[n++] = st_strdup(res->entries[i].key);
+        }
+        if (res->next_token) token = st_strdup(res->next_token);
+        st_os_result_free(res);
+        if (!token) break;
+    }
+    free(prefix);
+    if (e) {
+        for (size_t i = 0; i < n; i++) free(keys[i]);
+        free(keys);
+        return e;
+    }
+    *out = keys;
+    *nout = n;
+    return ST_OK;
+}
+
+static st_err_t delete_keys(st_tier_part_t *p, const char *const *keys, size_t n, char **why) {
+    if (!n) return ST_OK;
+    st_os_request_t rq = {.op = ST_OS_DELETE_BATCH, .account = p->account, .keys = keys,
+                          .nkeys = n};
+    st_os_result_t *res = st_os_run(p->tier->os, &rq);
+    st_err_t e = res->status;
+    if (!e && res->nfailed) {
+        e = res->failed[0].status ? res->failed[0].status : ST_E_IO;
+        *why = st_strprintf("deleting %s (and %zu more): %s", res->failed[0].key,
+                            res->nfailed - 1, res->failed[0].message);
+    } else if (e) {
+        *why = st_strprintf("deleting %zu objects: %s", n, res->message);
+    }
+    if (!e) ST_TIER_STAT_ADD(p->tier, objects_deleted, n);
+    st_os_result_free(res);
+    return e;
+}
+
+static st_err_t purge_remote(st_tier_part_t *p) {
+    st_manifest_t m;
+    st_tier__manifest_init(&m);
+    char *why = NULL, *key = manifest_key(p->prefix);
+    char **keys = NULL;
+    size_t nkeys = 0;
+    /* read first only to say what goes */
+    st_err_t e = manifest_fetch(p, &m, &why);
+    int had = e == ST_OK;
+    if (e == ST_E_NOT_FOUND) {
+        free(why);
+        why = NULL;
+        e = ST_OK;
+    }
+    const char *k = key;
+    if (!e) e = delete_keys(p, &k, 1, &why);
+    if (!e) e = list_all(p, &keys, &nkeys, &why);
+    if (!e) e = delete_keys(p, (const char *const *)keys, nkeys, &why);
+    if (e) {
+        set_error(p, "deleting the remote log (tiered storage off): %s", why ? why : st_err_msg(e));
+        goto out;
+    }
+    if (p->cache_path) unlink(p->cache_path);
+    if (p->purge_path && unlink(p->purge_path) && errno != ENOENT)
+        ST_WARN("tiering", "%s-%d: removing %s: %s (the deletion will be made again)", p->topic,
+                (int)p->partition, p->purge_path, strerror(errno));
+    pthread_mutex_lock(&p->lock);
+    p->purge = 0;
+    pthread_mutex_unlock(&p->lock);
+    fail_reset(p); /* a backed-off segment's objects went with the rest */
+    ST_TIER_STAT_ADD(p->tier, segments_deleted, m.nsegs);
+    if (had)
+        ST_INFO("tiering", "%s-%d: tiered storage is off (remote.log.delete.on.disable): the remote "
+                "log [%lld, %lld), %d segment(s) of %lld bytes, is deleted from the bucket (%zu "
+                "objects and the manifest)", p->topic, (int)p->partition,
+                (long long)st_tier__manifest_start(&m), (long long)st_tier__manifest_end(&m),
+                m.nsegs, (long long)st_tier__manifest_bytes(&m), nkeys);
+    else
+        ST_INFO("tiering", "%s-%d: tiered storage is off (remote.log.delete.on.disable): the bucket "
+                "held no manifest of it; %zu object(s) deleted", p->topic, (int)p->partition, nkeys);
+    clear_error(p);
+out:
+    for (size_t i = 0; i < nkeys; i++) free(keys[i]);
+    free(keys);
+    free(why);
+    free(key);
+    st_tier__manifest_fini(&m);
+    return e;
+}
+
 /* ---- the partition job ------------------------------------------------------- */
 
 static void part_forget(st_tier_part_t *p);
@@ -957,12 +1123,17 @@ static void part_job(void *arg) {
         goto out;
     }
     pthread_mutex_lock(&p->lock);
-    int leading = p->leading, fresh = p->reload;
+    int leading = p->leading, fresh = p->reload, purge = p->purge, mode = p->mode;
     if (p->reload) p->loaded = 0;
     p->reload = 0;
     pthread_mutex_unlock(&p->lock);
     if (fresh) p->fail.next_ms = 0; /* a new leadership tries a backed-off segment at once */
     if (!leading) goto out; /* only the leader uploads, sweeps and deletes */
+    /* a deletion owed comes before anything else, also when tiering came
+     * back on meanwhile (it starts afresh after it) */
+    if (purge && purge_remote(p)) goto out;
+    if (mode == ST_TIER_DELETE) goto out;
+    if (purge) p->loaded = 0; /* the bucket is empty now: nothing to install, but read it */
     if (!p->loaded) {
         char *why = NULL;
         st_manifest_t m;
@@ -985,6 +1156,9 @@ static void part_job(void *arg) {
         pthread_mutex_lock(&t->lock);
         int stop = t->stopping || p->closing;
         pthread_mutex_unlock(&t->lock);
+        pthread_mutex_lock(&p->lock);
+        stop |= p->mode != ST_TIER_ON; /* remote.log.copy.disable, or off */
+        pthread_mutex_unlock(&p->lock);
         if (stop) break;
         maybe_sweep(p); /* a job uploading for long still sweeps when due */
         pthread_mutex_lock(&p->lock);
@@ -1254,8 +1428,9 @@ static st_err_t choose_layout(st_tier_part_t *p, char **why) {
 
 st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id,
                            int32_t partition, const char *cache_manifest_path,
-                           const st_tier_part_ops_t *ops, const st_tier_retention_t *ret,
-                           st_tier_part_t **out, char *err, size_t errlen) {
+                           st_tier_mode_t mode, const st_tier_part_ops_t *ops,
+                           const st_tier_retention_t *ret, st_tier_part_t **out, char *err,
+                           size_t errlen) {
     st_tier_part_t *p = st_calloc(1, sizeof *p);
     p->tier = t;
     p->refs = 1;
@@ -1276,9 +1451,20 @@ st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id
         size_t dl = slash ? (size_t)(slash - p->cache_path + 1) : 0;
         p->status_path = st_strprintf("%.*s" ST_TIER_UPLOAD_STATUS_FILE, (int)dl, p->cache_path);
         unlink(p->status_path); /* a back-off is in memory: a restart tries at once */
+        p->purge_path = st_strprintf("%.*s" ST_TIER_DELETE_PENDING_FILE, (int)dl, p->cache_path);
     }
     p->ops = *ops;
     p->ret = *ret;
+    p->mode = mode;
+    p->copy_was_off = mode == ST_TIER_READ_ONLY;
+    if (p->purge_path && access(p->purge_path, F_OK) == 0 && mode != ST_TIER_DELETE) {
+        /* tiered again while this broker was away: whoever led since owns
+         * the bucket (a deletion made now could take a remote log written
+         * since); the cached manifest went with the disable */
+        ST_INFO("tiering", "%s-%d: tiered again since it was switched off here: the bucket's "
+                "manifest is read, no deletion is made by this broker", topic, (int)partition);
+        unlink(p->purge_path);
+    }
     st_tier__manifest_init(&p->man);
     char dwhy[200], *why = NULL;
     char *text = NULL;
@@ -1292,7 +1478,13 @@ st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id
         part_release(p);
         return le;
     }
-    if (p->cache_path && st_read_file(p->cache_path, &text, &len) == ST_OK &&
+    if (mode == ST_TIER_DELETE) {
+        /* nothing remote is served: the deletion is owed (again) */
+        pthread_mutex_lock(&p->lock);
+        purge_owed_locked(p);
+        pthread_mutex_unlock(&p->lock);
+        p->loaded = 1;
+    } else if (p->cache_path && st_read_file(p->cache_path, &text, &len) == ST_OK &&
         st_tier__manifest_decode(text, len, &m, dwhy, sizeof dwhy) == ST_OK) {
         /* The local copy is never ahead of the bucket's; the bucket's is
          * read again by the first job. */
@@ -1378,6 +1570,64 @@ void st_tier_part_set_leader(st_tier_part_t *p, int leading, int32_t leader_epoc
     if (leading && !was) st_tier_part_kick(p);
 }
 
+/* Record that the bucket owes a deletion (p->lock held): the marker, then
+ * the cached manifest goes, so that no restart serves the remote part. */
+static void purge_owed_locked(st_tier_part_t *p) {
+    p->purge = 1;
+    if (!p->purge_path) return;
+    st_err_t e = st_write_file_atomic(p->purge_path, "", 0);
+    if (e)
+        ST_WARN("tiering", "%s-%d: writing %s: %s (a restart before the remote log is deleted "
+                "will not delete it)", p->topic, (int)p->partition, p->purge_path, st_err_msg(e));
+    if (p->cache_path) unlink(p->cache_path);
+}
+
+st_tier_mode_t st_tier_part_set_mode(st_tier_part_t *p, st_tier_mode_t mode) {
+    pthread_mutex_lock(&p->lock);
+    st_tier_mode_t was = (st_tier_mode_t)p->mode;
+    int tell = 0;
+    if (was == mode) {
+        pthread_mutex_unlock(&p->lock);
+        return was;
+    }
+    p->mode = mode;
+    if (mode == ST_TIER_READ_ONLY) p->copy_was_off = 1;
+    if (mode == ST_TIER_DELETE) {
+        /* nothing remote is served from now on; what the bucket holds goes */
+        st_tier__manifest_fini(&p->man);
+        p->durable_log_start = 0;
+        purge_owed_locked(p);
+        tell = !p->closing && p->ops.remote_changed;
+    } else if (was == ST_TIER_DELETE) {
+        /* on again: the bucket is read anew (whoever deleted it may be
+         * another broker) and tiering starts from the local log.  A
+         * deletion still owed is paid first by this broker if it leads;
+         * one that does not lead forgets it (see st_tiering.h) */
+        p->loaded = 0;
+        if (p->purge && !p->leading) {
+            p->purge = 0;
+            if (p->purge_path) unlink(p->purge_path);
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (tell) p->ops.remote_changed(p->ops.arg, 0, 0);
+    ST_INFO("tiering", "%s-%d: %s", p->topic, (int)p->partition,
+            mode == ST_TIER_ON          ? "tiering on: closed segments go to the bucket"
+            : mode == ST_TIER_READ_ONLY ? "uploads off (remote.log.copy.disable): the bucket is "
+                                          "still read and its retention applied"
+                                        : "tiering off: the remote part is no longer served, the "
+                                          "leader deletes it from the bucket");
+    st_tier_part_kick(p);
+    return was;
+}
+
+st_tier_mode_t st_tier_part_mode(st_tier_part_t *p) {
+    pthread_mutex_lock(&p->lock);
+    st_tier_mode_t m = (st_tier_mode_t)p->mode;
+    pthread_mutex_unlock(&p->lock);
+    return m;
+}
+
 void st_tier_part_kick(st_tier_part_t *p) {
     st_tier_t *t = p->tier;
     pthread_mutex_lock(&t->lock);
@@ -1399,6 +1649,8 @@ void st_tier_part_status(st_tier_part_t *p, st_tier_status_t *out) {
     out->failing_base_offset = p->fail.base;
     out->failures = p->fail.failures;
     out->retry_in_ms = p->fail.base >= 0 ? ST_MAX(p->fail.next_ms - st_mono_ms(), 0) : 0;
+    out->mode = (st_tier_mode_t)p->mode;
+    out->delete_pending = p->purge;
     pthread_mutex_unlock(&p->lock);
 }
 

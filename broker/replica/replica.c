@@ -836,13 +836,14 @@ void st_partition_restore_from_bucket(st_partition_t *p, st_tier_part_t *tp, int
  * end, with the producer state the bucket keeps for it. */
 static void tier_attach(st_replicas_t *rm, st_partition_t *p, const st_log_config_t *lc) {
     st_tier_part_ops_t ops = {tier_closed_segments, tier_remote_changed, tier_local_bytes_above,
-                              tier_remote_aborted, tier_release, partition_keep(p)};
+                              NULL, tier_remote_aborted, tier_release, partition_keep(p)};
     st_tier_retention_t ret = {lc->retention_ms, lc->retention_bytes};
     char id[23], cache[4200], err[512];
     st_uuid_format(&p->topic_id, id);
     snprintf(cache, sizeof cache, "%s/remote-manifest.json", st_log_dir(p->log));
     st_tier_part_t *tp;
-    if (st_tier_part_open(rm->tier, p->topic, id, p->index, cache, &ops, &ret, &tp, err, sizeof err)) {
+    if (st_tier_part_open(rm->tier, p->topic, id, p->index, cache, ST_TIER_ON, &ops, &ret, &tp, err,
+                          sizeof err)) {
         ST_ERROR("replica", "%s-%d: tiered storage unavailable: %s", p->topic, (int)p->index, err);
         return; /* the partition serves its local data; nothing local is deleted */
     }

@@ -4,7 +4,8 @@
  * (batches inside a chunk, across chunks, across segments), read-ahead,
  * eviction, remote retention, DeleteRecords (also in the same pass as
  * retention), orphan sweeps and restarts
- * from the cached and the bucket's manifest.
+ * from the cached and the bucket's manifest; tiering switched off and on
+ * (KIP-950: uploads off, off with the remote log deleted, on again).
  *
  * Segments are real files of record batches built with the log library's
  * batch builder; the "broker" is a table of them behind the ops callbacks.
@@ -61,6 +62,8 @@ typedef struct env {
     int64_t asked_us[64]; /* when the manager asked for closed segments */
     int nasked;
     const char *topic; /* NULL: "orders" */
+    st_tier_mode_t mode; /* open_part's */
+    int64_t local_start; /* where the "broker's" local log starts */
 } env_t;
 
 enum { HOOK_CHANGED = 1, HOOK_LOCAL_BYTES = 2 };
@@ -167,6 +170,10 @@ static int64_t local_bytes_cb(void *arg, int64_t offset) {
 
 static void release_cb(void *arg) { ((env_t *)arg)->released++; }
 
+static int64_t local_start_cb(void *arg) {
+    return __atomic_load_n(&((env_t *)arg)->local_start, __ATOMIC_ACQUIRE);
+}
+
 static void wake_cb(void *arg) {
     env_t *e = arg;
     pthread_mutex_lock(&e->lock);
@@ -220,12 +227,13 @@ static void open_tier_quota(env_t *e, int64_t cache_bytes, int64_t fetch_per_s, 
 static void open_tier(env_t *e, int64_t cache_bytes) { open_tier_quota(e, cache_bytes, 0, 0); }
 
 static void open_part(env_t *e, const st_tier_retention_t *ret) {
-    st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, NULL, release_cb, e};
+    st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, local_start_cb, NULL,
+                              release_cb, e};
     char cache[300], err[256];
     snprintf(cache, sizeof cache, "%s/remote-manifest.json", e->root);
     assert_int_equal(st_tier_part_open(e->tier, e->topic ? e->topic : "orders",
-                                       "AAAAAAAAAAAAAAAAAAAAAA", 3, cache, &ops, ret, &e->part, err,
-                                       sizeof err),
+                                       "AAAAAAAAAAAAAAAAAAAAAA", 3, cache, e->mode, &ops, ret,
+                                       &e->part, err, sizeof err),
                      ST_OK);
     st_tier_part_set_leader(e->part, 1, 0); /* as the broker does at once */
 }
@@ -466,11 +474,11 @@ static void test_topic_accounts(void **state) {
     open_part(&e, &ret); /* "orders" */
     int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
     wait_remote_end(&e, end);
-    st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, NULL, release_cb, &e};
+    st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, NULL, NULL, release_cb, &e};
     st_tier_part_t *pay = NULL;
     char err[256];
-    assert_int_equal(st_tier_part_open(e.tier, "payments", "BBBBBBBBBBBBBBBBBBBBBB", 0, NULL, &ops,
-                                       &ret, &pay, err, sizeof err),
+    assert_int_equal(st_tier_part_open(e.tier, "payments", "BBBBBBBBBBBBBBBBBBBBBB", 0, NULL,
+                                       ST_TIER_ON, &ops, &ret, &pay, err, sizeof err),
                      ST_OK);
     st_tier_part_set_leader(pay, 1, 0);
     st_tier_part_kick(pay);
@@ -920,14 +928,14 @@ static void test_copy_quota_shared(void **state) {
     int64_t rate = 2 << 20;
     open_tier_quota(&e, 64 << 20, 0, rate);
     st_tier_retention_t ret = {-1, -1};
-    st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, NULL, release_cb, &e};
+    st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, NULL, NULL, release_cb, &e};
     char cache[300], err[256];
     snprintf(cache, sizeof cache, "%s/remote-manifest-4.json", e.root);
     st_tier_part_t *second;
     int64_t t0 = st_mono_us();
     open_part(&e, &ret);
-    assert_int_equal(st_tier_part_open(e.tier, "orders", "AAAAAAAAAAAAAAAAAAAAAA", 4, cache, &ops,
-                                       &ret, &second, err, sizeof err),
+    assert_int_equal(st_tier_part_open(e.tier, "orders", "AAAAAAAAAAAAAAAAAAAAAA", 4, cache,
+                                       ST_TIER_ON, &ops, &ret, &second, err, sizeof err),
                      ST_OK);
     st_tier_part_set_leader(second, 1, 0);
     st_tier_part_kick(e.part);
@@ -1198,6 +1206,165 @@ static void test_upload_backoff(void **state) {
     env_teardown(&e);
 }
 
+/* ---- tiering switched off and on (KIP-950) --------------------------------- */
+
+static int exists_in_root(env_t *e, const char *name) {
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s", e->root, name);
+    return access(path, F_OK) == 0;
+}
+
+/* Read offset from the bucket: ST_OK with whole batches holding it. */
+static void check_readable(env_t *e, int64_t offset) {
+    uint8_t *data;
+    int32_t len;
+    assert_int_equal(read_remote(e, offset, 4096, &data, &len), ST_OK);
+    check_batches(data, len, offset);
+    free(data);
+}
+
+/*
+ * ON -> READ_ONLY: segments closed meanwhile stay local, the bucket is
+ * still read; -> ON: uploads resume at the remote end; -> DELETE: the
+ * remote part is not served at once, the marker records the deletion owed
+ * and the leader's job deletes every object and the manifest; a restart
+ * (a new manager) of a partition still owing it, as a follower, deletes
+ * nothing, then as the leader deletes; -> ON: tiering starts from the
+ * local log again.
+ */
+static void test_switched_off_and_on(void **state) {
+    (void)state;
+    env_t e;
+    env_setup(&e);
+    st_tier_retention_t ret = {-1, -1};
+    e.offered = 2;
+    open_part(&e, &ret);
+    int64_t end2 = e.segs[1].info.last_offset + 1, end4 = e.segs[3].info.last_offset + 1;
+    wait_remote_end(&e, end2);
+    assert_int_equal(bucket_objects(&e), 4 * 2 + 1);
+
+    assert_int_equal(st_tier_part_set_mode(e.part, ST_TIER_READ_ONLY), ST_TIER_ON);
+    e.offered = 4;
+    wait_remote_end(&e, end2);
+    assert_int_equal(bucket_objects(&e), 4 * 2 + 1);
+    check_readable(&e, 5);
+
+    assert_int_equal(st_tier_part_set_mode(e.part, ST_TIER_ON), ST_TIER_READ_ONLY);
+    wait_remote_end(&e, end4);
+    assert_int_equal(bucket_objects(&e), 4 * 4 + 1);
+
+    /* off: as a follower first, so that the deletion is seen owed */
+    st_tier_part_set_leader(e.part, 0, 0);
+    assert_int_equal(st_tier_part_set_mode(e.part, ST_TIER_DELETE), ST_TIER_ON);
+    assert_int_equal(__atomic_load_n(&e.remote_start, __ATOMIC_ACQUIRE),
+                     __atomic_load_n(&e.remote_end, __ATOMIC_ACQUIRE));
+    st_tier_read_t r;
+    assert_int_equal(st_tier_read(e.part, 5, 1000, ST_TIER_READ_MIN_ONE, &r, wake_cb, &e),
+                     ST_E_OFFSET_OUT_OF_RANGE);
+    assert_true(exists_in_root(&e, ST_TIER_DELETE_PENDING_FILE));
+    assert_false(exists_in_root(&e, "remote-manifest.json"));
+    run_job(&e);
+    assert_int_equal(bucket_objects(&e), 4 * 4 + 1); /* a follower deletes nothing */
+
+    /* a restart owing the deletion: nothing is read, the leader deletes */
+    env_close(&e);
+    open_tier(&e, 64 << 20);
+    e.mode = ST_TIER_DELETE;
+    open_part(&e, &ret);
+    st_tier_status_t s;
+    st_tier_part_status(e.part, &s);
+    assert_int_equal(s.mode, ST_TIER_DELETE);
+    assert_true(s.delete_pending);
+    assert_int_equal(s.remote_end, s.remote_start);
+    run_job(&e);
+    assert_int_equal(bucket_objects(&e), 0);
+    assert_false(exists_in_root(&e, ST_TIER_DELETE_PENDING_FILE));
+    st_tier_part_status(e.part, &s);
+    assert_false(s.delete_pending);
+
+    /* on again: from the local log, which now starts at segment 2 */
+    e.offered = NSEGS;
+    for (int i = 0; i < 2; i++) e.segs[i].info.base_offset = -1; /* gone locally */
+    assert_int_equal(st_tier_part_set_mode(e.part, ST_TIER_ON), ST_TIER_DELETE);
+    wait_remote_end(&e, e.segs[NSEGS - 1].info.last_offset + 1);
+    st_tier_part_status(e.part, &s);
+    assert_int_equal(s.remote_start, e.segs[2].info.base_offset);
+    assert_int_equal(bucket_objects(&e), 4 * (NSEGS - 2) + 1);
+    check_readable(&e, e.segs[2].info.base_offset);
+    env_teardown(&e);
+}
+
+/* Back on before the deletion was made: a follower forgets it (the
+ * leader owns the bucket); the leader deletes first, then starts afresh. */
+static void test_on_again_before_deleted(void **state) {
+    (void)state;
+    env_t e;
+    env_setup(&e);
+    st_tier_retention_t ret = {-1, -1};
+    open_part(&e, &ret);
+    int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
+    wait_remote_end(&e, end);
+
+    st_tier_part_set_leader(e.part, 0, 0);
+    st_tier_part_set_mode(e.part, ST_TIER_DELETE);
+    assert_true(exists_in_root(&e, ST_TIER_DELETE_PENDING_FILE));
+    st_tier_part_set_mode(e.part, ST_TIER_ON);
+    assert_false(exists_in_root(&e, ST_TIER_DELETE_PENDING_FILE));
+    st_tier_part_set_leader(e.part, 1, 1); /* reads the bucket's manifest again */
+    wait_remote_end(&e, end);
+    assert_int_equal(bucket_objects(&e), 4 * NSEGS + 1);
+    check_readable(&e, 5);
+
+    /* the leader: its job deletes the old remote log, then uploads anew
+     * (the fake's segments all, from 0 again: new ids) */
+    st_tier_part_set_mode(e.part, ST_TIER_DELETE);
+    st_tier_part_set_mode(e.part, ST_TIER_ON);
+    wait_remote_end(&e, end);
+    assert_int_equal(bucket_objects(&e), 4 * NSEGS + 1);
+    st_tier_stats_t st;
+    st_tier_get_stats(e.tier, &st);
+    assert_int_equal(st.segments_uploaded, 2 * NSEGS);
+    assert_false(exists_in_root(&e, ST_TIER_DELETE_PENDING_FILE));
+    check_readable(&e, end - 1);
+    env_teardown(&e);
+}
+
+/* Uploads off, then local retention deletes segments the bucket never got:
+ * the local log starting above the remote end moves the log start there
+ * and the remote segments go (Kafka's log start offset); uploads on again
+ * continue from the local log without a hole. */
+static void test_read_only_cut_off(void **state) {
+    (void)state;
+    env_t e;
+    env_setup(&e);
+    st_tier_retention_t ret = {-1, -1};
+    e.offered = 2;
+    open_part(&e, &ret);
+    int64_t end2 = e.segs[1].info.last_offset + 1;
+    wait_remote_end(&e, end2);
+    st_tier_part_set_mode(e.part, ST_TIER_READ_ONLY);
+    /* the local log still starts inside the remote part: nothing goes */
+    e.local_start = e.segs[1].info.base_offset;
+    e.offered = NSEGS;
+    wait_remote_end(&e, end2);
+    assert_int_equal(bucket_objects(&e), 4 * 2 + 1);
+    /* segments 0-2 went locally, 2 never uploaded */
+    e.local_start = e.segs[3].info.base_offset;
+    for (int i = 0; i < 3; i++) e.segs[i].info.base_offset = -1;
+    run_job(&e);
+    st_tier_status_t s;
+    st_tier_part_status(e.part, &s);
+    assert_int_equal(s.remote_segments, 0);
+    assert_int_equal(s.remote_start, s.remote_end);
+    assert_int_equal(bucket_objects(&e), 1); /* the manifest alone */
+    st_tier_part_set_mode(e.part, ST_TIER_ON);
+    run_job(&e);
+    st_tier_part_status(e.part, &s);
+    assert_int_equal(s.remote_start, e.local_start);
+    assert_int_equal(s.remote_end, e.segs[NSEGS - 1].info.last_offset + 1);
+    env_teardown(&e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_manifest_round_trip),
@@ -1216,6 +1383,9 @@ int main(void) {
         cmocka_unit_test(test_upload_backoff),
         cmocka_unit_test(test_manifest_fenced_by_epoch),
         cmocka_unit_test(test_manifest_race_with_newer_leader),
+        cmocka_unit_test(test_switched_off_and_on),
+        cmocka_unit_test(test_on_again_before_deleted),
+        cmocka_unit_test(test_read_only_cut_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
