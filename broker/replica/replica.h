@@ -65,6 +65,10 @@ typedef struct st_partition {
      * st_partition_tier (a reference) or st_partition_tiered */
     st_tier_part_t *tier;
     pthread_mutex_t tier_lock;
+    /* atomic, the image's thread writes it: st_tier_mode_t of tier as the
+     * topic's settings ask (KIP-950); with ST_TIER_DELETE nothing remote
+     * is served, so that handlers see no tier part */
+    int tier_mode;
     int64_t remote_start, remote_end; /* atomic: [start, end) in the bucket */
     /* metrics (broker/admin's /metrics), relaxed atomics, any thread:
      * Kafka's BrokerTopicMetrics of this partition */
@@ -102,8 +106,9 @@ const st_client_security_t *st_replicas_client_security(const st_replicas_t *rm)
  * partition is notified to the purgatory of each loop watching it. */
 void st_replicas_set_purgatories(st_replicas_t *rm, st_purgatory_t *(*of_loop)(st_loop_t *loop));
 /* p's tier part with a reference of the caller's (st_tier_part_release
- * it), or NULL when p is not tiered: a part stays valid while a request
- * uses it though the partition is deleted meanwhile. */
+ * it), or NULL when p is not tiered (or tiering was switched off and its
+ * remote log is being deleted): a part stays valid while a request uses
+ * it though the partition is deleted meanwhile. */
 st_tier_part_t *st_partition_tier(st_partition_t *p);
 /* Whether p is tiered (no reference: for a test, not a use). */
 int st_partition_tiered(st_partition_t *p);
