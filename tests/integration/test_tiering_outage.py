@@ -5,12 +5,17 @@ its own (tests/s3/rgw.sh), since it stops it.
 
 The broker tiers a 2-partition topic (segment.bytes 1 MiB,
 local.retention.bytes 2 MiB, task interval 500 ms) with a chunk cache of
-4 MiB and two attempts per S3 request, so that failures show quickly.
+4 MiB and two attempts per S3 request, so that failures show quickly, and
+a failing segment's retry wait capped at 4 s
+(remote.log.manager.task.retry.backoff.max.ms, 30 s by default), so that
+the outage reaches the cap and the uploads resume within seconds of
+radosgw's return instead of up to 30 s later.
 
 1. Writes go on.  rdk_acked_producer writes about 1 MB/s (acks=all).  Once
    the bucket holds segments, radosgw is stopped for STRATA_TIER_OUTAGE_S
-   (60) seconds.  Meanwhile, sampled every 0.2 s: acknowledgements keep
-   coming; ListOffsets -5 (latest tiered) does not move; no local segment
+   (20) seconds, long enough for about 10 segments a partition to pile
+   up.  Meanwhile, sampled every 0.2 s: acknowledgements keep coming;
+   ListOffsets -5 (latest tiered) does not move; no local segment
    disappears unless the segment after it starts at or below the tiered
    end + 1 (nothing is deleted locally that the bucket does not hold); the
    local segments pile up past local.retention.bytes.  After radosgw is
@@ -20,14 +25,15 @@ local.retention.bytes 2 MiB, task interval 500 ms) with a chunk cache of
    message at its offset; the manifests name only objects that exist.
 2. Reads go on.  With nothing being written, two rdk_replay consumers run
    at a capped rate: one from offset 0 (the bucket), one from the local
-   start (local segments only).  When the first has read a few MB,
-   radosgw is stopped for STRATA_TIER_READ_OUTAGE_S (15) seconds: a raw
-   Fetch of an offset in the bucket that is not cached answers
-   KAFKA_STORAGE_ERROR (56, retriable), a raw Fetch of a local offset
-   answers data; then radosgw comes back.  The remote consumer saw the
-   storage error (librdkafka backs off and retries it; its fetch debug log
-   says so) and finishes with every message; the local one finishes with
-   no error of any kind.
+   start (local segments only, at a rate that keeps it reading until 10 s
+   after the outage).  When the first has read a few MB, radosgw is
+   stopped for STRATA_TIER_READ_OUTAGE_S (8) seconds: a raw Fetch of an
+   offset in the bucket that is not cached answers KAFKA_STORAGE_ERROR
+   (56, retriable), a raw Fetch of a local offset answers data, and the
+   local reader is still reading when radosgw comes back.  The remote
+   consumer saw the storage error (librdkafka backs off and retries it;
+   its fetch debug log says so) and finishes with every message; the
+   local one finishes with no error of any kind.
 """
 import os
 import signal
@@ -40,8 +46,8 @@ from strata_harness import (Broker, Bucket, Rgw, binary, check, check_acked_topi
                             acked_value, fail, manifest_problems, read_ack_file, s3_overrides,
                             segment_logs, spawn, tiered_overrides, wait_for)
 
-OUTAGE_S = float(os.environ.get("STRATA_TIER_OUTAGE_S", "60"))
-READ_OUTAGE_S = float(os.environ.get("STRATA_TIER_READ_OUTAGE_S", "15"))
+OUTAGE_S = float(os.environ.get("STRATA_TIER_OUTAGE_S", "20"))
+READ_OUTAGE_S = float(os.environ.get("STRATA_TIER_READ_OUTAGE_S", "8"))
 TOPIC, PARTS, SIZE = "outage", 2, 1000
 SEG, LOCAL = 1 << 20, 2 << 20
 
@@ -51,7 +57,8 @@ print("rgw up in %.1f s" % (time.time() - t_start), flush=True)
 b = Broker(tiered_overrides(s3_overrides(rgw.env), num_partitions=PARTS, log_segment_bytes=SEG,
                             log_local_retention_bytes=LOCAL, remote_log_fetch_chunk_bytes=256 * 1024,
                             remote_log_cache_size_bytes=4 << 20, remote_log_fetch_readahead_chunks=2,
-                            objectstore_s3_retry_attempts=2, objectstore_s3_connect_timeout_ms=1000))
+                            objectstore_s3_retry_attempts=2, objectstore_s3_connect_timeout_ms=1000,
+                            remote_log_manager_task_retry_backoff_max_ms=4000))
 bucket = Bucket(b.overrides)
 prod = None
 
@@ -162,10 +169,14 @@ try:
     rdir, ldir = os.path.join(b.root, "remote-read"), os.path.join(b.root, "local-read")
     os.makedirs(rdir)
     os.makedirs(ldir)
+    # The local reader spreads what it reads (about SIZE + 18 bytes a
+    # message) over the outage and 10 s more, so it reads through all of it.
+    local_bytes = sum(ends[p] - max(local_start) for p in range(PARTS)) * (SIZE + 18)
+    local_rate = max(1000, int(local_bytes / (READ_OUTAGE_S + 10)))
     remote = spawn([binary("rdk_replay"), "-b", b.bootstrap, "-t", TOPIC, "-d", rdir, "-r", "3000000", "-T", "240"]
                    + slow, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     local = spawn([binary("rdk_replay"), "-b", b.bootstrap, "-t", TOPIC, "-d", ldir, "-o", str(max(local_start)),
-                   "-r", "100000", "-T", "240"] + slow, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                   "-r", str(local_rate), "-T", "240"] + slow, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     def read_mb(d):
         return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)) / 1e6
@@ -191,6 +202,8 @@ try:
           flush=True)
     time.sleep(max(0.0, t_down + READ_OUTAGE_S - time.time()))
     during = read_mb(rdir) - at_stop
+    check(local.poll() is None, "the local reader finished before radosgw came back (%.1f MB at %d bytes/s)" %
+          (local_bytes / 1e6, local_rate))
     rgw.gw_start()
     results = {}
     for name, proc, d, first in (("remote", remote, rdir, None), ("local", local, ldir, max(local_start))):
