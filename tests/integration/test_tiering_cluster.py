@@ -7,11 +7,14 @@ usage: test_tiering_cluster.py ENVFILE   (an RGW started by tests/s3/rgw.sh)
 
 Every node tiers to the RGW of ENVFILE: segment.bytes 1 MiB,
 local.retention.bytes 1 MiB (what the bucket holds is deleted locally),
-task interval 500 ms, orphans swept once 3 s old, broker session 3 s.  The
-topic (a fresh name each run, so a fresh prefix in the bucket) has 2
-partitions, replication factor 3, min.insync.replicas 2 and
-remote.storage.enable=true.  rdk_acked_producer writes it with acks=all
-(idempotent, retrying) and records every acknowledgement.
+retention checked every second (as the single-broker tests' brokers do; by
+default a node's first check comes 30 s after its start, so the local
+directories shrank only that long after the last kill), task interval 500
+ms, orphans swept once 3 s old, broker session 3 s.  The topic (a fresh
+name each run, so a fresh prefix in the bucket) has 2 partitions,
+replication factor 3, min.insync.replicas 2 and remote.storage.enable=true.
+rdk_acked_producer writes it with acks=all (idempotent, retrying) and
+records every acknowledgement.
 
 1. Leader kills while segments go up.  STRATA_TIER_CLUSTER_KILLS rounds
    (default 10): the test watches the leader of partition 0 until it holds
@@ -21,9 +24,10 @@ remote.storage.enable=true.  rdk_acked_producer writes it with acks=all
    manifest names has all its objects, of the manifest's size, and the
    segments follow each other; objects no manifest names are an upload cut
    in the middle (counted).  A survivor must lead partition 0; the killed
-   node is started again and every partition's ISR must be whole before
-   the next kill.  The number of kills and of those cut mid-upload is
-   printed.
+   node is started again (its log may end below the new leader's local
+   log start by then: it starts again there, as in step 3) and every
+   partition's ISR must be whole before the next kill.  The number of
+   kills and of those cut mid-upload is printed.
 2. The producer stops; the bucket catches up: the manifest ends where the
    leader's active segment starts and the local directories shrink to the
    local retention.  Past the orphan age, and a sweep later, each
@@ -84,6 +88,7 @@ store = s3_overrides(env)
 bucket = Bucket(store)
 cl = Cluster(3, overrides=tiered_overrides(store, log_segment_bytes=SEG, log_local_retention_bytes=LOCAL,
                                            remote_log_manager_task_interval_ms=500,
+                                           log_retention_check_interval_ms=1000,
                                            remote_log_orphan_min_age_ms=ORPHAN_AGE_MS,
                                            broker_session_timeout_ms=SESSION_MS,
                                            broker_heartbeat_interval_ms=500))
@@ -131,6 +136,14 @@ def upload_due(node):
     """node holds a closed segment of partition 0 the bucket does not."""
     bases = local_bases(node, 0)
     return len(bases) >= 2 and bases[-2] >= logged_remote_end(0)
+
+
+def since_start(node):
+    """node's log since its latest start (cluster.sh marks each start): a
+    node restarted after a kill may have been sent to the leader's local
+    log start before, and only what it said after its disk was lost
+    counts in step 3."""
+    return cl.log_text(node).rsplit("==== start ", 1)[-1]
 
 
 def ls_times(pre):
@@ -370,10 +383,10 @@ try:
                        r"\(([A-Z_]+)\)" % re.escape(TOPIC))
     behind = re.compile(r"log: %s-0: local log \[0, 0\) is behind the bucket \(or a snapshot\); "
                         r"starting it empty at (\d+)" % re.escape(TOPIC))
-    cl.wait(lambda: moved.search(cl.log_text(fol)) or behind.search(cl.log_text(fol)), 60,
+    cl.wait(lambda: moved.search(since_start(fol)) or behind.search(since_start(fol)), 60,
             "node %d to start partition 0 again at the leader's local log start or the bucket's end" % fol,
             interval=0.2)
-    text = cl.log_text(fol)
+    text = since_start(fol)
     m = moved.search(text)
     if m:
         off, _src, start, err = m.groups()
@@ -394,13 +407,13 @@ try:
           (fol, m.group(0), how, start, local_start), flush=True)
     said = re.compile(r"replica: %s-0: producer state below offset %s (restored from the bucket: (\d+) "
                       r"producers|not restored)" % (re.escape(TOPIC), start))
-    cl.wait(lambda: said.search(cl.log_text(fol)), 30, "node %d to say whether it restored the producer state"
+    cl.wait(lambda: said.search(since_start(fol)), 30, "node %d to say whether it restored the producer state"
             % fol, interval=0.2)
     restored = re.search(r"replica: %s-0: producer state below offset %s restored from the bucket: (\d+) "
-                         r"producers" % (re.escape(TOPIC), start), cl.log_text(fol))
+                         r"producers" % (re.escape(TOPIC), start), since_start(fol))
     check(restored and int(restored.group(1)) >= 1, "node %d did not restore the producer state below %s from "
           "the bucket: %s" % (fol, start, re.findall(r"replica: %s-0: producer state.*" % re.escape(TOPIC),
-                                                      cl.log_text(fol))))
+                                                      since_start(fol))))
     cl.wait_isr(TOPIC, PARTS, 3, timeout=90)
     rejoin = time.time() - t_loss
     # the epoch cache reaches leader-epoch-checkpoint when the flusher syncs
