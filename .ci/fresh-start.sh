@@ -59,11 +59,14 @@ fi
 root=$(mktemp -d /tmp/strata-fresh.XXXXXX)
 log=$root.log
 pid=
+ok=
 mounts=()
 cleanup() {
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
   for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -l "${mounts[$i]}" 2>/dev/null || true; done
   rm -rf --one-file-system "$root"
+  # what run.sh printed: kept when the check failed, gone when it passed
+  if [ -n "$ok" ]; then rm -f "$log"; elif [ -s "$log" ]; then echo "fresh-start: run.sh's output is in $log" >&2; fi
 }
 trap cleanup EXIT
 
@@ -131,4 +134,5 @@ wait "$pid" || rc=$?
 pid=
 grep -q 'stopped cleanly' "$log" || { tail -n 20 "$log" >&2; die "no clean stop (exit $rc)"; }
 [ "$rc" = 0 ] || die "stratad exited with $rc after SIGTERM"
+ok=1
 say "stopped cleanly on SIGTERM: the README's first command works on a fresh Debian 12 machine"
