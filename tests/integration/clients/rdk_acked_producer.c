@@ -4,7 +4,7 @@
  *
  * usage: rdk_acked_producer -b BOOTSTRAP -t TOPIC -o ACKFILE
  *            [-p PARTITIONS] [-n COUNT] [-r RATE] [-s SIZE] [-k PREFIX]
- *            [-w FLUSH_MS] [-X key=value ...]
+ *            [-w FLUSH_MS] [-F] [-X key=value ...]
  *
  * Message seq (from 0) has key "PREFIX-<seq>", goes to partition
  * seq % PARTITIONS, and its value is key + "." repeated and cut to
@@ -21,6 +21,16 @@
  * report from the broker).  RATE caps messages per
  * second (0: none).  The producer is not idempotent and retries, so a
  * message may be written twice; only its acknowledged offset is recorded.
+ *
+ * -F (with enable.idempotence=true): librdkafka before 2.3 raises a fatal
+ * error of its own making when a leader dies with several batches in
+ * flight (its issue 4438: "rewound sequence number", "sequence
+ * desynchronization": it counted a batch the dead leader never persisted
+ * as written).  With -F that fatal error, and only that one, is printed and
+ * a new producer (a new producer id) goes on with the next message, as an
+ * application would; what the old one still held is counted as abandoned,
+ * not failed, and never re-sent, so nothing is written twice.  The summary
+ * then ends with "replaced R abandoned B".
  */
 #include <librdkafka/rdkafka.h>
 
@@ -36,7 +46,7 @@
 
 static volatile sig_atomic_t stop_requested;
 static int ack_fd = -1;
-static int64_t acked, failed, purged;
+static int64_t acked, failed, purged, abandoned;
 static char last_error[256];
 
 static void on_signal(int sig) {
@@ -56,8 +66,12 @@ static void die(const char *what, const char *detail) {
 }
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
-    (void)rk;
     (void)opaque;
+    if (m->err && rd_kafka_fatal_error(rk, NULL, 0)) {
+        abandoned++; /* counted as failed unless -F replaces the producer */
+        snprintf(last_error, sizeof last_error, "%s", rd_kafka_err2str(m->err));
+        return;
+    }
     if (m->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE || m->err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
         purged++;
         return;
@@ -88,6 +102,7 @@ int main(int argc, char **argv) {
     const char *bootstrap = NULL, *topic = NULL, *ackfile = NULL, *prefix = "m";
     long partitions = 1, rate = 0, size = 100, flush_ms = 20000;
     long long count = 0;
+    int replace_fatal = 0;
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     /* the crash test's defaults; -X may override any of them */
     conf_set(conf, "acks", "all");
@@ -99,7 +114,7 @@ int main(int argc, char **argv) {
     conf_set(conf, "reconnect.backoff.max.ms", "200");
     conf_set(conf, "client.id", "rdk_acked_producer");
     int opt;
-    while ((opt = getopt(argc, argv, "b:t:o:p:n:r:s:k:w:X:")) != -1) {
+    while ((opt = getopt(argc, argv, "b:t:o:p:n:r:s:k:w:FX:")) != -1) {
         switch (opt) {
         case 'b': bootstrap = optarg; break;
         case 't': topic = optarg; break;
@@ -110,6 +125,7 @@ int main(int argc, char **argv) {
         case 's': size = strtol(optarg, NULL, 10); break;
         case 'k': prefix = optarg; break;
         case 'w': flush_ms = strtol(optarg, NULL, 10); break;
+        case 'F': replace_fatal = 1; break;
         case 'X': {
             char *eq = strchr(optarg, '=');
             if (!eq) die("-X wants key=value", optarg);
@@ -118,12 +134,12 @@ int main(int argc, char **argv) {
             break;
         }
         default: die("usage: -b BOOTSTRAP -t TOPIC -o ACKFILE [-p N] [-n N] [-r N] [-s N] [-k P] "
-                     "[-w MS] [-X k=v]", NULL);
+                     "[-w MS] [-F] [-X k=v]", NULL);
         }
     }
     if (!bootstrap || !topic || !ackfile || partitions < 1 || size < 0 || rate < 0 || count < 0)
         die("usage: -b BOOTSTRAP -t TOPIC -o ACKFILE [-p N] [-n N] [-r N] [-s N] [-k P] [-w MS] "
-            "[-X k=v]", NULL);
+            "[-F] [-X k=v]", NULL);
     conf_set(conf, "bootstrap.servers", bootstrap);
 
     ack_fd = open(ackfile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -138,8 +154,9 @@ int main(int argc, char **argv) {
 
     rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
     char err[512];
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, rd_kafka_conf_dup(conf), err, sizeof err);
     if (!rk) die("rd_kafka_new", err);
+    int replaced = 0;
 
     size_t keycap = strlen(prefix) + 32, valcap = (size_t)size + 37;
     char *key = malloc(keycap), *val = malloc(valcap + 1);
@@ -166,6 +183,21 @@ int main(int argc, char **argv) {
             rd_kafka_poll(rk, 20);
             continue;
         }
+        if (e == RD_KAFKA_RESP_ERR__FATAL && replace_fatal) {
+            char why[512];
+            rd_kafka_fatal_error(rk, why, sizeof why);
+            if (!strstr(why, "rewound sequence number") && !strstr(why, "sequence desynchronization"))
+                die("produce: fatal error", why);
+            fprintf(stderr, "rdk_acked_producer: librdkafka's fatal error (its issue 4438): %s; a new "
+                    "producer goes on from message %lld\n", why, seq);
+            rd_kafka_purge(rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+            rd_kafka_poll(rk, 0);
+            rd_kafka_destroy(rk);
+            rk = rd_kafka_new(RD_KAFKA_PRODUCER, rd_kafka_conf_dup(conf), err, sizeof err);
+            if (!rk) die("rd_kafka_new", err);
+            replaced++;
+            continue;
+        }
         if (e) die("produce", rd_kafka_err2str(e));
         seq++;
         rd_kafka_poll(rk, 0);
@@ -174,10 +206,14 @@ int main(int argc, char **argv) {
     rd_kafka_flush(rk, (int)flush_ms);
     rd_kafka_purge(rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
     rd_kafka_poll(rk, 0);
-    printf("produced %lld acked %" PRId64 " failed %" PRId64 " unacked %" PRId64 "%s%s\n", seq,
-           acked, failed, purged, failed ? " last error: " : "", failed ? last_error : "");
+    if (!replace_fatal) failed += abandoned;
+    char more[96] = "";
+    if (replace_fatal) snprintf(more, sizeof more, " replaced %d abandoned %" PRId64, replaced, abandoned);
+    printf("produced %lld acked %" PRId64 " failed %" PRId64 " unacked %" PRId64 "%s%s%s\n", seq,
+           acked, failed, purged, more, failed ? " last error: " : "", failed ? last_error : "");
     fflush(stdout);
     rd_kafka_destroy(rk);
+    rd_kafka_conf_destroy(conf);
     free(key);
     free(val);
     close(ack_fd);
