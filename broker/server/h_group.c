@@ -312,13 +312,25 @@ static void find_coordinator_created(st_server_t *srv, st_request_t *req, void *
     find_coordinator_respond(srv, req);
 }
 
+/* Whether the principal may DESCRIBE one of the keys asked about: only
+ * then does a first FindCoordinator make the internal topic. */
+static int any_key_allowed(st_server_t *srv, st_request_t *req) {
+    st_find_coordinator_req_t *q = req->body;
+    int8_t res = q->key_type == 0 ? ST_ACL_RES_GROUP : ST_ACL_RES_TRANSACTIONAL_ID;
+    if (req->hdr.api_version < 4) return st_authorized_str(srv, req, ST_ACL_OP_DESCRIBE, res, q->key);
+    for (int i = 0; i < q->coordinator_keys.n; i++)
+        if (st_authorized_str(srv, req, ST_ACL_OP_DESCRIBE, res, q->coordinator_keys.v[i])) return 1;
+    return 0;
+}
+
 void st_handle_find_coordinator(st_server_t *srv, st_request_t *req) {
     st_find_coordinator_req_t *q = req->body;
     st_meta_image_t *img = st_controller_image(srv->ctl);
     int exists = st_image_topic(img, ST_GROUP_OFFSETS_TOPIC, strlen(ST_GROUP_OFFSETS_TOPIC)) != NULL;
     int txn_exists = st_image_topic(img, ST_TXN_STATE_TOPIC, strlen(ST_TXN_STATE_TOPIC)) != NULL;
     st_image_release(img);
-    if ((!exists && q->key_type == 0) || (!txn_exists && q->key_type == 1)) {
+    if (((!exists && q->key_type == 0) || (!txn_exists && q->key_type == 1)) &&
+        any_key_allowed(srv, req)) {
         /* first use: create the topic, then answer (the client need not
          * retry on COORDINATOR_NOT_AVAILABLE) */
         st_server_via_controller(srv, req, q->key_type == 0 ? create_offsets_topic : create_txn_topic,

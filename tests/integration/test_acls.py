@@ -119,6 +119,21 @@ try:
     print(listing)
     check(listing.count("\n") == 6, "5 bindings listed")
 
+    # FindCoordinator by ANONYMOUS (the PLAINTEXT listener), which may not
+    # DESCRIBE the group: GROUP_AUTHORIZATION_FAILED (30), and the first
+    # one does not make __consumer_offsets for it
+    import socket
+    s = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+    s.sendall(request(10, 1, 8, kstr("alice-g") + struct.pack(">b", 0)))
+    r = read_frame(s)
+    s.close()
+    err_code = struct.unpack(">h", r[8:10])[0]  # correlation, throttle, error
+    check(err_code == 30, "ANONYMOUS FindCoordinator answered %d, not GROUP_AUTHORIZATION_FAILED (30)"
+          % err_code)
+    seen = topics_seen("admin")
+    check("__consumer_offsets" not in seen, "a refused FindCoordinator made __consumer_offsets: %s" % seen)
+    print("ANONYMOUS FindCoordinator: GROUP_AUTHORIZATION_FAILED, no __consumer_offsets made for it")
+
     # alice: orders only, reading only
     rc, got, err = consume("alice", "orders")
     check(rc == 0 and len(got) == 20, "alice read %d of orders' 20 (%s)" % (len(got), err[-200:]))
@@ -192,7 +207,6 @@ try:
     print("admin (super user) reads payments; ANONYMOUS sees no topic and reads nothing")
 
     # raw: Produce v3 by ANONYMOUS answers 29 (TOPIC_AUTHORIZATION_FAILED) on the partition
-    import socket
     s = socket.create_connection(("127.0.0.1", b.port), timeout=10)
     body = kstr(None) + struct.pack(">hi", -1, 5000) + struct.pack(">i", 1) + kstr("orders") + \
         struct.pack(">i", 1) + struct.pack(">i", 0) + struct.pack(">i", 0)
