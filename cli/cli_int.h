@@ -77,6 +77,22 @@ void st_cli_topics_usage(FILE *out);
 int st_cli_bootstrap_call(const st_cli_ctx_t *ctx, int16_t key, int16_t version, const void *req,
                           st_arena_t *a, void **resp, char *err, size_t errlen);
 
+/* CreateTopics v7 of one topic through the bootstrap broker, asked again
+ * while there is no active controller (topics.c): 0 with *res (from a),
+ * else 1 with err saying why. */
+int st_cli_create_topic(const st_cli_ctx_t *ctx, st_arena_t *a, st_create_topics_topic_t *t,
+                        int validate_only, const st_create_topics_result_t **res, char *err,
+                        size_t errlen);
+/* Each partition's log start offset and high watermark (n entries, -1
+ * where unknown) from its leader, and the topic's id (topics.c).  0, or 1
+ * with err saying why the topic could not be asked about at all. */
+int st_cli_topic_offsets(const st_cli_ctx_t *ctx, const char *topic, int32_t n, int64_t *start,
+                         int64_t *end, st_uuid_t *id, char *err, size_t errlen);
+
+/* strata topics ... restore (TOPIC ... | --all) [--as NAME] (restore.c) */
+int st_cli_topics_restore(const st_cli_ctx_t *ctx, int argc, char **argv);
+void st_cli_restore_usage(FILE *out);
+
 /* strata acls ... add | remove | list (kafka-acls.sh's options, acls.c) */
 int st_cli_acls(const st_cli_ctx_t *ctx, int argc, char **argv);
 void st_cli_acls_usage(FILE *out);

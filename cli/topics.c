@@ -86,6 +86,7 @@ void st_cli_topics_usage(FILE *out) {
             "        raise the partition count to N; set or remove topic configs\n"
             "  After the verb, --config is a topic config; TOPIC may be given as --topic TOPIC.\n");
     st_cli_reassign_usage(out);
+    st_cli_restore_usage(out);
 }
 
 /* DescribeConfigs' ConfigSource for a value nobody set (KIP-226):
@@ -613,6 +614,27 @@ out:
     return rc;
 }
 
+int st_cli_topic_offsets(const st_cli_ctx_t *ctx, const char *topic, int32_t n, int64_t *start,
+                         int64_t *end, st_uuid_t *id, char *err, size_t errlen) {
+    st_arena_t a;
+    st_arena_init(&a, 1 << 16);
+    view_t v;
+    int retry;
+    for (int32_t i = 0; i < n; i++) start[i] = end[i] = -1;
+    int rc = look(ctx, &a, topic, &v, err, errlen, &retry);
+    if (!rc) {
+        *id = v.t->topic_id;
+        for (int i = 0; i < v.nrows; i++) {
+            int32_t k = v.rows[i].md->partition_index;
+            if (k < 0 || k >= n) continue;
+            start[k] = v.rows[i].log_start;
+            end[k] = v.rows[i].high_watermark;
+        }
+    }
+    st_arena_fini(&a);
+    return rc;
+}
+
 /* Every topic of the bootstrap broker's Metadata, by name, as describe
  * shows one; each asked on its own (and retried on its own). */
 static int describe_all(const st_cli_ctx_t *ctx, int exclude_internal) {
@@ -884,13 +906,34 @@ static int parse_assignment(st_arena_t *a, const char *s, st_create_topics_topic
     return 0;
 }
 
+int st_cli_create_topic(const st_cli_ctx_t *ctx, st_arena_t *a, st_create_topics_topic_t *t,
+                        int validate_only, const st_create_topics_result_t **res, char *err,
+                        size_t errlen) {
+    st_create_topics_req_t q;
+    st_schema_defaults(&st_create_topics_req_schema, &q);
+    q.topics.v = t;
+    q.topics.n = 1;
+    q.timeout_ms = CLI_ADMIN_TIMEOUT_MS;
+    q.validate_only = (int8_t)validate_only;
+    for (int attempt = 1;; attempt++) {
+        st_create_topics_resp_t *r;
+        if (st_cli_bootstrap_call(ctx, ST_API_CREATE_TOPICS, 7, &q, a, (void **)&r, err, errlen))
+            return 1;
+        if (r->topics.n != 1) {
+            st_snprintf_marked(err, errlen, "the broker at %s answered CreateTopics with %d "
+                               "results for one topic", ctx->bootstrap, (int)r->topics.n);
+            return 1;
+        }
+        *res = &r->topics.v[0];
+        if (!again((*res)->error_code, attempt)) return 0;
+    }
+}
+
 static int create(const st_cli_ctx_t *ctx, const opts_t *o) {
     char err[1024];
     int rc = ST_CLI_EXIT_FAIL;
     st_arena_t a;
     st_arena_init(&a, 1 << 16);
-    st_create_topics_req_t q;
-    st_schema_defaults(&st_create_topics_req_schema, &q);
     st_create_topics_topic_t t;
     st_schema_defaults(&st_create_topics_topic_schema, &t);
     t.name = st_str(o->topic);
@@ -911,23 +954,10 @@ static int create(const st_cli_ctx_t *ctx, const opts_t *o) {
         t.configs.v[i].name = (st_str_t){o->configs[i], (int32_t)(eq - o->configs[i])};
         t.configs.v[i].value = st_str(eq + 1);
     }
-    q.topics.v = &t;
-    q.topics.n = 1;
-    q.timeout_ms = CLI_ADMIN_TIMEOUT_MS;
     const st_create_topics_result_t *res;
-    for (int attempt = 1;; attempt++) {
-        st_create_topics_resp_t *r;
-        if (st_cli_bootstrap_call(ctx, ST_API_CREATE_TOPICS, 7, &q, &a, (void **)&r, err, sizeof err)) {
-            fprintf(stderr, "strata topics: %s\n", err);
-            goto out;
-        }
-        if (r->topics.n != 1) {
-            fprintf(stderr, "strata topics: the broker at %s answered CreateTopics with %d "
-                    "results for one topic\n", ctx->bootstrap, (int)r->topics.n);
-            goto out;
-        }
-        res = &r->topics.v[0];
-        if (!again(res->error_code, attempt)) break;
+    if (st_cli_create_topic(ctx, &a, &t, 0, &res, err, sizeof err)) {
+        fprintf(stderr, "strata topics: %s\n", err);
+        goto out;
     }
     if (res->error_code == st_err_wire(ST_E_TOPIC_ALREADY_EXISTS) && o->if_not_exists) {
         rc = ST_CLI_EXIT_OK;
@@ -1297,6 +1327,7 @@ static int parse(int argc, char **argv, opts_t *o, char *err, size_t errlen) {
 
 int st_cli_topics(const st_cli_ctx_t *ctx, int argc, char **argv) {
     if (argc >= 1 && !strcmp(argv[0], "reassign")) return st_cli_topics_reassign(ctx, argc - 1, argv + 1);
+    if (argc >= 1 && !strcmp(argv[0], "restore")) return st_cli_topics_restore(ctx, argc - 1, argv + 1);
     char err[512];
     opts_t o;
     memset(&o, 0, sizeof o);

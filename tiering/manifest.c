@@ -60,6 +60,15 @@ char *st_tier__object_key(const char *prefix, const st_rseg_t *s, const char *ki
     return st_strprintf("%s/%020lld-%s.%s", prefix, (long long)s->base_offset, s->id, kind);
 }
 
+int st_tier__segment_keys(const char *prefix, const st_rseg_t *s, char *keys[6]) {
+    static const char *const kinds[] = {"log", "index", "timeindex", "epochs"};
+    int n = 0;
+    for (int k = 0; k < 4; k++) keys[n++] = st_tier__object_key(prefix, s, kinds[k]);
+    if (s->has_txnindex) keys[n++] = st_tier__object_key(prefix, s, "txnindex");
+    if (s->has_snapshot) keys[n++] = st_tier__object_key(prefix, s, "snapshot");
+    return n;
+}
+
 char *st_tier__manifest_encode(const st_manifest_t *m, const char *topic, const char *topic_id,
                                int32_t partition) {
     json_t *root = json_object();
@@ -188,5 +197,138 @@ st_err_t st_tier_manifest_summarize(const char *text, size_t len, st_tier_manife
     out->end = st_tier__manifest_end(&m);
     out->newest_timestamp = m.nsegs ? m.segs[m.nsegs - 1].max_timestamp : -1;
     st_tier__manifest_fini(&m);
+    return ST_OK;
+}
+
+st_err_t st_tier_manifest_objects(const char *prefix, const char *text, size_t len,
+                                  st_tier_manifest_objects_t *out, char *why, size_t whylen) {
+    memset(out, 0, sizeof *out);
+    out->partition = -1;
+    st_manifest_t m;
+    st_err_t e = st_tier__manifest_decode(text, len, &m, why, whylen);
+    if (e) return e;
+    json_t *root = json_loadb(text, len, 0, NULL); /* decoded above: JSON */
+    json_t *topic = json_object_get(root, "topic"), *id = json_object_get(root, "topic_id");
+    int64_t part;
+    if (json_is_string(topic)) out->topic = st_strdup(json_string_value(topic));
+    if (json_is_string(id)) out->topic_id = st_strdup(json_string_value(id));
+    if (!get_i64(root, "partition", &part) && part >= 0 && part <= INT32_MAX)
+        out->partition = (int32_t)part;
+    json_decref(root);
+    out->summary.segments = m.nsegs;
+    out->summary.bytes = st_tier__manifest_bytes(&m);
+    out->summary.start = st_tier__manifest_start(&m);
+    out->summary.end = st_tier__manifest_end(&m);
+    out->summary.newest_timestamp = m.nsegs ? m.segs[m.nsegs - 1].max_timestamp : -1;
+    out->max_leader_epoch = m.leader_epoch;
+    out->keys = st_malloc(sizeof *out->keys * (size_t)(6 * m.nsegs + 1));
+    out->sizes = st_malloc(sizeof *out->sizes * (size_t)(6 * m.nsegs + 1));
+    for (int i = 0; i < m.nsegs; i++) {
+        for (int k = 0; k < m.segs[i].nepochs; k++)
+            out->max_leader_epoch = ST_MAX(out->max_leader_epoch, m.segs[i].epochs[k].epoch);
+        int n = st_tier__segment_keys(prefix, &m.segs[i], out->keys + out->nkeys);
+        for (int k = 0; k < n; k++) out->sizes[out->nkeys + k] = k == 0 ? m.segs[i].size_bytes : -1;
+        out->nkeys += n;
+    }
+    st_tier__manifest_fini(&m);
+    return ST_OK;
+}
+
+void st_tier_manifest_objects_fini(st_tier_manifest_objects_t *o) {
+    for (int i = 0; i < o->nkeys; i++) free(o->keys[i]);
+    free(o->keys);
+    free(o->sizes);
+    free(o->topic);
+    free(o->topic_id);
+    memset(o, 0, sizeof *o);
+}
+
+char *st_tier_manifest_retarget(const char *text, size_t len, const char *topic,
+                                const char *topic_id, int32_t partition, char *why, size_t whylen) {
+    st_manifest_t m;
+    if (st_tier__manifest_decode(text, len, &m, why, whylen)) return NULL;
+    char *out = st_tier__manifest_encode(&m, topic, topic_id, partition);
+    st_tier__manifest_fini(&m);
+    return out;
+}
+
+/* ---- the topic's descriptor ------------------------------------------------
+ *
+ *   {"version": 1, "topic": "orders", "topic_id": "...", "partitions": 3,
+ *    "replication_factor": 3, "configs": {"retention.ms": "-1", ...}}
+ */
+
+char *st_tier_descriptor_encode(const st_tier_descriptor_t *d) {
+    json_t *root = json_object();
+    json_object_set_new(root, "version", json_integer(1));
+    json_object_set_new(root, "topic", json_string(d->topic));
+    json_object_set_new(root, "topic_id", json_string(d->topic_id));
+    json_object_set_new(root, "partitions", json_integer(d->partitions));
+    json_object_set_new(root, "replication_factor", json_integer(d->replication_factor));
+    json_t *cf = json_object();
+    for (int i = 0; i < d->nconfigs; i++)
+        json_object_set_new(cf, d->config_names[i], json_string(d->config_values[i]));
+    json_object_set_new(root, "configs", cf);
+    char *text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(root);
+    return text;
+}
+
+void st_tier_descriptor_fini(st_tier_descriptor_t *d) {
+    for (int i = 0; i < d->nconfigs; i++) {
+        free(d->config_names[i]);
+        free(d->config_values[i]);
+    }
+    free(d->config_names);
+    free(d->config_values);
+    free(d->topic);
+    free(d->topic_id);
+    memset(d, 0, sizeof *d);
+}
+
+st_err_t st_tier_descriptor_decode(const char *text, size_t len, st_tier_descriptor_t *out,
+                                   char *why, size_t whylen) {
+    memset(out, 0, sizeof *out);
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, 0, &jerr);
+    if (!root) {
+        snprintf(why, whylen, "not JSON: %s (line %d)", jerr.text, jerr.line);
+        return ST_E_CORRUPT;
+    }
+    int64_t version, parts, rf;
+    json_t *topic = json_object_get(root, "topic"), *id = json_object_get(root, "topic_id");
+    json_t *cf = json_object_get(root, "configs");
+    const char *bad = NULL;
+    if (get_i64(root, "version", &version) || version != 1) bad = "version (1 expected)";
+    else if (!json_is_string(topic) || !json_string_length(topic)) bad = "topic";
+    else if (!json_is_string(id) || json_string_length(id) != 22) bad = "topic_id";
+    else if (get_i64(root, "partitions", &parts) || parts < 1 || parts > 1000000) bad = "partitions";
+    else if (get_i64(root, "replication_factor", &rf) || rf < 1 || rf > 32767)
+        bad = "replication_factor";
+    else if (!json_is_object(cf)) bad = "configs";
+    if (!bad) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(cf, k, v) if (!json_is_string(v)) bad = "configs (a value not a string)";
+    }
+    if (bad) {
+        snprintf(why, whylen, "field %s missing or invalid", bad);
+        json_decref(root);
+        return ST_E_CORRUPT;
+    }
+    out->topic = st_strdup(json_string_value(topic));
+    out->topic_id = st_strdup(json_string_value(id));
+    out->partitions = (int32_t)parts;
+    out->replication_factor = (int16_t)rf;
+    size_t n = json_object_size(cf);
+    out->config_names = st_calloc(n + 1, sizeof *out->config_names);
+    out->config_values = st_calloc(n + 1, sizeof *out->config_values);
+    const char *k;
+    json_t *v;
+    json_object_foreach(cf, k, v) {
+        out->config_names[out->nconfigs] = st_strdup(k);
+        out->config_values[out->nconfigs++] = st_strdup(json_string_value(v));
+    }
+    json_decref(root);
     return ST_OK;
 }

@@ -316,6 +316,30 @@ typedef struct st_tier_manifest_summary {
 st_err_t st_tier_manifest_summarize(const char *text, size_t len, st_tier_manifest_summary_t *out,
                                     char *why, size_t whylen);
 
+/* What a manifest names, for a tool restoring the partition: the topic,
+ * id and partition it says it is of (NULL / -1 when it does not say), the
+ * highest leader epoch it was written at or a segment of it spans (-1:
+ * none), and every object key of its segments under prefix (the
+ * partition's) with the size the manifest gives (the .log's; -1 for the
+ * others). */
+typedef struct st_tier_manifest_objects {
+    st_tier_manifest_summary_t summary;
+    char *topic, *topic_id;
+    int32_t partition;
+    int32_t max_leader_epoch;
+    char **keys;
+    int64_t *sizes;
+    int nkeys;
+} st_tier_manifest_objects_t;
+
+st_err_t st_tier_manifest_objects(const char *prefix, const char *text, size_t len,
+                                  st_tier_manifest_objects_t *out, char *why, size_t whylen);
+void st_tier_manifest_objects_fini(st_tier_manifest_objects_t *o);
+/* The same manifest as another topic's partition (its objects copied under
+ * that partition's prefix keep their names): heap, or NULL with why. */
+char *st_tier_manifest_retarget(const char *text, size_t len, const char *topic,
+                                const char *topic_id, int32_t partition, char *why, size_t whylen);
+
 /* The bucket prefix of a partition, without the trailing '/' (heap; the
  * caller frees it; for tools and tests): <topic>-<topicId>/<partition>, or
  * <topic>/<topicId>/<partition> for a topic name too long for the first
@@ -323,5 +347,35 @@ st_err_t st_tier_manifest_summarize(const char *text, size_t len, st_tier_manife
  * long-named partition tiered before that layout existed stays where its
  * manifest is.) */
 char *st_tier_part_prefix(const char *topic, const char *topic_id, int32_t partition);
+/* The topic's prefix the partitions' are under (<topic>-<topicId>, or
+ * <topic>/<topicId> for a long name), without the trailing '/' (heap). */
+char *st_tier_topic_prefix(const char *topic, const char *topic_id);
+
+/* ---- the topic's descriptor (what a restore from the bucket needs) ----- */
+
+/* Its name under the topic's prefix. */
+#define ST_TIER_TOPIC_DESCRIPTOR "topic.json"
+/* The descriptor's text (JSON the broker builds: topic name and id,
+ * partition count, replication factor, configs), given to partition 0's
+ * part whenever the topic changes; its leader writes it to the bucket when
+ * the text is new to it, at each new leadership and when tiering comes
+ * back on (never while fenced), and deletes it with the topic or with the
+ * remote log (tiering switched off). */
+void st_tier_part_set_descriptor(st_tier_part_t *p, const char *json);
+
+typedef struct st_tier_descriptor {
+    char *topic, *topic_id;
+    int32_t partitions;
+    int16_t replication_factor;
+    char **config_names, **config_values; /* the topic's overrides */
+    int nconfigs;
+} st_tier_descriptor_t;
+
+/* The descriptor as JSON (heap), and back: bytes from the bucket are
+ * hostile, every field is checked (ST_E_CORRUPT, why saying which). */
+char *st_tier_descriptor_encode(const st_tier_descriptor_t *d);
+st_err_t st_tier_descriptor_decode(const char *text, size_t len, st_tier_descriptor_t *out,
+                                   char *why, size_t whylen);
+void st_tier_descriptor_fini(st_tier_descriptor_t *d);
 
 #endif /* ST_TIERING_H */

@@ -87,6 +87,11 @@ struct st_tier_part {
         char leftover_id[23];
         int leftover_in_manifest;
     } fail;
+    /* The topic's descriptor (ST_TIER_TOPIC_DESCRIPTOR, partition 0 only):
+     * the text the broker gave, and whether the bucket may lack it (set
+     * by a new text, a new leadership and tiering on again).  p->lock. */
+    char *desc;
+    int desc_dirty;
 };
 
 /*
@@ -110,6 +115,18 @@ char *st_tier_part_prefix(const char *topic, const char *topic_id, int32_t parti
     return st_strprintf("%s-%s/%d", topic, topic_id, (int)partition);
 }
 
+char *st_tier_topic_prefix(const char *topic, const char *topic_id) {
+    if (long_layout(topic, topic_id)) return st_strprintf("%s/%s", topic, topic_id);
+    return st_strprintf("%s-%s", topic, topic_id);
+}
+
+/* The descriptor's key: beside the partitions' prefixes, whichever
+ * layout the partition is under (p->prefix without "/<partition>"). */
+static char *descriptor_key(const st_tier_part_t *p) {
+    const char *slash = strrchr(p->prefix, '/');
+    return st_strprintf("%.*s/" ST_TIER_TOPIC_DESCRIPTOR, (int)(slash - p->prefix), p->prefix);
+}
+
 static void purge_owed_locked(st_tier_part_t *p);
 
 static st_tier_part_t *part_keep(st_tier_part_t *p) {
@@ -130,6 +147,7 @@ static void part_release(st_tier_part_t *p) {
     free(p->status_path);
     free(p->purge_path);
     free(p->fail.cause);
+    free(p->desc);
     free(p);
 }
 
@@ -760,14 +778,9 @@ static void delete_objects(st_tier_part_t *p, const char *const *keys, size_t n)
 }
 
 static void delete_segment_objects(st_tier_part_t *p, const st_rseg_t *segs, int n) {
-    static const char *kinds[] = {"log", "index", "timeindex", "epochs"};
     char **keys = st_malloc(sizeof *keys * (size_t)(6 * n + 1));
     size_t nk = 0;
-    for (int i = 0; i < n; i++) {
-        for (int k = 0; k < 4; k++) keys[nk++] = st_tier__object_key(p->prefix, &segs[i], kinds[k]);
-        if (segs[i].has_txnindex) keys[nk++] = st_tier__object_key(p->prefix, &segs[i], "txnindex");
-        if (segs[i].has_snapshot) keys[nk++] = st_tier__object_key(p->prefix, &segs[i], "snapshot");
-    }
+    for (int i = 0; i < n; i++) nk += (size_t)st_tier__segment_keys(p->prefix, &segs[i], keys + nk);
     delete_objects(p, (const char *const *)keys, nk);
     for (size_t i = 0; i < nk; i++) free(keys[i]);
     free(keys);
@@ -929,6 +942,53 @@ static void delete_everything(st_tier_part_t *p) {
     delete_objects(p, &k, 1);
     free(key);
     sweep_orphans(p, 0); /* with an empty manifest: every segment object */
+    if (p->partition == 0) { /* the topic is gone: nothing to restore */
+        key = descriptor_key(p);
+        k = key;
+        delete_objects(p, &k, 1);
+        free(key);
+    }
+}
+
+/* ---- the topic's descriptor --------------------------------------------------
+ *
+ * What a restore needs that no manifest holds (the topic's name and id,
+ * partition count, replication factor and configs), as JSON the broker
+ * builds, kept by the leader of partition 0 at ST_TIER_TOPIC_DESCRIPTOR
+ * beside the partitions.  Written when the text changes, at each new
+ * leadership and when tiering comes back on; a leader fenced by a newer
+ * one's manifest writes none.  Deleted with the topic, and with the
+ * remote log of partition 0 when tiering is switched off. */
+
+static void put_descriptor(st_tier_part_t *p) {
+    pthread_mutex_lock(&p->lock);
+    char *text = p->desc_dirty && p->desc && p->fenced_epoch <= p->leader_epoch
+                     ? st_strdup(p->desc) : NULL;
+    p->desc_dirty = 0;
+    pthread_mutex_unlock(&p->lock);
+    if (!text) return;
+    char *key = descriptor_key(p), *why = NULL;
+    if (put_mem(p, key, text, strlen(text), &why)) {
+        set_error(p, "writing the topic's descriptor: %s", why);
+        pthread_mutex_lock(&p->lock);
+        p->desc_dirty = 1; /* the next job tries again */
+        pthread_mutex_unlock(&p->lock);
+    }
+    free(why);
+    free(key);
+    free(text);
+}
+
+void st_tier_part_set_descriptor(st_tier_part_t *p, const char *json) {
+    pthread_mutex_lock(&p->lock);
+    int changed = !p->desc || strcmp(p->desc, json);
+    if (changed) {
+        free(p->desc);
+        p->desc = st_strdup(json);
+        p->desc_dirty = 1;
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (changed) st_tier_part_kick(p);
 }
 
 /* ---- tiering switched off (KIP-950) ------------------------------------------
@@ -1019,6 +1079,12 @@ static st_err_t purge_remote(st_tier_part_t *p) {
     }
     const char *k = key;
     if (!e) e = delete_keys(p, &k, 1, &why);
+    if (!e && p->partition == 0) {
+        char *dkey = descriptor_key(p);
+        const char *dk = dkey;
+        e = delete_keys(p, &dk, 1, &why);
+        free(dkey);
+    }
     if (!e) e = list_all(p, &keys, &nkeys, &why);
     if (!e) e = delete_keys(p, (const char *const *)keys, nkeys, &why);
     if (e) {
@@ -1151,6 +1217,7 @@ static void part_job(void *arg) {
     }
     if (!__atomic_load_n(&p->aborted_ready, __ATOMIC_ACQUIRE)) restore_aborted(p);
     maybe_sweep(p);
+    put_descriptor(p);
     st_tier_segment_t *segs = st_malloc(sizeof *segs * 4);
     for (;;) {
         pthread_mutex_lock(&t->lock);
@@ -1564,7 +1631,7 @@ void st_tier_part_set_leader(st_tier_part_t *p, int leading, int32_t leader_epoc
     /* fenced by a newer leader's manifest: not again at an epoch as old */
     if (leading && leader_epoch <= p->fenced_epoch) leading = 0;
     p->leading = leading;
-    if (leading && (!was || leader_epoch != p->leader_epoch)) p->reload = 1;
+    if (leading && (!was || leader_epoch != p->leader_epoch)) p->reload = p->desc_dirty = 1;
     p->leader_epoch = leader_epoch;
     pthread_mutex_unlock(&p->lock);
     if (leading && !was) st_tier_part_kick(p);
@@ -1604,6 +1671,7 @@ st_tier_mode_t st_tier_part_set_mode(st_tier_part_t *p, st_tier_mode_t mode) {
          * deletion still owed is paid first by this broker if it leads;
          * one that does not lead forgets it (see st_tiering.h) */
         p->loaded = 0;
+        p->desc_dirty = 1;
         if (p->purge && !p->leading) {
             p->purge = 0;
             if (p->purge_path) unlink(p->purge_path);

@@ -39,6 +39,10 @@ char *st_tier__manifest_encode(const st_manifest_t *m, const char *topic, const 
                                int32_t partition);
 st_err_t st_tier__manifest_decode(const char *text, size_t len, st_manifest_t *out, char *why,
                                   size_t whylen);
+/* Every object key of a segment (heap strings into keys): the .log
+ * first, then .index, .timeindex, .epochs and the .txnindex and .snapshot
+ * it has.  Returns how many (at most 6). */
+int st_tier__segment_keys(const char *prefix, const st_rseg_t *s, char *keys[6]);
 /* Object key of a segment file (heap; the caller frees it): kind is
  * "log", "index", "timeindex", "epochs". */
 char *st_tier__object_key(const char *prefix, const st_rseg_t *s, const char *kind);

@@ -422,7 +422,7 @@ static void refuse_unplaceable(st_controller_t *c, const st_meta_image_t *img, i
 }
 
 static void add_partition_record(pending_t *p, const st_uuid_t *tid, int32_t index,
-                                 const int32_t *replicas, int n) {
+                                 const int32_t *replicas, int n, int32_t leader_epoch) {
     st_mrec_partition_t r;
     st_schema_defaults(&st_mrec_partition_schema, &r);
     r.partition_id = index;
@@ -432,17 +432,76 @@ static void add_partition_record(pending_t *p, const st_uuid_t *tid, int32_t ind
     r.isr.v = (int32_t *)replicas;
     r.isr.n = n;
     r.leader = replicas[0];
-    r.leader_epoch = 0;
+    r.leader_epoch = leader_epoch;
     r.partition_epoch = 0;
     pending_add(p, ST_MREC_PARTITION, 0, &r);
 }
 
-void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int validate_only,
+/* A restore's configs (ST_RESTORE_*): taken out of t's (into *plain, in
+ * kv, t's own order) into *id and *epoch.  0, or 1 with res refused. */
+static int take_restore_configs(const st_new_topic_t *t, st_new_topic_t *plain, st_kv_t *kv,
+                                st_uuid_t *id, int *have_id, int32_t *epoch, st_op_result_t *res) {
+    *plain = *t;
+    plain->configs = kv;
+    plain->nconfigs = 0;
+    *have_id = 0;
+    *epoch = 0;
+    for (int i = 0; i < t->nconfigs; i++) {
+        const st_kv_t *e = &t->configs[i];
+        if (strncmp(e->name, ST_RESTORE_CONFIG_PREFIX, strlen(ST_RESTORE_CONFIG_PREFIX))) {
+            kv[plain->nconfigs++] = *e;
+            continue;
+        }
+        char *end = NULL;
+        long long v = e->value ? strtoll(e->value, &end, 10) : -1;
+        if (!strcmp(e->name, ST_RESTORE_TOPIC_ID_CONFIG) && e->value &&
+            !st_uuid_parse(e->value, id) && !st_uuid_is_zero(id)) {
+            *have_id = 1;
+        } else if (!strcmp(e->name, ST_RESTORE_LEADER_EPOCH_CONFIG) && e->value && *e->value &&
+                   !*end && v >= 0 && v < INT32_MAX) {
+            *epoch = (int32_t)v;
+        } else {
+            res->error = ST_E_INVALID_CONFIG;
+            snprintf(res->message, sizeof res->message, "Invalid value %s for configuration %s.",
+                     e->value ? e->value : "null", e->name);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void create_topic(st_controller_t *c, const st_new_topic_t *t, int validate_only,
+                         const st_uuid_t *restore_id, int32_t first_epoch, st_op_result_t *res);
+
+void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *topic, int validate_only,
                                 st_op_result_t *res) {
     memset(res, 0, sizeof *res);
-    if (st_ctl__forward_create(c, t, validate_only, res) == ST_OK) return;
+    if (st_ctl__forward_create(c, topic, validate_only, res) == ST_OK) return;
+    st_new_topic_t plain;
+    st_kv_t *kv = st_malloc(sizeof *kv * (size_t)(topic->nconfigs + 1));
+    st_uuid_t restore_id;
+    int restoring;
+    int32_t first_epoch;
+    if (!take_restore_configs(topic, &plain, kv, &restore_id, &restoring, &first_epoch, res))
+        create_topic(c, &plain, validate_only, restoring ? &restore_id : NULL, first_epoch, res);
+    free(kv);
+}
+
+/* t without a restore's configs; restore_id: the id it must have (NULL: a
+ * new one), first_epoch: its partitions' first leader epoch. */
+static void create_topic(st_controller_t *c, const st_new_topic_t *t, int validate_only,
+                         const st_uuid_t *restore_id, int32_t first_epoch, st_op_result_t *res) {
     const st_broker_config_t *b = c->cfg.broker;
     st_meta_image_t *img = c->image;
+    const st_meta_topic_t *same_id = restore_id ? st_image_topic_by_id(img, restore_id) : NULL;
+    if (same_id) {
+        char idtext[23];
+        st_uuid_format(restore_id, idtext);
+        res->error = ST_E_TOPIC_ALREADY_EXISTS;
+        snprintf(res->message, sizeof res->message, "Topic id %s already exists (topic '%s')",
+                 idtext, same_id->name);
+        return;
+    }
     if (!st_topic_name_valid(t->name, t->name_len, res->message, sizeof res->message)) {
         res->error = ST_E_INVALID_TOPIC_EXCEPTION;
         return;
@@ -572,13 +631,15 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
     res->replication_factor = (int16_t)rf;
     if (validate_only) goto out;
 
-    st_uuid_random(&res->topic_id);
+    if (restore_id) res->topic_id = *restore_id;
+    else st_uuid_random(&res->topic_id);
     pending_t p;
     pending_init(&p);
     st_mrec_topic_t tr = {{t->name, (int32_t)t->name_len}, res->topic_id};
     pending_add(&p, ST_MREC_TOPIC, 0, &tr);
     for (int32_t i = 0; i < nparts; i++)
-        add_partition_record(&p, &res->topic_id, i, reps + (size_t)i * (size_t)rf, rf);
+        add_partition_record(&p, &res->topic_id, i, reps + (size_t)i * (size_t)rf, rf,
+                             first_epoch);
     for (int i = 0; i < t->nconfigs; i++) {
         if (!t->configs[i].value) continue;
         st_mrec_config_t cr = {ST_RESOURCE_TOPIC, {t->name, (int32_t)t->name_len},
@@ -591,8 +652,16 @@ void st_controller_create_topic(st_controller_t *c, const st_new_topic_t *t, int
         commit_failed(res, e);
         goto out;
     }
-    ST_INFO("controller", "created topic %.*s with %d partitions (replication factor %d)",
-            (int)t->name_len, t->name, (int)nparts, rf);
+    if (restore_id) {
+        char idtext[23];
+        st_uuid_format(restore_id, idtext);
+        ST_INFO("controller", "created topic %.*s with %d partitions (replication factor %d), "
+                "restored from the bucket: topic id %s, first leader epoch %d", (int)t->name_len,
+                t->name, (int)nparts, rf, idtext, (int)first_epoch);
+    } else {
+        ST_INFO("controller", "created topic %.*s with %d partitions (replication factor %d)",
+                (int)t->name_len, t->name, (int)nparts, rf);
+    }
 out:
     free(reps);
     free(brokers);
@@ -681,7 +750,7 @@ void st_controller_create_partitions(st_controller_t *c, const char *name, size_
     pending_t p;
     pending_init(&p);
     for (int32_t i = 0; i < added; i++)
-        add_partition_record(&p, &tid, t->nparts + i, reps + (size_t)i * (size_t)rf, rf);
+        add_partition_record(&p, &tid, t->nparts + i, reps + (size_t)i * (size_t)rf, rf, 0);
     st_err_t e = commit(c, &p);
     pending_fini(&p);
     if (e) commit_failed(res, e);

@@ -969,6 +969,28 @@ static void tier_follow(st_replicas_t *rm, st_partition_t *p, const st_log_confi
 
 /* ---- keeping up with the image ------------------------------------------- */
 
+/* What a restore from the bucket needs of the topic (partition 0's part
+ * keeps it in the bucket; its leader writes it when it changes). */
+static void tier_describe(st_partition_t *p, const st_meta_topic_t *t) {
+    st_tier_part_t *tp = __atomic_load_n(&p->tier, __ATOMIC_ACQUIRE); /* this thread sets it */
+    if (!tp) return;
+    char id[23];
+    st_uuid_format(&t->id, id);
+    st_tier_descriptor_t d = {t->name, id, t->nparts, (int16_t)t->parts[0].nreplicas, NULL, NULL,
+                              t->nconfigs};
+    d.config_names = st_malloc(sizeof(char *) * (size_t)(t->nconfigs + 1));
+    d.config_values = st_malloc(sizeof(char *) * (size_t)(t->nconfigs + 1));
+    for (int i = 0; i < t->nconfigs; i++) {
+        d.config_names[i] = (char *)t->configs[i].name;
+        d.config_values[i] = (char *)t->configs[i].value;
+    }
+    char *json = st_tier_descriptor_encode(&d);
+    st_tier_part_set_descriptor(tp, json);
+    free(json);
+    free(d.config_names);
+    free(d.config_values);
+}
+
 static void effective_config(st_replicas_t *rm, const st_meta_topic_t *t, st_log_config_t *lc,
                              int32_t *min_isr, int *delete_on_disable) {
     st_topic_config_t tc;
@@ -1135,6 +1157,7 @@ void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new
                 ne->parts[k] = partition_open(rm, t, mp, &lc, min_isr, dod);
             }
         }
+        if (t->nparts > 0 && ne->parts[0]) tier_describe(ne->parts[0], t);
         pthread_rwlock_wrlock(&rm->lock);
         topic_entry_t **pp = &rm->buckets[hash_name(t->name, strlen(t->name)) % NBUCKETS];
         topic_entry_t *old = NULL;

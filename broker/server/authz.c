@@ -64,14 +64,29 @@ static void create_topics_back(st_request_t *req, void *body) {
     }
 }
 
+/* A topic recreated from the bucket with the id it had (ST_RESTORE_*
+ * configs): ALTER on the cluster too, as for other cluster-wide changes. */
+static int asks_restore(const st_create_topics_topic_t *t) {
+    size_t n = strlen(ST_RESTORE_CONFIG_PREFIX);
+    for (int i = 0; i < t->configs.n; i++)
+        if (t->configs.v[i].name.len >= (int32_t)n &&
+            !memcmp(t->configs.v[i].name.p, ST_RESTORE_CONFIG_PREFIX, n))
+            return 1;
+    return 0;
+}
+
 int st_authz_create_topics(st_server_t *srv, st_request_t *req) {
     if (!*srv->sec->authorizer_class_name) return 0;
     st_create_topics_req_t *q = req->body;
     strip_t *s = strip_new(req, q->topics.n);
     int k = 0;
     for (int i = 0; i < q->topics.n; i++) {
-        if (may_create(srv, req, q->topics.v[i].name)) q->topics.v[k++] = q->topics.v[i];
-        else s->v[s->n++] = (denied_t){q->topics.v[i].name, {{0}}, 0, ST_E_TOPIC_AUTHORIZATION_FAILED};
+        st_err_t err = ST_OK;
+        if (!may_create(srv, req, q->topics.v[i].name)) err = ST_E_TOPIC_AUTHORIZATION_FAILED;
+        else if (asks_restore(&q->topics.v[i]) && !st_authorized_cluster(srv, req, ST_ACL_OP_ALTER))
+            err = ST_E_CLUSTER_AUTHORIZATION_FAILED;
+        if (!err) q->topics.v[k++] = q->topics.v[i];
+        else s->v[s->n++] = (denied_t){q->topics.v[i].name, {{0}}, 0, err};
     }
     q->topics.n = k;
     if (s->n) {

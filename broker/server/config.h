@@ -244,6 +244,17 @@ typedef struct st_kv {
     char *value;
 } st_kv_t;
 
+/* CreateTopics configs that are no topic config: `strata topics restore`
+ * recreating a topic from the bucket asks for the topic id it had (the
+ * bucket's prefix holds it) and a first leader epoch above the ones its
+ * remote manifests were written at (or the new leader would be fenced
+ * by them).  The controller takes them out of the configs; the broker
+ * that receives the request allows them to a principal with ALTER on the
+ * cluster only. */
+#define ST_RESTORE_TOPIC_ID_CONFIG "strata.restore.topic.id"
+#define ST_RESTORE_LEADER_EPOCH_CONFIG "strata.restore.leader.epoch"
+#define ST_RESTORE_CONFIG_PREFIX "strata.restore."
+
 st_err_t st_topic_config_build(const st_broker_config_t *b, const st_kv_t *overrides, int n,
                                st_topic_config_t *out, char *err, size_t errlen);
 void st_topic_config_fini(st_topic_config_t *t);

@@ -1365,9 +1365,143 @@ static void test_read_only_cut_off(void **state) {
     env_teardown(&e);
 }
 
+/* ---- the topic's descriptor and what a restore reads --------------------------- */
+
+static char *bucket_text(env_t *e, const char *key, st_err_t *status) {
+    st_os_request_t rq = {.op = ST_OS_GET, .key = key, .length = ST_OS_TO_END};
+    rq.sink.kind = ST_OS_SINK_ALLOC;
+    st_os_result_t *r = st_os_run(e->os, &rq);
+    *status = r->status;
+    char *text = r->status ? NULL : st_strprintf("%.*s", (int)r->length, (const char *)r->data);
+    st_os_result_free(r);
+    return text;
+}
+
+static void test_topic_descriptor(void **state) {
+    (void)state;
+    char *names[] = {"max.message.bytes", "retention.ms"}, *values[] = {"2000000", "-1"};
+    st_tier_descriptor_t d = {"hist", "CCCCCCCCCCCCCCCCCCCCCC", 3, 2, names, values, 2}, back;
+    char *text = st_tier_descriptor_encode(&d), why[256];
+    assert_int_equal(st_tier_descriptor_decode(text, strlen(text), &back, why, sizeof why), ST_OK);
+    assert_string_equal(back.topic, "hist");
+    assert_string_equal(back.topic_id, "CCCCCCCCCCCCCCCCCCCCCC");
+    assert_int_equal(back.partitions, 3);
+    assert_int_equal(back.replication_factor, 2);
+    assert_int_equal(back.nconfigs, 2);
+    for (int i = 0; i < 2; i++) {
+        assert_string_equal(back.config_names[i], names[i]);
+        assert_string_equal(back.config_values[i], values[i]);
+    }
+    st_tier_descriptor_fini(&back);
+    /* hostile bytes are refused, saying which field */
+    static const char *bad[] = {
+        "", "[]", "{\"version\":2}",
+        "{\"version\":1,\"topic\":\"\",\"topic_id\":\"CCCCCCCCCCCCCCCCCCCCCC\",\"partitions\":1,"
+        "\"replication_factor\":1,\"configs\":{}}",
+        "{\"version\":1,\"topic\":\"t\",\"topic_id\":\"short\",\"partitions\":1,"
+        "\"replication_factor\":1,\"configs\":{}}",
+        "{\"version\":1,\"topic\":\"t\",\"topic_id\":\"CCCCCCCCCCCCCCCCCCCCCC\",\"partitions\":0,"
+        "\"replication_factor\":1,\"configs\":{}}",
+        "{\"version\":1,\"topic\":\"t\",\"topic_id\":\"CCCCCCCCCCCCCCCCCCCCCC\",\"partitions\":1,"
+        "\"replication_factor\":0,\"configs\":{}}",
+        "{\"version\":1,\"topic\":\"t\",\"topic_id\":\"CCCCCCCCCCCCCCCCCCCCCC\",\"partitions\":1,"
+        "\"replication_factor\":1,\"configs\":{\"retention.ms\":5}}",
+    };
+    for (size_t i = 0; i < ST_ARRAY_SIZE(bad); i++) {
+        why[0] = 0;
+        assert_int_equal(st_tier_descriptor_decode(bad[i], strlen(bad[i]), &back, why, sizeof why),
+                         ST_E_CORRUPT);
+        assert_true(why[0] != 0);
+    }
+
+    /* partition 0's leader keeps it in the bucket, beside the partitions */
+    env_t e;
+    env_setup(&e);
+    st_tier_retention_t ret = {-1, -1};
+    st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, NULL, NULL, release_cb, &e};
+    char err[256];
+    assert_int_equal(st_tier_part_open(e.tier, "hist", "CCCCCCCCCCCCCCCCCCCCCC", 0, NULL, ST_TIER_ON,
+                                       &ops, &ret, &e.part, err, sizeof err),
+                     ST_OK);
+    st_tier_part_set_descriptor(e.part, text);
+    st_tier_part_set_leader(e.part, 1, 4);
+    int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
+    wait_remote_end(&e, end);
+    st_err_t st;
+    char *got = bucket_text(&e, "hist-CCCCCCCCCCCCCCCCCCCCCC/" ST_TIER_TOPIC_DESCRIPTOR, &st);
+    assert_int_equal(st, ST_OK);
+    assert_string_equal(got, text);
+    free(got);
+    /* the same text again writes nothing; a change is written */
+    st_tier_stats_t s0, s1;
+    st_tier_get_stats(e.tier, &s0);
+    st_tier_part_set_descriptor(e.part, text);
+    run_job(&e);
+    st_tier_get_stats(e.tier, &s1);
+    assert_int_equal(s1.upload_requests, s0.upload_requests);
+    d.partitions = 4;
+    char *text4 = st_tier_descriptor_encode(&d);
+    st_tier_part_set_descriptor(e.part, text4);
+    run_job(&e);
+    got = bucket_text(&e, "hist-CCCCCCCCCCCCCCCCCCCCCC/" ST_TIER_TOPIC_DESCRIPTOR, &st);
+    assert_string_equal(got, text4);
+    free(got);
+
+    /* what a restore reads of the manifest: every object, the .log's size,
+     * the highest epoch; and the manifest as another topic's */
+    char *man = bucket_text(&e, "hist-CCCCCCCCCCCCCCCCCCCCCC/0/manifest.json", &st);
+    assert_int_equal(st, ST_OK);
+    st_tier_manifest_objects_t o;
+    assert_int_equal(st_tier_manifest_objects("hist-CCCCCCCCCCCCCCCCCCCCCC/0", man, strlen(man), &o,
+                                              why, sizeof why), ST_OK);
+    assert_string_equal(o.topic, "hist");
+    assert_string_equal(o.topic_id, "CCCCCCCCCCCCCCCCCCCCCC");
+    assert_int_equal(o.partition, 0);
+    assert_int_equal(o.max_leader_epoch, 4); /* written at 4; the segments span epoch 0 */
+    assert_int_equal(o.summary.segments, NSEGS);
+    assert_int_equal(o.summary.end, end);
+    assert_int_equal(o.nkeys, 4 * NSEGS);
+    for (int i = 0; i < o.nkeys; i++) {
+        st_os_request_t hq = {.op = ST_OS_HEAD, .key = o.keys[i]};
+        st_os_result_t *r = st_os_run(e.os, &hq);
+        assert_int_equal(r->status, ST_OK);
+        if (o.sizes[i] >= 0) assert_int_equal((int64_t)r->object_size, o.sizes[i]);
+        st_os_result_free(r);
+    }
+    assert_int_equal(o.sizes[0], e.segs[0].info.size_bytes);
+    st_tier_manifest_objects_fini(&o);
+    char *moved = st_tier_manifest_retarget(man, strlen(man), "hist-copy", "DDDDDDDDDDDDDDDDDDDDDD",
+                                            0, why, sizeof why);
+    assert_non_null(moved);
+    assert_int_equal(st_tier_manifest_objects("hist-copy-DDDDDDDDDDDDDDDDDDDDDD/0", moved,
+                                              strlen(moved), &o, why, sizeof why), ST_OK);
+    assert_string_equal(o.topic, "hist-copy");
+    assert_string_equal(o.topic_id, "DDDDDDDDDDDDDDDDDDDDDD");
+    assert_int_equal(o.summary.end, end);
+    assert_true(!strncmp(o.keys[0], "hist-copy-DDDDDDDDDDDDDDDDDDDDDD/0/", 35));
+    st_tier_manifest_objects_fini(&o);
+    free(moved);
+    assert_null(st_tier_manifest_retarget("{", 1, "x", "DDDDDDDDDDDDDDDDDDDDDD", 0, why, sizeof why));
+    free(man);
+
+    /* the topic deleted: the descriptor goes with it */
+    st_tier_part_t *held = st_tier_part_keep(e.part);
+    st_tier_part_close(e.part, 1);
+    e.part = NULL;
+    assert_int_equal(st_tier__part_wait_idle(held, EVENT_WAIT_MS), 0);
+    st_tier_part_release(held);
+    got = bucket_text(&e, "hist-CCCCCCCCCCCCCCCCCCCCCC/" ST_TIER_TOPIC_DESCRIPTOR, &st);
+    assert_int_equal(st, ST_E_NOT_FOUND);
+    assert_null(got);
+    free(text4);
+    free(text);
+    env_teardown(&e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_manifest_round_trip),
+        cmocka_unit_test(test_topic_descriptor),
         cmocka_unit_test(test_upload_and_read),
         cmocka_unit_test(test_topic_accounts),
         cmocka_unit_test(test_restart_and_orphans),
