@@ -196,6 +196,27 @@ try:
     check(rc == 0 and len(got) == 20, "carol reads orders")
     print("carol: writes payments, reading it denied (DENY over ALLOW), reads orders")
 
+    # a topic with an id of one's choosing (strata topics restore's
+    # strata.restore.* configs) needs ALTER on the cluster: carol may
+    # create topics (ALL on *) but not that; admin may
+    import base64
+    rid = base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+    rc, _, err = strata("carol", "topics", "create", "restored", "--config",
+                        "strata.restore.topic.id=" + rid, check_rc=False)
+    check(rc != 0 and "CLUSTER_AUTHORIZATION_FAILED" in err,
+          "carol created a topic with the id she chose: %d %s" % (rc, err[-300:]))
+    check("restored" not in topics_seen("admin"), "carol's refused topic exists")
+    strata("admin", "topics", "create", "restored", "--config", "strata.restore.topic.id=" + rid,
+           "--config", "strata.restore.leader.epoch=7")
+    rc, out, _ = strata("admin", "topics", "describe", "restored")
+    check("TopicId: %s" % rid in out.decode() and "strata.restore" not in out.decode(),
+          "the restored topic: " + out.decode()[:400])
+    rc, _, err = strata("admin", "topics", "create", "restored2", "--config",
+                        "strata.restore.topic.id=" + rid, check_rc=False)
+    check(rc != 0 and "TOPIC_ALREADY_EXISTS" in err, "a second topic with that id: " + err)
+    print("strata.restore.topic.id: carol refused (CLUSTER_AUTHORIZATION_FAILED), admin's topic has "
+          "id %s, a second one with it refused (TOPIC_ALREADY_EXISTS)" % rid)
+
     # admin bypasses; ANONYMOUS (the PLAINTEXT listener) sees nothing
     rc, got, err = consume("admin", "payments")
     check(rc == 0 and len(got) == 13, "admin read %d of payments' 13" % len(got))
