@@ -116,9 +116,12 @@ static void entry_free(centry_t *e) {
 }
 
 /* Evict READY entries, oldest first, until each kind is under its bound.
- * Lock held. */
-static void evict(st_tier_cache_t *c) {
-    centry_t *e = c->lru_tail;
+ * Lock held.  Returns them, chained by hnext, for the caller to free
+ * (free_evicted) once it let go of the lock: unlinking a chunk's file may
+ * wait on the file system's journal, and readers on network threads take
+ * the lock. */
+static centry_t *evict(st_tier_cache_t *c) {
+    centry_t *e = c->lru_tail, *gone = NULL;
     while (e && (c->file_used > c->file_cap || c->mem_used > c->mem_cap)) {
         centry_t *prev = e->lprev;
         int over = e->in_memory ? c->mem_used > c->mem_cap : c->file_used > c->file_cap;
@@ -128,9 +131,19 @@ static void evict(st_tier_cache_t *c) {
             if (e->in_memory) c->mem_used -= e->bytes;
             else c->file_used -= e->bytes;
             ST_TIER_STAT_ADD(c->tier, cache_evictions, 1);
-            entry_free(e);
+            e->hnext = gone;
+            gone = e;
         }
         e = prev;
+    }
+    return gone;
+}
+
+static void free_evicted(centry_t *e) {
+    while (e) {
+        centry_t *next = e->hnext;
+        entry_free(e);
+        e = next;
     }
 }
 
@@ -200,15 +213,14 @@ void st_tier__cache_pump(st_tier_cache_t *c) {
 static void download_done(st_os_result_t *res, void *arg) {
     centry_t *e = arg;
     st_tier_cache_t *c = e->cache;
-    pthread_mutex_lock(&c->lock);
-    if (c->quota.rate > 0) { /* what came, not what was asked for, counts */
-        st_tier__quota_charge(&c->quota, (double)res->length - e->charged);
-        e->charged = 0;
-    }
     int ok = res->status == ST_OK;
+    /* The chunk's file is renamed and opened before the lock is taken:
+     * a file system call may wait on the journal for milliseconds, and
+     * readers on network threads take this lock.  The entry is LOADING
+     * and only its download touches path until it is READY. */
+    int fd = -1;
     if (ok && !e->in_memory) {
         char *final = st_strprintf("%s/%llu.chunk", c->dir, (unsigned long long)e->seq);
-        int fd = -1;
         if (rename(e->path, final) == 0) {
             free(e->path);
             e->path = final;
@@ -216,6 +228,13 @@ static void download_done(st_os_result_t *res, void *arg) {
         } else {
             free(final);
         }
+    }
+    pthread_mutex_lock(&c->lock);
+    if (c->quota.rate > 0) { /* what came, not what was asked for, counts */
+        st_tier__quota_charge(&c->quota, (double)res->length - e->charged);
+        e->charged = 0;
+    }
+    if (ok && !e->in_memory) {
         if (fd < 0) {
             ok = 0;
         } else {
@@ -229,11 +248,12 @@ static void download_done(st_os_result_t *res, void *arg) {
         e->bytes = (int64_t)res->length;
         c->mem_used += e->bytes;
     }
+    centry_t *gone = NULL;
     if (ok) {
         e->state = READY;
         lru_push(c, e);
         ST_TIER_STAT_ADD(c->tier, bytes_fetched, res->length);
-        evict(c);
+        gone = evict(c);
     } else {
         if (e->path) unlink(e->path);
         free(e->path);
@@ -251,6 +271,7 @@ static void download_done(st_os_result_t *res, void *arg) {
     if (c->inflight == 0) pthread_cond_broadcast(&c->idle);
     release(c);
     pthread_mutex_unlock(&c->lock);
+    free_evicted(gone);
     while (w) {
         waiter_t *next = w->next;
         w->cb(w->arg);
@@ -318,8 +339,9 @@ void st_tier__cache_release(st_tier_cache_t *c, st_cache_ref_t *ref) {
     if (ref->mem) {
         pthread_mutex_lock(&c->lock);
         ((centry_t *)ref->entry)->refs--;
-        evict(c);
+        centry_t *gone = evict(c);
         pthread_mutex_unlock(&c->lock);
+        free_evicted(gone);
     }
     memset(ref, 0, sizeof *ref);
 }
