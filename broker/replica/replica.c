@@ -976,13 +976,17 @@ static void tier_describe(st_partition_t *p, const st_meta_topic_t *t) {
     if (!tp) return;
     char id[23];
     st_uuid_format(&t->id, id);
-    st_tier_descriptor_t d = {t->name, id, t->nparts, (int16_t)t->parts[0].nreplicas, NULL, NULL,
+    /* a reassignment's union is not the factor: the original's count */
+    int rf = t->parts[0].nreplicas - t->parts[0].nadding;
+    st_tier_descriptor_t d = {t->name, id, t->nparts, (int16_t)ST_MAX(rf, 1), NULL, NULL,
                               t->nconfigs};
     d.config_names = st_malloc(sizeof(char *) * (size_t)(t->nconfigs + 1));
     d.config_values = st_malloc(sizeof(char *) * (size_t)(t->nconfigs + 1));
+    d.nconfigs = 0;
     for (int i = 0; i < t->nconfigs; i++) {
-        d.config_names[i] = (char *)t->configs[i].name;
-        d.config_values[i] = (char *)t->configs[i].value;
+        if (!t->configs[i].value) continue;
+        d.config_names[d.nconfigs] = t->configs[i].name;
+        d.config_values[d.nconfigs++] = t->configs[i].value;
     }
     char *json = st_tier_descriptor_encode(&d);
     st_tier_part_set_descriptor(tp, json);
