@@ -63,12 +63,19 @@ class Loopback:
                        lambda m: "127.0.0.1:%d" % self.addr[(m.group(1), int(m.group(2)))], value)
         return re.sub(r"://:(\d+)", lambda m: "://127.0.0.1:%d" % self.addr[(n, int(m.group(1)))], value)
 
-    def env(self, n, changes=None):
-        """Node n's environment here: compose's, names and ports moved to
-        loopback, its directories under tmp, then the test's changes."""
+    def moved(self, n):
+        """Node n's compose environment with names and ports moved to
+        loopback (the admin listener's too: three nodes on one host's
+        network cannot all listen on compose's 9644)."""
         e = {k: self.to_loopback(n, str(v)) for k, v in self.cfg["services"][n]["environment"].items()}
         if "STRATA_ADMIN_LISTENERS" in e:
             e["STRATA_ADMIN_LISTENERS"] = "http://127.0.0.1:%d" % self.admin_port[n]
+        return e
+
+    def env(self, n, changes=None):
+        """Node n's environment here: compose's, names and ports moved to
+        loopback, its directories under tmp, then the test's changes."""
+        e = self.moved(n)
         d = os.path.join(self.tmp, n)
         e.update({"STRATA_LOG_DIRS": os.path.join(d, "logs"),
                   "STRATA_REMOTE_LOG_CACHE_DIR": os.path.join(d, "cache"),

@@ -82,7 +82,7 @@ try:
     out = {"version": "3.9", "services": {}, "volumes": {}}
     for n in nodes:
         s = cfg["services"][n]
-        e = {k: lb.to_loopback(n, str(v)) for k, v in s["environment"].items()}
+        e = lb.moved(n)
         e["STRATA_REMOTE_LOG_STORAGE_SYSTEM_ENABLE"] = "false"
         out["services"][n] = {"image": tag, "network_mode": "host", "environment": e,
                               "volumes": s["volumes"], "healthcheck": s["healthcheck"],
