@@ -295,6 +295,11 @@ static int find_topics(st_os_t *os, char **names, int nnames, int all, rtopic_t 
             int slashes = 0;
             for (const char *c = keys[i]; *c; c++) slashes += *c == '/';
             if (slashes > 2) continue;
+            /* a named topic's: <name>-<id> or <name>/<id>, the id 22
+             * characters (not another topic's that starts with the name) */
+            size_t nl = all ? 0 : strlen(names[pass]);
+            if (!all && (kl != nl + 1 + 22 + sl || (keys[i][nl] != '-' && keys[i][nl] != '/')))
+                continue;
             if (nv == cap) {
                 cap *= 2;
                 v = st_realloc(v, sizeof *v * (size_t)cap);
@@ -303,7 +308,7 @@ static int find_topics(st_os_t *os, char **names, int nnames, int all, rtopic_t 
                 topic_fini(&v[nv]);
                 goto out;
             }
-            if (!all && strcmp(v[nv].d.topic, names[pass])) { /* a longer name */
+            if (!all && strcmp(v[nv].d.topic, names[pass])) { /* another name after all */
                 topic_fini(&v[nv]);
                 continue;
             }
