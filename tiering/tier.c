@@ -109,15 +109,16 @@ static int long_layout(const char *topic, const char *topic_id) {
     return strlen(topic) + 1 + strlen(topic_id) > ST_TIER_KEY_PIECE_MAX;
 }
 
-char *st_tier_part_prefix(const char *topic, const char *topic_id, int32_t partition) {
-    if (long_layout(topic, topic_id))
-        return st_strprintf("%s/%s/%d", topic, topic_id, (int)partition);
-    return st_strprintf("%s-%s/%d", topic, topic_id, (int)partition);
-}
-
 char *st_tier_topic_prefix(const char *topic, const char *topic_id) {
     if (long_layout(topic, topic_id)) return st_strprintf("%s/%s", topic, topic_id);
     return st_strprintf("%s-%s", topic, topic_id);
+}
+
+char *st_tier_part_prefix(const char *topic, const char *topic_id, int32_t partition) {
+    char *t = st_tier_topic_prefix(topic, topic_id);
+    char *p = st_strprintf("%s/%d", t, (int)partition);
+    free(t);
+    return p;
 }
 
 /* The descriptor's key: beside the partitions' prefixes, whichever
