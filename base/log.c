@@ -8,9 +8,12 @@
  */
 #include "st_base.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <time.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 volatile int st_log_level_g = ST_LOG_INFO;
 
@@ -53,6 +56,13 @@ void st_thread_set_name(const char *name) {
 }
 
 const char *st_thread_name(void) { return thread_name; }
+
+int st_thread_io_priority(st_io_class_t cls, int level) {
+    /* <linux/ioprio.h>: the class above 13 bits of level data; "who" 1 is
+     * a process, which with id 0 is the calling thread. */
+    long v = ((long)cls << 13) | (cls == ST_IO_IDLE ? 0 : level);
+    return syscall(SYS_ioprio_set, 1, 0, v) == 0 ? 0 : errno;
+}
 
 /* A line is formatted on the stack when it fits (nearly always), else on
  * the heap: object keys, paths and causes make lines long, and a line cut

@@ -236,6 +236,13 @@ int st_log_allow(const char *key, int64_t interval_ms, int *suppressed);
 void st_thread_set_name(const char *name);
 const char *st_thread_name(void);
 
+/* The calling thread's I/O priority (Linux ioprio_set): best effort at
+ * level 0 (first) to 7 (last), or idle (only when the disk has nothing
+ * else to do).  0 or an errno.  Whether it counts is the block device's
+ * scheduler's business: BFQ and mq-deadline honour it, "none" does not. */
+typedef enum { ST_IO_BEST_EFFORT = 2, ST_IO_IDLE = 3 } st_io_class_t;
+int st_thread_io_priority(st_io_class_t cls, int level);
+
 /* Reports a corrupt input with the file and line that found it. */
 #define ST_CORRUPT_BKPT st__corrupt_bkpt(__FILE__, __LINE__)
 st_err_t st__corrupt_bkpt(const char *file, int line);

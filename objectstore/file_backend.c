@@ -641,8 +641,10 @@ static void do_get(file_os_t *fo, st_os_req_t *req) {
     uint32_t crc = 0;
     int64_t src = (int64_t)(hd.hlen + rq->offset);
 
-    if (rq->sink.kind == ST_OS_SINK_FILE) {
-        out_fd = open(rq->sink.path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (rq->sink.kind == ST_OS_SINK_FILE || rq->sink.kind == ST_OS_SINK_FD) {
+        out_fd = rq->sink.kind == ST_OS_SINK_FD
+                     ? fcntl(rq->sink.fd, F_DUPFD_CLOEXEC, 0)
+                     : open(rq->sink.path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         if (out_fd < 0) {
             en = errno;
             what = "cannot open the destination file";

@@ -358,6 +358,9 @@ static void copy_and_check(st_os_req_t *req, const st_os_request_t *in) {
             if (!in->sink.path || !*in->sink.path)
                 fail_early(req, "get %s: file sink without a path", in->key);
             break;
+        case ST_OS_SINK_FD:
+            if (in->sink.fd < 0) fail_early(req, "get %s: descriptor sink without one", in->key);
+            break;
         default: fail_early(req, "get %s: unknown sink kind %d", in->key, (int)in->sink.kind);
         }
     }

@@ -392,7 +392,7 @@ static const char *header_get(const call_t *c, const char *name) {
 static int sink_write(call_t *c, const uint8_t *p, size_t len) {
     s3_op_t *op = c->op;
     const st_os_request_t *rq = &op->req->rq;
-    if (rq->sink.kind == ST_OS_SINK_FILE)
+    if (rq->sink.kind == ST_OS_SINK_FILE || rq->sink.kind == ST_OS_SINK_FD)
         return st_pwrite_all(op->sink_fd, p, len, (int64_t)(rq->sink.offset + c->got)) ? errno
                                                                                          : 0;
     if (c->got + len > op->buf_cap) {
@@ -1067,11 +1067,13 @@ static void mp_verify(s3_op_t *op) {
 static void get_start(s3_op_t *op) {
     s3_t *s3 = op->s3;
     st_os_request_t *rq = &op->req->rq;
-    if (rq->sink.kind == ST_OS_SINK_FILE) {
-        op->sink_fd = open(rq->sink.path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (rq->sink.kind == ST_OS_SINK_FILE || rq->sink.kind == ST_OS_SINK_FD) {
+        op->sink_fd = rq->sink.kind == ST_OS_SINK_FD
+                          ? fcntl(rq->sink.fd, F_DUPFD_CLOEXEC, 0)
+                          : open(rq->sink.path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         if (op->sink_fd < 0) {
-            op_failf(op, ST_E_PERMANENT, "get %s: cannot open %s: %s", rq->key, rq->sink.path,
-                     strerror(errno));
+            op_failf(op, ST_E_PERMANENT, "get %s: cannot open %s: %s", rq->key,
+                     rq->sink.path ? rq->sink.path : "its descriptor", strerror(errno));
             op_maybe_finish(op);
             return;
         }
@@ -1281,7 +1283,7 @@ static void finish_get(s3_op_t *op, call_t *c) {
         res->has_object_size = 1;
         res->object_size = (uint64_t)c->content_length;
     }
-    if (req->rq.sink.kind != ST_OS_SINK_FILE) {
+    if (req->rq.sink.kind != ST_OS_SINK_FILE && req->rq.sink.kind != ST_OS_SINK_FD) {
         if (!op->buf) op->buf = malloc(1); /* empty result: still a buffer */
         res->data = op->buf;
     }
@@ -1624,6 +1626,9 @@ static void cancel_everything(s3_t *s3) {
 static void *loop_main(void *arg) {
     s3_t *s3 = arg;
     st_thread_set_name("os-s3");
+    /* Uploads read segments and downloads may write the chunk cache: after
+     * the log's own writes (its flusher is first in line). */
+    st_thread_io_priority(ST_IO_BEST_EFFORT, 7);
     for (;;) {
         pthread_mutex_lock(&s3->lock);
         s3_op_t **ops = s3->inbox;

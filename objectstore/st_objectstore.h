@@ -120,8 +120,10 @@ typedef struct st_os_src {
 typedef enum st_os_sink_kind {
     ST_OS_SINK_ALLOC = 0, /* a malloc'ed buffer handed over in the result */
     ST_OS_SINK_MEM,       /* the caller's buffer: at most capacity bytes */
-    ST_OS_SINK_FILE       /* written at offset into path (created if missing,
+    ST_OS_SINK_FILE,      /* written at offset into path (created if missing,
                            * never truncated) */
+    ST_OS_SINK_FD         /* written at offset into fd (borrowed until the
+                           * callback: the store writes through a dup) */
 } st_os_sink_kind_t;
 
 typedef struct st_os_sink {
@@ -129,6 +131,7 @@ typedef struct st_os_sink {
     void *buf; /* borrowed until the callback */
     size_t capacity;
     const char *path; /* copied at submit */
+    int fd;           /* ST_OS_SINK_FD */
     uint64_t offset;
 } st_os_sink_t;
 

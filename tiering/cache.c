@@ -1,6 +1,6 @@
 /*
- * cache.c - downloaded bytes of remote segments: chunks on disk, offset
- * indexes in memory, one download per entry however many ask.
+ * cache.c - downloaded bytes of remote segments: chunks in memory or on
+ * disk, offset indexes in memory, one download per entry however many ask.
  *
  *            get (miss)                 GET ok
  *   (none) ------------> LOADING -----------------> READY --(LRU)--> gone
@@ -15,6 +15,16 @@
  * sent keeps its descriptor (st_file_t) open after eviction, and an index
  * in use is never freed under its reader (refs).
  *
+ * Chunks are downloaded into memory first (an anonymous memfd each, so a
+ * chunk is sent with sendfile like a file's, and its pages are never
+ * written back to a disk the log's fsyncs wait on), within
+ * remote.log.cache.memory.bytes.  A chunk leaves memory for the disk
+ * (spilled) only when a read showed that more than one reader wants it:
+ * a read before the previous read's position (a second consumer behind
+ * the first), or at it a second or more later (a re-read).  A single sequential reader's chunks are
+ * dropped from memory when their turn comes, never written to disk.
+ * With no memory bound (0) every chunk goes to the disk as it arrives.
+ *
  * Lock: c->lock guards everything here; callbacks run without it.
  */
 #include "tier_int.h"
@@ -23,6 +33,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <unistd.h>
 
 enum { LOADING, READY, FAILED };
@@ -40,7 +52,13 @@ typedef struct centry {
     char *objkey; /* whole: a cut key names another object (or none) */
     st_os_account_t *account; /* its topic's: outlives the cache */
     uint64_t offset, length;
-    int in_memory;
+    int in_memory; /* an index: bytes in mem */
+    int pooled;    /* a chunk in a memfd, counted in pool_used */
+    int spill;     /* wanted by more than one reader: to disk when evicted */
+    int spilling;  /* being copied to disk (it stays READY meanwhile) */
+    int reads;
+    int64_t last_pos; /* where the latest read began */
+    int64_t last_ms;  /* and when */
     int state;
     int refs;      /* readers of mem */
     int in_lru;
@@ -50,7 +68,7 @@ typedef struct centry {
     uint8_t *mem;
     int64_t failed_ms;
     waiter_t *waiters;
-    struct centry *hnext, *lprev, *lnext, *qnext;
+    struct centry *hnext, *lprev, *lnext, *qnext, *snext;
     struct st_tier_cache *cache;
     uint64_t seq;
     double charged; /* taken from the fetch quota when the GET started */
@@ -62,6 +80,7 @@ struct st_tier_cache {
     pthread_cond_t idle;
     char *dir;
     int64_t file_cap, mem_cap, file_used, mem_used;
+    int64_t pool_cap, pool_used; /* chunks in memory */
     centry_t *buckets[NBUCKETS];
     centry_t *lru_head, *lru_tail; /* head: most recent */
     int inflight;
@@ -119,16 +138,34 @@ static void entry_free(centry_t *e) {
  * Lock held.  Returns them, chained by hnext, for the caller to free
  * (free_evicted) once it let go of the lock: unlinking a chunk's file may
  * wait on the file system's journal, and readers on network threads take
- * the lock. */
-static centry_t *evict(st_tier_cache_t *c) {
+ * the lock.  A chunk in memory that more than one reader wanted goes to
+ * the disk instead: with spills, it is chained on *spills (snext) for the
+ * caller to copy (spill_all); without (a network thread, which must not
+ * write files), it stays until a download's end evicts again. */
+static centry_t *evict(st_tier_cache_t *c, centry_t **spills) {
     centry_t *e = c->lru_tail, *gone = NULL;
-    while (e && (c->file_used > c->file_cap || c->mem_used > c->mem_cap)) {
+    while (e && (c->file_used > c->file_cap || c->mem_used > c->mem_cap ||
+                 c->pool_used > c->pool_cap)) {
         centry_t *prev = e->lprev;
-        int over = e->in_memory ? c->mem_used > c->mem_cap : c->file_used > c->file_cap;
-        if (over && e->refs == 0) {
+        int over = e->in_memory ? c->mem_used > c->mem_cap
+                   : e->pooled  ? c->pool_used > c->pool_cap
+                                : c->file_used > c->file_cap;
+        int to_disk = e->pooled && e->spill && c->file_cap > 0;
+        if (over && e->refs == 0 && !e->spilling && to_disk) {
+            if (spills) {
+                /* counted on the disk from now: its copy is on the way */
+                e->spilling = 1;
+                c->pool_used -= e->bytes;
+                c->file_used += e->bytes;
+                e->snext = *spills;
+                *spills = e;
+                st_file_keep(e->file);
+            }
+        } else if (over && e->refs == 0 && !e->spilling) {
             lru_unlink(c, e);
             hash_remove(c, e);
             if (e->in_memory) c->mem_used -= e->bytes;
+            else if (e->pooled) c->pool_used -= e->bytes;
             else c->file_used -= e->bytes;
             ST_TIER_STAT_ADD(c->tier, cache_evictions, 1);
             e->hnext = gone;
@@ -137,6 +174,63 @@ static centry_t *evict(st_tier_cache_t *c) {
         e = prev;
     }
     return gone;
+}
+
+/* Copy each chunk of spills from memory to a file of the cache, which
+ * then serves it (readers holding the memfd keep it until they let go).
+ * No lock held: the entries are READY and spilling, which nothing else
+ * changes.  The file's writeback starts at once (sync_file_range), so
+ * spilled chunks never pile up as dirty pages the log's fsyncs wait
+ * behind. */
+static void spill_all(st_tier_cache_t *c, centry_t *e) {
+    while (e) {
+        centry_t *next = e->snext;
+        char *path = st_strprintf("%s/%llu.chunk", c->dir, (unsigned long long)e->seq);
+        int out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), fd = -1;
+        off_t off = 0;
+        while (out >= 0 && off < e->bytes) {
+            ssize_t n = sendfile(out, e->file->fd, &off, (size_t)(e->bytes - off));
+            if (n <= 0 && !(n < 0 && errno == EINTR)) break;
+        }
+        if (out >= 0) {
+            if (off == e->bytes) {
+                sync_file_range(out, 0, 0, SYNC_FILE_RANGE_WRITE);
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+            }
+            close(out);
+        }
+        if (fd < 0) {
+            ST_LOG_RATELIMITED(ST_LOG_WARN, "tiering", 5000,
+                               "cannot keep a chunk of %s on disk (%s): %s; it is dropped",
+                               e->objkey, path, strerror(errno ? errno : EIO));
+            unlink(path);
+            free(path);
+            path = NULL;
+        }
+        pthread_mutex_lock(&c->lock);
+        st_file_t *mem = e->file;
+        e->spilling = 0;
+        centry_t *gone = NULL;
+        if (fd >= 0) {
+            e->file = st_file_new(fd);
+            e->path = path;
+            e->pooled = 0;
+            ST_TIER_STAT_ADD(c->tier, cache_spills, 1);
+        } else { /* dropped, as if evicted */
+            e->file = NULL;
+            lru_unlink(c, e);
+            hash_remove(c, e);
+            c->file_used -= e->bytes;
+            ST_TIER_STAT_ADD(c->tier, cache_evictions, 1);
+            gone = e;
+            e->hnext = NULL;
+        }
+        pthread_mutex_unlock(&c->lock);
+        st_file_release(mem); /* the reference evict took */
+        st_file_release(mem); /* the entry's own: readers may still hold theirs */
+        if (gone) entry_free(gone);
+        e = next;
+    }
 }
 
 static void free_evicted(centry_t *e) {
@@ -158,8 +252,16 @@ static void submit(st_tier_cache_t *c, centry_t *e) {
     rq.account = e->account;
     rq.offset = e->offset;
     rq.length = e->length;
+    int mfd = -1;
+    if (!e->in_memory && c->pool_cap > 0)
+        mfd = memfd_create("strata-chunk", MFD_CLOEXEC);
     if (e->in_memory) {
         rq.sink.kind = ST_OS_SINK_ALLOC;
+    } else if (mfd >= 0) { /* the store writes through a dup */
+        e->pooled = 1;
+        e->file = st_file_new(mfd);
+        rq.sink.kind = ST_OS_SINK_FD;
+        rq.sink.fd = mfd;
     } else {
         free(e->path);
         e->path = st_strprintf("%s/%llu.part", c->dir, (unsigned long long)e->seq);
@@ -219,7 +321,7 @@ static void download_done(st_os_result_t *res, void *arg) {
      * readers on network threads take this lock.  The entry is LOADING
      * and only its download touches path until it is READY. */
     int fd = -1;
-    if (ok && !e->in_memory) {
+    if (ok && !e->in_memory && !e->pooled) {
         char *final = st_strprintf("%s/%llu.chunk", c->dir, (unsigned long long)e->seq);
         if (rename(e->path, final) == 0) {
             free(e->path);
@@ -234,7 +336,10 @@ static void download_done(st_os_result_t *res, void *arg) {
         st_tier__quota_charge(&c->quota, (double)res->length - e->charged);
         e->charged = 0;
     }
-    if (ok && !e->in_memory) {
+    if (ok && e->pooled) {
+        e->bytes = (int64_t)res->length;
+        c->pool_used += e->bytes;
+    } else if (ok && !e->in_memory) {
         if (fd < 0) {
             ok = 0;
         } else {
@@ -248,16 +353,19 @@ static void download_done(st_os_result_t *res, void *arg) {
         e->bytes = (int64_t)res->length;
         c->mem_used += e->bytes;
     }
-    centry_t *gone = NULL;
+    centry_t *gone = NULL, *spills = NULL;
     if (ok) {
         e->state = READY;
         lru_push(c, e);
         ST_TIER_STAT_ADD(c->tier, bytes_fetched, res->length);
-        gone = evict(c);
+        gone = evict(c, &spills);
     } else {
         if (e->path) unlink(e->path);
         free(e->path);
         e->path = NULL;
+        if (e->file) st_file_release(e->file); /* a memfd (next time, maybe a file) */
+        e->file = NULL;
+        e->pooled = 0;
         e->state = FAILED;
         e->failed_ms = st_mono_ms();
         ST_TIER_STAT_ADD(c->tier, fetch_failures, 1);
@@ -267,8 +375,6 @@ static void download_done(st_os_result_t *res, void *arg) {
     }
     waiter_t *w = e->waiters;
     e->waiters = NULL;
-    c->inflight--;
-    if (c->inflight == 0) pthread_cond_broadcast(&c->idle);
     release(c);
     pthread_mutex_unlock(&c->lock);
     free_evicted(gone);
@@ -278,6 +384,13 @@ static void download_done(st_os_result_t *res, void *arg) {
         free(w);
         w = next;
     }
+    spill_all(c, spills); /* after the wake-ups: readers first */
+    /* Only now is the download over for st_tier__cache_destroy, which
+     * must not free entries a spill still copies. */
+    pthread_mutex_lock(&c->lock);
+    c->inflight--;
+    if (c->inflight == 0) pthread_cond_broadcast(&c->idle);
+    pthread_mutex_unlock(&c->lock);
 }
 
 st_err_t st_tier__cache_get(st_tier_cache_t *c, st_os_account_t *account, const char *key,
@@ -339,24 +452,44 @@ void st_tier__cache_release(st_tier_cache_t *c, st_cache_ref_t *ref) {
     if (ref->mem) {
         pthread_mutex_lock(&c->lock);
         ((centry_t *)ref->entry)->refs--;
-        centry_t *gone = evict(c);
+        centry_t *gone = evict(c, NULL);
         pthread_mutex_unlock(&c->lock);
         free_evicted(gone);
     }
     memset(ref, 0, sizeof *ref);
 }
 
-int64_t st_tier__cache_used(st_tier_cache_t *c) {
+void st_tier__cache_note_read(st_tier_cache_t *c, const char *key, uint64_t offset, int64_t pos) {
     pthread_mutex_lock(&c->lock);
-    int64_t n = c->file_used;
+    centry_t *e = *slot(c, key, offset);
+    while (e && (e->offset != offset || strcmp(e->objkey, key))) e = e->hnext;
+    if (e) {
+        /* The same position again within a second is the same reader
+         * asking again (a Fetch parked on another partition's download
+         * reads every partition once more when it wakes), not a second. */
+        int64_t now = st_mono_ms();
+        if (e->reads++ > 0 &&
+            (pos < e->last_pos || (pos == e->last_pos && now - e->last_ms >= 1000)))
+            e->spill = 1;
+        e->last_pos = pos;
+        e->last_ms = now;
+    }
     pthread_mutex_unlock(&c->lock);
-    return n;
+}
+
+void st_tier__cache_used(st_tier_cache_t *c, int64_t *disk, int64_t *memory) {
+    pthread_mutex_lock(&c->lock);
+    *disk = c->file_used;
+    *memory = c->pool_used;
+    pthread_mutex_unlock(&c->lock);
 }
 
 st_tier_cache_t *st_tier__cache_new(st_tier_t *t, const char *dir, int64_t file_bytes,
-                                    int64_t mem_bytes, int64_t fetch_bytes_per_s) {
+                                    int64_t pool_bytes, int64_t mem_bytes,
+                                    int64_t fetch_bytes_per_s) {
     st_tier_cache_t *c = st_calloc(1, sizeof *c);
     c->tier = t;
+    c->pool_cap = pool_bytes;
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->idle, NULL);
     c->dir = st_strdup(dir);

@@ -56,7 +56,8 @@ typedef struct st_tier_config {
     int64_t orphan_min_age_ms;      /* an unnamed object younger is left alone */
     int64_t chunk_bytes;            /* ranged GET size */
     const char *cache_dir;
-    int64_t cache_bytes;
+    int64_t cache_bytes;            /* chunks on disk */
+    int64_t cache_memory_bytes;     /* chunks in memory first (0: straight to disk) */
     int32_t readahead_chunks;
     int64_t index_cache_bytes;      /* downloaded offset indexes kept */
 } st_tier_config_t;
@@ -129,9 +130,10 @@ void st_tier_destroy(st_tier_t *t);
 typedef struct st_tier_stats {
     uint64_t bytes_uploaded, segments_uploaded, upload_requests, upload_failures;
     uint64_t bytes_fetched, fetch_requests, fetch_failures;
-    uint64_t cache_hits, cache_misses, cache_evictions;
+    uint64_t cache_hits, cache_misses, cache_evictions, cache_spills;
     uint64_t segments_deleted, objects_deleted, orphans_deleted;
-    int64_t cache_used_bytes;
+    int64_t cache_used_bytes;        /* chunks on disk */
+    int64_t cache_memory_used_bytes; /* chunks in memory */
 } st_tier_stats_t;
 
 void st_tier_get_stats(st_tier_t *t, st_tier_stats_t *out);

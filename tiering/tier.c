@@ -1314,12 +1314,14 @@ static void *task_main(void *arg) {
             st_tier_get_stats(t, &s);
             ST_INFO("tiering", "uploaded %llu segments / %llu bytes (%llu failures); fetched %llu "
                     "bytes in %llu requests (%llu failures); cache hits %llu misses %llu, %lld "
-                    "bytes used; deleted %llu segments, %llu orphans",
+                    "bytes on disk, %lld in memory, %llu spilled; deleted %llu segments, %llu "
+                    "orphans",
                     (unsigned long long)s.segments_uploaded, (unsigned long long)s.bytes_uploaded,
                     (unsigned long long)s.upload_failures, (unsigned long long)s.bytes_fetched,
                     (unsigned long long)s.fetch_requests, (unsigned long long)s.fetch_failures,
                     (unsigned long long)s.cache_hits, (unsigned long long)s.cache_misses,
-                    (long long)s.cache_used_bytes, (unsigned long long)s.segments_deleted,
+                    (long long)s.cache_used_bytes, (long long)s.cache_memory_used_bytes,
+                    (unsigned long long)s.cache_spills, (unsigned long long)s.segments_deleted,
                     (unsigned long long)s.orphans_deleted);
             pthread_mutex_lock(&t->lock);
             next_stats = now + 60000;
@@ -1359,8 +1361,8 @@ st_err_t st_tier_new(const st_tier_config_t *cfg, st_os_t *os, st_tier_t **out, 
     pthread_cond_init(&t->cond, NULL);
     t->pool = st_pool_new(cfg->copy_threads, "tier-copy");
     st_tier__quota_init(&t->copy_quota, cfg->copy_max_bytes_per_s);
-    t->cache = st_tier__cache_new(t, t->cache_dir, cfg->cache_bytes, cfg->index_cache_bytes,
-                                  cfg->fetch_max_bytes_per_s);
+    t->cache = st_tier__cache_new(t, t->cache_dir, cfg->cache_bytes, cfg->cache_memory_bytes,
+                                  cfg->index_cache_bytes, cfg->fetch_max_bytes_per_s);
     *out = t;
     return ST_OK;
 }
@@ -1407,11 +1409,12 @@ void st_tier_get_stats(st_tier_t *t, st_tier_stats_t *out) {
     LOAD(cache_hits);
     LOAD(cache_misses);
     LOAD(cache_evictions);
+    LOAD(cache_spills);
     LOAD(segments_deleted);
     LOAD(objects_deleted);
     LOAD(orphans_deleted);
 #undef LOAD
-    out->cache_used_bytes = st_tier__cache_used(t->cache);
+    st_tier__cache_used(t->cache, &out->cache_used_bytes, &out->cache_memory_used_bytes);
 }
 
 /* ---- topics' accounts -------------------------------------------------------- */
@@ -2005,6 +2008,7 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
         st_tier__cache_release(t->cache, &ref);
         goto out;
     }
+    st_tier__cache_note_read(t->cache, v.log_key, (uint64_t)cstart, pos - cstart);
     /* Straight from the cached chunk, up to its end (a batch boundary). */
     int64_t want = ST_MAX((int64_t)b.size, (int64_t)max_bytes);
     out->file = ref.file; /* the reference moves to the caller */

@@ -116,7 +116,8 @@ typedef struct st_cache_ref {
  * and st_tier__cache_pump (the task thread, every 20 ms) and each
  * download's end release them as it allows. */
 st_tier_cache_t *st_tier__cache_new(st_tier_t *t, const char *dir, int64_t file_bytes,
-                                    int64_t mem_bytes, int64_t fetch_bytes_per_s);
+                                    int64_t pool_bytes, int64_t mem_bytes,
+                                    int64_t fetch_bytes_per_s);
 void st_tier__cache_pump(st_tier_cache_t *c);
 void st_tier__cache_destroy(st_tier_cache_t *c);
 /* ST_OK and a reference; ST_E_AGAIN (download started or running; wake is
@@ -126,7 +127,13 @@ st_err_t st_tier__cache_get(st_tier_cache_t *c, st_os_account_t *account, const 
                             uint64_t offset, uint64_t length, int in_memory, st_cache_ref_t *ref,
                             st_tier_wake_cb wake, void *arg);
 void st_tier__cache_release(st_tier_cache_t *c, st_cache_ref_t *ref);
-int64_t st_tier__cache_used(st_tier_cache_t *c);
+/* A reader read chunk (key, offset) from its byte pos: a read before the
+ * previous one's start, or at it a second or more later, means a second
+ * reader (or a re-read), and the chunk goes to the disk rather than away
+ * when memory is short. */
+void st_tier__cache_note_read(st_tier_cache_t *c, const char *key, uint64_t offset, int64_t pos);
+/* Bytes of chunks on disk and in memory. */
+void st_tier__cache_used(st_tier_cache_t *c, int64_t *disk, int64_t *memory);
 
 /* ---- the manager -------------------------------------------------------- */
 
@@ -145,7 +152,7 @@ typedef struct st_tier_account {
 typedef struct st_tier_stats_atomic {
     uint64_t bytes_uploaded, segments_uploaded, upload_requests, upload_failures;
     uint64_t bytes_fetched, fetch_requests, fetch_failures;
-    uint64_t cache_hits, cache_misses, cache_evictions;
+    uint64_t cache_hits, cache_misses, cache_evictions, cache_spills;
     uint64_t segments_deleted, objects_deleted, orphans_deleted;
 } st_tier_stats_atomic_t;
 

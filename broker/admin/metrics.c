@@ -346,8 +346,15 @@ static void tiering(st_buf_t *b, const st_admin_sources_t *src, const part_row_t
     sample_u(b, "strata_tiering_cache_downloaded_bytes_total", s.bytes_fetched);
     family(b, "strata_tiering_cache_evictions_total", "counter", "Chunks evicted from the cache.");
     sample_u(b, "strata_tiering_cache_evictions_total", s.cache_evictions);
-    family(b, "strata_tiering_cache_used_bytes", "gauge", "Bytes the chunk cache holds.");
+    family(b, "strata_tiering_cache_spilled_total", "counter",
+           "Chunks moved from memory to the disk cache because more than one reader wanted them.");
+    sample_u(b, "strata_tiering_cache_spilled_total", s.cache_spills);
+    family(b, "strata_tiering_cache_used_bytes", "gauge", "Bytes the chunk cache holds on disk.");
     st_buf_printf(b, "strata_tiering_cache_used_bytes %lld\n", (long long)s.cache_used_bytes);
+    family(b, "strata_tiering_cache_memory_used_bytes", "gauge",
+           "Bytes of chunks the cache holds in memory (remote.log.cache.memory.bytes).");
+    st_buf_printf(b, "strata_tiering_cache_memory_used_bytes %lld\n",
+                  (long long)s.cache_memory_used_bytes);
     family(b, "strata_tiering_deleted_segments_total", "counter",
            "Remote segments deleted by remote retention.");
     sample_u(b, "strata_tiering_deleted_segments_total", s.segments_deleted);

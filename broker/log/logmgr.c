@@ -502,6 +502,10 @@ void st_logmgr_request_flush(st_logmgr_t *m, st_log_t *log) {
 static void *flusher_main(void *arg) {
     st_logmgr_t *m = arg;
     st_thread_set_name("log-flusher");
+    /* Producers with acks wait on these fsyncs: ahead of every other
+     * write of the broker (uploads' reads, the chunk cache's spills). */
+    int io = st_thread_io_priority(ST_IO_BEST_EFFORT, 0);
+    if (io) ST_DEBUG("log", "log-flusher: no I/O priority: %s", strerror(io));
     st_log_t **round = NULL;
     int cap = 0;
     pthread_mutex_lock(&m->lock);

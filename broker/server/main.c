@@ -380,6 +380,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
             .chunk_bytes = srv.cfg.remote_log_fetch_chunk_bytes,
             .cache_dir = cache_dir,
             .cache_bytes = srv.cfg.remote_log_cache_size_bytes,
+            .cache_memory_bytes = srv.cfg.remote_log_cache_memory_bytes,
             .readahead_chunks = srv.cfg.remote_log_fetch_readahead_chunks,
             .index_cache_bytes = srv.cfg.remote_log_index_file_cache_total_size_bytes,
         };

@@ -213,11 +213,16 @@ static void open_store(env_t *e) {
     st_os_config_fini(&oc);
 }
 
+/* remote.log.cache.memory.bytes of the next open_tier (0: chunks go to
+ * the disk, as every test but the memory one has them) */
+static int64_t next_memory_bytes;
+
 static void open_tier_quota(env_t *e, int64_t cache_bytes, int64_t fetch_per_s, int64_t copy_per_s) {
     char cache[300], err[256];
     snprintf(cache, sizeof cache, "%s/cache", e->root);
     st_tier_config_t tc = {.task_interval_ms = 3600 * 1000, .copy_threads = copy_per_s ? 2 : 1,
                            .chunk_bytes = 65536, .cache_dir = cache, .cache_bytes = cache_bytes,
+                           .cache_memory_bytes = next_memory_bytes,
                            .readahead_chunks = 2, .index_cache_bytes = 1 << 20,
                            .fetch_max_bytes_per_s = fetch_per_s, .copy_max_bytes_per_s = copy_per_s};
     assert_int_equal(st_tier_new(&tc, e->os, &e->tier, err, sizeof err), ST_OK);
@@ -835,11 +840,102 @@ static void test_small_cache_evicts(void **state) {
             assert_int_equal(read_remote(&e, off, 20000, &data, &len), ST_OK);
             check_batches(data, len, off);
             free(data);
-            assert_true(st_tier__cache_used(e.tier->cache) <= 3 * 65536);
+            int64_t disk, memory;
+            st_tier__cache_used(e.tier->cache, &disk, &memory);
+            assert_true(disk <= 3 * 65536);
+            assert_int_equal(memory, 0);
         }
     st_tier_stats_t st;
     st_tier_get_stats(e.tier, &st);
     assert_true(st.cache_evictions > 0);
+    env_teardown(&e);
+}
+
+static int count_chunk_files(const env_t *e) {
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/cache", e->root);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strstr(de->d_name, ".chunk") || strstr(de->d_name, ".part")) n++;
+    closedir(d);
+    return n;
+}
+
+static int64_t replay_all(env_t *e, int64_t end);
+
+/*
+ * Chunks land in memory (remote.log.cache.memory.bytes): a single reader
+ * replaying the whole remote log, through a pool of four chunks, writes
+ * no file and keeps memory within the bound; a chunk read twice (a second
+ * reader) goes to the disk when memory needs its room, and is served from
+ * there without another download.
+ */
+static void test_memory_chunks(void **state) {
+    (void)state;
+    env_t e;
+    env_setup(&e);
+    st_tier_destroy(e.tier);
+    next_memory_bytes = 4 * 65536; /* a chunk and two ahead, with room: chunks end on batches */
+    open_tier(&e, 64 << 20);
+    next_memory_bytes = 0;
+    st_tier_retention_t ret = {-1, -1};
+    open_part(&e, &ret);
+    int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
+    wait_remote_end(&e, end);
+    int64_t total = 0;
+    for (int i = 0; i < NSEGS; i++) total += e.segs[i].info.size_bytes;
+
+    assert_int_equal(replay_all(&e, end), total);
+    st_tier_stats_t st;
+    st_tier_get_stats(e.tier, &st);
+    assert_int_equal(st.cache_spills, 0);
+    assert_int_equal(count_chunk_files(&e), 0);
+    assert_int_equal(st.cache_used_bytes, 0);
+    assert_true(st.cache_memory_used_bytes > 0 && st.cache_memory_used_bytes <= 4 * 65536);
+    assert_true(st.cache_evictions > 0); /* the pool was too small to keep all */
+    print_message("one reader: %lld bytes read, %llu downloads, %llu chunks dropped from memory, "
+                  "none on disk\n", (long long)total, (unsigned long long)st.fetch_requests,
+                  (unsigned long long)st.cache_evictions);
+
+    /* Offset 0 twice at once is one reader asking again (a parked Fetch
+     * woken): its chunk (downloaded again, the replay pushed it out) is
+     * dropped, not spilled, when the next replay needs the room. */
+    uint8_t *data;
+    int32_t len;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(read_remote(&e, 0, 1000, &data, &len), ST_OK);
+        check_batches(data, len, 0);
+        free(data);
+    }
+    assert_int_equal(replay_all(&e, end), total);
+    st_tier_get_stats(e.tier, &st);
+    assert_int_equal(st.cache_spills, 0);
+    /* A read behind the one before (a second reader, behind the first):
+     * the next replay pushes that chunk to the disk, not away. */
+    int64_t later = e.segs[0].info.base_offset + 20;
+    assert_int_equal(read_remote(&e, later, 1000, &data, &len), ST_OK);
+    check_batches(data, len, later);
+    free(data);
+    assert_int_equal(read_remote(&e, 0, 1000, &data, &len), ST_OK);
+    check_batches(data, len, 0);
+    free(data);
+    assert_int_equal(replay_all(&e, end), total);
+    st_tier_get_stats(e.tier, &st);
+    assert_int_equal(st.cache_spills, 1);
+    assert_int_equal(count_chunk_files(&e), 1);
+    assert_true(st.cache_used_bytes > 0 && st.cache_used_bytes <= 2 * 65536);
+    uint64_t downloads = st.fetch_requests;
+    /* (no read-ahead: the chunks after it are gone from memory) */
+    assert_int_equal(read_remote_flags(&e, 0, 1000, ST_TIER_READ_ONCE, &data, &len), ST_OK);
+    check_batches(data, len, 0);
+    free(data);
+    st_tier_get_stats(e.tier, &st);
+    assert_int_equal(st.fetch_requests, downloads); /* served from the disk */
+    print_message("a chunk read twice: spilled to the disk (%lld bytes), read again with no "
+                  "download\n", (long long)st.cache_used_bytes);
     env_teardown(&e);
 }
 
@@ -1509,6 +1605,7 @@ int main(void) {
         cmocka_unit_test(test_delete_records_while_retention_decides),
         cmocka_unit_test(test_delete_records_after_retention_installed),
         cmocka_unit_test(test_small_cache_evicts),
+        cmocka_unit_test(test_memory_chunks),
         cmocka_unit_test(test_fetch_quota_throttles),
         cmocka_unit_test(test_fetch_quota_huge),
         cmocka_unit_test(test_copy_quota_shared),
