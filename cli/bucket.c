@@ -55,31 +55,20 @@ static void format_time(int64_t ms, char *out, size_t n) {
     strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+static void print_entry(const st_os_entry_t *entry, void *arg) {
+    (void)arg;
+    char when[32];
+    format_time(entry->mtime_ms, when, sizeof when);
+    printf("%12llu  %s  %s\n", (unsigned long long)entry->size, when, entry->key);
+}
+
 static int cmd_ls(st_os_t *os, const char *prefix) {
-    char *token = NULL;
-    size_t total = 0;
+    char *why;
     int rc = ST_CLI_EXIT_OK;
-    for (;;) {
-        st_os_request_t rq = {.op = ST_OS_LIST, .prefix = prefix, .token = token};
-        st_os_result_t *r = st_os_run(os, &rq);
-        if (r->status != ST_OK) {
-            rc = fail("%s", r->message);
-            st_os_result_free(r);
-            break;
-        }
-        for (size_t i = 0; i < r->nentries; i++) {
-            char when[32];
-            format_time(r->entries[i].mtime_ms, when, sizeof when);
-            printf("%12llu  %s  %s\n", (unsigned long long)r->entries[i].size, when,
-                   r->entries[i].key);
-        }
-        total += r->nentries;
-        free(token);
-        token = r->next_token ? st_strdup(r->next_token) : NULL;
-        st_os_result_free(r);
-        if (!token) break;
+    if (st_os_list_each(os, NULL, prefix, print_entry, NULL, &why)) {
+        rc = fail("%s", why);
+        free(why);
     }
-    free(token);
     if (fflush(stdout) != 0) return fail("ls: writing the listing failed: %s", strerror(errno));
     return rc;
 }

@@ -131,43 +131,45 @@ static st_os_result_t *get(st_os_t *os, const char *key) {
     return st_os_run(os, &rq);
 }
 
-/* Every key under prefix with its size (heap arrays).  0, or 1 said. */
-static int list(st_os_t *os, const char *prefix, char ***keys, int64_t **sizes, size_t *n) {
-    char *token = NULL;
-    size_t cap = 0;
-    *keys = NULL;
-    *sizes = NULL;
-    *n = 0;
-    for (;;) {
-        st_os_request_t rq = {.op = ST_OS_LIST, .prefix = prefix, .token = token};
-        st_os_result_t *r = st_os_run(os, &rq);
-        free(token);
-        token = NULL;
-        if (r->status) {
-            say("listing the bucket under '%s': %s", prefix, r->message);
-            st_os_result_free(r);
-            return 1;
-        }
-        for (size_t i = 0; i < r->nentries; i++) {
-            if (*n == cap) {
-                cap = cap ? cap * 2 : 256;
-                *keys = st_realloc(*keys, sizeof **keys * cap);
-                *sizes = st_realloc(*sizes, sizeof **sizes * cap);
-            }
-            (*keys)[*n] = st_strdup(r->entries[i].key);
-            (*sizes)[(*n)++] = (int64_t)r->entries[i].size;
-        }
-        if (r->next_token) token = st_strdup(r->next_token);
-        st_os_result_free(r);
-        if (!token) return 0;
-    }
-}
-
 static void free_keys(char **keys, int64_t *sizes, size_t n) {
     for (size_t i = 0; i < n; i++) free(keys[i]);
     free(keys);
     free(sizes);
 }
+
+typedef struct key_list {
+    char **keys;
+    int64_t *sizes;
+    size_t n, cap;
+} key_list_t;
+
+static void add_key(const st_os_entry_t *entry, void *arg) {
+    key_list_t *l = arg;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 256;
+        l->keys = st_realloc(l->keys, sizeof *l->keys * l->cap);
+        l->sizes = st_realloc(l->sizes, sizeof *l->sizes * l->cap);
+    }
+    l->keys[l->n] = st_strdup(entry->key);
+    l->sizes[l->n++] = (int64_t)entry->size;
+}
+
+/* Every key under prefix with its size (heap arrays).  0, or 1 said. */
+static int list(st_os_t *os, const char *prefix, char ***keys, int64_t **sizes, size_t *n) {
+    key_list_t l = {0};
+    char *why;
+    if (st_os_list_each(os, NULL, prefix, add_key, &l, &why)) {
+        say("listing the bucket under '%s': %s", prefix, why);
+        free(why);
+        free_keys(l.keys, l.sizes, l.n);
+        return 1;
+    }
+    *keys = l.keys;
+    *sizes = l.sizes;
+    *n = l.n;
+    return 0;
+}
+
 
 static void topic_fini(rtopic_t *t) {
     for (int32_t i = 0; t->parts && i < t->d.partitions; i++) {

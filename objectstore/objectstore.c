@@ -489,6 +489,29 @@ void st_os_result_free(st_os_result_t *res) {
     free(req);
 }
 
+st_err_t st_os_list_each(st_os_t *os, st_os_account_t *account, const char *prefix,
+                         st_os_entry_cb each, void *arg, char **why) {
+    char *token = NULL;
+    st_err_t e = ST_OK;
+    *why = NULL;
+    do {
+        st_os_request_t rq = {.op = ST_OS_LIST, .account = account, .prefix = prefix,
+                              .token = token};
+        st_os_result_t *r = st_os_run(os, &rq);
+        free(token);
+        token = NULL;
+        e = r->status;
+        if (e) {
+            *why = st_strdup(r->message ? r->message : st_err_msg(e));
+        } else {
+            for (size_t i = 0; i < r->nentries; i++) each(&r->entries[i], arg);
+            if (r->next_token) token = st_strdup(r->next_token);
+        }
+        st_os_result_free(r);
+    } while (token);
+    return e;
+}
+
 st_err_t st_os_check(st_os_t *os, char *err, size_t errlen) {
     st_os_request_t rq = {.op = ST_OS_CHECK};
     st_os_result_t *res = st_os_run(os, &rq);

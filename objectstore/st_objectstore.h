@@ -370,6 +370,14 @@ void st_os_submit(st_os_t *os, const st_os_request_t *rq, st_os_done_cb cb, void
 st_os_result_t *st_os_run(st_os_t *os, const st_os_request_t *rq);
 void st_os_result_free(st_os_result_t *res);
 
+/* Blocking, like st_os_run: every object under prefix, through as many
+ * LIST pages as it takes, each handed to each(entry, arg) (borrowed for
+ * the call).  ST_OK, or the failed page's status with its message in *why
+ * (heap; the caller frees it).  account may be NULL. */
+typedef void (*st_os_entry_cb)(const st_os_entry_t *entry, void *arg);
+st_err_t st_os_list_each(st_os_t *os, st_os_account_t *account, const char *prefix,
+                         st_os_entry_cb each, void *arg, char **why);
+
 /* Start-up check: is the bucket there, are the credentials accepted, can
  * the endpoint be reached?  ST_OK, or an error with one clear line in err. */
 st_err_t st_os_check(st_os_t *os, char *err, size_t errlen);

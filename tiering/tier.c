@@ -872,53 +872,52 @@ static void apply_retention(st_tier_part_t *p) {
  * upload another broker still has in flight (a leader just deposed that
  * has not heard yet).  Returns the ms until the youngest object left is
  * old enough, -1 when none was left. */
-static int64_t sweep_orphans(st_tier_part_t *p, int64_t min_age_ms) {
-    int64_t now = st_now_ms(), wait = -1;
-    size_t young = 0;
-    st_tier_t *t = p->tier;
-    char *prefix = st_strprintf("%s/", p->prefix);
-    char **orphans = NULL;
-    size_t n = 0, cap = 0;
-    char *token = NULL;
-    for (;;) {
-        st_os_request_t rq = {.op = ST_OS_LIST, .account = p->account, .prefix = prefix,
-                              .token = token};
-        st_os_result_t *res = st_os_run(t->os, &rq);
-        free(token);
-        token = NULL;
-        if (res->status) {
-            st_os_result_free(res);
-            break;
-        }
-        pthread_mutex_lock(&p->lock);
-        for (size_t i = 0; i < res->nentries; i++) {
-            const char *k = res->entries[i].key + strlen(prefix);
-            if (!strcmp(k, "manifest.json")) continue;
-            int named = 0;
-            for (int s = 0; s < p->man.nsegs && !named; s++) {
-                char want[64];
-                snprintf(want, sizeof want, "%020lld-%s.", (long long)p->man.segs[s].base_offset,
-                         p->man.segs[s].id);
-                named = !strncmp(k, want, strlen(want));
-            }
-            if (named) continue;
-            int64_t mtime = res->entries[i].mtime_ms;
-            if (min_age_ms > 0 && mtime > 0 && now - mtime < min_age_ms) {
-                young++;
-                wait = ST_MAX(wait, min_age_ms - (now - mtime));
-                continue;
-            }
-            if (n == cap) {
-                cap = cap ? cap * 2 : 16;
-                orphans = st_realloc(orphans, sizeof *orphans * cap);
-            }
-            orphans[n++] = st_strdup(res->entries[i].key);
-        }
-        pthread_mutex_unlock(&p->lock);
-        if (res->next_token) token = st_strdup(res->next_token);
-        st_os_result_free(res);
-        if (!token) break;
+typedef struct orphan_scan {
+    st_tier_part_t *p;
+    size_t plen; /* the prefix's, stripped from keys */
+    int64_t now, min_age_ms, wait;
+    size_t young, n, cap;
+    char **orphans;
+} orphan_scan_t;
+
+static void scan_orphan(const st_os_entry_t *entry, void *arg) {
+    orphan_scan_t *o = arg;
+    st_tier_part_t *p = o->p;
+    const char *k = entry->key + o->plen;
+    if (!strcmp(k, "manifest.json")) return;
+    int named = 0;
+    pthread_mutex_lock(&p->lock);
+    for (int s = 0; s < p->man.nsegs && !named; s++) {
+        char want[64];
+        snprintf(want, sizeof want, "%020lld-%s.", (long long)p->man.segs[s].base_offset,
+                 p->man.segs[s].id);
+        named = !strncmp(k, want, strlen(want));
     }
+    pthread_mutex_unlock(&p->lock);
+    if (named) return;
+    int64_t mtime = entry->mtime_ms;
+    if (o->min_age_ms > 0 && mtime > 0 && o->now - mtime < o->min_age_ms) {
+        o->young++;
+        o->wait = ST_MAX(o->wait, o->min_age_ms - (o->now - mtime));
+        return;
+    }
+    if (o->n == o->cap) {
+        o->cap = o->cap ? o->cap * 2 : 16;
+        o->orphans = st_realloc(o->orphans, sizeof *o->orphans * o->cap);
+    }
+    o->orphans[o->n++] = st_strdup(entry->key);
+}
+
+static int64_t sweep_orphans(st_tier_part_t *p, int64_t min_age_ms) {
+    st_tier_t *t = p->tier;
+    char *prefix = st_strprintf("%s/", p->prefix), *why;
+    orphan_scan_t o = {.p = p, .plen = strlen(prefix), .now = st_now_ms(),
+                       .min_age_ms = min_age_ms, .wait = -1};
+    /* a failed page: what the pages before it found is swept all the same */
+    if (st_os_list_each(t->os, p->account, prefix, scan_orphan, &o, &why)) free(why);
+    char **orphans = o.orphans;
+    size_t n = o.n, young = o.young;
+    int64_t wait = o.wait;
     if (n) {
         delete_objects(p, (const char *const *)orphans, n);
         ST_TIER_STAT_ADD(t, orphans_deleted, n);
@@ -1006,41 +1005,37 @@ void st_tier_part_set_descriptor(st_tier_part_t *p, const char *json) {
  * restart.
  */
 
+typedef struct key_list {
+    char **keys;
+    size_t n, cap;
+} key_list_t;
+
+static void add_key(const st_os_entry_t *entry, void *arg) {
+    key_list_t *l = arg;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 64;
+        l->keys = st_realloc(l->keys, sizeof *l->keys * l->cap);
+    }
+    l->keys[l->n++] = st_strdup(entry->key);
+}
+
 /* Every key under the partition's prefix (heap array of heap strings). */
 static st_err_t list_all(st_tier_part_t *p, char ***out, size_t *nout, char **why) {
-    char *prefix = st_strprintf("%s/", p->prefix), *token = NULL;
-    char **keys = NULL;
-    size_t n = 0, cap = 0;
-    st_err_t e = ST_OK;
-    for (;;) {
-        st_os_request_t rq = {.op = ST_OS_LIST, .account = p->account, .prefix = prefix,
-                              .token = token};
-        st_os_result_t *res = st_os_run(p->tier->os, &rq);
-        free(token);
-        token = NULL;
-        e = res->status;
-        if (e) {
-            *why = st_strprintf("listing %s: %s", prefix, res->message);
-            st_os_result_free(res);
-            break;
-        }
-        for (size_t i = 0; i < res->nentries; i++) {
-            if (n == cap) {
-                cap = cap ? cap * 2 : 64;
-                keys = st_realloc(keys, sizeof *keys * cap);
-            }
-            keys[n++] = st_strdup(res->entries[i].key);
-        }
-        if (res->next_token) token = st_strdup(res->next_token);
-        st_os_result_free(res);
-        if (!token) break;
+    char *prefix = st_strprintf("%s/", p->prefix), *cause;
+    key_list_t l = {0};
+    st_err_t e = st_os_list_each(p->tier->os, p->account, prefix, add_key, &l, &cause);
+    if (e) {
+        *why = st_strprintf("listing %s: %s", prefix, cause);
+        free(cause);
     }
     free(prefix);
     if (e) {
-        for (size_t i = 0; i < n; i++) free(keys[i]);
-        free(keys);
+        for (size_t i = 0; i < l.n; i++) free(l.keys[i]);
+        free(l.keys);
         return e;
     }
+    char **keys = l.keys;
+    size_t n = l.n;
     *out = keys;
     *nout = n;
     return ST_OK;
