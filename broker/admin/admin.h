@@ -39,6 +39,7 @@ typedef struct st_admin_sources {
     st_tier_t *tier; /* NULL: tiered storage off */
     st_os_t *os;     /* NULL: tiered storage off */
     st_group_coord_t *groups; /* NULL: no group coordinator (a controller-only node) */
+    st_logmgr_t *logs;
 } st_admin_sources_t;
 
 /* What /v1/status remembers between answers: the commits it saw of each

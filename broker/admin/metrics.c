@@ -69,25 +69,35 @@ static void sample_topic_d(st_buf_t *b, const char *name, const char *topic, dou
 
 /* A histogram of st_histo_t (microseconds) in unit_us units (1000: ms,
  * 1000000: s), with one label. */
+/* A histogram's samples, labelled label=value (label NULL: none). */
 static void histogram(st_buf_t *b, const char *name, const char *label, const char *value,
                       const st_histo_t *h, double unit_us) {
     uint64_t cum = 0;
     for (int i = 0; i < ST_HISTO_BUCKETS; i++) {
         cum += h->bucket[i];
-        st_buf_printf(b, "%s_bucket{%s=", name, label);
-        label_value(b, value);
+        st_buf_printf(b, "%s_bucket{", name);
+        if (label) {
+            st_buf_printf(b, "%s=", label);
+            label_value(b, value);
+            st_buf_printf(b, ",");
+        }
         if (i < ST_HISTO_BUCKETS - 1)
-            st_buf_printf(b, ",le=\"%g\"} %llu\n", (double)st_histo_bound_us[i] / unit_us,
+            st_buf_printf(b, "le=\"%g\"} %llu\n", (double)st_histo_bound_us[i] / unit_us,
                           (unsigned long long)cum);
         else
-            st_buf_printf(b, ",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+            st_buf_printf(b, "le=\"+Inf\"} %llu\n", (unsigned long long)cum);
     }
-    st_buf_printf(b, "%s_sum{%s=", name, label);
-    label_value(b, value);
-    st_buf_printf(b, "} %.6f\n", (double)h->sum_us / unit_us);
-    st_buf_printf(b, "%s_count{%s=", name, label);
-    label_value(b, value);
-    st_buf_printf(b, "} %llu\n", (unsigned long long)cum);
+    const char *what[2] = {"sum", "count"};
+    for (int k = 0; k < 2; k++) {
+        st_buf_printf(b, "%s_%s", name, what[k]);
+        if (label) {
+            st_buf_printf(b, "{%s=", label);
+            label_value(b, value);
+            st_buf_printf(b, "}");
+        }
+        if (k == 0) st_buf_printf(b, " %.6f\n", (double)h->sum_us / unit_us);
+        else st_buf_printf(b, " %llu\n", (unsigned long long)cum);
+    }
 }
 
 /* ---- per partition ------------------------------------------------------------ */
@@ -254,6 +264,32 @@ static void requests(st_buf_t *b, st_net_t *net) {
         st_histo_t h;
         st_net_request_time(net, api->key, &h);
         histogram(b, "kafka_network_requestmetrics_totaltimems", "request", api->name, &h, 1000.0);
+    }
+    static const struct {
+        const char *name, *help;
+    } phases[ST_NET_PHASES] = {
+        [ST_NET_PHASE_LOCAL] = {"kafka_network_requestmetrics_localtimems",
+                                "Time from an answered request's arrival until its handler "
+                                "returned (or answered at once) in ms (LocalTimeMs)."},
+        [ST_NET_PHASE_REMOTE] = {"kafka_network_requestmetrics_remotetimems",
+                                 "Time an answered request was parked (in purgatory: acks, "
+                                 "fetch.min.bytes; or on a worker) in ms (RemoteTimeMs)."},
+        [ST_NET_PHASE_RESPONSE_QUEUE] = {"kafka_network_requestmetrics_responsequeuetimems",
+                                         "Time from the wake-up that completed a parked request "
+                                         "until its I/O thread answered it in ms "
+                                         "(ResponseQueueTimeMs)."},
+        [ST_NET_PHASE_RESPONSE_SEND] = {"kafka_network_requestmetrics_responsesendtimems",
+                                        "Time from an answer until its last byte was written in "
+                                        "ms (ResponseSendTimeMs)."},
+    };
+    for (int ph = 0; ph < ST_NET_PHASES; ph++) {
+        family(b, phases[ph].name, "histogram", phases[ph].help);
+        for (size_t i = 0; st_api_at(i); i++) {
+            const st_api_t *api = st_api_at(i);
+            st_histo_t h;
+            st_net_request_phase_time(net, (st_net_phase_t)ph, api->key, &h);
+            histogram(b, phases[ph].name, "request", api->name, &h, 1000.0);
+        }
     }
 }
 
@@ -524,6 +560,17 @@ void st_admin__metrics(const st_admin_sources_t *src, st_buf_t *b) {
     sample_u(b, "kafka_server_brokertopicmetrics_replicationbytesout_total", repl);
 
     requests(b, src->net);
+    if (src->logs) {
+        st_histo_t flush, wait;
+        st_logmgr_flush_stats(src->logs, &flush, &wait);
+        family(b, "kafka_log_logflushstats_logflushrateandtimems", "histogram",
+               "Time of each log flush (fdatasync) in ms (LogFlushRateAndTimeMs).");
+        histogram(b, "kafka_log_logflushstats_logflushrateandtimems", NULL, NULL, &flush, 1000.0);
+        family(b, "strata_log_logflushstats_flushwaittimems", "histogram",
+               "Time from a flush request until the flusher took it in ms (the round before "
+               "it and the wait for a CPU).");
+        histogram(b, "strata_log_logflushstats_flushwaittimems", NULL, NULL, &wait, 1000.0);
+    }
     log_sizes(b, rows, n);
     if (src->tier) tiering(b, src, rows, n);
     if (src->tier && src->os) cost(b, src, rows, n);

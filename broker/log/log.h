@@ -146,6 +146,11 @@ void st_logmgr_checkpoint(st_logmgr_t *m);
 /* Ask the flusher to fsync this log (group commit: one fsync serves every
  * append that arrived before it starts). */
 void st_logmgr_request_flush(st_logmgr_t *m, st_log_t *log);
+/* The flusher's times since start: each log's flush (fdatasync of what
+ * it holds unsynced: Kafka's LogFlushRateAndTimeMs), and each round's
+ * wait from its first request until the flusher took the queue (the
+ * previous round and the wait for a CPU).  Any thread. */
+void st_logmgr_flush_stats(st_logmgr_t *m, st_histo_t *flush, st_histo_t *wait);
 
 /* The cache of open segment files (log.max.open.files). */
 typedef struct st_log_file_stats {

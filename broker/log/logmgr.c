@@ -80,6 +80,8 @@ struct st_logmgr {
     st_log_t **logs;
     int nlogs, caplogs;
     st_log_t *flush_head, *flush_tail;
+    int64_t flush_queued_us; /* when the queue stopped being empty */
+    st_histo_t flush_time, flush_wait;
     int64_t flush_due; /* monotonic: the earliest flush.ms deadline known */
     int stopping;
     st_fcache_t *fc;
@@ -489,6 +491,7 @@ void st_logmgr_request_flush(st_logmgr_t *m, st_log_t *log) {
         log->flush_queued = 1;
         log->flush_next = NULL;
         st_log_keep(log);
+        if (!m->flush_head) m->flush_queued_us = st_mono_us();
         if (m->flush_tail) m->flush_tail->flush_next = log;
         else m->flush_head = log;
         m->flush_tail = log;
@@ -524,14 +527,21 @@ static void *flusher_main(void *arg) {
             l->flush_queued = 0;
         }
         m->flush_head = m->flush_tail = NULL;
+        int64_t start = st_mono_us();
+        st_histo_observe(&m->flush_wait, start - m->flush_queued_us);
         pthread_mutex_unlock(&m->lock);
         /* A log that could not get a descriptor is tried again after a
          * pause (descriptors come back as responses finish), not dropped:
          * an acks=all produce waits on it. */
         int retry = 0;
         for (int i = 0; i < n; i++) {
-            if (st_log_flush(round[i]) == ST_E_NOFILE) round[retry++] = round[i];
-            else st_log_release(round[i]); /* a closed log answers at once */
+            int64_t t0 = st_mono_us();
+            if (st_log_flush(round[i]) == ST_E_NOFILE) {
+                round[retry++] = round[i];
+                continue;
+            }
+            st_histo_observe(&m->flush_time, st_mono_us() - t0);
+            st_log_release(round[i]); /* a closed log answers at once */
         }
         if (retry) {
             pthread_mutex_lock(&m->lock);
@@ -548,6 +558,11 @@ static void *flusher_main(void *arg) {
     pthread_mutex_unlock(&m->lock);
     free(round);
     return NULL;
+}
+
+void st_logmgr_flush_stats(st_logmgr_t *m, st_histo_t *flush, st_histo_t *wait) {
+    st_histo_read(&m->flush_time, flush);
+    st_histo_read(&m->flush_wait, wait);
 }
 
 /* ---- janitor ------------------------------------------------------------ */

@@ -67,6 +67,7 @@ typedef struct mail {
     struct mail *next;
     st_job_cb fn;
     void *arg;
+    int64_t posted_us;
 } mail_t;
 
 struct st_conn {
@@ -113,6 +114,9 @@ struct st_loop {
     pthread_mutex_t mail_lock;
     mail_t *mail_head, *mail_tail;
     int woken; /* atomic */
+    int64_t wake_us;  /* atomic: when woken was set */
+    int64_t cause_us; /* while a job or on_wake runs: when it was posted */
+    st_request_t *dispatching; /* in its handler, until answered and freed */
     void *user;
     st_conn_t *conns;
     int stopping;
@@ -188,6 +192,7 @@ struct st_net {
     /* per API key: time from a request's arrival to its end (response
      * written, or dropped); written by every loop (atomics) */
     st_histo_t request_time[ST_NET_API_KEYS];
+    st_histo_t phase_time[ST_NET_PHASES][ST_NET_API_KEYS];
     st_net_config_t cfg;
     st_net_hooks_t hooks;
     st_loop_t *loops;
@@ -300,6 +305,7 @@ void st_loop_post(st_loop_t *loop, st_job_cb fn, void *arg) {
     m->next = NULL;
     m->fn = fn;
     m->arg = arg;
+    m->posted_us = st_mono_us();
     pthread_mutex_lock(&loop->mail_lock);
     if (loop->mail_tail) loop->mail_tail->next = m;
     else loop->mail_head = m;
@@ -311,7 +317,10 @@ void st_loop_post(st_loop_t *loop, st_job_cb fn, void *arg) {
 int st_loop_exited(st_loop_t *loop) { return __atomic_load_n(&loop->exited, __ATOMIC_ACQUIRE); }
 
 void st_loop_wake(st_loop_t *loop) {
-    if (__atomic_exchange_n(&loop->woken, 1, __ATOMIC_ACQ_REL) == 0) loop_kick(loop);
+    if (__atomic_exchange_n(&loop->woken, 1, __ATOMIC_ACQ_REL) == 0) {
+        __atomic_store_n(&loop->wake_us, st_mono_us(), __ATOMIC_RELEASE);
+        loop_kick(loop);
+    }
 }
 
 static void loop_drain_mail(st_loop_t *loop) {
@@ -323,13 +332,18 @@ static void loop_drain_mail(st_loop_t *loop) {
     pthread_mutex_unlock(&loop->mail_lock);
     while (m) {
         mail_t *next = m->next;
+        loop->cause_us = m->posted_us;
         m->fn(m->arg);
+        loop->cause_us = 0;
         free(m);
         m = next;
     }
     if (__atomic_exchange_n(&loop->mem_kick, 0, __ATOMIC_ACQ_REL)) mem_retry(loop);
-    if (__atomic_exchange_n(&loop->woken, 0, __ATOMIC_ACQ_REL) && loop->net->hooks.on_wake)
+    if (__atomic_exchange_n(&loop->woken, 0, __ATOMIC_ACQ_REL) && loop->net->hooks.on_wake) {
+        loop->cause_us = __atomic_load_n(&loop->wake_us, __ATOMIC_ACQUIRE);
         loop->net->hooks.on_wake(loop, loop->net->hooks.arg);
+        loop->cause_us = 0;
+    }
 }
 
 /* ---- connection counts ---------------------------------------------------- */
@@ -577,8 +591,20 @@ static void request_free(st_request_t *req) {
     req_priv_t *rp = (req_priv_t *)req;
     st_conn_t *c = req->conn;
     req->loop->requests--;
-    if (req->api && req->api->key >= 0 && req->api->key < ST_NET_API_KEYS)
-        st_histo_observe(&c->loop->net->request_time[req->api->key], st_mono_us() - req->recv_us);
+    if (req->loop->dispatching == req) req->loop->dispatching = NULL;
+    if (req->api && req->api->key >= 0 && req->api->key < ST_NET_API_KEYS) {
+        int64_t now = st_mono_us();
+        st_histo_observe(&c->loop->net->request_time[req->api->key], now - req->recv_us);
+        if (req->state == ST_REQ_READY && req->answered_us) {
+            int64_t parked = req->parked_us, answered = req->answered_us;
+            int64_t woke = parked && req->cause_us >= parked ? req->cause_us : answered;
+            int64_t t[ST_NET_PHASES] = {(parked ? parked : answered) - req->recv_us,
+                                        parked ? woke - parked : 0, answered - woke,
+                                        now - answered};
+            for (int ph = 0; ph < ST_NET_PHASES; ph++)
+                st_histo_observe(&c->loop->net->phase_time[ph][req->api->key], t[ph]);
+        }
+    }
     st_chain_fini(&req->resp);
     st_arena_fini(&req->arena);
     fbuf_free(c->loop->net, &rp->fb);
@@ -730,7 +756,13 @@ static void conn_dispatch(st_conn_t *c) {
         st_request_no_response(req);
         return;
     }
-    c->loop->net->hooks.on_request(req, c->loop->net->hooks.arg);
+    /* Whether the handler answered, or parked the request (which it
+     * may answer, and the loop free, before it returns) */
+    st_loop_t *loop = c->loop;
+    loop->dispatching = req;
+    loop->net->hooks.on_request(req, loop->net->hooks.arg);
+    if (loop->dispatching == req && req->state == ST_REQ_PENDING) req->parked_us = st_mono_us();
+    loop->dispatching = NULL;
 }
 
 /* Whether the transport waits on the other direction (TLS reading to
@@ -910,6 +942,8 @@ void st_request_respond(st_request_t *req, const void *body) {
     if (req->on_respond) req->on_respond(req, (void *)body);
     st_response_encode(req->api, req->hdr.api_version, req->hdr.correlation_id, body, &req->resp);
     req->state = ST_REQ_READY;
+    req->answered_us = st_mono_us();
+    req->cause_us = req->loop->cause_us;
     ST_LOG(ST_LOG_TRACE, "net", "%s v%d from %s answered in %lld us", req->api->name,
            (int)req->hdr.api_version, req->conn->peer,
            (long long)(st_mono_us() - req->recv_us));
@@ -955,6 +989,13 @@ void st_request_close_conn(st_request_t *req, const char *why) {
 void st_net_request_time(st_net_t *n, int16_t api_key, st_histo_t *out) {
     memset(out, 0, sizeof *out);
     if (api_key >= 0 && api_key < ST_NET_API_KEYS) st_histo_read(&n->request_time[api_key], out);
+}
+
+void st_net_request_phase_time(st_net_t *n, st_net_phase_t phase, int16_t api_key,
+                               st_histo_t *out) {
+    memset(out, 0, sizeof *out);
+    if (phase >= 0 && phase < ST_NET_PHASES && api_key >= 0 && api_key < ST_NET_API_KEYS)
+        st_histo_read(&n->phase_time[phase][api_key], out);
 }
 
 int st_request_conn_open(const st_request_t *req) { return !req->conn->closed; }

@@ -67,6 +67,9 @@ typedef struct st_request {
     void (*on_respond)(struct st_request *req, void *body);
     void *on_respond_arg;
     int64_t recv_us;
+    int64_t parked_us;   /* its handler returned without an answer (0: answered at once) */
+    int64_t answered_us; /* st_request_respond */
+    int64_t cause_us;    /* when the wake-up or job that answered it was posted (0: none) */
     struct st_request *next;
     void *op; /* the server's parked operation, if any */
 } st_request_t;
@@ -175,6 +178,23 @@ int st_net_bound_port(st_net_t *n, int listener);
  * the time it waited parked included).  Any thread. */
 #define ST_NET_API_KEYS 128
 void st_net_request_time(st_net_t *n, int16_t api_key, st_histo_t *out);
+/* The same requests' time by phase, Kafka's RequestMetrics (answered
+ * requests only):
+ *   LOCAL   arrival to its handler's return, or to the answer when the
+ *           handler answered at once;
+ *   REMOTE  parked (in purgatory or on a worker) until the wake-up or job
+ *           that answered it was posted;
+ *   RESPONSE_QUEUE  from that post until the I/O thread ran it;
+ *   RESPONSE_SEND   from the answer to its last byte written. */
+typedef enum {
+    ST_NET_PHASE_LOCAL,
+    ST_NET_PHASE_REMOTE,
+    ST_NET_PHASE_RESPONSE_QUEUE,
+    ST_NET_PHASE_RESPONSE_SEND,
+    ST_NET_PHASES
+} st_net_phase_t;
+void st_net_request_phase_time(st_net_t *n, st_net_phase_t phase, int16_t api_key,
+                               st_histo_t *out);
 /* Before st_net_start: the connection limit (<= 0: none), once the broker
  * knows how many fds its own files took at start-up. */
 void st_net_set_max_connections(st_net_t *n, int max);

@@ -434,7 +434,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
             : srv.cluster.roles & ST_ROLE_CONTROLLER ? "broker and controller" : "broker",
             st_controller_cluster_id(srv.ctl), srv.advertised[0].host, srv.advertised[0].port,
             st_crc32c_hw() ? "SSE4.2" : "software");
-    st_admin_sources_t asrc = {&srv.cfg, srv.ctl, srv.rm, srv.net, tier, os, srv.groups};
+    st_admin_sources_t asrc = {&srv.cfg, srv.ctl, srv.rm, srv.net, tier, os, srv.groups, srv.logs};
     st_admin_attach(admin, &asrc);
     if (is_broker)
         printf("bootstrap.servers=%s:%d\n", srv.advertised[0].host, srv.advertised[0].port);
