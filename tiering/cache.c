@@ -85,8 +85,9 @@ struct st_tier_cache {
     centry_t *lru_head, *lru_tail; /* head: most recent */
     int inflight;
     uint64_t seq;
-    /* the fetch quota and the downloads waiting for it */
-    st_tier_quota_t quota;
+    /* the fetch quota, the pace (yielding to live traffic) and the
+     * downloads waiting for them */
+    st_tier_quota_t quota, pace;
     centry_t *queue_head, *queue_tail;
 };
 
@@ -281,12 +282,13 @@ static void submit(st_tier_cache_t *c, centry_t *e) {
  * its length is UINT64_MAX here, which once sank the balance for good.
  * Lock held. */
 static void release(st_tier_cache_t *c) {
-    while (c->queue_head && st_tier__quota_ready(&c->quota)) {
+    while (c->queue_head && st_tier__quota_ready(&c->quota) && st_tier__quota_ready(&c->pace)) {
         centry_t *e = c->queue_head;
         c->queue_head = e->qnext;
         if (!c->queue_head) c->queue_tail = NULL;
         e->charged = e->length == ST_OS_TO_END ? 0 : (double)e->length;
         st_tier__quota_charge(&c->quota, e->charged);
+        st_tier__quota_charge(&c->pace, e->charged);
         submit(c, e);
     }
 }
@@ -295,7 +297,7 @@ static void start(st_tier_cache_t *c, centry_t *e) {
     e->state = LOADING;
     e->seq = ++c->seq;
     e->charged = 0;
-    if (c->quota.rate <= 0) {
+    if (c->quota.rate <= 0 && c->pace.rate <= 0 && !c->queue_head) {
         submit(c, e);
         return;
     }
@@ -308,6 +310,18 @@ static void start(st_tier_cache_t *c, centry_t *e) {
 
 void st_tier__cache_pump(st_tier_cache_t *c) {
     pthread_mutex_lock(&c->lock);
+    release(c);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void st_tier__cache_set_pace(st_tier_cache_t *c, int64_t bytes_per_s) {
+    pthread_mutex_lock(&c->lock);
+    if (bytes_per_s != c->pace.rate) {
+        double tokens = c->pace.tokens;
+        int was = c->pace.rate > 0;
+        st_tier__quota_init(&c->pace, bytes_per_s);
+        if (was && c->pace.rate > 0 && tokens < c->pace.tokens) c->pace.tokens = tokens; /* debts stay */
+    }
     release(c);
     pthread_mutex_unlock(&c->lock);
 }
@@ -332,10 +346,10 @@ static void download_done(st_os_result_t *res, void *arg) {
         }
     }
     pthread_mutex_lock(&c->lock);
-    if (c->quota.rate > 0) { /* what came, not what was asked for, counts */
-        st_tier__quota_charge(&c->quota, (double)res->length - e->charged);
-        e->charged = 0;
-    }
+    /* what came, not what was asked for, counts */
+    st_tier__quota_charge(&c->quota, (double)res->length - e->charged);
+    st_tier__quota_charge(&c->pace, (double)res->length - e->charged);
+    e->charged = 0;
     if (ok && e->pooled) {
         e->bytes = (int64_t)res->length;
         c->pool_used += e->bytes;
@@ -496,6 +510,7 @@ st_tier_cache_t *st_tier__cache_new(st_tier_t *t, const char *dir, int64_t file_
     c->file_cap = file_bytes;
     c->mem_cap = mem_bytes;
     st_tier__quota_init(&c->quota, fetch_bytes_per_s);
+    st_tier__quota_init(&c->pace, 0);
     /* A cache starts empty: whatever an earlier run left is removed. */
     st_mkdirs(dir);
     DIR *d = opendir(dir);

@@ -60,6 +60,15 @@ typedef struct st_tier_config {
     int64_t cache_memory_bytes;     /* chunks in memory first (0: straight to disk) */
     int32_t readahead_chunks;
     int64_t index_cache_bytes;      /* downloaded offset indexes kept */
+    /* Yielding to live traffic: every 100 ms the task thread asks
+     * foreground_latency_us for the longest wait live work had in the
+     * window (-1: there was none), and paces downloads (AIMD: halved while
+     * it is above yield_latency_us, back up by yield_min_bytes_per_s each
+     * window below, unpaced after 2 s below).  NULL or 0: never paced. */
+    int64_t (*foreground_latency_us)(void *arg);
+    void *foreground_arg;
+    int64_t yield_latency_us;
+    int64_t yield_min_bytes_per_s;
 } st_tier_config_t;
 
 typedef struct st_tier st_tier_t;
@@ -132,6 +141,8 @@ typedef struct st_tier_stats {
     uint64_t bytes_fetched, fetch_requests, fetch_failures;
     uint64_t cache_hits, cache_misses, cache_evictions, cache_spills;
     uint64_t segments_deleted, objects_deleted, orphans_deleted;
+    int64_t fetch_pace_bytes_per_s;  /* downloads paced at (0: not paced) */
+    uint64_t fetch_pace_cuts;        /* windows that halved the pace */
     int64_t cache_used_bytes;        /* chunks on disk */
     int64_t cache_memory_used_bytes; /* chunks in memory */
 } st_tier_stats_t;

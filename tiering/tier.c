@@ -1283,10 +1283,50 @@ static void schedule_locked(st_tier_t *t, st_tier_part_t *p) {
     st_pool_submit(t->pool, part_job, part_keep(p));
 }
 
+/*
+ * Yielding to live traffic (once every PACE_WINDOW_MS on the task thread):
+ * the broker says how long live work waited at most in the window (its
+ * acks=all produces on the log flush), and downloads are paced like a TCP
+ * sender: while that is above yield_latency_us and downloads ran, the
+ * pace halves (from what they actually fetched in the window when not
+ * paced yet), not below yield_min_bytes_per_s; each window below it adds
+ * yield_min_bytes_per_s; PACE_CALM_WINDOWS in a row below, and downloads
+ * run unpaced again.  A broker with no live traffic never paces, so a
+ * replay is as fast as it can be when nothing else runs, and polite when
+ * something does.
+ */
+#define PACE_WINDOW_MS 100
+#define PACE_CALM_WINDOWS 20
+
+static void pace_step(st_tier_t *t, int64_t window_ms) {
+    int64_t lat = t->cfg.foreground_latency_us(t->cfg.foreground_arg);
+    uint64_t fetched = __atomic_load_n(&t->stats.bytes_fetched, __ATOMIC_RELAXED);
+    int64_t actual = (int64_t)((fetched - t->pace_fetched) * 1000 / (uint64_t)ST_MAX(window_ms, 1));
+    t->pace_fetched = fetched;
+    int64_t floor = ST_MAX(t->cfg.yield_min_bytes_per_s, 1);
+    int64_t rate = __atomic_load_n(&t->pace_rate, __ATOMIC_RELAXED), next = rate;
+    if (lat > t->cfg.yield_latency_us && (actual > 0 || rate > 0)) {
+        t->pace_calm = 0;
+        next = ST_MAX(floor, (rate > 0 ? rate : actual) / 2);
+        __atomic_add_fetch(&t->pace_cuts, 1, __ATOMIC_RELAXED);
+    } else if (rate > 0) {
+        next = ++t->pace_calm >= PACE_CALM_WINDOWS ? 0 : rate + floor;
+    }
+    if (next != rate) {
+        __atomic_store_n(&t->pace_rate, next, __ATOMIC_RELAXED);
+        st_tier__cache_set_pace(t->cache, next);
+        if (!rate || !next)
+            ST_DEBUG("tiering", "downloads %s (live work waited up to %lld us)",
+                     next ? "paced: live traffic waits" : "unpaced again", (long long)lat);
+    }
+}
+
 static void *task_main(void *arg) {
     st_tier_t *t = arg;
     st_thread_set_name("tier-task");
     int64_t next_round = 0, next_stats = st_mono_ms() + 60000;
+    int pacing = t->cfg.foreground_latency_us && t->cfg.yield_latency_us > 0;
+    int64_t next_pace = st_mono_ms() + PACE_WINDOW_MS;
     pthread_mutex_lock(&t->lock);
     while (!t->stopping) {
         int64_t now = st_mono_ms();
@@ -1321,10 +1361,19 @@ static void *task_main(void *arg) {
             pthread_mutex_lock(&t->lock);
             next_stats = now + 60000;
         }
-        /* short naps while downloads wait for the fetch quota */
-        int64_t wait = t->cfg.fetch_max_bytes_per_s > 0 ? 20 : ST_MIN(next_round - now, 200);
+        if (pacing && now >= next_pace) {
+            pthread_mutex_unlock(&t->lock);
+            pace_step(t, now - (next_pace - PACE_WINDOW_MS));
+            pthread_mutex_lock(&t->lock);
+            next_pace = now + PACE_WINDOW_MS;
+        }
+        /* short naps while downloads wait for the fetch quota or the pace */
+        int paced = t->cfg.fetch_max_bytes_per_s > 0 ||
+                    __atomic_load_n(&t->pace_rate, __ATOMIC_RELAXED) > 0;
+        int64_t wait = paced ? 20 : ST_MIN(next_round - now, 200);
+        if (pacing) wait = ST_MIN(wait, ST_MAX(next_pace - now, 1));
         st_cond_wait_ms(&t->cond, &t->lock, wait);
-        if (t->cfg.fetch_max_bytes_per_s > 0) {
+        if (paced) {
             pthread_mutex_unlock(&t->lock);
             st_tier__cache_pump(t->cache);
             pthread_mutex_lock(&t->lock);
@@ -1405,6 +1454,8 @@ void st_tier_get_stats(st_tier_t *t, st_tier_stats_t *out) {
     LOAD(cache_misses);
     LOAD(cache_evictions);
     LOAD(cache_spills);
+    out->fetch_pace_bytes_per_s = __atomic_load_n(&t->pace_rate, __ATOMIC_RELAXED);
+    out->fetch_pace_cuts = (uint64_t)__atomic_load_n(&t->pace_cuts, __ATOMIC_RELAXED);
     LOAD(segments_deleted);
     LOAD(objects_deleted);
     LOAD(orphans_deleted);

@@ -119,6 +119,9 @@ st_tier_cache_t *st_tier__cache_new(st_tier_t *t, const char *dir, int64_t file_
                                     int64_t pool_bytes, int64_t mem_bytes,
                                     int64_t fetch_bytes_per_s);
 void st_tier__cache_pump(st_tier_cache_t *c);
+/* Downloads at most bytes_per_s from now on (0: not paced); queued ones
+ * go as it allows (st_tier__cache_pump). */
+void st_tier__cache_set_pace(st_tier_cache_t *c, int64_t bytes_per_s);
 void st_tier__cache_destroy(st_tier_cache_t *c);
 /* ST_OK and a reference; ST_E_AGAIN (download started or running; wake is
  * called when it ends; wake may be NULL for read-ahead);
@@ -172,6 +175,11 @@ struct st_tier {
     st_tier_stats_atomic_t stats;
     int pending_jobs; /* pool jobs not finished (guarded by lock) */
     st_tier_quota_t copy_quota; /* shared by every copier thread (lock) */
+    /* the pace of downloads, yielding to live traffic (task thread; the
+     * rate and the cuts are read by st_tier_get_stats: atomics) */
+    int64_t pace_rate, pace_cuts;
+    int pace_calm; /* windows in a row without pressure */
+    uint64_t pace_fetched; /* bytes_fetched at the last window */
     st_tier_account_t **accounts; /* sorted by topic; lock */
     int naccounts, capaccounts;
 };

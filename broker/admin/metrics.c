@@ -382,6 +382,14 @@ static void tiering(st_buf_t *b, const st_admin_sources_t *src, const part_row_t
     sample_u(b, "strata_tiering_cache_downloaded_bytes_total", s.bytes_fetched);
     family(b, "strata_tiering_cache_evictions_total", "counter", "Chunks evicted from the cache.");
     sample_u(b, "strata_tiering_cache_evictions_total", s.cache_evictions);
+    family(b, "strata_tiering_fetch_pace_bytes_per_second", "gauge",
+           "The pace downloads yield to live traffic at (remote.log.fetch.yield.latency.ms; "
+           "0: not paced).");
+    st_buf_printf(b, "strata_tiering_fetch_pace_bytes_per_second %lld\n",
+                  (long long)s.fetch_pace_bytes_per_s);
+    family(b, "strata_tiering_fetch_pace_cuts_total", "counter",
+           "100 ms windows in which live traffic waited too long and downloads were slowed.");
+    sample_u(b, "strata_tiering_fetch_pace_cuts_total", s.fetch_pace_cuts);
     family(b, "strata_tiering_cache_spilled_total", "counter",
            "Chunks moved from memory to the disk cache because more than one reader wanted them.");
     sample_u(b, "strata_tiering_cache_spilled_total", s.cache_spills);

@@ -151,6 +151,10 @@ void st_logmgr_request_flush(st_logmgr_t *m, st_log_t *log);
  * wait from its first request until the flusher took the queue (the
  * previous round and the wait for a CPU).  Any thread. */
 void st_logmgr_flush_stats(st_logmgr_t *m, st_histo_t *flush, st_histo_t *wait);
+/* The longest time a flush request waited until its log was synced
+ * (queue and fsync) since the last call, counting a round still running
+ * and requests still queued; -1 when there was no flush to wait on. */
+int64_t st_logmgr_take_flush_peak(st_logmgr_t *m);
 
 /* The cache of open segment files (log.max.open.files). */
 typedef struct st_log_file_stats {

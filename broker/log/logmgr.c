@@ -81,6 +81,9 @@ struct st_logmgr {
     int nlogs, caplogs;
     st_log_t *flush_head, *flush_tail;
     int64_t flush_queued_us; /* when the queue stopped being empty */
+    int64_t round_queued_us; /* the round running: its first request (0: none runs) */
+    int64_t wait_peak_us;    /* the longest request-to-synced since the last take */
+    int rounds;              /* rounds ended since then */
     st_histo_t flush_time, flush_wait;
     int64_t flush_due; /* monotonic: the earliest flush.ms deadline known */
     int stopping;
@@ -529,6 +532,7 @@ static void *flusher_main(void *arg) {
         m->flush_head = m->flush_tail = NULL;
         int64_t start = st_mono_us();
         st_histo_observe(&m->flush_wait, start - m->flush_queued_us);
+        m->round_queued_us = m->flush_queued_us;
         pthread_mutex_unlock(&m->lock);
         /* A log that could not get a descriptor is tried again after a
          * pause (descriptors come back as responses finish), not dropped:
@@ -553,11 +557,27 @@ static void *flusher_main(void *arg) {
                 st_log_release(round[i]);
             }
         }
+        int64_t end = st_mono_us();
         pthread_mutex_lock(&m->lock);
+        m->wait_peak_us = ST_MAX(m->wait_peak_us, end - m->round_queued_us);
+        m->round_queued_us = 0;
+        m->rounds++;
     }
     pthread_mutex_unlock(&m->lock);
     free(round);
     return NULL;
+}
+
+int64_t st_logmgr_take_flush_peak(st_logmgr_t *m) {
+    int64_t now = st_mono_us();
+    pthread_mutex_lock(&m->lock);
+    int64_t peak = m->rounds ? m->wait_peak_us : -1;
+    if (m->round_queued_us) peak = ST_MAX(peak, now - m->round_queued_us);
+    if (m->flush_head) peak = ST_MAX(peak, now - m->flush_queued_us);
+    m->wait_peak_us = 0;
+    m->rounds = 0;
+    pthread_mutex_unlock(&m->lock);
+    return peak;
 }
 
 void st_logmgr_flush_stats(st_logmgr_t *m, st_histo_t *flush, st_histo_t *wait) {

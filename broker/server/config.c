@@ -320,6 +320,16 @@ static const st_cfg_desc_t broker_rows[] = {
          "Directory of the chunk cache (empty: remote-cache under the first log dir)."),
     BROW("remote.log.cache.size.bytes", ST_CFG_LONG, remote_log_cache_size_bytes, "1073741824",
          0, I64MAX, NULL, 0, "Bound of the on-disk chunk cache."),
+    BROW("remote.log.fetch.yield.latency.ms", ST_CFG_LONG, remote_log_fetch_yield_latency_ms,
+         "5", 0, 60000, NULL, 0,
+         "Downloads from the bucket slow down (their rate halved every 100 ms) while a log "
+         "flush that acks=all produces wait on takes longer than this, and speed up again as it "
+         "recovers (unpaced after 2 s below it); with no live produce they are never paced "
+         "(0: never). Strata's setting."),
+    BROW("remote.log.fetch.yield.min.bytes.per.second", ST_CFG_LONG,
+         remote_log_fetch_yield_min_bytes_per_second, "16777216", 1, I64MAX, NULL, 0,
+         "The slowest pace downloads yield down to, and what each calm 100 ms adds back. "
+         "Strata's setting."),
     BROW("remote.log.cache.memory.bytes", ST_CFG_LONG, remote_log_cache_memory_bytes, "134217728",
          0, I64MAX, NULL, 0,
          "Bound of the chunks kept in memory: downloads land there first, and only a chunk more "

@@ -96,6 +96,8 @@ typedef struct st_broker_config {
     char *remote_log_cache_dir;
     int64_t remote_log_cache_size_bytes;
     int64_t remote_log_cache_memory_bytes;
+    int64_t remote_log_fetch_yield_latency_ms;
+    int64_t remote_log_fetch_yield_min_bytes_per_second;
     int32_t remote_log_fetch_readahead_chunks;
     int64_t remote_list_offsets_request_timeout_ms;
     int64_t remote_log_index_file_cache_total_size_bytes;

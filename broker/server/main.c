@@ -123,6 +123,8 @@ static int connection_limit(const st_broker_config_t *cfg, const fd_limits_t *fl
     return max;
 }
 
+static int64_t flush_peak(void *logs) { return st_logmgr_take_flush_peak(logs); }
+
 int main(int argc, char **argv) {
     const char *config_path = NULL;
     char **overrides = st_calloc((size_t)argc, sizeof *overrides);
@@ -383,6 +385,11 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
             .cache_memory_bytes = srv.cfg.remote_log_cache_memory_bytes,
             .readahead_chunks = srv.cfg.remote_log_fetch_readahead_chunks,
             .index_cache_bytes = srv.cfg.remote_log_index_file_cache_total_size_bytes,
+            /* live traffic's wait: acks=all produces on the log flush */
+            .foreground_latency_us = flush_peak,
+            .foreground_arg = srv.logs,
+            .yield_latency_us = srv.cfg.remote_log_fetch_yield_latency_ms * 1000,
+            .yield_min_bytes_per_s = srv.cfg.remote_log_fetch_yield_min_bytes_per_second,
         };
         if (st_tier_new(&tcfg, os, &tier, err, sizeof err)) {
             fprintf(stderr, "stratad: %s\n", err);

@@ -217,12 +217,22 @@ static void open_store(env_t *e) {
  * the disk, as every test but the memory one has them) */
 static int64_t next_memory_bytes;
 
+/* What the broker would say live traffic waited (test_yield_to_live). */
+static int64_t fake_latency_us = -1;
+static int64_t fake_latency(void *arg) {
+    (void)arg;
+    return __atomic_load_n(&fake_latency_us, __ATOMIC_RELAXED);
+}
+static int next_yields; /* the next open_tier paces downloads by fake_latency */
+
 static void open_tier_quota(env_t *e, int64_t cache_bytes, int64_t fetch_per_s, int64_t copy_per_s) {
     char cache[300], err[256];
     snprintf(cache, sizeof cache, "%s/cache", e->root);
     st_tier_config_t tc = {.task_interval_ms = 3600 * 1000, .copy_threads = copy_per_s ? 2 : 1,
                            .chunk_bytes = 65536, .cache_dir = cache, .cache_bytes = cache_bytes,
                            .cache_memory_bytes = next_memory_bytes,
+                           .foreground_latency_us = next_yields ? fake_latency : NULL,
+                           .yield_latency_us = 1000, .yield_min_bytes_per_s = 512 * 1024,
                            .readahead_chunks = 2, .index_cache_bytes = 1 << 20,
                            .fetch_max_bytes_per_s = fetch_per_s, .copy_max_bytes_per_s = copy_per_s};
     assert_int_equal(st_tier_new(&tc, e->os, &e->tier, err, sizeof err), ST_OK);
@@ -939,6 +949,59 @@ static void test_memory_chunks(void **state) {
     env_teardown(&e);
 }
 
+/*
+ * Downloads yield to live traffic: while the broker says live work waits
+ * longer than remote.log.fetch.yield.latency.ms, they slow down to the
+ * floor (a replay that takes a tenth of a second unpaced takes seconds);
+ * once it is calm for 2 s they are unpaced again.
+ */
+static void test_yield_to_live(void **state) {
+    (void)state;
+    env_t e;
+    env_setup(&e);
+    st_tier_destroy(e.tier);
+    next_yields = 1;
+    open_tier(&e, 64 << 20);
+    next_yields = 0;
+    st_tier_retention_t ret = {-1, -1};
+    open_part(&e, &ret);
+    int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
+    wait_remote_end(&e, end);
+    int64_t total = 0;
+    for (int i = 0; i < NSEGS; i++) total += e.segs[i].info.size_bytes;
+
+    /* live work waits 50 ms; a first read's downloads (its chunk and two
+     * ahead) are seen by the next 100 ms window, which paces the rest */
+    __atomic_store_n(&fake_latency_us, 50000, __ATOMIC_RELAXED);
+    uint8_t *data;
+    int32_t len;
+    assert_int_equal(read_remote(&e, 0, 1000, &data, &len), ST_OK);
+    free(data);
+    usleep(400 * 1000);
+    int64_t t0 = st_mono_us();
+    assert_int_equal(replay_all(&e, end), total);
+    double secs = (double)(st_mono_us() - t0) / 1e6;
+    st_tier_stats_t st;
+    st_tier_get_stats(e.tier, &st);
+    print_message("live work waiting 50 ms: %lld bytes replayed in %.2f s (%.0f B/s), paced at "
+                  "%lld B/s after %llu cuts\n", (long long)total, secs, (double)total / secs,
+                  (long long)st.fetch_pace_bytes_per_s, (unsigned long long)st.fetch_pace_cuts);
+    assert_true(st.fetch_pace_cuts >= 1);
+    assert_int_equal(st.fetch_pace_bytes_per_s, 512 * 1024);
+    assert_true(secs >= 1.5); /* 1.6 MB left at 0.5 MB/s (unpaced: 0.02 s) */
+
+    __atomic_store_n(&fake_latency_us, -1, __ATOMIC_RELAXED);
+    int64_t t1 = st_mono_ms();
+    do {
+        st_tier_get_stats(e.tier, &st);
+        if (st.fetch_pace_bytes_per_s == 0) break;
+        usleep(50000);
+    } while (st_mono_ms() - t1 < 10000);
+    assert_int_equal(st.fetch_pace_bytes_per_s, 0);
+    print_message("calm again: unpaced after %.1f s\n", (double)(st_mono_ms() - t1) / 1000);
+    env_teardown(&e);
+}
+
 /* Read every batch of the remote log once, in order, as a consumer
  * replaying from offset 0 does; returns the bytes read. */
 static int64_t replay_all(env_t *e, int64_t end) {
@@ -1606,6 +1669,7 @@ int main(void) {
         cmocka_unit_test(test_delete_records_after_retention_installed),
         cmocka_unit_test(test_small_cache_evicts),
         cmocka_unit_test(test_memory_chunks),
+        cmocka_unit_test(test_yield_to_live),
         cmocka_unit_test(test_fetch_quota_throttles),
         cmocka_unit_test(test_fetch_quota_huge),
         cmocka_unit_test(test_copy_quota_shared),
