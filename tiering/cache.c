@@ -151,7 +151,10 @@ static centry_t *evict(st_tier_cache_t *c, centry_t **spills) {
         int over = e->in_memory ? c->mem_used > c->mem_cap
                    : e->pooled  ? c->pool_used > c->pool_cap
                                 : c->file_used > c->file_cap;
-        int to_disk = e->pooled && e->spill && c->file_cap > 0;
+        /* a chunk fetched ahead and not read yet is wanted too: memory
+         * too small for the read-ahead of every reader must not cost a
+         * second download */
+        int to_disk = e->pooled && (e->spill || e->reads == 0) && c->file_cap > 0;
         if (over && e->refs == 0 && !e->spilling && to_disk) {
             if (spills) {
                 /* counted on the disk from now: its copy is on the way */
@@ -473,7 +476,16 @@ void st_tier__cache_release(st_tier_cache_t *c, st_cache_ref_t *ref) {
     memset(ref, 0, sizeof *ref);
 }
 
-void st_tier__cache_note_read(st_tier_cache_t *c, const char *key, uint64_t offset, int64_t pos) {
+void st_tier__cache_keep_prefix(st_tier_cache_t *c, const char *prefix) {
+    size_t n = strlen(prefix);
+    pthread_mutex_lock(&c->lock);
+    for (centry_t *e = c->lru_head; e; e = e->lnext)
+        if (e->pooled && !strncmp(e->objkey, prefix, n)) e->spill = 1;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void st_tier__cache_note_read(st_tier_cache_t *c, const char *key, uint64_t offset, int64_t pos,
+                              int shared) {
     pthread_mutex_lock(&c->lock);
     centry_t *e = *slot(c, key, offset);
     while (e && (e->offset != offset || strcmp(e->objkey, key))) e = e->hnext;
@@ -482,9 +494,9 @@ void st_tier__cache_note_read(st_tier_cache_t *c, const char *key, uint64_t offs
          * asking again (a Fetch parked on another partition's download
          * reads every partition once more when it wakes), not a second. */
         int64_t now = st_mono_ms();
-        if (e->reads++ > 0 &&
-            (pos < e->last_pos || (pos == e->last_pos && now - e->last_ms >= 1000)))
-            e->spill = 1;
+        int again = e->reads++ > 0 && (pos < e->last_pos ||
+                                        (pos == e->last_pos && now - e->last_ms >= 1000));
+        if (shared || again) e->spill = 1;
         e->last_pos = pos;
         e->last_ms = now;
     }

@@ -92,6 +92,11 @@ struct st_tier_part {
      * by a new text, a new leadership and tiering on again).  p->lock. */
     char *desc;
     int desc_dirty;
+    /* Readers of the remote part (st_tier_read): the highest offset read
+     * lately and when; a read below it means a second reader (or a
+     * re-read), and until shared_until_ms the partition's chunks go to
+     * the disk cache rather than away when memory is short.  p->lock. */
+    int64_t read_hi, read_hi_ms, shared_until_ms;
 };
 
 /*
@@ -2005,8 +2010,28 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
     out->remote_start = st_tier__manifest_start(&p->man);
     out->remote_end = st_tier__manifest_end(&p->man);
     int found = offset >= out->remote_start && find_segment(p, offset, &v, &next);
+    int64_t now = st_mono_ms();
+    int newly_shared = 0;
+    if (found) {
+        /* The highest offset read lately: a reader alone for 5 s has it */
+        if (now - p->read_hi_ms > 5000) p->read_hi = offset;
+        if (offset < p->read_hi) {
+            newly_shared = now >= p->shared_until_ms;
+            p->shared_until_ms = now + 10000;
+        }
+        if (offset >= p->read_hi) {
+            p->read_hi = offset;
+            p->read_hi_ms = now;
+        }
+    }
+    int shared = now < p->shared_until_ms;
+    char *prefix = newly_shared ? st_strprintf("%s/", p->prefix) : NULL;
     pthread_mutex_unlock(&p->lock);
     if (!found) return ST_E_OFFSET_OUT_OF_RANGE;
+    if (prefix) { /* what the reader ahead left in memory, a reader behind needs */
+        st_tier__cache_keep_prefix(t->cache, prefix);
+        free(prefix);
+    }
 
     st_cache_ref_t idx;
     st_err_t e = st_tier__cache_get(t->cache, v.account, v.index_key, 0, ST_OS_TO_END, 1, &idx,
@@ -2054,7 +2079,7 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
         st_tier__cache_release(t->cache, &ref);
         goto out;
     }
-    st_tier__cache_note_read(t->cache, v.log_key, (uint64_t)cstart, pos - cstart);
+    st_tier__cache_note_read(t->cache, v.log_key, (uint64_t)cstart, pos - cstart, shared);
     /* Straight from the cached chunk, up to its end (a batch boundary). */
     int64_t want = ST_MAX((int64_t)b.size, (int64_t)max_bytes);
     out->file = ref.file; /* the reference moves to the caller */

@@ -133,8 +133,14 @@ void st_tier__cache_release(st_tier_cache_t *c, st_cache_ref_t *ref);
 /* A reader read chunk (key, offset) from its byte pos: a read before the
  * previous one's start, or at it a second or more later, means a second
  * reader (or a re-read), and the chunk goes to the disk rather than away
- * when memory is short. */
-void st_tier__cache_note_read(st_tier_cache_t *c, const char *key, uint64_t offset, int64_t pos);
+ * when memory is short; so does every chunk read while shared (the
+ * partition has a reader behind this one). */
+void st_tier__cache_note_read(st_tier_cache_t *c, const char *key, uint64_t offset, int64_t pos,
+                              int shared);
+/* Every chunk in memory whose key starts with prefix goes to the disk
+ * rather than away when memory is short: a second reader of the
+ * partition is behind the first. */
+void st_tier__cache_keep_prefix(st_tier_cache_t *c, const char *prefix);
 /* Bytes of chunks on disk and in memory. */
 void st_tier__cache_used(st_tier_cache_t *c, int64_t *disk, int64_t *memory);
 
