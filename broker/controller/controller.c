@@ -20,6 +20,7 @@
 
 #include <ctype.h>
 #include <stdlib.h>
+#include <strings.h>
 
 st_meta_image_t *st_controller_image(st_controller_t *c) {
     pthread_mutex_lock(&c->lock);
@@ -882,6 +883,14 @@ void st_controller_alter_configs(st_controller_t *c, int resource_type, const ch
             if (st_topic_config_build(c->cfg.broker, t->configs, t->nconfigs, &was, why, sizeof why))
                 st_topic_config_build(c->cfg.broker, NULL, 0, &was, why, sizeof why);
             res->error = st_topic_config_check_change(&was, &tc, res->message, sizeof res->message);
+            for (int k = 0; !res->error && t->internal && k < cnt; k++)
+                if (!strcmp(kv[k].name, "remote.storage.enable") && kv[k].value &&
+                    !strcasecmp(kv[k].value, "true")) {
+                    res->error = ST_E_INVALID_CONFIG;
+                    snprintf(res->message, sizeof res->message,
+                             "Internal topic is not allowed to enable remote storage: %s",
+                             t->name);
+                }
             switched_off = !res->error && was.remote_storage_enable && !tc.remote_storage_enable;
             st_topic_config_fini(&was);
             st_topic_config_fini(&tc);

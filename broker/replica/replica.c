@@ -1007,7 +1007,9 @@ static void effective_config(st_replicas_t *rm, const st_meta_topic_t *t, st_log
         st_topic_config_build(rm->cfg, NULL, 0, &tc, why, sizeof why);
     }
     st_topic_config_to_log(&tc, lc);
-    lc->remote = lc->remote && rm->tier != NULL;
+    /* internal topics are never tiered (Kafka's rule), whatever the
+     * broker default log.remote.storage.enable says */
+    lc->remote = lc->remote && rm->tier != NULL && !t->internal;
     lc->remote_copy_disable = lc->remote_copy_disable && lc->remote;
     lc->producer_id_expiration_ms = rm->cfg->producer_id_expiration_ms; /* a broker setting */
     *min_isr = tc.min_insync_replicas;
