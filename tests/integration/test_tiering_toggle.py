@@ -48,7 +48,7 @@ import subprocess
 import sys
 import time
 
-from kwire import Conn, describe_configs
+from kwire import Conn, describe_configs, kstr
 from strata_harness import (CONFIG, Broker, Bucket, binary, check, check_replay, fail, file_overrides,
                             line_messages, manifest_problems, partition_dir, run, segment_logs,
                             tiered_overrides, wait_for)
@@ -164,6 +164,7 @@ try:
           "CreateTopics")
     check(c.create_topic(LEGACY, 1, configs={"segment.bytes": str(SEG), "local.retention.bytes": str(LOCAL)}) == 0,
           "CreateTopics %s" % LEGACY)
+    c.call(10, 0, kstr("toggle-grp"))  # FindCoordinator: creates __consumer_offsets
     c.close()
     produce(400, LEGACY, legacy)
 
@@ -172,6 +173,17 @@ try:
     print("0. off: %d messages in %d local segments" % (len(produced), len(segment_logs(b, TOPIC, 0))), flush=True)
     time.sleep(1.5)  # three task intervals: nothing may go up
     check(bucket.partition_prefix(TOPIC, 0) is None, "off: the bucket holds objects of the topic")
+    # internal topics are never tiered, whatever the broker default says
+    # (a tiered partition 0 would have written the topic's descriptor)
+    check(not bucket.ls("__consumer_offsets"), "the bucket holds objects of __consumer_offsets: %s" %
+          list(bucket.ls("__consumer_offsets"))[:3])
+    c = Conn(b.port, timeout=60)
+    err, msg = c.incremental_alter("__consumer_offsets", [("remote.storage.enable", 0, "true")])
+    c.close()
+    check(err == INVALID_CONFIG and "Internal topic" in (msg or ""),
+          "remote.storage.enable=true on __consumer_offsets: error %d (%s), want %d" % (err, msg, INVALID_CONFIG))
+    print("0. __consumer_offsets: nothing in the bucket with log.remote.storage.enable=true; tiering it "
+          "refused: %s" % msg, flush=True)
     check(replay("off") == 0, "off: the replay does not start at 0")
 
     # ---- 1. off -> on --------------------------------------------------------
