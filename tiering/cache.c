@@ -18,12 +18,16 @@
  * Chunks are downloaded into memory first (an anonymous memfd each, so a
  * chunk is sent with sendfile like a file's, and its pages are never
  * written back to a disk the log's fsyncs wait on), within
- * remote.log.cache.memory.bytes.  A chunk leaves memory for the disk
- * (spilled) only when a read showed that more than one reader wants it:
- * a read before the previous read's position (a second consumer behind
- * the first), or at it a second or more later (a re-read).  A single sequential reader's chunks are
- * dropped from memory when their turn comes, never written to disk.
- * With no memory bound (0) every chunk goes to the disk as it arrives.
+ * remote.log.cache.memory.bytes.  When memory needs the room, a chunk
+ * goes to the disk cache (spilled: copied, writeback started at once) if
+ * more than one reader wants it (a read before the previous read's
+ * position in it, or at it a second or more later; or its partition has a
+ * reader behind another, st_tier__cache_keep_prefix), if it was fetched
+ * ahead and not read yet, or while the disk cache has room; otherwise it
+ * is dropped.  So a long replay by one reader writes at most the disk
+ * cache's bound once, then nothing: it never evicts what the disk holds
+ * for re-reads.  With no memory bound (0) every chunk goes to the disk as
+ * it arrives.
  *
  * Lock: c->lock guards everything here; callbacks run without it.
  */
@@ -144,38 +148,49 @@ static void entry_free(centry_t *e) {
  * caller to copy (spill_all); without (a network thread, which must not
  * write files), it stays until a download's end evicts again. */
 static centry_t *evict(st_tier_cache_t *c, centry_t **spills) {
-    centry_t *e = c->lru_tail, *gone = NULL;
-    while (e && (c->file_used > c->file_cap || c->mem_used > c->mem_cap ||
-                 c->pool_used > c->pool_cap)) {
-        centry_t *prev = e->lprev;
-        int over = e->in_memory ? c->mem_used > c->mem_cap
-                   : e->pooled  ? c->pool_used > c->pool_cap
-                                : c->file_used > c->file_cap;
-        /* a chunk fetched ahead and not read yet is wanted too: memory
-         * too small for the read-ahead of every reader must not cost a
-         * second download */
-        int to_disk = e->pooled && (e->spill || e->reads == 0) && c->file_cap > 0;
-        if (over && e->refs == 0 && !e->spilling && to_disk) {
-            if (spills) {
-                /* counted on the disk from now: its copy is on the way */
-                e->spilling = 1;
-                c->pool_used -= e->bytes;
-                c->file_used += e->bytes;
-                e->snext = *spills;
-                *spills = e;
-                st_file_keep(e->file);
+    centry_t *gone = NULL;
+    /* Two passes: chunks fetched ahead and not read yet last */
+    for (int pass = 0; pass < 2; pass++) {
+        centry_t *e = c->lru_tail;
+        while (e && (c->file_used > c->file_cap || c->mem_used > c->mem_cap ||
+                     c->pool_used > c->pool_cap)) {
+            centry_t *prev = e->lprev;
+            int over = e->in_memory ? c->mem_used > c->mem_cap
+                       : e->pooled  ? c->pool_used > c->pool_cap
+                                    : c->file_used > c->file_cap;
+            if (!over || e->refs > 0 || e->spilling || (pass == 0 && e->pooled && !e->reads)) {
+                e = prev;
+                continue;
             }
-        } else if (over && e->refs == 0 && !e->spilling) {
-            lru_unlink(c, e);
-            hash_remove(c, e);
-            if (e->in_memory) c->mem_used -= e->bytes;
-            else if (e->pooled) c->pool_used -= e->bytes;
-            else c->file_used -= e->bytes;
-            ST_TIER_STAT_ADD(c->tier, cache_evictions, 1);
-            e->hnext = gone;
-            gone = e;
+            /* To the disk: a chunk more than one reader wants; one fetched
+             * ahead and not read yet (memory too small for every reader's
+             * read-ahead must not cost a second download); any while the
+             * disk cache has room, which it then keeps for re-reads (it
+             * never evicts for a chunk only one reader wanted). */
+            int to_disk = e->pooled && c->file_cap > 0 &&
+                          (e->spill || e->reads == 0 || c->file_used + e->bytes <= c->file_cap);
+            if (to_disk) {
+                if (spills) {
+                    /* counted on the disk from now: its copy is on the way */
+                    e->spilling = 1;
+                    c->pool_used -= e->bytes;
+                    c->file_used += e->bytes;
+                    e->snext = *spills;
+                    *spills = e;
+                    st_file_keep(e->file);
+                }
+            } else {
+                lru_unlink(c, e);
+                hash_remove(c, e);
+                if (e->in_memory) c->mem_used -= e->bytes;
+                else if (e->pooled) c->pool_used -= e->bytes;
+                else c->file_used -= e->bytes;
+                ST_TIER_STAT_ADD(c->tier, cache_evictions, 1);
+                e->hnext = gone;
+                gone = e;
+            }
+            e = prev;
         }
-        e = prev;
     }
     return gone;
 }

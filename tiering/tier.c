@@ -2013,9 +2013,16 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
     int64_t now = st_mono_ms();
     int newly_shared = 0;
     if (found) {
-        /* The highest offset read lately: a reader alone for 5 s has it */
+        /* The highest offset read lately: a reader alone for 5 s has it.
+         * A read below it is a reader behind another (or a re-read);
+         * what it will need is worth the disk only if the disk cache can
+         * hold the distance (bytes estimated from this segment's): a
+         * replay that starts over behind a scan longer than the cache
+         * would only churn it. */
         if (now - p->read_hi_ms > 5000) p->read_hi = offset;
-        if (offset < p->read_hi) {
+        int64_t span = v.last - v.base + 1;
+        double behind = span > 0 ? (double)(p->read_hi - offset) * (double)v.size / (double)span : 0;
+        if (offset < p->read_hi && behind < (double)t->cfg.cache_bytes / 2) {
             newly_shared = now >= p->shared_until_ms;
             p->shared_until_ms = now + 10000;
         }

@@ -5,8 +5,8 @@ its own (tests/s3/rgw.sh), since it stops it.
 
 The broker tiers a 2-partition topic (segment.bytes 1 MiB,
 local.retention.bytes 2 MiB, task interval 500 ms) with a chunk cache of
-4 MiB and two attempts per S3 request, so that failures show quickly, and
-a failing segment's retry wait capped at 4 s
+4 MiB on disk (none in memory) and two attempts per S3 request, so that
+failures show quickly, and a failing segment's retry wait capped at 4 s
 (remote.log.manager.task.retry.backoff.max.ms, 30 s by default), so that
 the outage reaches the cap and the uploads resume within seconds of
 radosgw's return instead of up to 30 s later.
@@ -56,7 +56,8 @@ rgw = Rgw().start()
 print("rgw up in %.1f s" % (time.time() - t_start), flush=True)
 b = Broker(tiered_overrides(s3_overrides(rgw.env), num_partitions=PARTS, log_segment_bytes=SEG,
                             log_local_retention_bytes=LOCAL, remote_log_fetch_chunk_bytes=256 * 1024,
-                            remote_log_cache_size_bytes=4 << 20, remote_log_fetch_readahead_chunks=2,
+                            remote_log_cache_size_bytes=4 << 20, remote_log_cache_memory_bytes=0,
+                            remote_log_fetch_readahead_chunks=2,
                             objectstore_s3_retry_attempts=2, objectstore_s3_connect_timeout_ms=1000,
                             remote_log_manager_task_retry_backoff_max_ms=4000))
 bucket = Bucket(b.overrides)

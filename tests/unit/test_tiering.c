@@ -878,11 +878,11 @@ static int64_t replay_all(env_t *e, int64_t end);
 
 /*
  * Chunks land in memory (remote.log.cache.memory.bytes): a single reader
- * replaying the whole remote log, through a pool of four chunks, writes
- * no file and keeps memory within the bound (its Fetch asking twice at
- * once is still one reader); a second replay behind it has what it reads
- * go to the disk when memory needs the room, served from there without
- * another download.
+ * replaying the whole remote log through a pool of four chunks and a disk
+ * cache of three fills the disk once, while it has room, and drops the
+ * rest (memory and disk within their bounds); the same replay again at
+ * once finds the first chunks on disk, and, further behind than the disk
+ * could hold, does not churn it until it nears the first one's end.
  */
 static void test_memory_chunks(void **state) {
     (void)state;
@@ -890,7 +890,8 @@ static void test_memory_chunks(void **state) {
     env_setup(&e);
     st_tier_destroy(e.tier);
     next_memory_bytes = 4 * 65536; /* a chunk and two ahead, with room: chunks end on batches */
-    open_tier(&e, 64 << 20);
+    int64_t disk = 3 * 75000;      /* three chunks */
+    open_tier(&e, disk);
     next_memory_bytes = 0;
     st_tier_retention_t ret = {-1, -1};
     open_part(&e, &ret);
@@ -899,46 +900,31 @@ static void test_memory_chunks(void **state) {
     int64_t total = 0;
     for (int i = 0; i < NSEGS; i++) total += e.segs[i].info.size_bytes;
 
-    /* Offset 0 twice at once is one reader asking again (a parked Fetch
-     * woken), and the replay from 0 that follows is that reader going on */
-    uint8_t *data;
-    int32_t len;
-    for (int i = 0; i < 2; i++) {
-        assert_int_equal(read_remote(&e, 0, 1000, &data, &len), ST_OK);
-        check_batches(data, len, 0);
-        free(data);
-    }
     assert_int_equal(replay_all(&e, end), total);
     st_tier_stats_t st;
     st_tier_get_stats(e.tier, &st);
-    assert_int_equal(st.cache_spills, 0);
-    assert_int_equal(count_chunk_files(&e), 0);
-    assert_int_equal(st.cache_used_bytes, 0);
+    uint64_t spills = st.cache_spills, downloads = st.fetch_requests;
+    assert_true(spills >= 1 && spills <= 3);
+    assert_int_equal(count_chunk_files(&e), (int)spills);
+    assert_true(st.cache_used_bytes > 0 && st.cache_used_bytes <= disk);
     assert_true(st.cache_memory_used_bytes > 0 && st.cache_memory_used_bytes <= 4 * 65536);
-    assert_true(st.cache_evictions > 0); /* the pool was too small to keep all */
-    print_message("one reader: %lld bytes read, %llu downloads, %llu chunks dropped from memory, "
-                  "none on disk\n", (long long)total, (unsigned long long)st.fetch_requests,
-                  (unsigned long long)st.cache_evictions);
+    assert_true(st.cache_evictions > 0); /* the rest was dropped */
+    print_message("one reader: %lld bytes read, %llu downloads, %llu chunks kept on disk (%lld "
+                  "bytes), %llu dropped from memory\n", (long long)total,
+                  (unsigned long long)downloads, (unsigned long long)spills,
+                  (long long)st.cache_used_bytes, (unsigned long long)st.cache_evictions);
 
-    /* A replay from 0 again at once: a second reader (or a re-read) of
-     * the partition, behind the first; what it reads goes to the disk
-     * when memory needs the room, and is read from there without another
-     * download. */
     assert_int_equal(replay_all(&e, end), total);
     st_tier_get_stats(e.tier, &st);
-    assert_true(st.cache_spills >= 1);
-    assert_true(count_chunk_files(&e) >= 1); /* (one more may be on its way) */
-    assert_true(st.cache_used_bytes > 0);
-    uint64_t downloads = st.fetch_requests;
-    /* (no read-ahead: the chunks after it are gone from memory) */
-    assert_int_equal(read_remote_flags(&e, 0, 1000, ST_TIER_READ_ONCE, &data, &len), ST_OK);
-    check_batches(data, len, 0);
-    free(data);
-    st_tier_get_stats(e.tier, &st);
-    assert_int_equal(st.fetch_requests, downloads); /* served from the disk */
-    print_message("a second replay: %llu chunks spilled to the disk (%lld bytes), offset 0 read "
-                  "again with no download\n", (unsigned long long)st.cache_spills,
-                  (long long)st.cache_used_bytes);
+    /* only where it caught up with the first replay's end (within half
+     * the disk cache) did it count as a reader behind another */
+    assert_true(st.cache_spills - spills <= 3);
+    assert_true(count_chunk_files(&e) <= 3 && st.cache_used_bytes <= disk);
+    assert_true(st.fetch_requests - downloads < downloads); /* the disk's chunks were not fetched */
+    print_message("again at once: %llu more downloads (the disk's chunks served from it), %llu "
+                  "more kept on disk near the end\n",
+                  (unsigned long long)(st.fetch_requests - downloads),
+                  (unsigned long long)(st.cache_spills - spills));
     env_teardown(&e);
 }
 
