@@ -15,19 +15,20 @@
  * sent keeps its descriptor (st_file_t) open after eviction, and an index
  * in use is never freed under its reader (refs).
  *
- * Chunks are downloaded into memory first (an anonymous memfd each, so a
- * chunk is sent with sendfile like a file's, and its pages are never
- * written back to a disk the log's fsyncs wait on), within
- * remote.log.cache.memory.bytes.  When memory needs the room, a chunk
- * goes to the disk cache (spilled: copied, writeback started at once) if
- * more than one reader wants it (a read before the previous read's
- * position in it, or at it a second or more later; or its partition has a
- * reader behind another, st_tier__cache_keep_prefix), if it was fetched
- * ahead and not read yet, or while the disk cache has room; otherwise it
- * is dropped.  So a long replay by one reader writes at most the disk
- * cache's bound once, then nothing: it never evicts what the disk holds
- * for re-reads.  With no memory bound (0) every chunk goes to the disk as
- * it arrives.
+ * A chunk is downloaded to the disk cache while it has room for it (a
+ * re-read of recent history is then warm), else into memory (an
+ * anonymous memfd each, so a chunk is sent with sendfile like a file's,
+ * and its pages are never written back to a disk the log's fsyncs wait
+ * on), within remote.log.cache.memory.bytes.  When memory needs the
+ * room, a chunk goes to the disk cache (spilled: copied, writeback
+ * started at once) if more than one reader wants it (a read before the
+ * previous read's position in it, or at it a second or more later; or
+ * its partition has a reader behind another, st_tier__cache_keep_prefix),
+ * if it was fetched ahead and not read yet, or if the disk has room
+ * again; otherwise it is dropped.  So a long replay by one reader writes
+ * at most the disk cache's bound once, then nothing: it never evicts what
+ * the disk holds for re-reads.  With no memory bound (0) every chunk goes
+ * to the disk as it arrives.
  *
  * Lock: c->lock guards everything here; callbacks run without it.
  */
@@ -61,6 +62,7 @@ typedef struct centry {
     int spill;     /* wanted by more than one reader: to disk when evicted */
     int spilling;  /* being copied to disk (it stays READY meanwhile) */
     int reads;
+    int64_t pending;  /* counted in file_pending while its download runs */
     int64_t last_pos; /* where the latest read began */
     int64_t last_ms;  /* and when */
     int state;
@@ -85,6 +87,7 @@ struct st_tier_cache {
     char *dir;
     int64_t file_cap, mem_cap, file_used, mem_used;
     int64_t pool_cap, pool_used; /* chunks in memory */
+    int64_t file_pending;        /* chunks on their way to the disk */
     centry_t *buckets[NBUCKETS];
     centry_t *lru_head, *lru_tail; /* head: most recent */
     int inflight;
@@ -271,8 +274,11 @@ static void submit(st_tier_cache_t *c, centry_t *e) {
     rq.account = e->account;
     rq.offset = e->offset;
     rq.length = e->length;
+    /* Straight to the disk while it has room (one copy less than a spill
+     * later: a re-read of recent history finds it there), else memory */
     int mfd = -1;
-    if (!e->in_memory && c->pool_cap > 0)
+    int room = c->file_cap > 0 && c->file_used + c->file_pending + (int64_t)e->length <= c->file_cap;
+    if (!e->in_memory && c->pool_cap > 0 && !room)
         mfd = memfd_create("strata-chunk", MFD_CLOEXEC);
     if (e->in_memory) {
         rq.sink.kind = ST_OS_SINK_ALLOC;
@@ -282,6 +288,8 @@ static void submit(st_tier_cache_t *c, centry_t *e) {
         rq.sink.kind = ST_OS_SINK_FD;
         rq.sink.fd = mfd;
     } else {
+        e->pending = (int64_t)e->length;
+        c->file_pending += e->pending;
         free(e->path);
         e->path = st_strprintf("%s/%llu.part", c->dir, (unsigned long long)e->seq);
         unlink(e->path);
@@ -364,6 +372,8 @@ static void download_done(st_os_result_t *res, void *arg) {
         }
     }
     pthread_mutex_lock(&c->lock);
+    c->file_pending -= e->pending;
+    e->pending = 0;
     /* what came, not what was asked for, counts */
     st_tier__quota_charge(&c->quota, (double)res->length - e->charged);
     st_tier__quota_charge(&c->pace, (double)res->length - e->charged);

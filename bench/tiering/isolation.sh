@@ -7,9 +7,12 @@
 #      DATA_MB MiB into topic "tiered" (PARTITIONS partitions, SEGMENT_MB
 #      MiB segments) and waits until every closed segment is in the bucket
 #      and gone locally; the same into topic "local" (not tiered).  The
-#      chunk cache is CACHE_MB (256 MiB), well below the data, so a replay
-#      that starts again from offset 0 downloads every chunk again: each
-#      replay of "tiered" is cold.
+#      disk chunk cache is CACHE_MB (0: none; chunks live in memory only,
+#      remote.log.cache.memory.bytes, 128 MiB, well below the data), so a
+#      replay that starts again from offset 0 downloads every chunk again:
+#      each replay of "tiered" is cold.  (Before chunks went to memory
+#      first, this bench ran with a 256 MiB disk cache, which every replay
+#      churned through.)
 #   2. REPEATS times, each phase PHASE_S seconds long:
 #      alone   strata-loadgen produces RATE records/s of RECORD bytes to
 #              topic "live" (1 partition, acks=all, linger.ms 0) and reports each
@@ -27,7 +30,7 @@
 # (from /proc: the S3 server's daemons, stratad, the rest).
 #
 # Settings (environment): DATA_MB (1024), PARTITIONS (2), SEGMENT_MB (64),
-# PART_MB (8), CHUNK_MB (4), CACHE_MB (256), RATE (2000), RECORD (1000),
+# PART_MB (8), CHUNK_MB (4), CACHE_MB (0), RATE (2000), RECORD (1000),
 # PHASE_S (20), REPEATS (2), BUILD_DIR (build-bench-tier), SKIP_BUILD=1,
 # BROKER_OVERRIDES ("key=value ..." for stratad, e.g. to compare settings),
 # RGW_MEMSTORE_BYTES (4 GiB).
@@ -42,7 +45,7 @@ PARTITIONS=${PARTITIONS:-2}
 SEGMENT_MB=${SEGMENT_MB:-64}
 PART_MB=${PART_MB:-8}
 CHUNK_MB=${CHUNK_MB:-4}
-CACHE_MB=${CACHE_MB:-256}
+CACHE_MB=${CACHE_MB:-0}
 RATE=${RATE:-2000}
 RECORD=${RECORD:-1000}
 SECONDS_PER_PHASE=${PHASE_S:-20}
@@ -144,7 +147,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) p
 
 echo "# isolation: live produce $RATE x $RECORD B/s, acks=all, ${SECONDS_PER_PHASE} s per phase;" \
   "history $DATA_MB MiB, $PARTITIONS partitions, segments $SEGMENT_MB MiB, chunks $CHUNK_MB MiB," \
-  "cache $CACHE_MB MiB; RGW on loopback; $REPEATS runs, medians${BROKER_OVERRIDES:+; stratad: $BROKER_OVERRIDES}"
+  "disk cache $CACHE_MB MiB; RGW on loopback; $REPEATS runs, medians${BROKER_OVERRIDES:+; stratad: $BROKER_OVERRIDES}"
 echo
 echo "| phase | produce p50 ms | p99 ms | p999 ms | max ms | replay MB/s |"
 echo "|---|---|---|---|---|---|"

@@ -332,9 +332,10 @@ static const st_cfg_desc_t broker_rows[] = {
          "Strata's setting."),
     BROW("remote.log.cache.memory.bytes", ST_CFG_LONG, remote_log_cache_memory_bytes, "134217728",
          0, I64MAX, NULL, 0,
-         "Bound of the chunks kept in memory: downloads land there first, and only a chunk more "
-         "than one reader wants goes on to the disk cache (0: every chunk to the disk). "
-         "Strata's setting."),
+         "Bound of the chunks kept in memory: downloads land there once the disk cache is full; "
+         "leaving it, a chunk goes on to the disk cache when a second reader or a re-read wants "
+         "it or it was fetched ahead and not read yet, and is dropped otherwise, so a long "
+         "replay does not churn the disk (0: every chunk to the disk). Strata's setting."),
     BROW("remote.list.offsets.request.timeout.ms", ST_CFG_LONG,
          remote_list_offsets_request_timeout_ms, "30000", 1, I64MAX, NULL, 0,
          "How long a ListOffsets by timestamp may wait on reads from the bucket before "

@@ -874,15 +874,33 @@ static int count_chunk_files(const env_t *e) {
     return n;
 }
 
+static int64_t chunk_file_bytes(const env_t *e) {
+    char dir[300], path[600];
+    snprintf(dir, sizeof dir, "%s/cache", e->root);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int64_t n = 0;
+    struct dirent *de;
+    struct stat sb;
+    while ((de = readdir(d)))
+        if (strstr(de->d_name, ".chunk") || strstr(de->d_name, ".part")) {
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            if (stat(path, &sb) == 0) n += sb.st_size;
+        }
+    closedir(d);
+    return n;
+}
+
 static int64_t replay_all(env_t *e, int64_t end);
 
 /*
- * Chunks land in memory (remote.log.cache.memory.bytes): a single reader
- * replaying the whole remote log through a pool of four chunks and a disk
- * cache of three fills the disk once, while it has room, and drops the
- * rest (memory and disk within their bounds); the same replay again at
- * once finds the first chunks on disk, and, further behind than the disk
- * could hold, does not churn it until it nears the first one's end.
+ * Chunks go to the disk while it has room, then to memory
+ * (remote.log.cache.memory.bytes): a single reader replaying the whole
+ * remote log through a pool of four chunks and a disk cache of three
+ * fills the disk once and drops the rest (memory and disk within their
+ * bounds); the same replay again at once finds the first chunks on disk,
+ * and, further behind than the disk could hold, does not churn it until
+ * it nears the first one's end.
  */
 static void test_memory_chunks(void **state) {
     (void)state;
@@ -904,22 +922,26 @@ static void test_memory_chunks(void **state) {
     st_tier_stats_t st;
     st_tier_get_stats(e.tier, &st);
     uint64_t spills = st.cache_spills, downloads = st.fetch_requests;
-    assert_true(spills >= 1 && spills <= 3);
-    assert_int_equal(count_chunk_files(&e), (int)spills);
+    int files = count_chunk_files(&e);
+    assert_true(files >= 1 && chunk_file_bytes(&e) <= disk);
     assert_true(st.cache_used_bytes > 0 && st.cache_used_bytes <= disk);
     assert_true(st.cache_memory_used_bytes > 0 && st.cache_memory_used_bytes <= 4 * 65536);
     assert_true(st.cache_evictions > 0); /* the rest was dropped */
-    print_message("one reader: %lld bytes read, %llu downloads, %llu chunks kept on disk (%lld "
+    print_message("one reader: %lld bytes read, %llu downloads, %d chunks kept on disk (%lld "
                   "bytes), %llu dropped from memory\n", (long long)total,
-                  (unsigned long long)downloads, (unsigned long long)spills,
-                  (long long)st.cache_used_bytes, (unsigned long long)st.cache_evictions);
+                  (unsigned long long)downloads, files, (long long)st.cache_used_bytes,
+                  (unsigned long long)st.cache_evictions);
 
     assert_int_equal(replay_all(&e, end), total);
     st_tier_get_stats(e.tier, &st);
     /* only where it caught up with the first replay's end (within half
      * the disk cache) did it count as a reader behind another */
     assert_true(st.cache_spills - spills <= 3);
-    assert_true(count_chunk_files(&e) <= 3 && st.cache_used_bytes <= disk);
+    /* (files of chunks evicted a moment ago are unlinked after the lock;
+     * the last chunk of a segment is short, so bytes, not files, bound) */
+    for (int i = 0; i < 100 && chunk_file_bytes(&e) > disk; i++) usleep(10000);
+    assert_true(chunk_file_bytes(&e) <= disk);
+    assert_true(st.cache_used_bytes <= disk);
     assert_true(st.fetch_requests - downloads < downloads); /* the disk's chunks were not fetched */
     print_message("again at once: %llu more downloads (the disk's chunks served from it), %llu "
                   "more kept on disk near the end\n",
