@@ -367,6 +367,9 @@ static void download_done(st_os_result_t *res, void *arg) {
             free(e->path);
             e->path = final;
             fd = open(e->path, O_RDONLY | O_CLOEXEC);
+            /* its writeback starts now: chunk files never pile up as dirty
+             * pages that the log's fsyncs would wait behind */
+            if (fd >= 0) sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
         } else {
             free(final);
         }
