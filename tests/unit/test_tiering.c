@@ -893,6 +893,22 @@ static int64_t chunk_file_bytes(const env_t *e) {
 
 static int64_t replay_all(env_t *e, int64_t end);
 
+/* A tier with a disk cache of cache_bytes (and next_memory_bytes,
+ * next_yields) whose partition has every segment in the bucket: the
+ * bytes of the segments, and the remote end in *end. */
+static int64_t remote_only(env_t *e, int64_t cache_bytes, int64_t *end) {
+    env_setup(e);
+    st_tier_destroy(e->tier);
+    open_tier(e, cache_bytes);
+    st_tier_retention_t ret = {-1, -1};
+    open_part(e, &ret);
+    *end = e->segs[NSEGS - 1].info.last_offset + 1;
+    wait_remote_end(e, *end);
+    int64_t total = 0;
+    for (int i = 0; i < NSEGS; i++) total += e->segs[i].info.size_bytes;
+    return total;
+}
+
 /*
  * Chunks go to the disk while it has room, then to memory
  * (remote.log.cache.memory.bytes): a single reader replaying the whole
@@ -905,18 +921,10 @@ static int64_t replay_all(env_t *e, int64_t end);
 static void test_memory_chunks(void **state) {
     (void)state;
     env_t e;
-    env_setup(&e);
-    st_tier_destroy(e.tier);
+    int64_t end, disk = 3 * 75000; /* three chunks */
     next_memory_bytes = 4 * 65536; /* a chunk and two ahead, with room: chunks end on batches */
-    int64_t disk = 3 * 75000;      /* three chunks */
-    open_tier(&e, disk);
+    int64_t total = remote_only(&e, disk, &end);
     next_memory_bytes = 0;
-    st_tier_retention_t ret = {-1, -1};
-    open_part(&e, &ret);
-    int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
-    wait_remote_end(&e, end);
-    int64_t total = 0;
-    for (int i = 0; i < NSEGS; i++) total += e.segs[i].info.size_bytes;
 
     assert_int_equal(replay_all(&e, end), total);
     st_tier_stats_t st;
@@ -959,17 +967,10 @@ static void test_memory_chunks(void **state) {
 static void test_yield_to_live(void **state) {
     (void)state;
     env_t e;
-    env_setup(&e);
-    st_tier_destroy(e.tier);
+    int64_t end;
     next_yields = 1;
-    open_tier(&e, 64 << 20);
+    int64_t total = remote_only(&e, 64 << 20, &end);
     next_yields = 0;
-    st_tier_retention_t ret = {-1, -1};
-    open_part(&e, &ret);
-    int64_t end = e.segs[NSEGS - 1].info.last_offset + 1;
-    wait_remote_end(&e, end);
-    int64_t total = 0;
-    for (int i = 0; i < NSEGS; i++) total += e.segs[i].info.size_bytes;
 
     /* live work waits 50 ms; a first read's downloads (its chunk and two
      * ahead) are seen by the next 100 ms window, which paces the rest */
