@@ -51,8 +51,15 @@ for version in VERSIONS:
     b = Broker({"logger.debug": "net", "group.initial.rebalance.delay.ms": "300"}, root=root).start()
     try:
         print("== Sarama with config.Version %s" % version, flush=True)
-        r = subprocess.run([prog, b.bootstrap, version], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, timeout=150)
+        try:
+            r = subprocess.run([prog, b.bootstrap, version], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=150)
+        except subprocess.TimeoutExpired as e:
+            # what the client got to and what the broker was doing (the
+            # broker's directory goes with the cleanup below)
+            print((e.stdout or b"").decode(errors="replace")[-6000:])
+            print(b.log_tail(80))
+            fail("the Sarama client did not end within 150 s with config.Version %s" % version)
         out = r.stdout.decode(errors="replace")
         print("\n".join(l for l in out.splitlines() if l.startswith(("STEP", "FAIL", "ok"))), flush=True)
         log = b.log_text()

@@ -19,6 +19,7 @@
 package main
 
 import (
+	"log"
 	"bytes"
 	"context"
 	"fmt"
@@ -64,6 +65,9 @@ func must(err error, what string) {
 }
 
 func newConfig(version sarama.KafkaVersion, client string) *sarama.Config {
+	if os.Getenv("SARAMA_LOG") != "" {
+		sarama.Logger = log.New(os.Stderr, "[sarama] ", log.Lmicroseconds)
+	}
 	c := sarama.NewConfig()
 	c.Version = version
 	c.ClientID = client
@@ -125,6 +129,11 @@ func produceStage(addrs []string, version sarama.KafkaVersion) map[string]*sent 
 		cfg.Producer.RequiredAcks = sarama.WaitForAll
 		cfg.Producer.Compression = c.codec
 		cfg.Producer.Flush.Messages = 10
+		// With Messages and no Frequency, what a retry puts back (Sarama
+		// retries a batch it sent on a connection not yet open, "broker
+		// not connected") may stay below 10 and never go: SendMessages
+		// then waits for ever.  Sarama's own log warns of it.
+		cfg.Producer.Flush.Frequency = 50 * time.Millisecond
 		p, err := sarama.NewSyncProducer(addrs, cfg)
 		must(err, "NewSyncProducer "+c.name)
 		var msgs []*sarama.ProducerMessage
