@@ -131,45 +131,14 @@ static st_os_result_t *get(st_os_t *os, const char *key) {
     return st_os_run(os, &rq);
 }
 
-static void free_keys(char **keys, int64_t *sizes, size_t n) {
-    for (size_t i = 0; i < n; i++) free(keys[i]);
-    free(keys);
-    free(sizes);
-}
-
-typedef struct key_list {
-    char **keys;
-    int64_t *sizes;
-    size_t n, cap;
-} key_list_t;
-
-static void add_key(const st_os_entry_t *entry, void *arg) {
-    key_list_t *l = arg;
-    if (l->n == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 256;
-        l->keys = st_realloc(l->keys, sizeof *l->keys * l->cap);
-        l->sizes = st_realloc(l->sizes, sizeof *l->sizes * l->cap);
-    }
-    l->keys[l->n] = st_strdup(entry->key);
-    l->sizes[l->n++] = (int64_t)entry->size;
-}
-
-/* Every key under prefix with its size (heap arrays).  0, or 1 said. */
-static int list(st_os_t *os, const char *prefix, char ***keys, int64_t **sizes, size_t *n) {
-    key_list_t l = {0};
+/* Every key under prefix with its size.  0, or 1 said. */
+static int list(st_os_t *os, const char *prefix, st_os_keys_t *out) {
     char *why;
-    if (st_os_list_each(os, NULL, prefix, add_key, &l, &why)) {
-        say("listing the bucket under '%s': %s", prefix, why);
-        free(why);
-        free_keys(l.keys, l.sizes, l.n);
-        return 1;
-    }
-    *keys = l.keys;
-    *sizes = l.sizes;
-    *n = l.n;
-    return 0;
+    if (!st_os_list_keys(os, NULL, prefix, out, &why)) return 0;
+    say("listing the bucket under '%s': %s", prefix, why);
+    free(why);
+    return 1;
 }
-
 
 static void topic_fini(rtopic_t *t) {
     for (int32_t i = 0; t->parts && i < t->d.partitions; i++) {
@@ -213,10 +182,8 @@ static int check_partition(st_os_t *os, rtopic_t *t, int32_t k) {
     char *prefix = st_tier_part_prefix(t->d.topic, t->d.topic_id, k);
     char *mkey = st_strprintf("%s/manifest.json", prefix);
     char *lprefix = st_strprintf("%s/", prefix);
+    st_os_keys_t all = {0};
     char why[300];
-    char **keys = NULL;
-    int64_t *sizes = NULL;
-    size_t n = 0;
     int rc = 1;
     st_os_result_t *r = get(os, mkey);
     if (r->status == ST_E_NOT_FOUND) { /* nothing of it reached the bucket */
@@ -243,18 +210,18 @@ static int check_partition(st_os_t *os, rtopic_t *t, int32_t k) {
             p->objs.topic_id ? p->objs.topic_id : "?", (int)p->objs.partition);
         goto out;
     }
-    if (list(os, lprefix, &keys, &sizes, &n)) goto out;
+    if (list(os, lprefix, &all)) goto out;
     for (int i = 0; i < p->objs.nkeys; i++) {
         size_t j = 0;
-        while (j < n && strcmp(keys[j], p->objs.keys[i])) j++;
-        if (j == n) {
+        while (j < all.n && strcmp(all.keys[j], p->objs.keys[i])) j++;
+        if (j == all.n) {
             say("topic '%s' partition %d: %s, named by its manifest, is missing from the "
                 "bucket; nothing was restored", t->d.topic, (int)k, p->objs.keys[i]);
             goto out;
         }
-        if (p->objs.sizes[i] >= 0 && sizes[j] != p->objs.sizes[i]) {
+        if (p->objs.sizes[i] >= 0 && all.sizes[j] != p->objs.sizes[i]) {
             say("topic '%s' partition %d: %s holds %lld bytes, its manifest says %lld; nothing "
-                "was restored", t->d.topic, (int)k, p->objs.keys[i], (long long)sizes[j],
+                "was restored", t->d.topic, (int)k, p->objs.keys[i], (long long)all.sizes[j],
                 (long long)p->objs.sizes[i]);
             goto out;
         }
@@ -265,7 +232,7 @@ static int check_partition(st_os_t *os, rtopic_t *t, int32_t k) {
     rc = 0;
 out:
     st_os_result_free(r);
-    free_keys(keys, sizes, n);
+    st_os_keys_fini(&all);
     free(lprefix);
     free(mkey);
     free(prefix);
@@ -280,17 +247,16 @@ static int find_topics(st_os_t *os, char **names, int nnames, int all, rtopic_t 
     *out = NULL;
     *nout = 0;
     int rc = 1;
-    char **keys = NULL;
-    int64_t *sizes = NULL;
-    size_t n = 0;
+    st_os_keys_t listed = {0};
     /* named topics: their names start their prefixes (either layout) */
     int passes = all ? 1 : nnames;
     rtopic_t *v = st_calloc((size_t)ST_MAX(nnames, 1), sizeof *v);
     int nv = 0, cap = ST_MAX(nnames, 1);
     for (int pass = 0; pass < passes; pass++) {
-        if (list(os, all ? "" : names[pass], &keys, &sizes, &n)) goto out;
+        if (list(os, all ? "" : names[pass], &listed)) goto out;
+        char **keys = listed.keys;
         int found = 0;
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < listed.n; i++) {
             size_t kl = strlen(keys[i]);
             if (kl <= sl || strcmp(keys[i] + kl - sl, suffix)) continue;
             /* <topic>-<id>/topic.json or <topic>/<id>/topic.json */
@@ -326,10 +292,7 @@ static int find_topics(st_os_t *os, char **names, int nnames, int all, rtopic_t 
             nv++;
             found = 1;
         }
-        free_keys(keys, sizes, n);
-        keys = NULL;
-        sizes = NULL;
-        n = 0;
+        st_os_keys_fini(&listed);
         if (!all && !found) {
             say("topic '%s' is not in the bucket (no %s-<topic id>%s); nothing was restored",
                 names[pass], names[pass], suffix);
@@ -343,7 +306,7 @@ static int find_topics(st_os_t *os, char **names, int nnames, int all, rtopic_t 
     }
     rc = 0;
 out:
-    free_keys(keys, sizes, n);
+    st_os_keys_fini(&listed);
     if (rc) {
         for (int i = 0; i < nv; i++) topic_fini(&v[i]);
         free(v);

@@ -512,6 +512,32 @@ st_err_t st_os_list_each(st_os_t *os, st_os_account_t *account, const char *pref
     return e;
 }
 
+static void add_key(const st_os_entry_t *entry, void *arg) {
+    st_os_keys_t *k = arg;
+    if (k->n == k->cap) {
+        k->cap = k->cap ? k->cap * 2 : 64;
+        k->keys = st_realloc(k->keys, sizeof *k->keys * k->cap);
+        k->sizes = st_realloc(k->sizes, sizeof *k->sizes * k->cap);
+    }
+    k->keys[k->n] = st_strdup(entry->key);
+    k->sizes[k->n++] = (int64_t)entry->size;
+}
+
+st_err_t st_os_list_keys(st_os_t *os, st_os_account_t *account, const char *prefix,
+                         st_os_keys_t *out, char **why) {
+    memset(out, 0, sizeof *out);
+    st_err_t e = st_os_list_each(os, account, prefix, add_key, out, why);
+    if (e) st_os_keys_fini(out);
+    return e;
+}
+
+void st_os_keys_fini(st_os_keys_t *k) {
+    for (size_t i = 0; i < k->n; i++) free(k->keys[i]);
+    free(k->keys);
+    free(k->sizes);
+    memset(k, 0, sizeof *k);
+}
+
 st_err_t st_os_check(st_os_t *os, char *err, size_t errlen) {
     st_os_request_t rq = {.op = ST_OS_CHECK};
     st_os_result_t *res = st_os_run(os, &rq);

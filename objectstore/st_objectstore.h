@@ -378,6 +378,17 @@ typedef void (*st_os_entry_cb)(const st_os_entry_t *entry, void *arg);
 st_err_t st_os_list_each(st_os_t *os, st_os_account_t *account, const char *prefix,
                          st_os_entry_cb each, void *arg, char **why);
 
+/* The keys under prefix and their sizes, all pages of them
+ * (st_os_list_each); on failure it is empty.  Free with st_os_keys_fini. */
+typedef struct st_os_keys {
+    char **keys;
+    int64_t *sizes;
+    size_t n, cap;
+} st_os_keys_t;
+st_err_t st_os_list_keys(st_os_t *os, st_os_account_t *account, const char *prefix,
+                         st_os_keys_t *out, char **why);
+void st_os_keys_fini(st_os_keys_t *k);
+
 /* Start-up check: is the bucket there, are the credentials accepted, can
  * the endpoint be reached?  ST_OK, or an error with one clear line in err. */
 st_err_t st_os_check(st_os_t *os, char *err, size_t errlen);

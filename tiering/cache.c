@@ -21,10 +21,10 @@
  * and its pages are never written back to a disk the log's fsyncs wait
  * on), within remote.log.cache.memory.bytes.  When memory needs the
  * room, a chunk goes to the disk cache (spilled: copied, writeback
- * started at once) if more than one reader wants it (a read before the
- * previous read's position in it, or at it a second or more later; or
- * its partition has a reader behind another, st_tier__cache_keep_prefix),
- * if it was fetched ahead and not read yet, or if the disk has room
+ * started at once) if more than one reader wants it (its partition has a
+ * reader behind another: ST_CACHE_SHARED lookups and
+ * st_tier__cache_keep_prefix), if it was fetched ahead and not read yet
+ * (no ST_CACHE_READ lookup found it READY), or if the disk has room
  * again; otherwise it is dropped.  So a long replay by one reader writes
  * at most the disk cache's bound once, then nothing: it never evicts what
  * the disk holds for re-reads.  With no memory bound (0) every chunk goes
@@ -59,12 +59,10 @@ typedef struct centry {
     uint64_t offset, length;
     int in_memory; /* an index: bytes in mem */
     int pooled;    /* a chunk in a memfd, counted in pool_used */
-    int spill;     /* wanted by more than one reader: to disk when evicted */
+    int spill;     /* its partition has a reader behind another: to disk when evicted */
     int spilling;  /* being copied to disk (it stays READY meanwhile) */
-    int reads;
+    int reads;        /* lookups of a reader that found it READY (not read-ahead) */
     int64_t pending;  /* counted in file_pending while its download runs */
-    int64_t last_pos; /* where the latest read began */
-    int64_t last_ms;  /* and when */
     int state;
     int refs;      /* readers of mem */
     int in_lru;
@@ -142,6 +140,17 @@ static void entry_free(centry_t *e) {
     free(e);
 }
 
+/* Out of the cache (lock held), counted as evicted; the caller frees it
+ * once it let go of the lock. */
+static void drop_locked(st_tier_cache_t *c, centry_t *e) {
+    lru_unlink(c, e);
+    hash_remove(c, e);
+    if (e->in_memory) c->mem_used -= e->bytes;
+    else if (e->pooled) c->pool_used -= e->bytes;
+    else c->file_used -= e->bytes;
+    ST_TIER_STAT_ADD(c->tier, cache_evictions, 1);
+}
+
 /* Evict READY entries, oldest first, until each kind is under its bound.
  * Lock held.  Returns them, chained by hnext, for the caller to free
  * (free_evicted) once it let go of the lock: unlinking a chunk's file may
@@ -183,12 +192,7 @@ static centry_t *evict(st_tier_cache_t *c, centry_t **spills) {
                     st_file_keep(e->file);
                 }
             } else {
-                lru_unlink(c, e);
-                hash_remove(c, e);
-                if (e->in_memory) c->mem_used -= e->bytes;
-                else if (e->pooled) c->pool_used -= e->bytes;
-                else c->file_used -= e->bytes;
-                ST_TIER_STAT_ADD(c->tier, cache_evictions, 1);
+                drop_locked(c, e);
                 e->hnext = gone;
                 gone = e;
             }
@@ -238,14 +242,11 @@ static void spill_all(st_tier_cache_t *c, centry_t *e) {
             e->path = path;
             e->pooled = 0;
             ST_TIER_STAT_ADD(c->tier, cache_spills, 1);
-        } else { /* dropped, as if evicted */
+        } else { /* dropped, as if evicted (its bytes count on the disk since evict) */
             e->file = NULL;
-            lru_unlink(c, e);
-            hash_remove(c, e);
-            c->file_used -= e->bytes;
-            ST_TIER_STAT_ADD(c->tier, cache_evictions, 1);
+            e->pooled = 0;
+            drop_locked(c, e);
             gone = e;
-            e->hnext = NULL;
         }
         pthread_mutex_unlock(&c->lock);
         st_file_release(mem); /* the reference evict took */
@@ -439,13 +440,16 @@ static void download_done(st_os_result_t *res, void *arg) {
 }
 
 st_err_t st_tier__cache_get(st_tier_cache_t *c, st_os_account_t *account, const char *key,
-                            uint64_t offset, uint64_t length, int in_memory, st_cache_ref_t *ref,
+                            uint64_t offset, uint64_t length, int flags, st_cache_ref_t *ref,
                             st_tier_wake_cb wake, void *arg) {
     st_err_t rc = ST_E_AGAIN;
+    int in_memory = (flags & ST_CACHE_INDEX) != 0;
     pthread_mutex_lock(&c->lock);
     centry_t *e = *slot(c, key, offset);
     while (e && (e->offset != offset || strcmp(e->objkey, key))) e = e->hnext;
+    if (e && (flags & ST_CACHE_SHARED)) e->spill = 1;
     if (e && e->state == READY) {
+        if (flags & ST_CACHE_READ) e->reads++;
         lru_unlink(c, e);
         lru_push(c, e);
         memset(ref, 0, sizeof *ref);
@@ -472,6 +476,7 @@ st_err_t st_tier__cache_get(st_tier_cache_t *c, st_os_account_t *account, const 
         e->offset = offset;
         e->length = length;
         e->in_memory = in_memory;
+        e->spill = (flags & ST_CACHE_SHARED) != 0;
         e->cache = c;
         centry_t **s = slot(c, key, offset);
         e->hnext = *s;
@@ -509,25 +514,6 @@ void st_tier__cache_keep_prefix(st_tier_cache_t *c, const char *prefix) {
     pthread_mutex_lock(&c->lock);
     for (centry_t *e = c->lru_head; e; e = e->lnext)
         if (e->pooled && !strncmp(e->objkey, prefix, n)) e->spill = 1;
-    pthread_mutex_unlock(&c->lock);
-}
-
-void st_tier__cache_note_read(st_tier_cache_t *c, const char *key, uint64_t offset, int64_t pos,
-                              int shared) {
-    pthread_mutex_lock(&c->lock);
-    centry_t *e = *slot(c, key, offset);
-    while (e && (e->offset != offset || strcmp(e->objkey, key))) e = e->hnext;
-    if (e) {
-        /* The same position again within a second is the same reader
-         * asking again (a Fetch parked on another partition's download
-         * reads every partition once more when it wakes), not a second. */
-        int64_t now = st_mono_ms();
-        int again = e->reads++ > 0 && (pos < e->last_pos ||
-                                        (pos == e->last_pos && now - e->last_ms >= 1000));
-        if (shared || again) e->spill = 1;
-        e->last_pos = pos;
-        e->last_ms = now;
-    }
     pthread_mutex_unlock(&c->lock);
 }
 

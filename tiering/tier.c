@@ -1010,42 +1010,6 @@ void st_tier_part_set_descriptor(st_tier_part_t *p, const char *json) {
  * restart.
  */
 
-typedef struct key_list {
-    char **keys;
-    size_t n, cap;
-} key_list_t;
-
-static void add_key(const st_os_entry_t *entry, void *arg) {
-    key_list_t *l = arg;
-    if (l->n == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 64;
-        l->keys = st_realloc(l->keys, sizeof *l->keys * l->cap);
-    }
-    l->keys[l->n++] = st_strdup(entry->key);
-}
-
-/* Every key under the partition's prefix (heap array of heap strings). */
-static st_err_t list_all(st_tier_part_t *p, char ***out, size_t *nout, char **why) {
-    char *prefix = st_strprintf("%s/", p->prefix), *cause;
-    key_list_t l = {0};
-    st_err_t e = st_os_list_each(p->tier->os, p->account, prefix, add_key, &l, &cause);
-    if (e) {
-        *why = st_strprintf("listing %s: %s", prefix, cause);
-        free(cause);
-    }
-    free(prefix);
-    if (e) {
-        for (size_t i = 0; i < l.n; i++) free(l.keys[i]);
-        free(l.keys);
-        return e;
-    }
-    char **keys = l.keys;
-    size_t n = l.n;
-    *out = keys;
-    *nout = n;
-    return ST_OK;
-}
-
 static st_err_t delete_keys(st_tier_part_t *p, const char *const *keys, size_t n, char **why) {
     if (!n) return ST_OK;
     st_os_request_t rq = {.op = ST_OS_DELETE_BATCH, .account = p->account, .keys = keys,
@@ -1067,9 +1031,8 @@ static st_err_t delete_keys(st_tier_part_t *p, const char *const *keys, size_t n
 static st_err_t purge_remote(st_tier_part_t *p) {
     st_manifest_t m;
     st_tier__manifest_init(&m);
-    char *why = NULL, *key = manifest_key(p->prefix);
-    char **keys = NULL;
-    size_t nkeys = 0;
+    char *why = NULL, *key = manifest_key(p->prefix), *prefix = st_strprintf("%s/", p->prefix);
+    st_os_keys_t all = {0};
     /* read first only to say what goes */
     st_err_t e = manifest_fetch(p, &m, &why);
     int had = e == ST_OK;
@@ -1086,8 +1049,12 @@ static st_err_t purge_remote(st_tier_part_t *p) {
         e = delete_keys(p, &dk, 1, &why);
         free(dkey);
     }
-    if (!e) e = list_all(p, &keys, &nkeys, &why);
-    if (!e) e = delete_keys(p, (const char *const *)keys, nkeys, &why);
+    if (!e && (e = st_os_list_keys(p->tier->os, p->account, prefix, &all, &why))) {
+        char *cause = why;
+        why = st_strprintf("listing %s: %s", prefix, cause);
+        free(cause);
+    }
+    if (!e) e = delete_keys(p, (const char *const *)all.keys, all.n, &why);
     if (e) {
         set_error(p, "deleting the remote log (tiered storage off): %s", why ? why : st_err_msg(e));
         goto out;
@@ -1106,14 +1073,14 @@ static st_err_t purge_remote(st_tier_part_t *p) {
                 "log [%lld, %lld), %d segment(s) of %lld bytes, is deleted from the bucket (%zu "
                 "objects and the manifest)", p->topic, (int)p->partition,
                 (long long)st_tier__manifest_start(&m), (long long)st_tier__manifest_end(&m),
-                m.nsegs, (long long)st_tier__manifest_bytes(&m), nkeys);
+                m.nsegs, (long long)st_tier__manifest_bytes(&m), all.n);
     else
         ST_INFO("tiering", "%s-%d: tiered storage is off (remote.log.delete.on.disable): the bucket "
-                "held no manifest of it; %zu object(s) deleted", p->topic, (int)p->partition, nkeys);
+                "held no manifest of it; %zu object(s) deleted", p->topic, (int)p->partition, all.n);
     clear_error(p);
 out:
-    for (size_t i = 0; i < nkeys; i++) free(keys[i]);
-    free(keys);
+    st_os_keys_fini(&all);
+    free(prefix);
     free(why);
     free(key);
     st_tier__manifest_fini(&m);
@@ -1308,14 +1275,14 @@ static void pace_step(st_tier_t *t, int64_t window_ms) {
     uint64_t fetched = __atomic_load_n(&t->stats.bytes_fetched, __ATOMIC_RELAXED);
     int64_t actual = (int64_t)((fetched - t->pace_fetched) * 1000 / (uint64_t)ST_MAX(window_ms, 1));
     t->pace_fetched = fetched;
-    int64_t floor = ST_MAX(t->cfg.yield_min_bytes_per_s, 1);
+    int64_t min_rate = ST_MAX(t->cfg.yield_min_bytes_per_s, 1);
     int64_t rate = __atomic_load_n(&t->pace_rate, __ATOMIC_RELAXED), next = rate;
     if (lat > t->cfg.yield_latency_us && (actual > 0 || rate > 0)) {
         t->pace_calm = 0;
-        next = ST_MAX(floor, (rate > 0 ? rate : actual) / 2);
+        next = ST_MAX(min_rate, (rate > 0 ? rate : actual) / 2);
         __atomic_add_fetch(&t->pace_cuts, 1, __ATOMIC_RELAXED);
     } else if (rate > 0) {
-        next = ++t->pace_calm >= PACE_CALM_WINDOWS ? 0 : rate + floor;
+        next = ++t->pace_calm >= PACE_CALM_WINDOWS ? 0 : rate + min_rate;
     }
     if (next != rate) {
         __atomic_store_n(&t->pace_rate, next, __ATOMIC_RELAXED);
@@ -1959,13 +1926,16 @@ static void chunk_of(const chunk_map_t *m, int64_t pos, int64_t *start, int64_t 
     *start = boundary(m, k);
 }
 
-/* The chunk holding pos (kept: release with st_tier__cache_release). */
+/* The chunk holding pos, for a reader (kept: release with
+ * st_tier__cache_release); shared: its partition has a reader behind. */
 static st_err_t get_chunk(st_tier_t *t, const seg_view_t *v, const chunk_map_t *m, int64_t pos,
-                          st_cache_ref_t *ref, int64_t *cstart, st_tier_wake_cb wake, void *arg) {
+                          int shared, st_cache_ref_t *ref, int64_t *cstart, st_tier_wake_cb wake,
+                          void *arg) {
     int64_t end;
     chunk_of(m, pos, cstart, &end);
     return st_tier__cache_get(t->cache, v->account, v->log_key, (uint64_t)*cstart,
-                              (uint64_t)(end - *cstart), 0, ref, wake, arg);
+                              (uint64_t)(end - *cstart),
+                              ST_CACHE_READ | (shared ? ST_CACHE_SHARED : 0), ref, wake, arg);
 }
 
 /* Fetch the next chunks of a sequential reader ahead, on into the next
@@ -1986,8 +1956,8 @@ static void read_ahead(st_tier_t *t, const seg_view_t *v, const chunk_map_t *m,
     }
     if (left <= 0 || next->size <= 0) return;
     st_cache_ref_t idx;
-    if (st_tier__cache_get(t->cache, next->account, next->index_key, 0, ST_OS_TO_END, 1, &idx,
-                           NULL, NULL))
+    if (st_tier__cache_get(t->cache, next->account, next->index_key, 0, ST_OS_TO_END,
+                           ST_CACHE_INDEX, &idx, NULL, NULL))
         return;
     chunk_map_t nm = {idx.mem, idx.len / 8, next->size, t->cfg.chunk_bytes};
     for (int64_t s = 0; left > 0 && s < next->size; left--) {
@@ -2041,8 +2011,8 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
     }
 
     st_cache_ref_t idx;
-    st_err_t e = st_tier__cache_get(t->cache, v.account, v.index_key, 0, ST_OS_TO_END, 1, &idx,
-                                    wake, wake_arg);
+    st_err_t e = st_tier__cache_get(t->cache, v.account, v.index_key, 0, ST_OS_TO_END,
+                                    ST_CACHE_INDEX, &idx, wake, wake_arg);
     if (e) goto out;
     chunk_map_t m = {idx.mem, idx.len / 8, v.size, t->cfg.chunk_bytes};
     int64_t pos = index_lookup(idx.mem, idx.len, offset - v.base);
@@ -2059,7 +2029,7 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
         }
         if (pos < cstart || pos >= cend) {
             if (ref.file) st_tier__cache_release(t->cache, &ref);
-            e = get_chunk(t, &v, &m, pos, &ref, &cstart, wake, wake_arg);
+            e = get_chunk(t, &v, &m, pos, shared, &ref, &cstart, wake, wake_arg);
             if (e) break;
             cend = cstart + ref.len;
         }
@@ -2086,7 +2056,6 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
         st_tier__cache_release(t->cache, &ref);
         goto out;
     }
-    st_tier__cache_note_read(t->cache, v.log_key, (uint64_t)cstart, pos - cstart, shared);
     /* Straight from the cached chunk, up to its end (a batch boundary). */
     int64_t want = ST_MAX((int64_t)b.size, (int64_t)max_bytes);
     out->file = ref.file; /* the reference moves to the caller */
@@ -2114,8 +2083,8 @@ st_err_t st_tier_time_search_start(st_tier_part_t *p, int64_t ts, int64_t *from,
     pthread_mutex_unlock(&p->lock);
     if (base < 0) return ST_E_NOT_FOUND;
     st_cache_ref_t tidx;
-    st_err_t e = st_tier__cache_get(t->cache, p->account, key, 0, ST_OS_TO_END, 1, &tidx, wake,
-                                    wake_arg);
+    st_err_t e = st_tier__cache_get(t->cache, p->account, key, 0, ST_OS_TO_END, ST_CACHE_INDEX,
+                                    &tidx, wake, wake_arg);
     free(key);
     if (e) return e;
     /* Entries of 12 bytes: the newest timestamp so far and the relative

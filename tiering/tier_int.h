@@ -123,20 +123,20 @@ void st_tier__cache_pump(st_tier_cache_t *c);
  * go as it allows (st_tier__cache_pump). */
 void st_tier__cache_set_pace(st_tier_cache_t *c, int64_t bytes_per_s);
 void st_tier__cache_destroy(st_tier_cache_t *c);
+/* What a lookup is for (flags of st_tier__cache_get). */
+enum {
+    ST_CACHE_INDEX = 1,  /* an offset or time index: kept in memory, read to its end */
+    ST_CACHE_READ = 2,   /* a reader's read (not read-ahead): a READY chunk counts it */
+    ST_CACHE_SHARED = 4  /* its partition has a reader behind another: to the disk, not
+                          * away, when memory needs the room */
+};
 /* ST_OK and a reference; ST_E_AGAIN (download started or running; wake is
  * called when it ends; wake may be NULL for read-ahead);
  * ST_E_KAFKA_STORAGE_ERROR after a failed download. */
 st_err_t st_tier__cache_get(st_tier_cache_t *c, st_os_account_t *account, const char *key,
-                            uint64_t offset, uint64_t length, int in_memory, st_cache_ref_t *ref,
+                            uint64_t offset, uint64_t length, int flags, st_cache_ref_t *ref,
                             st_tier_wake_cb wake, void *arg);
 void st_tier__cache_release(st_tier_cache_t *c, st_cache_ref_t *ref);
-/* A reader read chunk (key, offset) from its byte pos: a read before the
- * previous one's start, or at it a second or more later, means a second
- * reader (or a re-read), and the chunk goes to the disk rather than away
- * when memory is short; so does every chunk read while shared (the
- * partition has a reader behind this one). */
-void st_tier__cache_note_read(st_tier_cache_t *c, const char *key, uint64_t offset, int64_t pos,
-                              int shared);
 /* Every chunk in memory whose key starts with prefix goes to the disk
  * rather than away when memory is short: a second reader of the
  * partition is behind the first. */

@@ -861,31 +861,21 @@ static void test_small_cache_evicts(void **state) {
     env_teardown(&e);
 }
 
-static int count_chunk_files(const env_t *e) {
-    char dir[300];
-    snprintf(dir, sizeof dir, "%s/cache", e->root);
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)))
-        if (strstr(de->d_name, ".chunk") || strstr(de->d_name, ".part")) n++;
-    closedir(d);
-    return n;
-}
-
-static int64_t chunk_file_bytes(const env_t *e) {
+/* The chunk files in the cache directory: how many, and their bytes. */
+static int chunk_files(const env_t *e, int64_t *bytes) {
     char dir[300], path[600];
     snprintf(dir, sizeof dir, "%s/cache", e->root);
     DIR *d = opendir(dir);
     assert_non_null(d);
-    int64_t n = 0;
+    int n = 0;
+    *bytes = 0;
     struct dirent *de;
     struct stat sb;
     while ((de = readdir(d)))
         if (strstr(de->d_name, ".chunk") || strstr(de->d_name, ".part")) {
+            n++;
             snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-            if (stat(path, &sb) == 0) n += sb.st_size;
+            if (stat(path, &sb) == 0) *bytes += sb.st_size;
         }
     closedir(d);
     return n;
@@ -930,8 +920,9 @@ static void test_memory_chunks(void **state) {
     st_tier_stats_t st;
     st_tier_get_stats(e.tier, &st);
     uint64_t spills = st.cache_spills, downloads = st.fetch_requests;
-    int files = count_chunk_files(&e);
-    assert_true(files >= 1 && chunk_file_bytes(&e) <= disk);
+    int64_t on_disk;
+    int files = chunk_files(&e, &on_disk);
+    assert_true(files >= 1 && on_disk <= disk);
     assert_true(st.cache_used_bytes > 0 && st.cache_used_bytes <= disk);
     assert_true(st.cache_memory_used_bytes > 0 && st.cache_memory_used_bytes <= 4 * 65536);
     assert_true(st.cache_evictions > 0); /* the rest was dropped */
@@ -947,8 +938,8 @@ static void test_memory_chunks(void **state) {
     assert_true(st.cache_spills - spills <= 3);
     /* (files of chunks evicted a moment ago are unlinked after the lock;
      * the last chunk of a segment is short, so bytes, not files, bound) */
-    for (int i = 0; i < 100 && chunk_file_bytes(&e) > disk; i++) usleep(10000);
-    assert_true(chunk_file_bytes(&e) <= disk);
+    for (int i = 0; i < 100 && (chunk_files(&e, &on_disk), on_disk > disk); i++) usleep(10000);
+    assert_true(on_disk <= disk);
     assert_true(st.cache_used_bytes <= disk);
     assert_true(st.fetch_requests - downloads < downloads); /* the disk's chunks were not fetched */
     print_message("again at once: %llu more downloads (the disk's chunks served from it), %llu "
