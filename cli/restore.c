@@ -30,9 +30,10 @@
  * so per topic.
  *
  * --as NEW-NAME (one topic): the topic gets a new id, and its objects are
- * copied under the new topic's prefix (objects keep their names; each
- * manifest is rewritten for the new topic) before it is created; a copy
- * that fails deletes what it wrote.
+ * copied under the new topic's prefix before it is created (objects keep
+ * their names; each manifest is rewritten for the new topic); a copy that
+ * fails deletes what it wrote.  The store copies them itself (S3's
+ * CopyObject: a write request per object, no byte through the tool).
  *
  * Progress goes to stderr (a bar on a terminal, a line per quarter
  * otherwise); the result to stdout.  Exit 0 when every topic serves what
@@ -41,7 +42,6 @@
 #include "cli_int.h"
 #include "st_tiering.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -333,36 +333,13 @@ static void delete_all(st_os_t *os, char **keys, size_t n) {
     }
 }
 
-/* Copy key to nkey through a temporary file.  0, or 1 said. */
+/* Copy key to nkey inside the store (S3's CopyObject: no byte comes
+ * through here).  0, or 1 said. */
 static int copy_object(st_os_t *os, const char *key, const char *nkey) {
-    const char *dir = getenv("TMPDIR");
-    char *tmp = st_strprintf("%s/strata-restore-XXXXXX", dir && *dir ? dir : "/tmp");
-    int fd = mkstemp(tmp), rc = 1;
-    if (fd < 0) {
-        say("copying %s: cannot make a temporary file: %s", key, strerror(errno));
-        free(tmp);
-        return 1;
-    }
-    close(fd);
-    st_os_request_t gq = {.op = ST_OS_GET, .key = key, .length = ST_OS_TO_END};
-    gq.sink.kind = ST_OS_SINK_FILE;
-    gq.sink.path = tmp;
-    st_os_result_t *r = st_os_run(os, &gq);
-    if (r->status) {
-        say("copying %s: %s", key, r->message);
-    } else {
-        st_os_request_t pq = {.op = ST_OS_PUT, .key = nkey};
-        pq.src.kind = ST_OS_SRC_FILE;
-        pq.src.path = tmp;
-        pq.src.length = ST_OS_TO_END;
-        st_os_result_t *w = st_os_run(os, &pq);
-        if (w->status) say("copying %s to %s: %s", key, nkey, w->message);
-        else rc = 0;
-        st_os_result_free(w);
-    }
+    st_os_request_t rq = {.op = ST_OS_COPY, .key = nkey, .copy_source = key};
+    st_os_result_t *r = st_os_run(os, &rq);
+    int rc = r->status ? say("copying %s: %s", key, r->message) : 0;
     st_os_result_free(r);
-    unlink(tmp);
-    free(tmp);
     return rc;
 }
 

@@ -393,10 +393,12 @@ static void do_put(file_os_t *fo, st_os_req_t *req) {
     uint8_t *chunk = NULL;
     st_err_t status = ST_E_PERMANENT;
     const char *what = "";
+    /* a copy is a put whose source is another object's file */
+    const char *op = rq->op == ST_OS_COPY ? "copy to" : "put";
 
     if (root_missing(req, fo)) return;
     if (make_key_path(fo, rq->key, kp, why, sizeof why)) {
-        st_os__complete(req, ST_E_PERMANENT, "put %s: %s", rq->key, why);
+        st_os__complete(req, ST_E_PERMANENT, "%s %s: %s", op, rq->key, why);
         return;
     }
     uint64_t size = rq->src.length, src_off = rq->src.offset;
@@ -405,15 +407,15 @@ static void do_put(file_os_t *fo, st_os_req_t *req) {
         src_fd = open(rq->src.path, O_RDONLY | O_CLOEXEC);
         if (src_fd < 0 || fstat(src_fd, &sst) != 0) {
             en = errno;
-            st_os__complete(req, errno_status(en), "put %s: cannot open the source file %s: %s",
-                            rq->key, rq->src.path, strerror(en));
+            st_os__complete(req, errno_status(en), "%s %s: cannot open the source file %s: %s",
+                            op, rq->key, rq->src.path, strerror(en));
             goto out_fail;
         }
         uint64_t fsize = (uint64_t)sst.st_size;
         if (src_off > fsize || (size != ST_OS_TO_END && size > fsize - src_off)) {
             st_os__complete(req, ST_E_PERMANENT,
-                            "put %s: source %s is %llu bytes, shorter than the range asked",
-                            rq->key, rq->src.path, (unsigned long long)fsize);
+                            "%s %s: source %s is %llu bytes, shorter than the range asked",
+                            op, rq->key, rq->src.path, (unsigned long long)fsize);
             close(src_fd);
             return;
         }
@@ -466,8 +468,10 @@ static void do_put(file_os_t *fo, st_os_req_t *req) {
         }
         if (rq->crc32c_known && rq->crc32c != crc) {
             st_os__complete(req, ST_E_PERMANENT,
-                            "put %s: the source's CRC32C is %08x, not %08x as the caller said",
-                            rq->key, crc, rq->crc32c);
+                            "%s %s: the source's CRC32C is %08x, not %08x as %s", op,
+                            rq->key, crc, rq->crc32c,
+                            rq->op == ST_OS_COPY ? "its object's header says: the object is corrupt"
+                                                 : "the caller said");
             goto out_fail;
         }
     }
@@ -499,8 +503,8 @@ static void do_put(file_os_t *fo, st_os_req_t *req) {
             goto fail;
         }
         if (no) {
-            st_os__complete(req, ST_E_PRECONDITION_FAILED, "put %s: precondition failed: %s",
-                            rq->key, no);
+            st_os__complete(req, ST_E_PRECONDITION_FAILED, "%s %s: precondition failed: %s",
+                            op, rq->key, no);
             goto out_fail;
         }
     }
@@ -530,7 +534,7 @@ static void do_put(file_os_t *fo, st_os_req_t *req) {
     if (lock_fd >= 0) close(lock_fd); /* after the rename: the next test sees it */
     if (src_fd >= 0) close(src_fd);
     free(chunk);
-    st_os__count_bytes(req, size, 0);
+    if (rq->op != ST_OS_COPY) st_os__count_bytes(req, size, 0);
     req->res.crc32c = crc;
     req->res.has_crc32c = 1;
     req->res.object_size = size;
@@ -540,7 +544,7 @@ static void do_put(file_os_t *fo, st_os_req_t *req) {
 
 fail:
     status = errno_status(en);
-    st_os__complete(req, status, "put %s: %s: %s", rq->key, what, strerror(en));
+    st_os__complete(req, status, "%s %s: %s: %s", op, rq->key, what, strerror(en));
 out_fail:
     if (lock_fd >= 0) close(lock_fd);
     if (fd >= 0) close(fd);
@@ -614,6 +618,29 @@ static void do_head(file_os_t *fo, st_os_req_t *req) {
     close(fd);
     fill_object_info(req, &hd, &st);
     st_os__complete(req, ST_OK, NULL);
+}
+
+/* A copy: the source object's bytes, CRC32C (checked as they are read)
+ * and metadata put under the new key as do_put puts a file. */
+static void do_copy(file_os_t *fo, st_os_req_t *req) {
+    st_os_request_t *rq = &req->rq;
+    key_path_t *kp = st_os__alloc(req, sizeof *kp);
+    obj_hdr_t hd;
+    struct stat st;
+    int fd;
+    const char *dst = rq->key;
+    rq->key = rq->copy_source; /* open_object opens (and names) the source */
+    int rc = open_object(fo, req, kp, &fd, &hd, &st);
+    rq->key = dst;
+    if (rc) return;
+    close(fd);
+    rq->src = (st_os_src_t){.kind = ST_OS_SRC_FILE, .path = kp->path, .offset = hd.hlen,
+                            .length = hd.size};
+    rq->meta = hd.meta;
+    rq->nmeta = hd.nmeta;
+    rq->crc32c_known = 1;
+    rq->crc32c = hd.crc;
+    do_put(fo, req);
 }
 
 static void do_get(file_os_t *fo, st_os_req_t *req) {
@@ -980,7 +1007,7 @@ static void run_job(void *arg) {
         [ST_OS_PUT] = ST_OS_CLASS_WRITE,    [ST_OS_GET] = ST_OS_CLASS_READ,
         [ST_OS_HEAD] = ST_OS_CLASS_READ,    [ST_OS_LIST] = ST_OS_CLASS_WRITE,
         [ST_OS_DELETE] = ST_OS_CLASS_FREE,  [ST_OS_DELETE_BATCH] = ST_OS_CLASS_WRITE,
-        [ST_OS_CHECK] = ST_OS_CLASS_WRITE,
+        [ST_OS_CHECK] = ST_OS_CLASS_WRITE,  [ST_OS_COPY] = ST_OS_CLASS_WRITE,
     };
     st_os__count_requests(req, cls[req->rq.op],
                           req->rq.op == ST_OS_DELETE_BATCH
@@ -994,6 +1021,7 @@ static void run_job(void *arg) {
     case ST_OS_DELETE: do_delete(fo, req); break;
     case ST_OS_DELETE_BATCH: do_delete_batch(fo, req); break;
     case ST_OS_CHECK: do_check(fo, req); break;
+    case ST_OS_COPY: do_copy(fo, req); break;
     }
 }
 

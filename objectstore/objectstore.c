@@ -23,6 +23,7 @@ const char *st_os_op_name(st_os_op_t op) {
     case ST_OS_DELETE: return "delete";
     case ST_OS_DELETE_BATCH: return "delete-batch";
     case ST_OS_CHECK: return "check";
+    case ST_OS_COPY: return "copy";
     }
     return "?";
 }
@@ -273,6 +274,7 @@ static void copy_and_check(st_os_req_t *req, const st_os_request_t *in) {
     rq->src.path = st_os__strdup(req, in->src.path);
     rq->sink.path = st_os__strdup(req, in->sink.path);
     rq->if_match = st_os__strdup(req, in->if_match);
+    rq->copy_source = st_os__strdup(req, in->copy_source);
     rq->meta = NULL;
     rq->nmeta = 0;
     rq->keys = NULL;
@@ -286,6 +288,15 @@ static void copy_and_check(st_os_req_t *req, const st_os_request_t *in) {
     case ST_OS_DELETE:
         if (!key_ok(in->key, why, sizeof why))
             fail_early(req, "%s: %s", st_os_op_name(in->op), why);
+        break;
+    case ST_OS_COPY:
+        if (!key_ok(in->key, why, sizeof why))
+            fail_early(req, "copy: %s", why);
+        else if (!in->copy_source || !key_ok(in->copy_source, why, sizeof why))
+            fail_early(req, "copy to %s: the source: %s", in->key,
+                       in->copy_source ? why : "none given");
+        else if (!strcmp(in->copy_source, in->key))
+            fail_early(req, "copy %s: onto itself", in->key);
         break;
     case ST_OS_LIST:
     case ST_OS_DELETE_BATCH:

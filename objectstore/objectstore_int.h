@@ -127,16 +127,18 @@ int st_os__s3_parse_list(st_os_req_t *req, const char *strip, const char *xml, s
                          char *why, size_t whylen);
 /* The UploadId (heap; the caller frees it), or NULL with why. */
 char *st_os__s3_parse_upload_id(const char *xml, size_t len, char *why, size_t whylen);
-/* What a 200 answer to CompleteMultipartUpload says. */
+/* What a 200 answer to a request S3 may fail after it began answering
+ * (CompleteMultipartUpload, CopyObject) says; root is the element of its
+ * result ("CompleteMultipartUploadResult", "CopyObjectResult"). */
 enum {
-    ST_OS_S3_COMPLETE_OK = 0,    /* <CompleteMultipartUploadResult>: done */
+    ST_OS_S3_COMPLETE_OK = 0,    /* <root>: done */
     ST_OS_S3_COMPLETE_ERROR = 1, /* an <Error> inside the 200 (err filled): not done */
     ST_OS_S3_COMPLETE_UNKNOWN = 2 /* anything else (another root element, as moto's
                                    * CompleteMultipartUploadResponse, an empty or broken
                                    * body): the outcome is unknown; why says what came */
 };
-int st_os__s3_parse_complete(const char *xml, size_t len, st_os_s3_error_t *err, char *why,
-                             size_t whylen);
+int st_os__s3_parse_complete(const char *xml, size_t len, const char *root,
+                             st_os_s3_error_t *err, char *why, size_t whylen);
 /* DeleteObjects answer: the keys that failed (NoSuchKey counts as done). */
 int st_os__s3_parse_delete(st_os_req_t *req, const char *strip, const char *xml, size_t len,
                            st_os_key_error_t **failed, size_t *nfailed, char *why,

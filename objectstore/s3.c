@@ -75,7 +75,8 @@ typedef enum call_kind {
     CALL_LIST,
     CALL_DELETE,
     CALL_DELETE_BATCH,
-    CALL_CHECK
+    CALL_CHECK,
+    CALL_COPY
 } call_kind_t;
 
 struct call {
@@ -604,7 +605,8 @@ static st_os_class_t call_class(call_kind_t kind) {
     case CALL_MP_COMPLETE:
     case CALL_LIST:
     case CALL_CHECK:
-    case CALL_DELETE_BATCH: return ST_OS_CLASS_WRITE;
+    case CALL_DELETE_BATCH:
+    case CALL_COPY: return ST_OS_CLASS_WRITE;
     case CALL_GET:
     case CALL_HEAD:
     case CALL_MP_VERIFY: return ST_OS_CLASS_READ;
@@ -1200,6 +1202,29 @@ static void delete_batch_next(s3_op_t *op) {
     }
 }
 
+/* ---- copy ---- */
+
+/* CopyObject: a PUT with no body naming the source (bucket and key,
+ * URI-encoded) in x-amz-copy-source; the object's metadata, our CRC32C
+ * with it, is copied too (S3's default directive, COPY).  S3 answers 200
+ * before the copy is done, so the body says how it went. */
+static void copy_start(s3_op_t *op) {
+    s3_t *s3 = op->s3;
+    const st_os_request_t *rq = &op->req->rq;
+    call_t *c = object_call(op, CALL_COPY, "PUT");
+    c->want_xml = 1;
+    common_headers(s3, c, NULL);
+    st_buf_t b;
+    st_buf_init(&b);
+    st_os__s3_uri_encode(&b, s3->cfg->s3_bucket, 0);
+    st_buf_put(&b, "/", 1);
+    st_os__s3_uri_encode(&b, st_os__full_key(op->req, s3->cfg->s3_prefix, rq->copy_source), 1);
+    char *src = buf_take_str(&b);
+    add_header(c, "x-amz-copy-source: %s", src);
+    free(src);
+    ready_push(s3, c);
+}
+
 /* ---- starting an op (loop thread) ---- */
 
 static void op_start(s3_t *s3, s3_op_t *op) {
@@ -1225,6 +1250,7 @@ static void op_start(s3_t *s3, s3_op_t *op) {
     }
     case ST_OS_LIST: list_start(op, CALL_LIST); break;
     case ST_OS_CHECK: list_start(op, CALL_CHECK); break;
+    case ST_OS_COPY: copy_start(op); break;
     case ST_OS_DELETE: {
         call_t *c = object_call(op, CALL_DELETE, "DELETE");
         common_headers(s3, c, NULL);
@@ -1407,6 +1433,13 @@ static void call_done(s3_t *s3, call_t *c) {
     case CALL_CHECK:
         if (c->status) call_failed(c, NULL);
         break;
+    case CALL_COPY:
+        if (c->status) { /* a 404 is the source's */
+            char *from = st_strprintf("from %s", op->req->rq.copy_source);
+            call_failed(c, from);
+            free(from);
+        }
+        break;
     case CALL_DELETE:
         if (c->status == ST_E_NOT_FOUND) break; /* already gone: fine */
         if (c->status) call_failed(c, NULL);
@@ -1494,8 +1527,8 @@ static void finish_attempt(s3_t *s3, call_t *c, CURLcode cc) {
             break;
         case CALL_MP_COMPLETE: {
             st_os_s3_error_t e;
-            int rc = st_os__s3_parse_complete((const char *)c->resp.data, c->resp.len, &e, why,
-                                              sizeof why);
+            int rc = st_os__s3_parse_complete((const char *)c->resp.data, c->resp.len,
+                                              "CompleteMultipartUploadResult", &e, why, sizeof why);
             c->outcome_unknown = rc == ST_OS_S3_COMPLETE_UNKNOWN;
             if (rc == ST_OS_S3_COMPLETE_ERROR)
                 verdict_set(&v, st_os__s3_code_retryable(e.code) ? ST_E_RETRYABLE : ST_E_PERMANENT,
@@ -1503,6 +1536,19 @@ static void finish_attempt(s3_t *s3, call_t *c, CURLcode cc) {
                             e.message);
             else if (rc == ST_OS_S3_COMPLETE_UNKNOWN) /* not retried: checked with HEAD */
                 verdict_set(&v, ST_E_RETRYABLE, 0, "HTTP 200 with %s", why);
+            break;
+        }
+        case CALL_COPY: {
+            /* A copy may be made again: an unknown outcome is retried. */
+            st_os_s3_error_t e;
+            int rc = st_os__s3_parse_complete((const char *)c->resp.data, c->resp.len,
+                                              "CopyObjectResult", &e, why, sizeof why);
+            if (rc == ST_OS_S3_COMPLETE_ERROR)
+                verdict_set(&v, st_os__s3_code_retryable(e.code) ? ST_E_RETRYABLE : ST_E_PERMANENT,
+                            st_os__s3_code_retryable(e.code), "%s: %s %s", why, e.code,
+                            e.message);
+            else if (rc == ST_OS_S3_COMPLETE_UNKNOWN)
+                verdict_set(&v, ST_E_RETRYABLE, 1, "HTTP 200 with %s", why);
             break;
         }
         case CALL_LIST:

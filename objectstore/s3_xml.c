@@ -337,15 +337,15 @@ static void ignore_end(walker_t *w, const char *parent, const char *name, const 
  * the 200 (and then whitespace) before it knows, so whatever else comes
  * (moto's CompleteMultipartUploadResponse, an empty body, XML cut short by
  * a proxy) says nothing about the outcome. */
-int st_os__s3_parse_complete(const char *xml, size_t len, st_os_s3_error_t *err, char *why,
-                             size_t whylen) {
+int st_os__s3_parse_complete(const char *xml, size_t len, const char *root,
+                             st_os_s3_error_t *err, char *why, size_t whylen) {
     walker_t w;
     memset(err, 0, sizeof *err);
     if (walk_xml(xml, len, ignore_end, NULL, &w) != 0) {
         snprintf(why, whylen, "an unreadable answer (%s)", w.why);
         return ST_OS_S3_COMPLETE_UNKNOWN;
     }
-    if (!strcmp(w.root, "CompleteMultipartUploadResult")) return ST_OS_S3_COMPLETE_OK;
+    if (!strcmp(w.root, root)) return ST_OS_S3_COMPLETE_OK;
     if (!strcmp(w.root, "Error") && st_os__s3_parse_error(xml, len, err) == 0 && err->code[0]) {
         snprintf(why, whylen, "server answered 200 with an error: %s", err->code);
         return ST_OS_S3_COMPLETE_ERROR;

@@ -92,9 +92,12 @@ typedef enum st_os_op {
     ST_OS_LIST,         /* one page of keys under a prefix, in key order */
     ST_OS_DELETE,       /* a missing key is not an error */
     ST_OS_DELETE_BATCH, /* many keys; split into batches the server accepts */
-    ST_OS_CHECK         /* is the bucket there and are we allowed in? */
+    ST_OS_CHECK,        /* is the bucket there and are we allowed in? */
+    ST_OS_COPY          /* key from copy_source, inside the store (S3's
+                         * CopyObject: no byte passes through us); the
+                         * object's bytes, CRC32C and user metadata */
 } st_os_op_t;
-#define ST_OS_NOPS (ST_OS_CHECK + 1)
+#define ST_OS_NOPS (ST_OS_COPY + 1)
 
 const char *st_os_op_name(st_os_op_t op);
 
@@ -235,6 +238,12 @@ typedef struct st_os_request {
      * unconditionally. */
     const char *if_match;
     int if_none_match;
+
+    /* copy: the key copied to key (in this bucket, under the same prefix).
+     * One request, as S3's CopyObject: at most 5 GiB (a larger object fails
+     * with the server's error).  The copy is a new object (its own mtime);
+     * copying onto an existing key replaces it. */
+    const char *copy_source;
 
     /* get: bytes [offset, offset + length), cut short at the object's end.
      * A range that starts at or past the end fails (permanent), except a

@@ -60,7 +60,9 @@ arguments stratad got, no --bootstrap).
    restore-only config in it).
 5. Restore of hist-a, which exists: refused (TOPIC_ALREADY_EXISTS or
    "already exists"), so is --as onto an existing topic; hist-a unchanged.
-6. `restore hist-a --as hist-a-copy`: a new topic id, the copy's own
+6. `restore hist-a --as hist-a-copy` (TMPDIR a directory that does not
+   exist: the store copies the objects, nothing passes through a file of
+   the tool's): a new topic id, the copy's own
    manifests in the bucket (naming it and its id) and its own descriptor;
    it replays hist-a's records and batches; hist-a keeps its id, its
    segment objects and its records.
@@ -124,12 +126,13 @@ print("backend %s%s" % (BACKEND, " (prefix %s)" % store["objectstore.s3.prefix"]
 
 # ---- strata topics with the broker's own settings -------------------------
 
-def strata(*verb, timeout=180):
+def strata(*verb, timeout=180, env=None):
     """`strata topics --config CONFIG --override ... VERB...` with exactly
     the arguments stratad was started with: (rc, stdout, stderr)."""
     cmd = b.command()
     check(cmd[1:3] == ["--config", CONFIG], "stratad's command line: %s" % cmd[:3])
-    rc, out, err = run([binary("strata"), "topics"] + cmd[1:] + list(verb), check_rc=False, timeout=timeout)
+    rc, out, err = run([binary("strata"), "topics"] + cmd[1:] + list(verb), check_rc=False, timeout=timeout,
+                       env=env)
     return rc, out.decode(errors="replace"), err
 
 
@@ -546,7 +549,9 @@ try:
     # ---- 6. a copy under a new name -----------------------------------------------
     objs_a = {k: v for k, v in bucket.ls(prefix_of(A, ids[A])).items() if not k.endswith(".json")}
     t0 = time.time()
-    rc, out, err = strata("restore", A, "--as", COPY)
+    # the store copies the objects itself: the tool needs no temporary file
+    rc, out, err = strata("restore", A, "--as", COPY,
+                          env=dict(os.environ, TMPDIR=os.path.join(work, "no-such-dir")))
     t_copy = time.time() - t0
     check(rc == 0, "restore %s --as %s: exit %d\nstdout: %s\nstderr: %s" % (A, COPY, rc, out, err[-3000:]))
     check(len(out.splitlines()) == 1 and out.startswith("Restored topic ") and COPY in out,

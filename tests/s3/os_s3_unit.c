@@ -26,6 +26,7 @@ static void free_req(st_os_req_t *req) {
 }
 
 #define XMLDECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+#define MPU_RESULT "CompleteMultipartUploadResult"
 
 static void test_error_plain_and_prefixed(void **state) {
     (void)state;
@@ -133,10 +134,10 @@ static void test_multipart_answers(void **state) {
     st_os_s3_error_t e;
     const char *ok = "\n   \n" XMLDECL "<CompleteMultipartUploadResult><ETag>\"x-2\"</ETag>"
                      "</CompleteMultipartUploadResult>";
-    assert_int_equal(st_os__s3_parse_complete(ok, strlen(ok), &e, why, sizeof why), ST_OS_S3_COMPLETE_OK);
+    assert_int_equal(st_os__s3_parse_complete(ok, strlen(ok), MPU_RESULT, &e, why, sizeof why), ST_OS_S3_COMPLETE_OK);
     /* 200 with an error inside. */
     const char *err = "  " XMLDECL "<Error><Code>InternalError</Code><Message>try again</Message></Error>";
-    assert_int_equal(st_os__s3_parse_complete(err, strlen(err), &e, why, sizeof why), ST_OS_S3_COMPLETE_ERROR);
+    assert_int_equal(st_os__s3_parse_complete(err, strlen(err), MPU_RESULT, &e, why, sizeof why), ST_OS_S3_COMPLETE_ERROR);
     assert_string_equal(e.code, "InternalError");
     assert_true(st_os__s3_code_retryable(e.code));
 }
@@ -178,7 +179,7 @@ static void test_complete_answers(void **state) {
     for (size_t i = 0; i < ST_ARRAY_SIZE(cases); i++) {
         st_os_s3_error_t e;
         char why[256] = "";
-        int rc = st_os__s3_parse_complete(cases[i].xml, strlen(cases[i].xml), &e, why, sizeof why);
+        int rc = st_os__s3_parse_complete(cases[i].xml, strlen(cases[i].xml), MPU_RESULT, &e, why, sizeof why);
         if (rc != cases[i].want)
             fail_msg("%s: parse_complete answered %d, want %d (%s)", cases[i].what, rc, cases[i].want, why);
         if (rc == ST_OS_S3_COMPLETE_UNKNOWN) assert_true(why[0] != 0); /* it says what it saw */
@@ -187,16 +188,28 @@ static void test_complete_answers(void **state) {
     /* moto's answer is named in the reason, so an operator sees which it was */
     st_os_s3_error_t e;
     char why[256];
-    assert_int_equal(st_os__s3_parse_complete(cases[2].xml, strlen(cases[2].xml), &e, why, sizeof why),
+    assert_int_equal(st_os__s3_parse_complete(cases[2].xml, strlen(cases[2].xml), MPU_RESULT, &e, why, sizeof why),
                      ST_OS_S3_COMPLETE_UNKNOWN);
     assert_non_null(strstr(why, "CompleteMultipartUploadResponse"));
+    /* CopyObject's answer is judged the same way against its own root */
+    const char *copied = XMLDECL "<CopyObjectResult><LastModified>2026-12-06T10:00:00.000Z"
+                                 "</LastModified><ETag>\"9b2cf5\"</ETag></CopyObjectResult>";
+    assert_int_equal(st_os__s3_parse_complete(copied, strlen(copied), "CopyObjectResult", &e, why,
+                                              sizeof why),
+                     ST_OS_S3_COMPLETE_OK);
+    assert_int_equal(st_os__s3_parse_complete(copied, strlen(copied), MPU_RESULT, &e, why,
+                                              sizeof why),
+                     ST_OS_S3_COMPLETE_UNKNOWN);
+    assert_int_equal(st_os__s3_parse_complete(cases[0].xml, strlen(cases[0].xml),
+                                              "CopyObjectResult", &e, why, sizeof why),
+                     ST_OS_S3_COMPLETE_UNKNOWN);
     /* a server's long message is kept within bounds, and says it was cut */
     st_buf_t b;
     st_buf_init(&b);
     st_buf_printf(&b, XMLDECL "<Error><Code>InternalError</Code><Message>");
     for (int i = 0; i < 1000; i++) st_buf_put(&b, "m", 1);
     st_buf_printf(&b, "</Message></Error>");
-    assert_int_equal(st_os__s3_parse_complete((const char *)b.data, b.len, &e, why, sizeof why),
+    assert_int_equal(st_os__s3_parse_complete((const char *)b.data, b.len, MPU_RESULT, &e, why, sizeof why),
                      ST_OS_S3_COMPLETE_ERROR);
     assert_string_equal(e.message + strlen(e.message) - 8, "...[cut]");
     st_buf_fini(&b);

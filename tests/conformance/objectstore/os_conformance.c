@@ -742,6 +742,56 @@ static void test_metadata_and_overwrite(void **state) {
     st_os_result_free(r);
 }
 
+/* A copy inside the store: the bytes (a multipart object on s3), our
+ * CRC32C and the user metadata come along; the source's name may need
+ * encoding; the copy outlives its source; a missing source is not found. */
+static void test_copy(void **state) {
+    (void)state;
+    size_t n = 5 * MIB + 1;
+    uint8_t *data = make_data(n, 31);
+    char src[300], dst[300];
+    snprintf(src, sizeof src, "%scopy/from here+%s", g.run, "\xc3\xa9");
+    snprintf(dst, sizeof dst, "%scopy/to", g.run);
+    st_os_meta_t meta[] = {{"segment-id", "BBBBBBBBBBBBBBBBBBBBBB"}};
+    st_os_request_t put = {.op = ST_OS_PUT, .key = src, .src = {.kind = ST_OS_SRC_MEM, .data = data, .length = n}, .meta = meta, .nmeta = 1};
+    st_os_result_t *r = st_os_run(g.os, &put);
+    expect_status(r, ST_OK, "put of the source");
+    st_os_result_free(r);
+
+    st_os_request_t cp = {.op = ST_OS_COPY, .key = dst, .copy_source = src};
+    r = st_os_run(g.os, &cp);
+    expect_status(r, ST_OK, "copy");
+    st_os_result_free(r);
+    delete_key(g.os, src);
+    r = get_range(g.os, dst, 0, ST_OS_TO_END);
+    expect_status(r, ST_OK, "get of the copy, its source deleted");
+    assert_int_equal(r->length, n);
+    assert_memory_equal(r->data, data, n);
+    assert_true(r->crc32c_verified);
+    int seen = 0;
+    for (size_t i = 0; i < r->nmeta; i++)
+        seen |= !strcmp(r->meta[i].name, "segment-id") &&
+                !strcmp(r->meta[i].value, "BBBBBBBBBBBBBBBBBBBBBB");
+    assert_true(seen);
+    st_os_result_free(r);
+
+    r = st_os_run(g.os, &cp);
+    expect_status(r, ST_E_NOT_FOUND, "copy of a missing source");
+    if (!strstr(r->message, "from here"))
+        fail_msg("the failed copy does not name its source: %s", r->message);
+    st_os_result_free(r);
+    cp.copy_source = dst;
+    r = st_os_run(g.os, &cp);
+    expect_status(r, ST_E_PERMANENT, "copy onto itself");
+    st_os_result_free(r);
+    cp.copy_source = NULL;
+    r = st_os_run(g.os, &cp);
+    expect_status(r, ST_E_PERMANENT, "copy without a source");
+    st_os_result_free(r);
+    delete_key(g.os, dst);
+    free(data);
+}
+
 static void test_odd_keys(void **state) {
     (void)state;
     /* The last four are not portable (see --portable). */
@@ -951,6 +1001,16 @@ static void test_request_classes(void **state) {
 
     st_os_request_t ck = {.op = ST_OS_CHECK};
     counted_step(ck, ST_OK, 1, 0, 0, &all, "check (a list)");
+
+    /* a copy is one write (S3's COPY) and no byte passes through us */
+    st_os_request_t cp = {.op = ST_OS_COPY, .key = k1, .copy_source = k2};
+    r = run_counted(g.os, cp, &a);
+    expect_status(r, ST_OK, "copy");
+    st_os_result_free(r);
+    expect_classes(&a, 1, 0, 0, "copy");
+    st_os_account_read(&a, &u);
+    assert_int_equal(u.bytes_out + u.bytes_in, 0);
+    all.requests[ST_OS_CLASS_WRITE]++;
 
     st_os_request_t del = {.op = ST_OS_DELETE, .key = k1};
     counted_step(del, ST_OK, 0, 0, 1, &all, "delete");
@@ -1332,6 +1392,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_conditional_put),
         cmocka_unit_test(test_concurrent_gets),
         cmocka_unit_test(test_metadata_and_overwrite),
+        cmocka_unit_test(test_copy),
         cmocka_unit_test(test_odd_keys),
         cmocka_unit_test(test_file_ranges),
         cmocka_unit_test(test_request_classes),
