@@ -1,5 +1,6 @@
 /*
- * os_fault.c - the s3 backend through a proxy that drops connections,
+ * os_fault.c - the s3 backend (puts, heads, copies, gets, lists, deletes)
+ * through a proxy that drops connections,
  * delays and stalls answers, cuts bodies short and answers 500 / 503.
  *
  *   os_fault --env RGWENV --endpoint http://127.0.0.1:PROXYPORT [--rounds N]
@@ -198,6 +199,40 @@ int main(int argc, char **argv) {
             st_os_result_free(r);
             ops++;
         }
+
+        /* Copies inside the store, all at once (a copy whose answer was
+         * lost or cut is made again: the same copy), read back whole and
+         * deleted. */
+        job_t copies[NOBJ];
+        char ckeys[NOBJ][140];
+        const char *cgone[NOBJ];
+        memset(copies, 0, sizeof copies);
+        for (int i = 0; i < NOBJ; i++) {
+            copies[i].wg = &wg;
+            snprintf(ckeys[i], sizeof ckeys[i], "%scopy-%02d", prefix, i);
+            cgone[i] = ckeys[i];
+            st_os_request_t rq = {.op = ST_OS_COPY, .key = ckeys[i], .copy_source = keys[i]};
+            wg_add(&wg);
+            st_os_submit(os, &rq, job_done, &copies[i]);
+        }
+        wg_wait(&wg);
+        for (int i = 0; i < NOBJ; i++) {
+            CHECK(copies[i].status == ST_OK, "copy %s: %s", keys[i], copies[i].message);
+            st_os_request_t rq = {.op = ST_OS_GET, .key = ckeys[i], .length = ST_OS_TO_END};
+            st_os_result_t *r = st_os_run(os, &rq);
+            CHECK(r->status == ST_OK && r->length == sizes[i] &&
+                      (!sizes[i] || memcmp(r->data, data[i], sizes[i]) == 0),
+                  "get of the copy %s: %s, %llu bytes", ckeys[i], r->message,
+                  (unsigned long long)r->length);
+            CHECK(r->status != ST_OK || !sizes[i] || r->crc32c_verified,
+                  "get of the copy %s: our CRC32C did not come along", ckeys[i]);
+            st_os_result_free(r);
+        }
+        st_os_request_t cdel = {.op = ST_OS_DELETE_BATCH, .keys = cgone, .nkeys = NOBJ};
+        st_os_result_t *cr = st_os_run(os, &cdel);
+        CHECK(cr->status == ST_OK, "delete of the copies: %s", cr->message);
+        st_os_result_free(cr);
+        ops += 3 * NOBJ + 1;
 
         /* Whole gets and ranged gets, all at once. */
         enum { RANGES = 3 };
