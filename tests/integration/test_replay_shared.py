@@ -35,7 +35,14 @@ usage: test_replay_shared.py ENVFILE   (the env file of tests/s3/rgw.sh: the rgw
    three consumers at different speeds (as fast as it can, 30 MB/s, 15
    MB/s), so they drift further apart than memory holds: what the reader
    ahead left, the readers behind find in the disk cache; the same bound.
-   Neither window may be empty or short: no GETs, fewer than one per chunk
+6. Again with a disk cache of 32 MiB (less than the topic) and 4 MiB of
+   memory, the consumers at 12, 10 and 8 MB/s: the disk fills with the
+   first chunks as they arrive; from then on only the rules of what goes
+   from memory on to the disk (a reader behind within half the disk cache,
+   read-ahead not read yet) keep the bound, which holds again; some chunk
+   must have gone that way (stratad's spilled count), or the window did
+   not test them.
+   No window may be empty or short: no GETs, fewer than one per chunk
    and index object of the tiered segments, or fewer bytes than those
    segments hold, fail; so does a single replay that downloaded a chunk
    twice (more than the chunks and index objects x 1.10 + 2), which would
@@ -45,7 +52,7 @@ Printed: both windows' GETs and bytes, GETs per GiB of tiered data (and,
 for three consumers, per GiB they were sent in all), stratad's own count of
 the topic's reads in each window, its cache figures from /metrics (misses,
 hits, chunks spilled to disk, evictions, memory and disk held), and the
-time of each window and of the whole test (~25 s).
+time of each window and of the whole test (~35 s).
 
 Settings (to look at the cache under other conditions; the defaults are
 the test):
@@ -87,6 +94,8 @@ SLACK_RATIO, SLACK_GETS = 1.10, 2
 REPLAY_TIMEOUT_S = 300
 APART_MEMORY = 8 << 20
 APART_RATES = [0, 30000000, 15000000]
+FULL_MEMORY, FULL_DISK = 4 << 20, 32 << 20
+FULL_RATES = [12000000, 10000000, 8000000]
 DATA_MB = int(os.environ.get("STRATA_SHARED_MB", "48"))
 MEMORY = os.environ.get("STRATA_SHARED_MEMORY_BYTES")
 RATES = [int(x) for x in os.environ.get("STRATA_SHARED_RATES", "0").split(",")]
@@ -276,11 +285,14 @@ def main():
               (" + ".join(str(len(e)) for e in expected), time.time() - t_start, segs, remote_bytes / MIB,
                ends, chunks_lo, chunks_hi, segs), flush=True)
 
-        def window(tag, n, want=None, rates=RATES, memory=MEMORY):
+        def window(tag, n, want=None, rates=RATES, memory=MEMORY, disk=None):
             """n consumers at once after a restart with nothing cached:
-            (RGW's get_obj, their bytes, the output hashes)."""
+            (RGW's get_obj, their bytes, the output hashes, stratad's
+            figures at the end)."""
             if memory is not None:
                 b.overrides["remote.log.cache.memory.bytes"] = memory
+            if disk is not None:
+                b.overrides["remote.log.cache.size.bytes"] = disk
             restart(b, work, tag)
             u0 = user.settled_usage()
             f0 = figures(aport)
@@ -303,15 +315,15 @@ def main():
                   "the replay did not read them all from the bucket" % (tag, gets, need_lo))
             check(got >= remote_bytes, "%s: RGW sent %d bytes, fewer than the %d bytes tiered" %
                   (tag, got, remote_bytes))
-            return gets, got, hashes
+            return gets, got, hashes, f1
 
         # ---- 2. one consumer, nothing cached
-        g1, bytes1, hashes = window("single", 1)
+        g1, bytes1, hashes, _ = window("single", 1)
         check(g1 <= need_hi * SLACK_RATIO + SLACK_GETS,
               "one consumer alone made RGW serve %d GETs for %d-%d chunks and indexes: chunks downloaded "
               "more than once" % (g1, need_lo, need_hi))
         # ---- 3. three at once, nothing cached
-        g3, bytes3, _ = window("shared", READERS, hashes)
+        g3, bytes3, _, _ = window("shared", READERS, hashes)
 
         # ---- 4. one download per chunk
         limit = g1 * SLACK_RATIO + SLACK_GETS
@@ -327,12 +339,29 @@ def main():
         # chunks memory holds (8 MiB; one as fast as it can, one at 30 MB/s,
         # one at 15): what a reader behind needs goes to the disk cache
         # rather than away, so still one download per chunk
-        ga, bytesa, _ = window("apart", READERS, hashes, rates=APART_RATES, memory=str(APART_MEMORY))
+        ga, bytesa, _, _ = window("apart", READERS, hashes, rates=APART_RATES, memory=str(APART_MEMORY))
         print("GETs with the consumers apart (memory %d MiB, rates %s B/s): %d (%.1f per GiB), %+d against one "
               "consumer (%+.1f%%, limit %.1f)" % (APART_MEMORY >> 20, APART_RATES, ga, ga / tgib, ga - g1,
                                                    100.0 * (ga - g1) / g1, limit), flush=True)
         check(ga <= limit, "%d consumers apart made RGW serve %d GETs (%.1f MiB), one consumer %d: more than %.1f, "
               "a reader behind downloaded again what the one ahead had" % (READERS, ga, bytesa / MIB, g1, limit))
+
+        # ---- 6. apart again, with a disk cache smaller than the topic (32
+        # MiB) and 4 MiB of memory: the first chunks fill the disk as they
+        # arrive, the rest come into memory, and only the rules of what
+        # goes on to the disk from there (a reader behind within half the
+        # disk cache, read-ahead not read yet) keep one download per chunk
+        gf, bytesf, _, ff = window("full", READERS, hashes, rates=FULL_RATES, memory=str(FULL_MEMORY),
+                                   disk=str(FULL_DISK))
+        print("GETs with the consumers apart and the disk cache full (memory %d MiB, disk %d MiB, rates %s B/s): "
+              "%d (%.1f per GiB), %+d against one consumer (%+.1f%%, limit %.1f)" %
+              (FULL_MEMORY >> 20, FULL_DISK >> 20, FULL_RATES, gf, gf / tgib, gf - g1, 100.0 * (gf - g1) / g1,
+               limit), flush=True)
+        check(gf <= limit, "%d consumers apart with the disk cache full made RGW serve %d GETs (%.1f MiB), one "
+              "consumer %d: more than %.1f, a reader behind downloaded again what the one ahead had" %
+              (READERS, gf, bytesf / MIB, g1, limit))
+        check(ff["spilled"] > 0, "full: no chunk went from memory to the disk cache (%s): the window did not reach "
+              "the rules it is for" % show(ff))
         check(b.stop() == 0, "clean stop")
         print("integration.replay_shared.rgw: ok in %.1f s" % (time.time() - t_start), flush=True)
     except SystemExit as e:
