@@ -4,7 +4,7 @@
  * log with them).
  *
  *   restore (TOPIC ... | --all) [--as NEW-NAME] [--replication-factor R]
- *           [--timeout-ms MS]
+ *           [--verify] [--timeout-ms MS]
  *
  * What a topic was is in the bucket: the descriptor its partition 0's
  * leader keeps at <topic>-<topicId>/topic.json (name, id, partition count,
@@ -14,9 +14,13 @@
  * anything: each descriptor decodes and lies where its name and id say,
  * each manifest decodes and names the same topic, id and partition, and
  * every object a manifest names is in the bucket (the .log with the size
- * the manifest gives).  Any failure is said (topic, partition, key) and
- * nothing is restored, not even the topics that passed.  A topic whose
- * name exists on the cluster is refused unless --as gives another name.
+ * the manifest gives).  With --verify every one of those objects is read
+ * whole too (to /dev/null): the store checks its bytes against the CRC32C
+ * stored with it, and a .log's CRC32C must be its manifest's; that costs a
+ * read of everything (a replay's worth of GETs), so it is asked for.  Any
+ * failure is said (topic, partition, key) and nothing is restored, not
+ * even the topics that passed.  A topic whose name exists on the cluster
+ * is refused unless --as gives another name.
  *
  * Then each topic is created through the bootstrap broker (CreateTopics,
  * validated for every topic first) with the id it had, its partition
@@ -42,6 +46,8 @@
 #include "cli_int.h"
 #include "st_tiering.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -49,10 +55,11 @@
 void st_cli_restore_usage(FILE *out) {
     fprintf(out,
             "  restore (TOPIC ... | --all) [--as NEW-NAME] [--replication-factor R]\n"
-            "          [--timeout-ms MS]\n"
+            "          [--verify] [--timeout-ms MS]\n"
             "        recreate topics from the bucket (their descriptor and manifests): same\n"
             "        id, partitions, configs, serving every offset the bucket holds;\n"
-            "        --as restores one topic under another name (its objects are copied)\n");
+            "        --as restores one topic under another name (its objects are copied);\n"
+            "        --verify reads every object first and checks its CRC32C\n");
 }
 
 typedef struct rpart {
@@ -236,6 +243,47 @@ out:
     free(lprefix);
     free(mkey);
     free(prefix);
+    return rc;
+}
+
+/* --verify: every object t's manifests name read whole, to nowhere, and
+ * checked: the object store compares the bytes with the CRC32C stored with
+ * the object, and a .log's must be the one its manifest gives.  0, or 1
+ * said. */
+static int verify_topic(st_os_t *os, rtopic_t *t, int devnull) {
+    int64_t total = 0, done = 0;
+    for (int32_t k = 0; k < t->d.partitions; k++)
+        for (int i = 0; t->parts[k].present && i < t->parts[k].objs.nkeys; i++)
+            total += ST_MAX(t->parts[k].objs.sizes[i], (int64_t)0);
+    progress_t pg;
+    char *what = st_strprintf("verifying %s", t->d.topic);
+    int64_t mib = (total + (1 << 20) - 1) >> 20; /* shown in MiB, rounded up */
+    progress_start(&pg, what, mib);
+    int rc = 0;
+    for (int32_t k = 0; k < t->d.partitions && !rc; k++) {
+        const st_tier_manifest_objects_t *o = &t->parts[k].objs;
+        for (int i = 0; t->parts[k].present && i < o->nkeys && !rc; i++) {
+            st_os_request_t rq = {.op = ST_OS_GET, .key = o->keys[i], .length = ST_OS_TO_END};
+            rq.sink.kind = ST_OS_SINK_FD;
+            rq.sink.fd = devnull;
+            st_os_result_t *r = st_os_run(os, &rq);
+            if (r->status)
+                rc = say("topic '%s' partition %d: %s: %s; nothing was restored", t->d.topic,
+                         (int)k, o->keys[i], r->message);
+            else if (!r->crc32c_verified)
+                rc = say("topic '%s' partition %d: %s carries no CRC32C of Strata's to check it "
+                         "by (not written by a broker?); nothing was restored",
+                         t->d.topic, (int)k, o->keys[i]);
+            else if (o->crcs[i] >= 0 && (int64_t)r->crc32c != o->crcs[i])
+                rc = say("topic '%s' partition %d: %s has CRC32C %08x, its manifest says %08x "
+                         "(another object under its name?); nothing was restored",
+                         t->d.topic, (int)k, o->keys[i], r->crc32c, (uint32_t)o->crcs[i]);
+            done += ST_MAX(o->sizes[i], (int64_t)0);
+            st_os_result_free(r);
+            if (!rc) progress_show(&pg, ST_MIN((done + (1 << 20) - 1) >> 20, mib), "MiB");
+        }
+    }
+    free(what);
     return rc;
 }
 
@@ -554,7 +602,7 @@ static int wait_served(const st_cli_ctx_t *ctx, const rtopic_t *t, int64_t timeo
 
 int st_cli_topics_restore(const st_cli_ctx_t *ctx, int argc, char **argv) {
     char **names = st_calloc((size_t)argc + 1, sizeof *names);
-    int nnames = 0, all = 0, rc = ST_CLI_EXIT_USAGE, nt = 0;
+    int nnames = 0, all = 0, verify = 0, rc = ST_CLI_EXIT_USAGE, nt = 0;
     const char *as = NULL;
     int32_t rf = -1, timeout_ms = 60000;
     rtopic_t *v = NULL;
@@ -566,6 +614,8 @@ int st_cli_topics_restore(const st_cli_ctx_t *ctx, int argc, char **argv) {
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--all")) {
             all = 1;
+        } else if (!strcmp(a, "--verify")) {
+            verify = 1;
         } else if (!strcmp(a, "--as") || !strcmp(a, "--replication-factor") ||
                    !strcmp(a, "--timeout-ms")) {
             if (!val) {
@@ -639,6 +689,17 @@ int st_cli_topics_restore(const st_cli_ctx_t *ctx, int argc, char **argv) {
         free(what);
         if (bad) goto out;
     }
+    if (verify) {
+        int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (devnull < 0) {
+            say("--verify: cannot open /dev/null: %s", strerror(errno));
+            goto out;
+        }
+        int bad = 0;
+        for (int i = 0; i < nt && !bad; i++) bad = verify_topic(os, &v[i], devnull);
+        close(devnull);
+        if (bad) goto out;
+    }
     if (existing(ctx, v, nt)) goto out;
     for (int i = 0; i < nt; i++)
         if (create(ctx, &v[i], rf, 1)) goto out;
@@ -656,9 +717,10 @@ int st_cli_topics_restore(const st_cli_ctx_t *ctx, int argc, char **argv) {
     }
     for (int i = 0; i < nt; i++) {
         if (wait_served(ctx, &v[i], timeout_ms)) goto out;
-        printf("Restored topic %s (id %s) from the bucket: %d partitions, %d segments, %lld "
-               "bytes;", v[i].name, v[i].id, (int)v[i].d.partitions, v[i].segments,
-               (long long)v[i].bytes);
+        printf("Restored topic %s (id %s) from the bucket: %d partition%s, %d segments, %lld "
+               "bytes%s;", v[i].name, v[i].id, (int)v[i].d.partitions,
+               v[i].d.partitions == 1 ? "" : "s", v[i].segments, (long long)v[i].bytes,
+               verify ? ", every object read and its CRC32C checked" : "");
         for (int32_t k = 0; k < v[i].d.partitions; k++) {
             const rpart_t *p = &v[i].parts[k];
             printf(" %d:[%lld, %lld)", (int)k, (long long)(p->present ? p->objs.summary.start : 0),

@@ -223,11 +223,15 @@ st_err_t st_tier_manifest_objects(const char *prefix, const char *text, size_t l
     out->max_leader_epoch = m.leader_epoch;
     out->keys = st_malloc(sizeof *out->keys * (size_t)(6 * m.nsegs + 1));
     out->sizes = st_malloc(sizeof *out->sizes * (size_t)(6 * m.nsegs + 1));
+    out->crcs = st_malloc(sizeof *out->crcs * (size_t)(6 * m.nsegs + 1));
     for (int i = 0; i < m.nsegs; i++) {
         for (int k = 0; k < m.segs[i].nepochs; k++)
             out->max_leader_epoch = ST_MAX(out->max_leader_epoch, m.segs[i].epochs[k].epoch);
         int n = st_tier__segment_keys(prefix, &m.segs[i], out->keys + out->nkeys);
-        for (int k = 0; k < n; k++) out->sizes[out->nkeys + k] = k == 0 ? m.segs[i].size_bytes : -1;
+        for (int k = 0; k < n; k++) {
+            out->sizes[out->nkeys + k] = k == 0 ? m.segs[i].size_bytes : -1;
+            out->crcs[out->nkeys + k] = k == 0 ? (int64_t)m.segs[i].crc32c : -1;
+        }
         out->nkeys += n;
     }
     st_tier__manifest_fini(&m);
@@ -238,6 +242,7 @@ void st_tier_manifest_objects_fini(st_tier_manifest_objects_t *o) {
     for (int i = 0; i < o->nkeys; i++) free(o->keys[i]);
     free(o->keys);
     free(o->sizes);
+    free(o->crcs);
     free(o->topic);
     free(o->topic_id);
     memset(o, 0, sizeof *o);

@@ -333,8 +333,8 @@ st_err_t st_tier_manifest_summarize(const char *text, size_t len, st_tier_manife
  * id and partition it says it is of (NULL / -1 when it does not say), the
  * highest leader epoch it was written at or a segment of it spans (-1:
  * none), and every object key of its segments under prefix (the
- * partition's) with the size the manifest gives (the .log's; -1 for the
- * others). */
+ * partition's) with the size and CRC32C the manifest gives (the .log's;
+ * -1 for the others). */
 typedef struct st_tier_manifest_objects {
     st_tier_manifest_summary_t summary;
     char *topic, *topic_id;
@@ -342,6 +342,7 @@ typedef struct st_tier_manifest_objects {
     int32_t max_leader_epoch;
     char **keys;
     int64_t *sizes;
+    int64_t *crcs;
     int nkeys;
 } st_tier_manifest_objects_t;
 

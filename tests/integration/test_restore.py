@@ -41,15 +41,19 @@ arguments stratad got, no --bootstrap).
       another partition): named too;
    b) hist-d's middle segment .log deleted: restore of hist-b and hist-d
       names the missing key; the .log put back at half its size: the key
-      named again; the segment's .index deleted: named;
+      named again; the segment's .index deleted: named; the .log put back
+      whole with one byte changed: `restore --verify hist-b hist-d` names
+      the key and its manifest (its CRC32C is not the manifest's); on the
+      file backend the last byte of its object file changed: --verify
+      names the key as corrupt;
    c) --all while hist-d is damaged; a topic with nothing in the bucket
       beside a good one (naming it); hist-a with hist-d while a hist-d
       that is not tiered exists on the broker (TOPIC_ALREADY_EXISTS or
       "already exists"; the plain hist-d is then deleted).  --as with two topics or with --all,
       and neither a topic nor --all: exit 1 or 2 (usage), nothing created.
    The original objects are put back: the bucket is as before step 2.
-4. `restore --all`: exit 0, one "Restored topic NAME" line per topic on
-   stdout.  As it exits, every partition's earliest offset is the
+4. `restore --all --verify`: exit 0, one "Restored topic NAME" line per
+   topic on stdout, saying every object was read and its CRC32C checked.  As it exits, every partition's earliest offset is the
    manifest's log start (hist-b-0's the DeleteRecords offset) and its
    latest the manifest's end; list and describe show the original topic
    ids (partition.metadata too), partition counts, replication factor 1
@@ -458,6 +462,29 @@ try:
     rm(idx_key)
     refused("b) its .index missing", [D], [idx_key], [D])
     put(idx_key, idx_bytes)
+    # the .log the same size with one byte changed: only --verify reads it.
+    # Put whole again it carries its own CRC32C, which is not the manifest's;
+    # changed in the file backend's object file, not even its own
+    flipped = bytearray(log_bytes)
+    flipped[len(flipped) // 2] ^= 0xFF
+    put(log_key, bytes(flipped))
+    refused("b) --verify: that .log with a byte changed, put again", ["--verify", B, D], [log_key, "manifest"],
+            [D, B])
+    put(log_key, log_bytes)
+    if BACKEND == "file":
+        pieces = log_key.split("/")
+        path = os.path.join(store["objectstore.file.root"], *[x + "@" for x in pieces[:-1]] + [pieces[-1]])
+        check(os.path.getsize(path) > len(log_bytes), "%s is not the object file of %s" % (path, log_key))
+        with open(path, "r+b") as f:
+            f.seek(-1, os.SEEK_END)
+            last = f.read(1)
+            f.seek(-1, os.SEEK_END)
+            f.write(bytes([last[0] ^ 0x01]))
+        refused("b) --verify: that .log with its last byte changed in the bucket", ["--verify", D],
+                [log_key, "corrupt"], [D])
+        with open(path, "r+b") as f:
+            f.seek(-1, os.SEEK_END)
+            f.write(last)
     # a topic of that name, not tiered, made on the broker meanwhile
     c = Conn(b.port, timeout=30)
     check(c.create_topic(D, 1, configs={"remote.storage.enable": "false"}) == 0, "CreateTopics of a plain %s" % D)
@@ -477,13 +504,15 @@ try:
 
     # ---- 4. restore --all ---------------------------------------------------------
     t0 = time.time()
-    rc, out, err = strata("restore", "--all")
+    rc, out, err = strata("restore", "--all", "--verify")
     t_restore = time.time() - t0
-    check(rc == 0, "restore --all: exit %d\nstdout: %s\nstderr: %s" % (rc, out, err[-3000:]))
+    check(rc == 0, "restore --all --verify: exit %d\nstdout: %s\nstderr: %s" % (rc, out, err[-3000:]))
     lines = out.splitlines()
     for t in TOPICS:
         mine = [ln for ln in lines if re.match(r"Restored topic %s\b(?!-)" % re.escape(t), ln)]
         check(len(mine) == 1, "restore --all: %d lines 'Restored topic %s' on stdout: %r" % (len(mine), t, out))
+        check("CRC32C checked" in mine[0], "restore --all --verify: %r does not say the objects were checked" %
+              mine[0])
     check(len(lines) == len(TOPICS), "restore --all: stdout holds more than a line per topic: %r" % out)
     for t, p in parts:
         o = orig[(t, p)]
@@ -491,7 +520,7 @@ try:
         check(e == 0 and (earliest, latest) == (o["start"], o["end"]),
               "as restore exits, %s-%d: ListOffsets error %d, earliest %d, latest %d; the manifest says [%d, %d)" %
               (t, p, e, earliest, latest, o["start"], o["end"]))
-    print("4. restore --all: exit 0 in %.2f s; stdout:" % t_restore, flush=True)
+    print("4. restore --all --verify: exit 0 in %.2f s; stdout:" % t_restore, flush=True)
     for ln in lines:
         print("     " + ln, flush=True)
     rows = topic_list()
