@@ -30,7 +30,8 @@
 # PART_MB (8, the object store's default: objectstore.s3.part.size.bytes;
 # a segment above it goes up in at most 4 parts, larger when needed), CHUNK_MB (4: remote.log.fetch.chunk.bytes), CURL_PARALLEL (16),
 # RECORD (1000), REPEATS (3), BUILD_DIR (build-bench-tier), SKIP_BUILD=1 to
-# reuse a build, RGW_MEMSTORE_BYTES (8 GiB: the OSD keeps objects in RAM).
+# reuse a build, BROKER_OVERRIDES ("key=value ..." for stratad, to compare
+# settings), RGW_MEMSTORE_BYTES (8 GiB: the OSD keeps objects in RAM).
 # Needs what scripts/deps.sh installs plus the RGW packages (see rgw.sh).
 set -euo pipefail
 
@@ -50,6 +51,7 @@ BUILD_DIR=${BUILD_DIR:-build-bench-tier}
 
 NAME=run.sh
 EXTRA_OVERRIDES=()
+for kv in ${BROKER_OVERRIDES:-}; do EXTRA_OVERRIDES+=(--override "$kv"); done
 # shellcheck source=bench/tiering/common.sh
 . "$here/common.sh"
 

@@ -84,13 +84,14 @@ import os
 import random
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import time
 
-from kwire import Conn, batches, delete_topic, describe_configs, record_batch
-from strata_harness import (CONFIG, Broker, Bucket, binary, check, fail, file_overrides, rgw_env, run,
+from kwire import Conn, delete_topic, describe_configs, record_batch
+from restore_checks import (bucket_descriptor, bucket_manifest, describe_topic, fetch_batches, kcat_records,  # noqa: E402
+                            prefix_of, topic_rows)
+from strata_harness import (CONFIG, Broker, Bucket, binary, check, file_overrides, rgw_env, run,
                             s3_overrides, segment_logs, tiered_overrides, wait_for)
 
 if len(sys.argv) > 1 and (sys.argv[1] not in ("rgw", "file") or (sys.argv[1] == "rgw" and len(sys.argv) < 3)):
@@ -141,36 +142,11 @@ def strata(*verb, timeout=180, env=None):
 
 
 def topic_list():
-    """{topic: (id, partitions, replication factor)} of `strata topics list`."""
-    rc, out, err = strata("list")
-    check(rc == 0, "strata topics list: exit %d: %s" % (rc, err))
-    rows = {}
-    for line in out.splitlines()[1:]:
-        f = line.split()
-        if len(f) >= 4:
-            rows[f[0]] = (f[1], int(f[2]), int(f[3]))
-    return rows
+    return topic_rows(strata)
 
 
 def describe(topic):
-    """(header {field: value}, configs {k: v}, {partition: leader epoch})."""
-    rc, out, err = strata("describe", topic)
-    check(rc == 0, "strata topics describe %s: exit %d: %s" % (topic, rc, err))
-    lines = out.splitlines()
-    head = dict(re.findall(r"(\w+): ([^\t]*)", lines[0]))
-    configs, last = {}, None
-    for kv in head.get("Configs", "").split(","):
-        if "=" in kv:
-            last, v = kv.split("=", 1)
-            configs[last] = v
-        elif last is not None and kv:
-            configs[last] += "," + kv
-    epochs = {}
-    for line in lines[1:]:
-        f = line.split()
-        if len(f) >= 10 and f[0].isdigit() and f[2].lstrip("-").isdigit():
-            epochs[int(f[0])] = int(f[2])
-    return head, configs, epochs
+    return describe_topic(strata, topic)
 
 
 def refused(what, verb, names, absent, words=()):
@@ -234,40 +210,11 @@ def produce(topic, p, n):
 
 
 def replay(topic, p):
-    """kcat from the beginning to the end: [(offset, timestamp, key, value)]."""
-    try:
-        _, out, _ = run(["kcat", "-b", b.bootstrap, "-C", "-t", topic, "-p", str(p), "-o", "beginning", "-e", "-q",
-                         "-f", "%o %T %k %s\\n"], timeout=90)
-    except subprocess.TimeoutExpired:
-        fail("kcat on %s-%d did not reach the end in 90 s" % (topic, p))
-    recs = []
-    for line in out.split(b"\n")[:-1]:
-        o, ts, k, v = line.split(b" ", 3)
-        recs.append((int(o), int(ts), k, v))
-    return recs
+    return kcat_records(b.bootstrap, topic, p)
 
 
 def raw_batches(topic, p, start, end):
-    """The batches Fetch returns for [start, end), bytes as sent."""
-    c = Conn(b.port, timeout=30)
-    out, off, deadline = [], start, time.time() + 60
-    try:
-        while off < end:
-            check(time.time() < deadline, "Fetch of %s-%d stuck at offset %d (end %d)" % (topic, p, off, end))
-            err, _hw, _ls, data = c.fetch(topic, p, off, max_bytes=1 << 20, max_wait=500)
-            check(err == 0, "Fetch %s-%d at %d: error %d" % (topic, p, off, err))
-            for base, _count, raw in batches(data or b""):
-                last = base + struct.unpack_from(">i", raw, 23)[0]
-                if last < off:
-                    continue
-                if base >= end:
-                    off = end
-                    break
-                out.append(raw)
-                off = last + 1
-    finally:
-        c.close()
-    return out
+    return fetch_batches(Conn(b.port, timeout=30), topic, p, start, end)
 
 
 def offsets(topic, p):
@@ -280,18 +227,8 @@ def offsets(topic, p):
     return e1 or e2, earliest, latest
 
 
-def prefix_of(topic, tid):
-    return "%s-%s/" % (topic, tid)
-
-
 def descriptor(topic, tid):
-    data = bucket.get(prefix_of(topic, tid) + "topic.json")
-    if data is None:
-        return None
-    try:
-        return json.loads(data)
-    except ValueError:
-        fail("%s's topic.json is not JSON: %r" % (topic, data[:300]))
+    return bucket_descriptor(bucket, topic, tid)
 
 
 def check_descriptor(d, topic, tid, parts, configs, what):
@@ -302,7 +239,7 @@ def check_descriptor(d, topic, tid, parts, configs, what):
 
 
 def manifest(topic, tid, p):
-    return bucket.manifest("%s%d/" % (prefix_of(topic, tid), p))
+    return bucket_manifest(bucket, topic, tid, p)
 
 
 def seg_key(topic, tid, p, seg, kind="log"):

@@ -60,14 +60,14 @@ import random
 import re
 import shutil
 import signal
-import struct
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kwire  # noqa: E402
+from restore_checks import (bucket_descriptor, bucket_manifest, describe_topic, fetch_batches, kcat_records,  # noqa: E402
+                            prefix_of, topic_rows)
 from strata_harness import (CONFIG, Bucket, Cluster, binary, check, fail, file_overrides,  # noqa: E402
                             manifest_problems, run, tiered_overrides)
 
@@ -121,36 +121,11 @@ def cli_node():
 
 
 def topic_list():
-    """{topic: (id, partitions, replication factor)} of `strata topics list`."""
-    rc, out, err = strata("list")
-    check(rc == 0, "strata topics list: exit %d: %s" % (rc, err))
-    rows = {}
-    for line in out.splitlines()[1:]:
-        f = line.split()
-        if len(f) >= 4:
-            rows[f[0]] = (f[1], int(f[2]), int(f[3]))
-    return rows
+    return topic_rows(strata)
 
 
 def describe(topic):
-    """(header {field: value}, configs {k: v}, {partition: leader epoch})."""
-    rc, out, err = strata("describe", topic)
-    check(rc == 0, "strata topics describe %s: exit %d: %s" % (topic, rc, err))
-    lines = out.splitlines()
-    head = dict(re.findall(r"(\w+): ([^\t]*)", lines[0]))
-    configs, last = {}, None
-    for kv in head.get("Configs", "").split(","):
-        if "=" in kv:
-            last, v = kv.split("=", 1)
-            configs[last] = v
-        elif last is not None and kv:
-            configs[last] += "," + kv
-    epochs = {}
-    for line in lines[1:]:
-        f = line.split()
-        if len(f) >= 10 and f[0].isdigit() and f[2].lstrip("-").isdigit():
-            epochs[int(f[0])] = int(f[2])
-    return head, configs, epochs
+    return describe_topic(strata, topic)
 
 
 def leader(topic, p, nodes=None):
@@ -202,41 +177,12 @@ def produce(topic, p, n, tag):
 
 
 def replay(topic, p, nodes=None):
-    """kcat from the beginning to the end: [(offset, timestamp, key, value)]."""
-    try:
-        _, out, _ = run(["kcat", "-b", cl.bootstrap(nodes or cl.live()), "-C", "-t", topic, "-p", str(p),
-                         "-o", "beginning", "-e", "-q", "-f", "%o %T %k %s\\n"], timeout=90)
-    except subprocess.TimeoutExpired:
-        fail("kcat on %s-%d did not reach the end in 90 s" % (topic, p))
-    recs = []
-    for line in out.split(b"\n")[:-1]:
-        o, ts, k, v = line.split(b" ", 3)
-        recs.append((int(o), int(ts), k, v))
-    return recs
+    return kcat_records(cl.bootstrap(nodes or cl.live()), topic, p)
 
 
 def raw_batches(topic, p, node, start, end):
     """The batches node's Fetch returns for [start, end), bytes as sent."""
-    c = cl.conn(node, timeout=30)
-    out, off, deadline = [], start, time.time() + 60
-    try:
-        while off < end:
-            check(time.time() < deadline, "Fetch of %s-%d at node %d stuck at offset %d (end %d)" %
-                  (topic, p, node, off, end))
-            err, _hw, _ls, data = c.fetch(topic, p, off, max_bytes=1 << 20, max_wait=500)
-            check(err == 0, "Fetch %s-%d at node %d, offset %d: error %d" % (topic, p, node, off, err))
-            for base, _count, raw in kwire.batches(data or b""):
-                last = base + struct.unpack_from(">i", raw, 23)[0]
-                if last < off:
-                    continue
-                if base >= end:
-                    off = end
-                    break
-                out.append(raw)
-                off = last + 1
-    finally:
-        c.close()
-    return out
+    return fetch_batches(cl.conn(node, timeout=30), topic, p, start, end, " at node %d" % node)
 
 
 def same_batches(what, got, want):
@@ -258,12 +204,8 @@ def same_records(what, got, want):
 
 # ---- the bucket ------------------------------------------------------------------
 
-def prefix_of(topic, tid):
-    return "%s-%s/" % (topic, tid)
-
-
 def manifest(topic, tid, p):
-    return bucket.manifest("%s%d/" % (prefix_of(topic, tid), p))
+    return bucket_manifest(bucket, topic, tid, p)
 
 
 def span(man):
@@ -272,9 +214,7 @@ def span(man):
 
 
 def descriptor(topic, tid):
-    import json
-    data = bucket.get(prefix_of(topic, tid) + "topic.json")
-    return None if data is None else json.loads(data)
+    return bucket_descriptor(bucket, topic, tid)
 
 
 def settled(topic, tid, p):
