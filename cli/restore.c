@@ -48,6 +48,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -246,12 +247,55 @@ out:
     return rc;
 }
 
-/* --verify: every object t's manifests name read whole, to nowhere, and
- * checked: the object store compares the bytes with the CRC32C stored with
- * the object, and a .log's must be the one its manifest gives.  0, or 1
- * said. */
+/* --verify: every object t's manifests name read whole, to nowhere,
+ * VERIFY_AT_ONCE at a time, and checked: the object store compares the
+ * bytes with the CRC32C stored with the object, and a .log's must be the
+ * one its manifest gives. */
+#define VERIFY_AT_ONCE 8
+
+typedef struct verify {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int inflight;
+    int64_t done;  /* bytes of the objects checked */
+    char *failure; /* the first, said once all are back */
+} verify_t;
+
+typedef struct verify_item {
+    verify_t *v;
+    const char *topic, *key; /* the topic's, alive until verify_topic returns */
+    int32_t partition;
+    int64_t size, crc; /* the manifest's; -1: not given */
+} verify_item_t;
+
+static void verified(st_os_result_t *r, void *arg) {
+    verify_item_t *it = arg;
+    verify_t *v = it->v;
+    char *why = NULL;
+    if (r->status)
+        why = st_strprintf("topic '%s' partition %d: %s: %s", it->topic, (int)it->partition,
+                           it->key, r->message);
+    else if (!r->crc32c_verified)
+        why = st_strprintf("topic '%s' partition %d: %s carries no CRC32C of Strata's to check "
+                           "it by (not written by a broker?)",
+                           it->topic, (int)it->partition, it->key);
+    else if (it->crc >= 0 && (int64_t)r->crc32c != it->crc)
+        why = st_strprintf("topic '%s' partition %d: %s has CRC32C %08x, its manifest says %08x "
+                           "(another object under its name?)",
+                           it->topic, (int)it->partition, it->key, r->crc32c, (uint32_t)it->crc);
+    pthread_mutex_lock(&v->lock);
+    if (why && !v->failure) v->failure = why;
+    else free(why);
+    v->done += ST_MAX(it->size, (int64_t)0);
+    v->inflight--;
+    pthread_cond_signal(&v->cond);
+    pthread_mutex_unlock(&v->lock);
+    free(it);
+}
+
+/* 0, or 1 said. */
 static int verify_topic(st_os_t *os, rtopic_t *t, int devnull) {
-    int64_t total = 0, done = 0;
+    int64_t total = 0;
     for (int32_t k = 0; k < t->d.partitions; k++)
         for (int i = 0; t->parts[k].present && i < t->parts[k].objs.nkeys; i++)
             total += ST_MAX(t->parts[k].objs.sizes[i], (int64_t)0);
@@ -259,30 +303,34 @@ static int verify_topic(st_os_t *os, rtopic_t *t, int devnull) {
     char *what = st_strprintf("verifying %s", t->d.topic);
     int64_t mib = (total + (1 << 20) - 1) >> 20; /* shown in MiB, rounded up */
     progress_start(&pg, what, mib);
-    int rc = 0;
-    for (int32_t k = 0; k < t->d.partitions && !rc; k++) {
+    verify_t v = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, NULL};
+    for (int32_t k = 0; k < t->d.partitions; k++) {
         const st_tier_manifest_objects_t *o = &t->parts[k].objs;
-        for (int i = 0; t->parts[k].present && i < o->nkeys && !rc; i++) {
+        for (int i = 0; t->parts[k].present && i < o->nkeys; i++) {
+            pthread_mutex_lock(&v.lock);
+            while (v.inflight >= VERIFY_AT_ONCE) pthread_cond_wait(&v.cond, &v.lock);
+            int stop = v.failure != NULL;
+            int64_t done = v.done;
+            if (!stop) v.inflight++;
+            pthread_mutex_unlock(&v.lock);
+            if (stop) goto wait;
+            progress_show(&pg, ST_MIN((done + (1 << 20) - 1) >> 20, mib), "MiB");
+            verify_item_t *it = st_malloc(sizeof *it);
+            *it = (verify_item_t){&v, t->d.topic, o->keys[i], k, o->sizes[i], o->crcs[i]};
             st_os_request_t rq = {.op = ST_OS_GET, .key = o->keys[i], .length = ST_OS_TO_END};
             rq.sink.kind = ST_OS_SINK_FD;
             rq.sink.fd = devnull;
-            st_os_result_t *r = st_os_run(os, &rq);
-            if (r->status)
-                rc = say("topic '%s' partition %d: %s: %s; nothing was restored", t->d.topic,
-                         (int)k, o->keys[i], r->message);
-            else if (!r->crc32c_verified)
-                rc = say("topic '%s' partition %d: %s carries no CRC32C of Strata's to check it "
-                         "by (not written by a broker?); nothing was restored",
-                         t->d.topic, (int)k, o->keys[i]);
-            else if (o->crcs[i] >= 0 && (int64_t)r->crc32c != o->crcs[i])
-                rc = say("topic '%s' partition %d: %s has CRC32C %08x, its manifest says %08x "
-                         "(another object under its name?); nothing was restored",
-                         t->d.topic, (int)k, o->keys[i], r->crc32c, (uint32_t)o->crcs[i]);
-            done += ST_MAX(o->sizes[i], (int64_t)0);
-            st_os_result_free(r);
-            if (!rc) progress_show(&pg, ST_MIN((done + (1 << 20) - 1) >> 20, mib), "MiB");
+            st_os_submit(os, &rq, verified, it);
         }
     }
+wait:
+    pthread_mutex_lock(&v.lock);
+    while (v.inflight > 0) pthread_cond_wait(&v.cond, &v.lock);
+    pthread_mutex_unlock(&v.lock);
+    int rc = 0;
+    if (v.failure) rc = say("%s; nothing was restored", v.failure);
+    else progress_show(&pg, mib, "MiB");
+    free(v.failure);
     free(what);
     return rc;
 }
