@@ -1701,9 +1701,12 @@ st_err_t st_raft_new(const st_raft_config_t *cfg, const st_raft_ops_t *ops,
     if (r->leader_id == cfg->node_id) {
         /* We led this epoch before a restart: we cannot go on leading it
          * (what we had appended is unknown to us now), so we wait for the
-         * next (Kafka starts such a node Resigned). */
+         * next (Kafka starts such a node Resigned).  The only voter has
+         * no one to wait for: it stands at once, as Kafka's does (a
+         * single broker restarted served 1.5 s later otherwise, its
+         * listener taking connections meanwhile). */
         r->role = ST_RAFT_RESIGNED;
-        r->election_at = now + election_timeout(r);
+        r->election_at = r->nvoters == 1 ? now : now + election_timeout(r);
     } else if (r->leader_id >= 0) {
         r->role = ST_RAFT_FOLLOWER;
         r->fetch_timeout_at = now + r->cfg.fetch_timeout_ms;

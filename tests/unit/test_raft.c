@@ -225,6 +225,23 @@ static void test_single_voter(void **state) {
     assert_int_equal(node(1)->log[0].control, ST_RAFT_CONTROL_LEADER_CHANGE);
 }
 
+/* The only voter restarted after leading: it may not go on leading its
+ * old epoch, but it stands for the next at its first tick, with no
+ * election timeout to wait (nobody else could win meanwhile). */
+static void test_single_voter_restart(void **state) {
+    (void)state;
+    setup_nodes(1);
+    disk_append(1, 1, "before the restart");
+    disk_qstate(1, 1, 1, 1);
+    start(1);
+    assert_int_equal(st_raft_role(R(1)), ST_RAFT_RESIGNED);
+    st_raft_tick(R(1)); /* no time passed */
+    assert_int_equal(st_raft_role(R(1)), ST_RAFT_LEADER);
+    assert_int_equal(st_raft_epoch(R(1)), 2);
+    flush_all();
+    assert_int_equal(st_raft_high_watermark(R(1)), 2); /* the old entry and the LeaderChange */
+}
+
 static void test_three_voter_election(void **state) {
     (void)state;
     setup_nodes(3);
@@ -730,6 +747,7 @@ static void test_hostile_fetch_keeps_leader(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_single_voter, teardown),
+        cmocka_unit_test_teardown(test_single_voter_restart, teardown),
         cmocka_unit_test_teardown(test_three_voter_election, teardown),
         cmocka_unit_test_teardown(test_vote_refusals, teardown),
         cmocka_unit_test_teardown(test_prevote_refused_with_live_leader, teardown),
