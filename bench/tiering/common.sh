@@ -64,12 +64,16 @@ overrides=(
 )
 
 start_broker() { # CACHE_DIR
+  # Served once its log says so: its listener takes connections (into the
+  # backlog) before then, which a replay's time would include.
+  local served
+  served=$(grep -c "is serving at" "$work/stratad.log" 2>/dev/null || true)
   "$bin/stratad" --config config/server.properties "${overrides[@]}" \
     --override "remote.log.cache.dir=$1" >>"$work/stratad.log" 2>&1 &
   broker_pid=$!
   local i
   for i in $(seq 1 200); do
-    if python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$port" 2>/dev/null; then
+    if [ "$(grep -c "is serving at" "$work/stratad.log")" -gt "${served:-0}" ]; then
       return 0
     fi
     kill -0 "$broker_pid" 2>/dev/null || break
