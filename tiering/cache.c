@@ -10,10 +10,11 @@
  *                         FAILED
  *
  * Everyone who asks for a LOADING entry is added to its waiters and woken
- * when the GET ends, whatever the outcome.  READY entries are evicted least
- * recently used first when their kind is over its bound; a chunk being
- * sent keeps its descriptor (st_file_t) open after eviction, and an index
- * in use is never freed under its reader (refs).
+ * when the GET ends, whatever the outcome.  READY entries are evicted when
+ * their kind is over its bound: in memory least recently used first, on
+ * disk the chunk the most readers came into first (disk_victim).  A chunk
+ * being sent keeps its descriptor (st_file_t) open after eviction, and an
+ * index in use is never freed under its reader (refs).
  *
  * A chunk is downloaded to the disk cache while it has room for it (a
  * re-read of recent history is then warm), else into memory (an
@@ -62,6 +63,7 @@ typedef struct centry {
     int spill;     /* its partition has a reader behind another: to disk when evicted */
     int spilling;  /* being copied to disk (it stays READY meanwhile) */
     int reads;        /* lookups of a reader that found it READY (not read-ahead) */
+    int entered;      /* answers that began at its start: about how many readers came through */
     int64_t pending;  /* counted in file_pending while its download runs */
     int state;
     int refs;      /* readers of mem */
@@ -104,6 +106,13 @@ static uint32_t hash_key(const char *k, uint64_t off) {
 
 static centry_t **slot(st_tier_cache_t *c, const char *key, uint64_t off) {
     return &c->buckets[hash_key(key, off) % NBUCKETS];
+}
+
+/* The entry of key at offset, or NULL.  Lock held. */
+static centry_t *find_locked(st_tier_cache_t *c, const char *key, uint64_t off) {
+    centry_t *e = *slot(c, key, off);
+    while (e && (e->offset != off || strcmp(e->objkey, key))) e = e->hnext;
+    return e;
 }
 
 static void lru_unlink(st_tier_cache_t *c, centry_t *e) {
@@ -151,25 +160,41 @@ static void drop_locked(st_tier_cache_t *c, centry_t *e) {
     ST_TIER_STAT_ADD(c->tier, cache_evictions, 1);
 }
 
-/* Evict READY entries, oldest first, until each kind is under its bound.
- * Lock held.  Returns them, chained by hnext, for the caller to free
- * (free_evicted) once it let go of the lock: unlinking a chunk's file may
- * wait on the file system's journal, and readers on network threads take
- * the lock.  A chunk in memory that more than one reader wanted goes to
- * the disk instead: with spills, it is chained on *spills (snext) for the
- * caller to copy (spill_all); without (a network thread, which must not
- * write files), it stays until a download's end evicts again. */
+/* The chunk on disk to evict first (lock held), NULL if none may go: the
+ * one the most readers came through, the least recently used of those.
+ * Readers of a partition go forward, so a chunk every reader passed is
+ * wanted by none of them, and one only the fastest passed is wanted soon
+ * by the others: plain LRU order would evict it first, since the readers
+ * behind touched the chunks they just passed later.  A chunk fetched
+ * ahead (no reader yet) goes last; with one reader this is LRU. */
+static centry_t *disk_victim(st_tier_cache_t *c) {
+    centry_t *best = NULL;
+    for (centry_t *e = c->lru_tail; e; e = e->lprev) {
+        if (e->in_memory || e->pooled || e->refs > 0 || e->spilling) continue;
+        if (!best || e->entered > best->entered) best = e;
+    }
+    return best;
+}
+
+/* Evict READY entries until each kind is under its bound: in memory
+ * oldest first, then on disk in disk_victim's order.  Lock held.  Returns
+ * them, chained by hnext, for the caller to free (free_evicted) once it
+ * let go of the lock: unlinking a chunk's file may wait on the file
+ * system's journal, and readers on network threads take the lock.  A
+ * chunk in memory that more than one reader wanted goes to the disk
+ * instead: with spills, it is chained on *spills (snext) for the caller
+ * to copy (spill_all); without (a network thread, which must not write
+ * files), it stays until a download's end evicts again. */
 static centry_t *evict(st_tier_cache_t *c, centry_t **spills) {
     centry_t *gone = NULL;
+    centry_t *e;
     /* Two passes: chunks fetched ahead and not read yet last */
     for (int pass = 0; pass < 2; pass++) {
-        centry_t *e = c->lru_tail;
-        while (e && (c->file_used > c->file_cap || c->mem_used > c->mem_cap ||
-                     c->pool_used > c->pool_cap)) {
+        e = c->lru_tail;
+        while (e && (c->mem_used > c->mem_cap || c->pool_used > c->pool_cap)) {
             centry_t *prev = e->lprev;
             int over = e->in_memory ? c->mem_used > c->mem_cap
-                       : e->pooled  ? c->pool_used > c->pool_cap
-                                    : c->file_used > c->file_cap;
+                       : e->pooled && c->pool_used > c->pool_cap;
             if (!over || e->refs > 0 || e->spilling || (pass == 0 && e->pooled && !e->reads)) {
                 e = prev;
                 continue;
@@ -198,6 +223,11 @@ static centry_t *evict(st_tier_cache_t *c, centry_t **spills) {
             }
             e = prev;
         }
+    }
+    while (c->file_used > c->file_cap && (e = disk_victim(c))) {
+        drop_locked(c, e);
+        e->hnext = gone;
+        gone = e;
     }
     return gone;
 }
@@ -445,8 +475,7 @@ st_err_t st_tier__cache_get(st_tier_cache_t *c, st_os_account_t *account, const 
     st_err_t rc = ST_E_AGAIN;
     int in_memory = (flags & ST_CACHE_INDEX) != 0;
     pthread_mutex_lock(&c->lock);
-    centry_t *e = *slot(c, key, offset);
-    while (e && (e->offset != offset || strcmp(e->objkey, key))) e = e->hnext;
+    centry_t *e = find_locked(c, key, offset);
     if (e && (flags & ST_CACHE_SHARED)) e->spill = 1;
     if (e && e->state == READY) {
         if (flags & ST_CACHE_READ) e->reads++;
@@ -507,6 +536,13 @@ void st_tier__cache_release(st_tier_cache_t *c, st_cache_ref_t *ref) {
         free_evicted(gone);
     }
     memset(ref, 0, sizeof *ref);
+}
+
+void st_tier__cache_entered(st_tier_cache_t *c, const char *key, uint64_t offset) {
+    pthread_mutex_lock(&c->lock);
+    centry_t *e = find_locked(c, key, offset);
+    if (e) e->entered++;
+    pthread_mutex_unlock(&c->lock);
 }
 
 void st_tier__cache_keep_prefix(st_tier_cache_t *c, const char *prefix) {

@@ -2056,7 +2056,10 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
         st_tier__cache_release(t->cache, &ref);
         goto out;
     }
-    /* Straight from the cached chunk, up to its end (a batch boundary). */
+    /* Straight from the cached chunk, up to its end (a batch boundary).
+     * An answer from a chunk's start is a reader coming into it (a
+     * reader going on from its last answer starts each chunk so). */
+    if (pos == cstart) st_tier__cache_entered(t->cache, v.log_key, (uint64_t)cstart);
     int64_t want = ST_MAX((int64_t)b.size, (int64_t)max_bytes);
     out->file = ref.file; /* the reference moves to the caller */
     out->pos = pos - cstart;

@@ -137,6 +137,10 @@ st_err_t st_tier__cache_get(st_tier_cache_t *c, st_os_account_t *account, const 
                             uint64_t offset, uint64_t length, int flags, st_cache_ref_t *ref,
                             st_tier_wake_cb wake, void *arg);
 void st_tier__cache_release(st_tier_cache_t *c, st_cache_ref_t *ref);
+/* A reader's answer began at the start of the chunk at offset of key: a
+ * reader came into it (the disk cache evicts chunks that the most readers
+ * passed first). */
+void st_tier__cache_entered(st_tier_cache_t *c, const char *key, uint64_t offset);
 /* Every chunk in memory whose key starts with prefix goes to the disk
  * rather than away when memory is short: a second reader of the
  * partition is behind the first. */

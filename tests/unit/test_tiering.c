@@ -997,25 +997,65 @@ static void test_yield_to_live(void **state) {
 
 /* Read every batch of the remote log once, in order, as a consumer
  * replaying from offset 0 does; returns the bytes read. */
+/* One answer of a consumer at *off, as a fetch of 1 MiB gets it; *off
+ * moves past its whole batches.  Returns their bytes. */
+static int64_t read_next(env_t *e, int64_t *off) {
+    uint8_t *data;
+    int32_t len;
+    assert_int_equal(read_remote(e, *off, 1 << 20, &data, &len), ST_OK);
+    check_batches(data, len, *off);
+    int32_t pos = 0;
+    while (pos + 61 <= len) { /* on past the whole batches */
+        st_batch_info_t b;
+        assert_int_equal(st_batch_header(data + pos, (size_t)(len - pos), &b), ST_OK);
+        if (pos + b.size > len) break;
+        *off = st_batch_last_offset(&b) + 1;
+        pos += b.size;
+    }
+    free(data);
+    return pos;
+}
+
 static int64_t replay_all(env_t *e, int64_t end) {
     int64_t off = 0, bytes = 0;
-    while (off < end) {
-        uint8_t *data;
-        int32_t len;
-        assert_int_equal(read_remote(e, off, 1 << 20, &data, &len), ST_OK);
-        check_batches(data, len, off);
-        int32_t pos = 0;
-        while (pos + 61 <= len) { /* on past the whole batches */
-            st_batch_info_t b;
-            assert_int_equal(st_batch_header(data + pos, (size_t)(len - pos), &b), ST_OK);
-            if (pos + b.size > len) break;
-            off = st_batch_last_offset(&b) + 1;
-            pos += b.size;
-        }
-        bytes += pos;
-        free(data);
-    }
+    while (off < end) bytes += read_next(e, &off);
     return bytes;
+}
+
+/*
+ * Two readers of a partition, one five answers (chunks) behind the other,
+ * through a disk cache of 8 chunks, about what they need: the chunks
+ * between them and the two fetched ahead of each.  Every chunk is
+ * downloaded once, as for one reader: the chunks the reader behind has
+ * passed go first.  Least recently used order evicted a chunk only the
+ * reader ahead had read (39 downloads against 35), since the reader
+ * behind touched the chunks it just passed later.
+ */
+static void test_readers_apart_full_disk(void **state) {
+    (void)state;
+    env_t e;
+    int64_t end;
+    int64_t total = remote_only(&e, 64 << 20, &end);
+    assert_int_equal(replay_all(&e, end), total);
+    st_tier_stats_t st;
+    st_tier_get_stats(e.tier, &st);
+    uint64_t alone = st.fetch_requests;
+    env_teardown(&e);
+
+    remote_only(&e, 8 * 75000, &end);
+    int64_t ahead = 0, behind = 0, bytes = 0;
+    for (int steps = 0; behind < end; steps++) {
+        if (ahead < end) bytes += read_next(&e, &ahead);
+        if (steps >= 5 || ahead >= end) bytes += read_next(&e, &behind);
+    }
+    assert_int_equal(bytes, 2 * total);
+    st_tier_get_stats(e.tier, &st);
+    print_message("one reader: %llu downloads; two readers 5 chunks apart, disk cache of 8 "
+                  "chunks: %llu downloads, %llu chunks evicted\n", (unsigned long long)alone,
+                  (unsigned long long)st.fetch_requests, (unsigned long long)st.cache_evictions);
+    assert_true(st.cache_evictions > 0);
+    assert_int_equal(st.fetch_requests, alone);
+    env_teardown(&e);
 }
 
 /*
@@ -1661,6 +1701,7 @@ int main(void) {
         cmocka_unit_test(test_delete_records_while_retention_decides),
         cmocka_unit_test(test_delete_records_after_retention_installed),
         cmocka_unit_test(test_small_cache_evicts),
+        cmocka_unit_test(test_readers_apart_full_disk),
         cmocka_unit_test(test_memory_chunks),
         cmocka_unit_test(test_yield_to_live),
         cmocka_unit_test(test_fetch_quota_throttles),
