@@ -36,18 +36,17 @@ usage: test_replay_shared.py ENVFILE   (the env file of tests/s3/rgw.sh: the rgw
    MB/s), so they drift further apart than memory holds: what the reader
    ahead left, the readers behind find in the disk cache; the same bound.
 6. Again with a disk cache of 32 MiB (less than the topic), 4 MiB of
-   memory and 2 chunks of read-ahead (not 8: the disk must hold what is
-   fetched ahead of the fastest reader besides the distance between the
-   readers), the consumers at 12, 11 and 10 MB/s: the disk fills with the
-   first chunks as they arrive; from then on only the rules of what goes
-   from memory on to the disk (a reader behind within half the disk cache,
-   read-ahead not read yet) keep the bound, which holds again; some chunk
-   must have gone that way (stratad's spilled count), or the window did
-   not test them.  Only with STRATA_SHARED_FULL=1: it is not robust.  In
-   release runs it made 60-62 GETs (119-143 with those rules taken out),
-   but under ASan on a loaded machine 71 and 84: the disk's LRU order can
-   evict what a slower reader has not read yet when the disk barely holds
-   the read-ahead and the distance between the readers.
+   memory and the broker's 8 chunks of read-ahead, the consumers at 12, 8
+   and 5 MB/s: the disk fills with the first chunks as they arrive; from
+   then on only the rules of what goes from memory on to the disk (a
+   reader behind within half the disk cache, read-ahead not read yet) and
+   the disk's eviction order (the chunks the most readers came through
+   first) keep the bound, which holds again; some chunk must have gone
+   that way (stratad's spilled count), or the window did not test them.
+   With least recently used order on the disk this window made 75 GETs
+   against 60: it evicted chunks only the fastest reader had read, since
+   the readers behind touched the chunks they had just passed later.
+   STRATA_SHARED_FULL=0 leaves it out.
    No window may be empty or short: no GETs, fewer than one per chunk
    and index object of the tiered segments, or fewer bytes than those
    segments hold, fail; so does a single replay that downloaded a chunk
@@ -65,7 +64,11 @@ the test):
   STRATA_SHARED_MB            MB produced in all (48)
   STRATA_SHARED_MEMORY_BYTES  remote.log.cache.memory.bytes (unset: the
                               broker's default, 128 MiB, more than the data)
-  STRATA_SHARED_FULL          1: step 6 too
+  STRATA_SHARED_FULL          0: not step 6
+  STRATA_SHARED_FULL_RATES    step 6's bytes/s per consumer
+                              (12000000,8000000,5000000)
+  STRATA_SHARED_FULL_READAHEAD  step 6's remote.log.fetch.readahead.chunks
+                              (unset: the broker's default, 8)
   STRATA_SHARED_RATES         bytes/s per consumer of the three, comma
                               separated, 0 for no cap (0): a capped consumer
                               runs rdk_replay -r with a 16 MiB client queue,
@@ -102,9 +105,9 @@ REPLAY_TIMEOUT_S = 300
 APART_MEMORY = 8 << 20
 APART_RATES = [0, 30000000, 15000000]
 FULL_MEMORY, FULL_DISK = 4 << 20, 32 << 20
-FULL_RATES = [12000000, 11000000, 10000000]
-FULL_READAHEAD = 2
-FULL = os.environ.get("STRATA_SHARED_FULL") == "1"
+FULL_RATES = [int(x) for x in os.environ.get("STRATA_SHARED_FULL_RATES", "12000000,8000000,5000000").split(",")]
+FULL_READAHEAD = os.environ.get("STRATA_SHARED_FULL_READAHEAD")
+FULL = os.environ.get("STRATA_SHARED_FULL", "1") != "0"
 DATA_MB = int(os.environ.get("STRATA_SHARED_MB", "48"))
 MEMORY = os.environ.get("STRATA_SHARED_MEMORY_BYTES")
 RATES = [int(x) for x in os.environ.get("STRATA_SHARED_RATES", "0").split(",")]
@@ -357,22 +360,19 @@ def main():
         check(ga <= limit, "%d consumers apart made RGW serve %d GETs (%.1f MiB), one consumer %d: more than %.1f, "
               "a reader behind downloaded again what the one ahead had" % (READERS, ga, bytesa / MIB, g1, limit))
 
-        # not by default: see the docstring (step 6)
         if FULL:
             # ---- 6. apart again, with a disk cache smaller than the topic (32
             # MiB) and 4 MiB of memory: the first chunks fill the disk as they
             # arrive, the rest come into memory, and only the rules of what
             # goes on to the disk from there (a reader behind within half the
-            # disk cache, read-ahead not read yet) keep one download per chunk.
-            # Two chunks of read-ahead: with the default eight the disk must
-            # hold 16 chunks fetched ahead of the fastest reader besides the
-            # distance between the readers, and it did not, on a loaded machine
-            # (84 GETs under ASan)
+            # disk cache, read-ahead not read yet) and the disk's eviction
+            # order (the chunks the most readers came through first) keep one
+            # download per chunk
             gf, bytesf, _, ff = window("full", READERS, hashes, rates=FULL_RATES, memory=str(FULL_MEMORY),
-                                       disk=str(FULL_DISK), readahead=str(FULL_READAHEAD))
-            print("GETs with the consumers apart and the disk cache full (memory %d MiB, disk %d MiB, read-ahead %d "
+                                       disk=str(FULL_DISK), readahead=FULL_READAHEAD)
+            print("GETs with the consumers apart and the disk cache full (memory %d MiB, disk %d MiB, read-ahead %s "
                   "chunks, rates %s B/s): %d (%.1f per GiB), %+d against one consumer (%+.1f%%, limit %.1f)" %
-                  (FULL_MEMORY >> 20, FULL_DISK >> 20, FULL_READAHEAD, FULL_RATES, gf, gf / tgib, gf - g1,
+                  (FULL_MEMORY >> 20, FULL_DISK >> 20, FULL_READAHEAD or "8", FULL_RATES, gf, gf / tgib, gf - g1,
                    100.0 * (gf - g1) / g1, limit), flush=True)
             check(gf <= limit, "%d consumers apart with the disk cache full made RGW serve %d GETs (%.1f MiB), one "
                   "consumer %d: more than %.1f, a reader behind downloaded again what the one ahead had" %
