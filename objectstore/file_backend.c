@@ -385,26 +385,28 @@ static const char *put_condition_fails(st_os_req_t *req, const key_path_t *kp, i
     return strcmp(etag, rq->if_match) ? "the object's ETag differs" : NULL;
 }
 
-static void do_put(file_os_t *fo, st_os_req_t *req) {
+/* A put; with src_fd >= 0 (a copy: the source object, already open and
+ * named by src.path) the source file is read through it, and closed. */
+static void put_object(file_os_t *fo, st_os_req_t *req, int src_fd) {
     st_os_request_t *rq = &req->rq;
     key_path_t *kp = st_os__alloc(req, sizeof *kp);
     char why[FILE_WHY_MAX], tmp[FILE_PATH_MAX];
-    int fd = -1, src_fd = -1, en = 0, have_tmp = 0, lock_fd = -1;
+    int fd = -1, en = 0, have_tmp = 0, lock_fd = -1;
     uint8_t *chunk = NULL;
     st_err_t status = ST_E_PERMANENT;
     const char *what = "";
     /* a copy is a put whose source is another object's file */
     const char *op = rq->op == ST_OS_COPY ? "copy to" : "put";
 
-    if (root_missing(req, fo)) return;
+    if (root_missing(req, fo)) goto out_fail;
     if (make_key_path(fo, rq->key, kp, why, sizeof why)) {
         st_os__complete(req, ST_E_PERMANENT, "%s %s: %s", op, rq->key, why);
-        return;
+        goto out_fail;
     }
     uint64_t size = rq->src.length, src_off = rq->src.offset;
     if (rq->src.kind == ST_OS_SRC_FILE) {
         struct stat sst;
-        src_fd = open(rq->src.path, O_RDONLY | O_CLOEXEC);
+        if (src_fd < 0) src_fd = open(rq->src.path, O_RDONLY | O_CLOEXEC);
         if (src_fd < 0 || fstat(src_fd, &sst) != 0) {
             en = errno;
             st_os__complete(req, errno_status(en), "%s %s: cannot open the source file %s: %s",
@@ -416,8 +418,7 @@ static void do_put(file_os_t *fo, st_os_req_t *req) {
             st_os__complete(req, ST_E_PERMANENT,
                             "%s %s: source %s is %llu bytes, shorter than the range asked",
                             op, rq->key, rq->src.path, (unsigned long long)fsize);
-            close(src_fd);
-            return;
+            goto out_fail;
         }
         if (size == ST_OS_TO_END) size = fsize - src_off;
     }
@@ -553,6 +554,10 @@ out_fail:
     free(chunk);
 }
 
+static void do_put(file_os_t *fo, st_os_req_t *req) {
+    put_object(fo, req, -1);
+}
+
 /* ------------------------------------------------------------------------
  * get and head
  * ---------------------------------------------------------------------- */
@@ -621,7 +626,9 @@ static void do_head(file_os_t *fo, st_os_req_t *req) {
 }
 
 /* A copy: the source object's bytes, CRC32C (checked as they are read)
- * and metadata put under the new key as do_put puts a file. */
+ * and metadata put under the new key as a put of a file, read through
+ * the descriptor that read its header (a source replaced meanwhile is
+ * not read half old, half new). */
 static void do_copy(file_os_t *fo, st_os_req_t *req) {
     st_os_request_t *rq = &req->rq;
     key_path_t *kp = st_os__alloc(req, sizeof *kp);
@@ -633,14 +640,13 @@ static void do_copy(file_os_t *fo, st_os_req_t *req) {
     int rc = open_object(fo, req, kp, &fd, &hd, &st);
     rq->key = dst;
     if (rc) return;
-    close(fd);
     rq->src = (st_os_src_t){.kind = ST_OS_SRC_FILE, .path = kp->path, .offset = hd.hlen,
                             .length = hd.size};
     rq->meta = hd.meta;
     rq->nmeta = hd.nmeta;
     rq->crc32c_known = 1;
     rq->crc32c = hd.crc;
-    do_put(fo, req);
+    put_object(fo, req, fd);
 }
 
 static void do_get(file_os_t *fo, st_os_req_t *req) {
