@@ -27,6 +27,8 @@ cleanup() {
     wait "$broker_pid" 2>/dev/null || true
   fi
   tests/s3/rgw.sh stop "$work/rgw.env" >/dev/null 2>&1 || true
+  # KEEP_LOG=FILE: stratad's log survives the run there
+  if [ -n "${KEEP_LOG:-}" ] && [ -e "$work/stratad.log" ]; then cp "$work/stratad.log" "$KEEP_LOG"; fi
   rm -rf "$work"
 }
 trap cleanup EXIT

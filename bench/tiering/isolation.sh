@@ -24,14 +24,21 @@
 #      cold    both at once: the producer's latency during cold replays,
 #              and the replays' MB/s;
 #      local   the producer during replays of "local" (from the disk and
-#              page cache).
+#              page cache);
+#      solo    replays of "local" alone, no producer: their MB/s on an
+#              otherwise idle broker;
+#      mixed   replays of "local" and of "tiered" at once, no producer:
+#              what the cold replays leave the local reader (its MB/s
+#              against solo; downloads yield to a fetch of local data that
+#              waits on the broker) and what they keep (against idle).
 # Replay MB/s are segment bytes (.log) over the replays that finished
 # within the phase.  The script also prints the cores each side used
 # (from /proc: the S3 server's daemons, stratad, the rest).
 #
 # Settings (environment): DATA_MB (1024), PARTITIONS (2), SEGMENT_MB (64),
 # PART_MB (8), CHUNK_MB (4), CACHE_MB (0), RATE (2000), RECORD (1000),
-# PHASE_S (20), REPEATS (2), BUILD_DIR (build-bench-tier), SKIP_BUILD=1,
+# PHASE_S (20), REPEATS (2), PHASES ("alone idle cold local solo mixed"),
+# BUILD_DIR (build-bench-tier), SKIP_BUILD=1,
 # BROKER_OVERRIDES ("key=value ..." for stratad, e.g. to compare settings),
 # RGW_MEMSTORE_BYTES (4 GiB).
 set -euo pipefail
@@ -50,6 +57,7 @@ RATE=${RATE:-2000}
 RECORD=${RECORD:-1000}
 SECONDS_PER_PHASE=${PHASE_S:-20}
 REPEATS=${REPEATS:-2}
+PHASES=${PHASES:-alone idle cold local solo mixed}
 BUILD_DIR=${BUILD_DIR:-build-bench-tier}
 RGW_MEMSTORE_BYTES=${RGW_MEMSTORE_BYTES:-4294967296}
 export RGW_MEMSTORE_BYTES
@@ -111,18 +119,24 @@ producer() { # -> the result line
 }
 
 for rep in $(seq 1 "$REPEATS"); do
-  for phase in alone idle cold local; do
+  for phase in $PHASES; do
     stop="$work/stop-$rep-$phase"
     out="$work/replays-$rep-$phase"
+    out2="$work/replays-local-$rep-$phase"
     : >"$out"
+    : >"$out2"
     c0=$(cpu_snap)
     t0=$(now)
     lpid=""
+    lpid2=""
     case $phase in
       idle | cold) replay_loop tiered "$tiered_ends" "$remote_bytes" "$stop" "$out" & lpid=$! ;;
-      local) replay_loop local "$local_ends" "$local_bytes" "$stop" "$out" & lpid=$! ;;
+      local | solo) replay_loop local "$local_ends" "$local_bytes" "$stop" "$out" & lpid=$! ;;
+      mixed)
+        replay_loop tiered "$tiered_ends" "$remote_bytes" "$stop" "$out" & lpid=$!
+        replay_loop local "$local_ends" "$local_bytes" "$stop" "$out2" & lpid2=$! ;;
     esac
-    if [ "$phase" = idle ]; then
+    if [ "$phase" = idle ] || [ "$phase" = solo ] || [ "$phase" = mixed ]; then
       sleep "$SECONDS_PER_PHASE"
       result="-"
     else
@@ -133,9 +147,10 @@ for rep in $(seq 1 "$REPEATS"); do
     cores=$(cpu_cores "$c0" "$(cpu_snap)" "$wall")
     touch "$stop"
     [ -z "$lpid" ] || wait "$lpid"
+    [ -z "$lpid2" ] || wait "$lpid2"
     echo "$rep $phase $(field lat_p50_ms "$result") $(field lat_p99_ms "$result")" \
       "$(field lat_p999_ms "$result") $(field lat_max_ms "$result") $(loop_mbps "$out")" \
-      "$(wc -l <"$out") $cores" >>"$work/results"
+      "$(wc -l <"$out") $cores $(loop_mbps "$out2")" >>"$work/results"
     echo "rep $rep $phase: $(tail -n1 "$work/results" | cut -d' ' -f3-)" >&2
   done
 done
@@ -149,15 +164,18 @@ echo "# isolation: live produce $RATE x $RECORD B/s, acks=all, ${SECONDS_PER_PHA
   "history $DATA_MB MiB, $PARTITIONS partitions, segments $SEGMENT_MB MiB, chunks $CHUNK_MB MiB," \
   "disk cache $CACHE_MB MiB; RGW on loopback; $REPEATS runs, medians${BROKER_OVERRIDES:+; stratad: $BROKER_OVERRIDES}"
 echo
-echo "| phase | produce p50 ms | p99 ms | p999 ms | max ms | replay MB/s |"
-echo "|---|---|---|---|---|---|"
-for phase in alone idle cold local; do
-  echo "| $phase | $(col "$phase" 3) | $(col "$phase" 4) | $(col "$phase" 5) | $(col "$phase" 6) | $(col "$phase" 7) |"
+echo "| phase | produce p50 ms | p99 ms | p999 ms | max ms | replay MB/s | local replay MB/s beside it |"
+echo "|---|---|---|---|---|---|---|"
+for phase in $PHASES; do
+  echo "| $phase | $(col "$phase" 3) | $(col "$phase" 4) | $(col "$phase" 5) | $(col "$phase" 6) | $(col "$phase" 7) |" \
+    "$(col "$phase" 15) |"
 done
 echo
 echo "p99 during cold replays / alone: $(ratio "$(col cold 4)" "$(col alone 4)");" \
   "during local replays / alone: $(ratio "$(col local 4)" "$(col alone 4)");" \
   "cold replay MB/s with the producer / idle: $(ratio "$(col cold 7)" "$(col idle 7)")"
+echo "local replay MB/s beside cold replays / alone: $(ratio "$(col mixed 15)" "$(col solo 7)");" \
+  "cold replay MB/s beside local replays / idle: $(ratio "$(col mixed 7)" "$(col idle 7)")"
 echo
-echo "runs (rep phase p50 p99 p999 max replay-MB/s replays cores):"
+echo "runs (rep phase p50 p99 p999 max replay-MB/s replays cores local-replay-MB/s):"
 sed 's/^/  /' "$work/results"
