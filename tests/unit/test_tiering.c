@@ -995,8 +995,6 @@ static void test_yield_to_live(void **state) {
     env_teardown(&e);
 }
 
-/* Read every batch of the remote log once, in order, as a consumer
- * replaying from offset 0 does; returns the bytes read. */
 /* One answer of a consumer at *off, as a fetch of 1 MiB gets it; *off
  * moves past its whole batches.  Returns their bytes. */
 static int64_t read_next(env_t *e, int64_t *off) {
@@ -1016,6 +1014,8 @@ static int64_t read_next(env_t *e, int64_t *off) {
     return pos;
 }
 
+/* Read every batch of the remote log once, in order, as a consumer
+ * replaying from offset 0 does; returns the bytes read. */
 static int64_t replay_all(env_t *e, int64_t end) {
     int64_t off = 0, bytes = 0;
     while (off < end) bytes += read_next(e, &off);
