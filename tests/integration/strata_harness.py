@@ -624,7 +624,7 @@ def read_ack_file(path):
         if o == -1001:
             acks.unplaced.append((p, k))
             continue
-        check(o >= 0, "offset %d-%d acknowledged" % (p, o))
+        check(o >= 0, "a message of partition %d acknowledged at offset %d" % (p, o))
         check((p, o) not in acks, "offset %d-%d acknowledged twice" % (p, o))
         acks[(p, o)] = k
     return acks
@@ -647,7 +647,7 @@ def check_acked_topic(broker, topic, partitions, size, acks, what, timeout=300):
     for at, k in acks.items():
         check(keys.get(at) == k, "%s: %s was acknowledged at %d-%d, which holds %s" % (what, k, at[0], at[1], keys.get(at)))
     held = collections.Counter((p, k) for (p, _o), k in keys.items())
-    for p, k in getattr(acks, "unplaced", []):
+    for p, k in acks.unplaced:
         check(held[(p, k)] == 1, "%s: %s was acknowledged in partition %d without an offset and is there %d times"
               % (what, k, p, held[(p, k)]))
     return nexts

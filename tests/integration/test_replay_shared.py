@@ -370,9 +370,11 @@ def main():
             # download per chunk
             gf, bytesf, _, ff = window("full", READERS, hashes, rates=FULL_RATES, memory=str(FULL_MEMORY),
                                        disk=str(FULL_DISK), readahead=FULL_READAHEAD)
-            print("GETs with the consumers apart and the disk cache full (memory %d MiB, disk %d MiB, read-ahead %s "
-                  "chunks, rates %s B/s): %d (%.1f per GiB), %+d against one consumer (%+.1f%%, limit %.1f)" %
-                  (FULL_MEMORY >> 20, FULL_DISK >> 20, FULL_READAHEAD or "8", FULL_RATES, gf, gf / tgib, gf - g1,
+            print("GETs with the consumers apart and the disk cache full (memory %d MiB, disk %d MiB, read-ahead %s, "
+                  "rates %s B/s): %d (%.1f per GiB), %+d against one consumer (%+.1f%%, limit %.1f)" %
+                  (FULL_MEMORY >> 20, FULL_DISK >> 20,
+                   FULL_READAHEAD + " chunks" if FULL_READAHEAD else "the broker's default", FULL_RATES, gf,
+                   gf / tgib, gf - g1,
                    100.0 * (gf - g1) / g1, limit), flush=True)
             check(gf <= limit, "%d consumers apart with the disk cache full made RGW serve %d GETs (%.1f MiB), one "
                   "consumer %d: more than %.1f, a reader behind downloaded again what the one ahead had" %

@@ -503,7 +503,8 @@ try:
         reordered += sum(1 for a, b in zip(pos, pos[1:]) if b <= a)
     total = sum(len(v) for v in read.values())
     print("replay from offset 0: %d records (%s); %d acknowledged (%d of them without an offset): lost %d, "
-          "duplicated %d, misplaced %d, reordered %d; offsets out of sequence %d, damaged values %d, records read twice %d" %
+          "duplicated %d, misplaced %d, reordered %d; offsets out of sequence %d, damaged values %d, "
+          "records read twice %d" %
           (total, ", ".join("partition %d: %d" % (p, len(read[p])) for p in range(PARTS)),
            len(acks) + len(acks.unplaced), len(acks.unplaced), lost,
            duplicated, misplaced, reordered, gaps, damaged, dup_any), flush=True)
