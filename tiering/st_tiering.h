@@ -177,6 +177,14 @@ void st_tier_usage_free(st_tier_topic_usage_t *v, int n);
  *                      remote.log.delete.on.disable: the remote part is
  *                      no longer read (at once) and is deleted from the
  *                      bucket by the leader (manifest first)
+ *   ST_TIER_REPLICA    a read replica (strata.remote.read.replica): the
+ *                      bucket's manifest is another cluster's, written by
+ *                      its leader; this broker never writes to the bucket
+ *                      (no upload, retention, orphan sweep, descriptor or
+ *                      deletion, not even at close with delete_remote).
+ *                      While it leads, each job reads the manifest again
+ *                      and tells the broker when the remote part moved.
+ *                      A part opens in this mode and stays in it.
  *
  *            set_mode(READ_ONLY)              set_mode(DELETE)
  *     ON  ------------------------>  READ_ONLY  ------------------> DELETE
@@ -197,7 +205,8 @@ void st_tier_usage_free(st_tier_topic_usage_t *v, int n);
 typedef enum st_tier_mode {
     ST_TIER_ON = 0,
     ST_TIER_READ_ONLY = 1,
-    ST_TIER_DELETE = 2
+    ST_TIER_DELETE = 2,
+    ST_TIER_REPLICA = 3
 } st_tier_mode_t;
 
 /* The marker of a deletion owed (see above), in the partition's directory. */

@@ -1091,21 +1091,16 @@ out:
 
 static void part_forget(st_tier_part_t *p);
 
-/* Hand the broker the aborted transactions of every remote segment that
- * has a .txnindex object (the partition's first job as leader, once its
- * manifest is known).  An object that cannot be read is reported; the next load
- * tries again. */
-static void restore_aborted(st_tier_part_t *p) {
+/* Hand the broker the aborted transactions of the segments of m from
+ * offset from on that have a .txnindex object.  An object that cannot be
+ * read is reported; the next load tries again. */
+static void aborted_of(st_tier_part_t *p, const st_manifest_t *m, int64_t from) {
     if (!p->ops.remote_aborted) return;
-    st_manifest_t m;
-    pthread_mutex_lock(&p->lock);
-    st_tier__manifest_copy(&m, &p->man);
-    pthread_mutex_unlock(&p->lock);
     int64_t (*v)[4] = NULL;
     int n = 0, cap = 0;
-    for (int i = 0; i < m.nsegs; i++) {
-        if (!m.segs[i].has_txnindex) continue;
-        char *key = st_tier__object_key(p->prefix, &m.segs[i], "txnindex");
+    for (int i = 0; i < m->nsegs; i++) {
+        if (!m->segs[i].has_txnindex || m->segs[i].base_offset < from) continue;
+        char *key = st_tier__object_key(p->prefix, &m->segs[i], "txnindex");
         st_os_request_t rq = {.op = ST_OS_GET, .key = key, .account = p->account, .offset = 0,
                               .length = ST_OS_TO_END};
         rq.sink.kind = ST_OS_SINK_ALLOC;
@@ -1129,10 +1124,52 @@ static void restore_aborted(st_tier_part_t *p) {
         st_os_result_free(res);
         free(key);
     }
-    st_tier__manifest_fini(&m);
     if (n) p->ops.remote_aborted(p->ops.arg, (const int64_t(*)[4])v, n);
     free(v);
+}
+
+/* ... of every remote segment (the partition's first job as leader, once
+ * its manifest is known). */
+static void restore_aborted(st_tier_part_t *p) {
+    st_manifest_t m;
+    pthread_mutex_lock(&p->lock);
+    st_tier__manifest_copy(&m, &p->man);
+    pthread_mutex_unlock(&p->lock);
+    aborted_of(p, &m, 0);
+    st_tier__manifest_fini(&m);
     __atomic_store_n(&p->aborted_ready, 1, __ATOMIC_RELEASE);
+}
+
+/* A read replica's job (ST_TIER_REPLICA, while it leads): the source
+ * cluster's leader writes the manifest (uploads, retention), so it is read
+ * again; when the remote part moved it is installed, after the aborted
+ * transactions of the segments new to this broker were handed over (a
+ * read_committed fetch of their offsets must not come first).  Nothing
+ * is written to the bucket. */
+static void replica_refresh(st_tier_part_t *p) {
+    char *why = NULL;
+    st_manifest_t m;
+    st_tier__manifest_init(&m);
+    st_err_t e = manifest_fetch(p, &m, &why);
+    if (e) {
+        set_error(p, "reading the source's manifest: %s", e == ST_E_NOT_FOUND ? "there is none "
+                  "(the topic was deleted at its source?); the part known is still served" : why);
+        free(why);
+        return;
+    }
+    pthread_mutex_lock(&p->lock);
+    int64_t end = st_tier__manifest_end(&p->man);
+    int moved = m.log_start != p->man.log_start || m.nsegs != p->man.nsegs ||
+                st_tier__manifest_start(&m) != st_tier__manifest_start(&p->man) ||
+                st_tier__manifest_end(&m) != end;
+    pthread_mutex_unlock(&p->lock);
+    clear_error(p);
+    int first = !__atomic_load_n(&p->aborted_ready, __ATOMIC_ACQUIRE);
+    if (first || moved) aborted_of(p, &m, first ? 0 : end);
+    __atomic_store_n(&p->aborted_ready, 1, __ATOMIC_RELEASE);
+    p->loaded = 1;
+    if (moved) manifest_install(p, &m);
+    st_tier__manifest_fini(&m);
 }
 
 int st_tier_part_aborted_ready(st_tier_part_t *p) {
@@ -1152,7 +1189,7 @@ static void part_job(void *arg) {
     st_tier_part_t *p = arg;
     st_tier_t *t = p->tier;
     if (p->closing) {
-        if (p->delete_remote) delete_everything(p);
+        if (p->delete_remote && p->mode != ST_TIER_REPLICA) delete_everything(p);
         part_forget(p);
         goto out;
     }
@@ -1163,6 +1200,10 @@ static void part_job(void *arg) {
     pthread_mutex_unlock(&p->lock);
     if (fresh) p->fail.next_ms = 0; /* a new leadership tries a backed-off segment at once */
     if (!leading) goto out; /* only the leader uploads, sweeps and deletes */
+    if (mode == ST_TIER_REPLICA) {
+        replica_refresh(p);
+        goto out;
+    }
     /* a deletion owed comes before anything else, also when tiering came
      * back on meanwhile (it starts afresh after it) */
     if (purge && purge_remote(p)) goto out;
@@ -1793,6 +1834,10 @@ st_err_t st_tier_part_producer_snapshot(st_tier_part_t *p, int64_t offset, void 
 
 st_err_t st_tier_delete_records(st_tier_part_t *p, int64_t offset) {
     pthread_mutex_lock(&p->lock);
+    if (p->mode == ST_TIER_REPLICA) { /* the source's leader owns the log start */
+        pthread_mutex_unlock(&p->lock);
+        return ST_E_INVAL;
+    }
     int64_t start = st_tier__manifest_start(&p->man), end = st_tier__manifest_end(&p->man);
     if (offset > p->man.log_start) p->man.log_start = ST_MIN(offset, ST_MAX(end, start));
     pthread_mutex_unlock(&p->lock);
