@@ -3,8 +3,8 @@
  * onto a broker or cluster that lost them (every local disk, the metadata
  * log with them).
  *
- *   restore (TOPIC ... | --all) [--as NEW-NAME] [--replication-factor R]
- *           [--verify] [--timeout-ms MS]
+ *   restore (TOPIC ... | --all) [--as NEW-NAME | --read-replica]
+ *           [--replication-factor R] [--verify] [--timeout-ms MS]
  *
  * What a topic was is in the bucket: the descriptor its partition 0's
  * leader keeps at <topic>-<topicId>/topic.json (name, id, partition count,
@@ -39,6 +39,13 @@
  * fails deletes what it wrote.  The store copies them itself (S3's
  * CopyObject: a write request per object, no byte through the tool).
  *
+ * --read-replica: each topic is created as a read replica of the one in
+ * the bucket (strata.remote.read.replica=true, same id; uploads and their
+ * settings are its source's): another cluster, whose bucket location this
+ * broker's objectstore.* settings name, keeps writing it, and the
+ * replica's leaders read its manifests again each task interval and
+ * serve what they name.  Nothing is copied or written to the bucket.
+ *
  * Progress goes to stderr (a bar on a terminal, a line per quarter
  * otherwise); the result to stdout.  Exit 0 when every topic serves what
  * the bucket holds, 1 otherwise (one line on stderr), 2 on a usage error.
@@ -55,11 +62,12 @@
 
 void st_cli_restore_usage(FILE *out) {
     fprintf(out,
-            "  restore (TOPIC ... | --all) [--as NEW-NAME] [--replication-factor R]\n"
-            "          [--verify] [--timeout-ms MS]\n"
+            "  restore (TOPIC ... | --all) [--as NEW-NAME | --read-replica]\n"
+            "          [--replication-factor R] [--verify] [--timeout-ms MS]\n"
             "        recreate topics from the bucket (their descriptor and manifests): same\n"
             "        id, partitions, configs, serving every offset the bucket holds;\n"
             "        --as restores one topic under another name (its objects are copied);\n"
+            "        --read-replica serves them read-only while their cluster writes on;\n"
             "        --verify reads every object first and checks its CRC32C\n");
 }
 
@@ -540,7 +548,15 @@ out:
 
 /* CreateTopics of t as the bucket describes it, validate_only or not.
  * 0, or 1 said. */
-static int create(const st_cli_ctx_t *ctx, const rtopic_t *t, int32_t rf, int validate_only) {
+/* The settings a read replica does not take from its source: its
+ * uploads are the source's. */
+static int source_only(const char *k) {
+    return !strcmp(k, "remote.log.copy.disable") || !strcmp(k, "remote.log.delete.on.disable") ||
+           !strcmp(k, "strata.remote.read.replica");
+}
+
+static int create(const st_cli_ctx_t *ctx, const rtopic_t *t, int32_t rf, int replica,
+                  int validate_only) {
     st_arena_t a;
     st_arena_init(&a, 1 << 14);
     st_create_topics_topic_t q;
@@ -549,11 +565,12 @@ static int create(const st_cli_ctx_t *ctx, const rtopic_t *t, int32_t rf, int va
     q.num_partitions = t->d.partitions;
     q.replication_factor = (int16_t)(rf > 0 ? rf : t->d.replication_factor);
     ST_ARRAY_ALLOC(q.assignments, &a, 0);
-    ST_ARRAY_ALLOC(q.configs, &a, t->d.nconfigs + 3);
+    ST_ARRAY_ALLOC(q.configs, &a, t->d.nconfigs + 4);
     int n = 0, remote = 0;
     for (int i = 0; i < t->d.nconfigs; i++) {
         const char *k = t->d.config_names[i], *val = t->d.config_values[i];
         if (!strncmp(k, ST_RESTORE_CONFIG_PREFIX, strlen(ST_RESTORE_CONFIG_PREFIX))) continue;
+        if (replica && source_only(k)) continue;
         if (!strcmp(k, "remote.storage.enable")) { /* the bucket is served only when tiered */
             remote = 1;
             val = "true";
@@ -565,6 +582,11 @@ static int create(const st_cli_ctx_t *ctx, const rtopic_t *t, int32_t rf, int va
     if (!remote) {
         st_schema_defaults(&st_config_kv_schema, &q.configs.v[n]);
         q.configs.v[n].name = st_str("remote.storage.enable");
+        q.configs.v[n++].value = st_str("true");
+    }
+    if (replica) {
+        st_schema_defaults(&st_config_kv_schema, &q.configs.v[n]);
+        q.configs.v[n].name = st_str("strata.remote.read.replica");
         q.configs.v[n++].value = st_str("true");
     }
     char epoch[16];
@@ -650,7 +672,7 @@ static int wait_served(const st_cli_ctx_t *ctx, const rtopic_t *t, int64_t timeo
 
 int st_cli_topics_restore(const st_cli_ctx_t *ctx, int argc, char **argv) {
     char **names = st_calloc((size_t)argc + 1, sizeof *names);
-    int nnames = 0, all = 0, verify = 0, rc = ST_CLI_EXIT_USAGE, nt = 0;
+    int nnames = 0, all = 0, verify = 0, replica = 0, rc = ST_CLI_EXIT_USAGE, nt = 0;
     const char *as = NULL;
     int32_t rf = -1, timeout_ms = 60000;
     rtopic_t *v = NULL;
@@ -664,6 +686,8 @@ int st_cli_topics_restore(const st_cli_ctx_t *ctx, int argc, char **argv) {
             all = 1;
         } else if (!strcmp(a, "--verify")) {
             verify = 1;
+        } else if (!strcmp(a, "--read-replica")) {
+            replica = 1;
         } else if (!strcmp(a, "--as") || !strcmp(a, "--replication-factor") ||
                    !strcmp(a, "--timeout-ms")) {
             if (!val) {
@@ -700,6 +724,11 @@ int st_cli_topics_restore(const st_cli_ctx_t *ctx, int argc, char **argv) {
     }
     if (as && (all || nnames != 1)) {
         fprintf(stderr, "strata topics: restore: --as renames one topic: name just it\n");
+        goto usage;
+    }
+    if (as && replica) {
+        fprintf(stderr, "strata topics: restore: --as copies a topic into one of this cluster's; "
+                "a --read-replica serves the source's objects where they are: not both\n");
         goto usage;
     }
     if (as && !*as) {
@@ -750,10 +779,10 @@ int st_cli_topics_restore(const st_cli_ctx_t *ctx, int argc, char **argv) {
     }
     if (existing(ctx, v, nt)) goto out;
     for (int i = 0; i < nt; i++)
-        if (create(ctx, &v[i], rf, 1)) goto out;
+        if (create(ctx, &v[i], rf, replica, 1)) goto out;
     if (as && copy_as(os, &v[0], &copies, &ncopies)) goto out;
     for (int i = 0; i < nt; i++) {
-        if (create(ctx, &v[i], rf, 0)) {
+        if (create(ctx, &v[i], rf, replica, 0)) {
             if (as) delete_all(os, copies, ncopies);
             if (i > 0) {
                 fprintf(stderr, "strata topics: restored before the failure:");
@@ -765,8 +794,9 @@ int st_cli_topics_restore(const st_cli_ctx_t *ctx, int argc, char **argv) {
     }
     for (int i = 0; i < nt; i++) {
         if (wait_served(ctx, &v[i], timeout_ms)) goto out;
-        printf("Restored topic %s (id %s) from the bucket: %d partition%s, %d segments, %lld "
-               "bytes%s;", v[i].name, v[i].id, (int)v[i].d.partitions,
+        printf("%s topic %s (id %s) from the bucket: %d partition%s, %d segments, %lld "
+               "bytes%s;", replica ? "Serving read replica of" : "Restored", v[i].name, v[i].id,
+               (int)v[i].d.partitions,
                v[i].d.partitions == 1 ? "" : "s", v[i].segments, (long long)v[i].bytes,
                verify ? ", every object read and its CRC32C checked" : "");
         for (int32_t k = 0; k < v[i].d.partitions; k++) {

@@ -626,6 +626,12 @@ static void create_topic(st_controller_t *c, const st_new_topic_t *t, int valida
         goto out;
     }
     res->error = st_topic_config_check_change(NULL, &tc, res->message, sizeof res->message);
+    if (!res->error && tc.read_replica && !restore_id) {
+        /* a new id names nothing in the bucket: it would serve nothing */
+        res->error = ST_E_INVALID_CONFIG;
+        snprintf(res->message, sizeof res->message, "A read replica serves a topic that is in "
+                 "the bucket, with its id: create it with strata topics restore --read-replica.");
+    }
     st_topic_config_fini(&tc);
     if (res->error) goto out;
     res->num_partitions = nparts;

@@ -54,6 +54,9 @@ typedef struct st_log_config {
      * as in a log that is not tiered (Kafka's
      * remoteLogEnabledAndRemoteCopyEnabled). */
     int remote_copy_disable;
+    /* ... a read replica (strata.remote.read.replica): the bucket's part
+     * is another cluster's, nothing is appended here. */
+    int read_replica;
     int64_t local_retention_ms;
     int64_t local_retention_bytes;
     /* Kafka's flush.messages / flush.ms: fsync once this many offsets are

@@ -452,6 +452,7 @@ static void wake_watchers(st_partition_t *p) { on_log_change(p->log, p); }
 
 st_err_t st_partition_append(st_partition_t *p, uint8_t *records, size_t len,
                              int64_t verify_guard, st_append_info_t *info) {
+    if (st_partition_read_replica(p)) return ST_E_INVALID_TOPIC_EXCEPTION; /* its source's */
     pthread_mutex_lock(&p->rlock);
     st_err_t e = ST_E_NOT_LEADER_OR_FOLLOWER;
     int moved = 0;
@@ -723,6 +724,10 @@ void st_replicas_start(st_replicas_t *rm) {
 
 /* ---- tiered storage -------------------------------------------------------- */
 
+int st_partition_read_replica(st_partition_t *p) {
+    return __atomic_load_n(&p->tier_mode, __ATOMIC_ACQUIRE) == ST_TIER_REPLICA;
+}
+
 static int tier_serves(st_partition_t *p) {
     return __atomic_load_n(&p->tier_mode, __ATOMIC_ACQUIRE) != ST_TIER_DELETE;
 }
@@ -800,6 +805,11 @@ static void on_log_change(st_log_t *log, void *arg);
 
 static void tier_remote_changed(void *arg, int64_t start, int64_t end) {
     st_partition_t *p = arg;
+    st_log_offsets_t o;
+    st_log_offsets(p->log, &o);
+    /* a read replica's source uploaded more: its empty log starts after
+     * it (the followers follow, as behind a tiered leader's log start) */
+    if (st_partition_read_replica(p) && end > o.leo) st_log_truncate_fully(p->log, end);
     __atomic_store_n(&p->remote_start, start, __ATOMIC_RELEASE);
     __atomic_store_n(&p->remote_end, end, __ATOMIC_RELEASE);
     st_log_set_remote_end(p->log, end);
@@ -926,8 +936,12 @@ static void tier_follow(st_replicas_t *rm, st_partition_t *p, const st_log_confi
     if (!rm->tier) return;
     int have = p->tier != NULL, left;
     st_tier_mode_t cur = have ? st_tier_part_mode(p->tier) : ST_TIER_ON, want;
-    if (lc->remote) {
-        want = lc->remote_copy_disable ? ST_TIER_READ_ONLY : ST_TIER_ON;
+    if (have && cur == ST_TIER_REPLICA) {
+        return; /* a read replica stays one: its bucket part is the source's */
+    } else if (lc->remote) {
+        want = lc->read_replica          ? ST_TIER_REPLICA
+               : lc->remote_copy_disable ? ST_TIER_READ_ONLY
+                                         : ST_TIER_ON;
     } else if (have && cur == ST_TIER_DELETE) {
         return;
     } else if ((left = have ? LEFT_MANIFEST : remote_left(p)) == LEFT_NOTHING) {
@@ -1011,6 +1025,7 @@ static void effective_config(st_replicas_t *rm, const st_meta_topic_t *t, st_log
      * broker default log.remote.storage.enable says */
     lc->remote = lc->remote && rm->tier != NULL && !t->internal;
     lc->remote_copy_disable = lc->remote_copy_disable && lc->remote;
+    lc->read_replica = lc->read_replica && lc->remote;
     lc->producer_id_expiration_ms = rm->cfg->producer_id_expiration_ms; /* a broker setting */
     *min_isr = tc.min_insync_replicas;
     *delete_on_disable = tc.remote_log_delete_on_disable;

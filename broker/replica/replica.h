@@ -110,6 +110,9 @@ void st_replicas_set_purgatories(st_replicas_t *rm, st_purgatory_t *(*of_loop)(s
  * remote log is being deleted): a part stays valid while a request uses
  * it though the partition is deleted meanwhile. */
 st_tier_part_t *st_partition_tier(st_partition_t *p);
+/* A read replica (strata.remote.read.replica): what it serves is another
+ * cluster's, in the bucket; nothing is appended or deleted here. */
+int st_partition_read_replica(st_partition_t *p);
 /* Whether p is tiered (no reference: for a test, not a use). */
 int st_partition_tiered(st_partition_t *p);
 /* p's log was just started empty at offset because only the bucket holds

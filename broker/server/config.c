@@ -514,6 +514,13 @@ static const st_cfg_desc_t topic_rows[] = {
          "Required, in the same change, to set remote.storage.enable=false on a tiered topic: "
          "the topic's remote log is deleted from the bucket and its log start offset moves to "
          "the local log start (KIP-950)."),
+    TROW("strata.remote.read.replica", ST_CFG_BOOL, read_replica, 0, 0, NULL,
+         "A read replica of a topic another cluster tiers to the bucket this broker's "
+         "objectstore.* settings name (created by `strata topics restore --read-replica`, with "
+         "the source's id): its leader reads the source's manifest again each "
+         "remote.log.manager.task.interval.ms and serves every offset it names; produce and "
+         "DeleteRecords are refused (INVALID_TOPIC_EXCEPTION) and nothing is written to the "
+         "bucket, not even when the topic is deleted. Set at creation only."),
 };
 
 const st_cfg_table_t st_topic_config_table = {topic_rows, ST_ARRAY_SIZE(topic_rows)};
@@ -547,6 +554,7 @@ static const char *topic_synonyms[] = {
     "log.cleaner.max.compaction.lag.ms",
     NULL, /* remote.log.copy.disable: fixed default */
     NULL, /* remote.log.delete.on.disable: fixed default */
+    NULL, /* strata.remote.read.replica: fixed default */
 };
 
 _Static_assert(ST_ARRAY_SIZE(topic_synonyms) == ST_ARRAY_SIZE(topic_rows),
@@ -560,6 +568,7 @@ static const char *topic_fixed_default(const char *name) {
     if (!strcmp(name, "message.timestamp.difference.max.ms")) return "9223372036854775807";
     if (!strcmp(name, "remote.log.copy.disable")) return "false";
     if (!strcmp(name, "remote.log.delete.on.disable")) return "false";
+    if (!strcmp(name, "strata.remote.read.replica")) return "false";
     return NULL;
 }
 
@@ -722,6 +731,17 @@ void st_topic_config_fini(st_topic_config_t *t) { st_cfg_fini(&st_topic_config_t
  * Kafka refuses them. */
 st_err_t st_topic_config_check_change(const st_topic_config_t *old, const st_topic_config_t *next,
                                       char *err, size_t errlen) {
+    if (old && old->read_replica != next->read_replica) {
+        st_snprintf_marked(err, errlen, "strata.remote.read.replica is set when a topic is "
+                           "created (strata topics restore --read-replica) and never changed.");
+        return ST_E_INVALID_CONFIG;
+    }
+    if (next->read_replica && (!next->remote_storage_enable || next->remote_log_copy_disable)) {
+        st_snprintf_marked(err, errlen, "A read replica (strata.remote.read.replica=true) needs "
+                           "remote.storage.enable=true and remote.log.copy.disable=false: it "
+                           "serves what its source cluster uploads.");
+        return ST_E_INVALID_CONFIG;
+    }
     if (old && old->remote_storage_enable && !next->remote_storage_enable &&
         !next->remote_log_delete_on_disable) {
         st_snprintf_marked(err, errlen,
@@ -769,6 +789,7 @@ void st_topic_config_to_log(const st_topic_config_t *t, st_log_config_t *out) {
     out->compact = strstr(t->cleanup_policy, "compact") != NULL;
     out->remote = t->remote_storage_enable;
     out->remote_copy_disable = t->remote_storage_enable && t->remote_log_copy_disable;
+    out->read_replica = t->remote_storage_enable && t->read_replica;
     st_batch_target_t target = ST_TARGET_PRODUCER;
     st_batch_target_parse(t->compression_type, &target); /* validated when set */
     out->compression = (int)target;

@@ -162,6 +162,7 @@ typedef struct st_topic_config {
     int64_t max_compaction_lag_ms;
     int remote_log_copy_disable;      /* KIP-950 */
     int remote_log_delete_on_disable; /* KIP-950 */
+    int read_replica;                 /* strata.remote.read.replica */
 } st_topic_config_t;
 
 extern const st_cfg_table_t st_broker_config_table;
@@ -266,7 +267,9 @@ void st_topic_config_fini(st_topic_config_t *t);
  * (remote.storage.enable true -> false) only with
  * remote.log.delete.on.disable=true in the same change, and with
  * remote.log.copy.disable the local retention bounds are -2 or the total
- * ones.  INVALID_CONFIG with Kafka's message in err otherwise. */
+ * ones.  strata.remote.read.replica is set at creation only, with
+ * remote.storage.enable=true and uploads on (the source cluster uploads).
+ * INVALID_CONFIG with Kafka's message (or ours) in err otherwise. */
 st_err_t st_topic_config_check_change(const st_topic_config_t *old, const st_topic_config_t *next,
                                       char *err, size_t errlen);
 void st_topic_config_to_log(const st_topic_config_t *t, st_log_config_t *out);

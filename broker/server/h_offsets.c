@@ -384,6 +384,7 @@ void st_handle_delete_records(st_server_t *srv, st_request_t *req) {
                                                    (size_t)ST_MAX(qt->name.len, 0),
                                                    qp->partition_index, NULL);
             st_err_t le = p ? st_partition_check_leader(p) : ST_E_UNKNOWN_TOPIC_OR_PARTITION;
+            if (!le && st_partition_read_replica(p)) le = ST_E_INVALID_TOPIC_EXCEPTION;
             if (le) {
                 out->error_code = st_err_wire(le);
                 st_partition_release(p);
