@@ -1690,6 +1690,105 @@ static void test_topic_descriptor(void **state) {
     env_teardown(&e);
 }
 
+/* Requests of the kinds that change a bucket, made through os. */
+static uint64_t os_writes(st_os_t *os) {
+    static const st_os_op_t kinds[] = {ST_OS_PUT, ST_OS_DELETE, ST_OS_DELETE_BATCH, ST_OS_COPY};
+    uint64_t n = 0;
+    for (size_t i = 0; i < ST_ARRAY_SIZE(kinds); i++) {
+        st_os_op_stats_t s;
+        st_os_get_op_stats(os, kinds[i], &s);
+        n += st_histo_count(&s.time);
+    }
+    return n;
+}
+
+/* A read replica (ST_TIER_REPLICA): another manager on the same bucket
+ * (another cluster's broker, its own store handle and cache) leads a part
+ * of the partition the source uploads.  It serves what the source's
+ * manifest names and follows it as uploads and DeleteRecords move it, one
+ * job at a time; it refuses DeleteRecords, never asks for closed segments
+ * and writes nothing, not even when closed with delete_remote. */
+static void test_read_replica(void **state) {
+    (void)state;
+    env_t e, r;
+    env_setup(&e);
+    st_tier_retention_t ret = {-1, -1};
+    e.offered = 2;
+    open_part(&e, &ret);
+    int64_t end2 = e.segs[1].info.last_offset + 1, end4 = e.segs[3].info.last_offset + 1;
+    wait_remote_end(&e, end2);
+
+    memset(&r, 0, sizeof r);
+    pthread_mutex_init(&r.lock, NULL);
+    pthread_cond_init(&r.cond, NULL);
+    snprintf(r.root, sizeof r.root, "%s/replica", e.root);
+    assert_int_equal(mkdir(r.root, 0755), 0);
+    char bucket[300], err[256];
+    snprintf(bucket, sizeof bucket, "%s/bucket", e.root);
+    st_os_config_t oc;
+    st_os_config_init(&oc);
+    free(oc.backend);
+    oc.backend = st_strdup("file");
+    free(oc.file_root);
+    oc.file_root = st_strdup(bucket);
+    assert_int_equal(st_os_new(&oc, &r.os, err, sizeof err), ST_OK);
+    st_os_config_fini(&oc);
+    open_tier(&r, 64 << 20);
+    r.mode = ST_TIER_REPLICA;
+    open_part(&r, &ret);
+    st_tier_status_t s;
+    st_tier_part_status(r.part, &s);
+    assert_int_equal(s.mode, ST_TIER_REPLICA);
+    assert_int_equal(s.remote_end, end2); /* read at open */
+    run_job(&r); /* the same manifest: nothing to tell (the broker read the status at open) */
+    assert_int_equal(__atomic_load_n(&r.changes, __ATOMIC_ACQUIRE), 0);
+    check_readable(&r, 5);
+    check_readable(&r, end2 - 1);
+
+    /* the source uploads two more segments: the replica's next job sees them */
+    e.offered = 4;
+    wait_remote_end(&e, end4);
+    st_tier_part_status(r.part, &s);
+    assert_int_equal(s.remote_end, end2);
+    wait_remote_end(&r, end4);
+    assert_int_equal(__atomic_load_n(&r.remote_end, __ATOMIC_ACQUIRE), end4);
+    check_readable(&r, end4 - 1);
+
+    /* a job with nothing new installs nothing */
+    int changes = __atomic_load_n(&r.changes, __ATOMIC_ACQUIRE);
+    run_job(&r);
+    assert_int_equal(__atomic_load_n(&r.changes, __ATOMIC_ACQUIRE), changes);
+
+    /* DeleteRecords: refused on the replica, followed when the source moves */
+    assert_int_equal(st_tier_delete_records(r.part, e.segs[1].info.base_offset), ST_E_INVAL);
+    assert_int_equal(st_tier_delete_records(e.part, e.segs[1].info.base_offset), ST_OK);
+    run_job(&e);
+    run_job(&r);
+    st_tier_part_status(r.part, &s);
+    assert_int_equal(s.remote_start, e.segs[1].info.base_offset);
+    assert_int_equal(__atomic_load_n(&r.remote_start, __ATOMIC_ACQUIRE), e.segs[1].info.base_offset);
+    check_readable(&r, e.segs[1].info.base_offset);
+
+    /* closed as a deleted topic is: the source's objects stay */
+    int64_t objects = bucket_objects(&e);
+    assert_int_equal(objects, 4 * 3 + 1);
+    st_tier_part_t *held = st_tier_part_keep(r.part);
+    st_tier_part_close(r.part, 1);
+    r.part = NULL;
+    assert_int_equal(st_tier__part_wait_idle(held, EVENT_WAIT_MS), 0); /* its closing job ran */
+    st_tier_part_release(held);
+    st_tier_destroy(r.tier);
+    assert_int_equal(bucket_objects(&e), objects);
+    assert_int_equal(os_writes(r.os), 0);
+    assert_int_equal(r.nasked, 0);
+    assert_false(exists_in_root(&r, "remote-manifest.json"));
+    st_os_destroy(r.os);
+    pthread_mutex_destroy(&r.lock);
+    pthread_cond_destroy(&r.cond);
+    check_readable(&e, end4 - 1);
+    env_teardown(&e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_manifest_round_trip),
@@ -1715,6 +1814,7 @@ int main(void) {
         cmocka_unit_test(test_switched_off_and_on),
         cmocka_unit_test(test_on_again_before_deleted),
         cmocka_unit_test(test_read_only_cut_off),
+        cmocka_unit_test(test_read_replica),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
