@@ -156,3 +156,48 @@ void st_os_config_init(st_os_config_t *cfg) {
 void st_os_config_fini(st_os_config_t *cfg) {
     st_cfg_fini(&st_os_config_table, cfg);
 }
+
+st_err_t st_os_config_at(const st_os_config_t *cfg, const char *location, st_os_config_t *out,
+                         char *err, size_t errlen) {
+    char why[128];
+    const char *scheme = !strcmp(cfg->backend, "s3") ? "s3://" : "file://";
+    size_t sl = strlen(scheme);
+    if (strncmp(location, scheme, sl)) {
+        st_snprintf_marked(err, errlen, "'%s' is not a location of this broker's object store "
+                           "(objectstore.backend=%s): it must start with %s", location,
+                           cfg->backend, scheme);
+        return ST_E_INVAL;
+    }
+    const char *rest = location + sl;
+    memset(out, 0, sizeof *out);
+    st_cfg_copy(&st_os_config_table, out, cfg);
+    if (!strcmp(cfg->backend, "file")) {
+        if (*rest != '/') {
+            st_snprintf_marked(err, errlen, "'%s': a file location is file:///ROOT (an absolute "
+                               "path)", location);
+            st_os_config_fini(out);
+            return ST_E_INVAL;
+        }
+        free(out->file_root);
+        out->file_root = st_strdup(rest);
+        out->file_create_root = 0; /* another's: it is there, or it is a mistake */
+        return ST_OK;
+    }
+    const char *slash = strchr(rest, '/');
+    size_t bl = slash ? (size_t)(slash - rest) : strlen(rest);
+    char *bucket = st_strndup(rest, bl);
+    const char *prefix = slash ? slash + 1 : "";
+    if (!bl || valid_bucket(bucket, why, sizeof why) || valid_prefix(prefix, why, sizeof why)) {
+        st_snprintf_marked(err, errlen, "'%s': an s3 location is s3://BUCKET/PREFIX (the "
+                           "objectstore.s3.prefix written there): %s", location,
+                           bl ? why : "no bucket");
+        free(bucket);
+        st_os_config_fini(out);
+        return ST_E_INVAL;
+    }
+    free(out->s3_bucket);
+    out->s3_bucket = bucket;
+    free(out->s3_prefix);
+    out->s3_prefix = st_strdup(prefix);
+    return ST_OK;
+}

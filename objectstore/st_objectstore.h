@@ -79,6 +79,12 @@ extern const st_cfg_table_t st_os_config_table;
 /* Defaults for every key (the struct owns its strings afterwards). */
 void st_os_config_init(st_os_config_t *cfg);
 void st_os_config_fini(st_os_config_t *cfg);
+/* *out: cfg at another location of the same store, written as
+ * st_os_describe writes one: s3://BUCKET/PREFIX (the bucket and
+ * objectstore.s3.prefix; endpoint, credentials and the rest are cfg's) or
+ * file:///ROOT (never created).  ST_E_INVAL with a message otherwise. */
+st_err_t st_os_config_at(const st_os_config_t *cfg, const char *location, st_os_config_t *out,
+                         char *err, size_t errlen);
 
 /* ------------------------------------------------------------------------
  * Requests
