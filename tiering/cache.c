@@ -57,6 +57,7 @@ typedef struct waiter {
 typedef struct centry {
     char *objkey; /* whole: a cut key names another object (or none) */
     st_os_account_t *account; /* its topic's: outlives the cache */
+    st_os_t *os;              /* the store it is in: outlives the cache */
     uint64_t offset, length;
     int in_memory; /* an index: bytes in mem */
     int pooled;    /* a chunk in a memfd, counted in pool_used */
@@ -330,7 +331,7 @@ static void submit(st_tier_cache_t *c, centry_t *e) {
     }
     c->inflight++;
     ST_TIER_STAT_ADD(c->tier, fetch_requests, 1);
-    st_os_submit(c->tier->os, &rq, download_done, e);
+    st_os_submit(e->os, &rq, download_done, e);
 }
 
 /* Start queued downloads while the fetch quota allows, oldest first.  A
@@ -469,7 +470,8 @@ static void download_done(st_os_result_t *res, void *arg) {
     pthread_mutex_unlock(&c->lock);
 }
 
-st_err_t st_tier__cache_get(st_tier_cache_t *c, st_os_account_t *account, const char *key,
+st_err_t st_tier__cache_get(st_tier_cache_t *c, st_os_t *os, st_os_account_t *account,
+                            const char *key,
                             uint64_t offset, uint64_t length, int flags, st_cache_ref_t *ref,
                             st_tier_wake_cb wake, void *arg) {
     st_err_t rc = ST_E_AGAIN;
@@ -502,6 +504,7 @@ st_err_t st_tier__cache_get(st_tier_cache_t *c, st_os_account_t *account, const 
         e = st_calloc(1, sizeof *e);
         e->objkey = st_strdup(key);
         e->account = account;
+        e->os = os;
         e->offset = offset;
         e->length = length;
         e->in_memory = in_memory;

@@ -69,6 +69,10 @@ typedef struct st_tier_config {
     void *foreground_arg;
     int64_t yield_latency_us;
     int64_t yield_min_bytes_per_s;
+    /* The store's settings (copied), from which a read replica's source
+     * at another location is opened (st_os_config_at).  NULL: replicas
+     * read the manager's store only. */
+    const st_os_config_t *store_config;
 } st_tier_config_t;
 
 typedef struct st_tier st_tier_t;
@@ -225,6 +229,17 @@ st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id
                            st_tier_mode_t mode, const st_tier_part_ops_t *ops,
                            const st_tier_retention_t *ret, st_tier_part_t **out, char *err,
                            size_t errlen);
+/* Attach a read replica's partition (ST_TIER_REPLICA): its manifest and
+ * segments are read at location, where another cluster tiers the topic
+ * (as st_os_describe writes it: s3://BUCKET/PREFIX, file:///ROOT; NULL or
+ * "": the manager's store).  The manager opens a store for each location
+ * with the store's settings (store_config) and keeps it until it is
+ * destroyed.  No cached manifest, status or marker file: nothing is kept
+ * beside the local partition. */
+st_err_t st_tier_part_open_replica(st_tier_t *t, const char *location, const char *topic,
+                                   const char *topic_id, int32_t partition,
+                                   const st_tier_part_ops_t *ops, st_tier_part_t **out, char *err,
+                                   size_t errlen);
 /* Change the mode (the topic's settings changed; at once, without a
  * restart).  Returns the mode it had. */
 st_tier_mode_t st_tier_part_set_mode(st_tier_part_t *p, st_tier_mode_t mode);

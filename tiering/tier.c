@@ -41,6 +41,7 @@ struct st_tier_part {
     int32_t partition;
     char *prefix; /* <topic>-<topicId>/<partition>, or the long-name layout */
     st_os_account_t *account; /* the topic's (t->accounts), carried by each request */
+    st_os_t *os; /* the manager's, or a read replica's source (its owner's) */
     char *cache_path;
     st_tier_part_ops_t ops;
     st_tier_retention_t ret;
@@ -195,7 +196,7 @@ static st_err_t manifest_get_raw(st_tier_part_t *p, const char *prefix, char **t
     st_os_request_t rq = {.op = ST_OS_GET, .key = key, .account = p->account, .offset = 0,
                           .length = ST_OS_TO_END};
     rq.sink.kind = ST_OS_SINK_ALLOC;
-    st_os_result_t *res = st_os_run(p->tier->os, &rq);
+    st_os_result_t *res = st_os_run(p->os, &rq);
     st_err_t e = res->status;
     if (e == ST_OK) {
         *len = (size_t)res->length;
@@ -315,7 +316,7 @@ static st_err_t manifest_store(st_tier_part_t *p, const st_manifest_t *m, char *
         if (fe == ST_OK && etag && etag[0]) rq.if_match = etag;
         else if (fe == ST_E_NOT_FOUND) rq.if_none_match = 1;
         if (st_tier__manifest_put_hook) st_tier__manifest_put_hook(key);
-        st_os_result_t *res = st_os_run(p->tier->os, &rq);
+        st_os_result_t *res = st_os_run(p->os, &rq);
         e = res->status;
         if (e == ST_E_PRECONDITION_FAILED)
             ST_INFO("tiering", "%s-%d: the manifest changed while this broker wrote it (%s); "
@@ -379,7 +380,7 @@ static st_err_t put_file(st_tier_part_t *p, const char *key, const char *path, i
     rq.src.path = path;
     rq.src.offset = 0;
     rq.src.length = ST_OS_TO_END;
-    st_os_result_t *res = st_os_run(t->os, &rq);
+    st_os_result_t *res = st_os_run(p->os, &rq);
     st_err_t e = res->status;
     ST_TIER_STAT_ADD(t, upload_requests, 1);
     if (e) *why = st_strprintf("upload of %s: %s", key, res->message);
@@ -394,7 +395,7 @@ static st_err_t put_mem(st_tier_part_t *p, const char *key, const void *data, si
     rq.src.kind = ST_OS_SRC_MEM;
     rq.src.data = data;
     rq.src.length = len;
-    st_os_result_t *res = st_os_run(t->os, &rq);
+    st_os_result_t *res = st_os_run(p->os, &rq);
     st_err_t e = res->status;
     ST_TIER_STAT_ADD(t, upload_requests, 1);
     if (e) *why = st_strprintf("upload of %s: %s", key, res->message);
@@ -567,7 +568,7 @@ static int delete_attempt(st_tier_part_t *p, int64_t base, const char *id) {
         keys[k] = st_tier__object_key(p->prefix, &r, kinds[k]);
     st_os_request_t rq = {.op = ST_OS_DELETE_BATCH, .account = p->account,
                           .keys = (const char *const *)keys, .nkeys = ST_ARRAY_SIZE(kinds)};
-    st_os_result_t *res = st_os_run(p->tier->os, &rq);
+    st_os_result_t *res = st_os_run(p->os, &rq);
     int rc = res->status == ST_OK ? 0 : -1;
     if (rc)
         ST_LOG_RATELIMITED(ST_LOG_WARN, "tiering", 10000, "%s-%d: deleting the objects of a failed "
@@ -777,7 +778,7 @@ static void delete_objects(st_tier_part_t *p, const char *const *keys, size_t n)
     if (!n) return;
     st_os_request_t rq = {.op = ST_OS_DELETE_BATCH, .account = p->account, .keys = keys,
                           .nkeys = n};
-    st_os_result_t *res = st_os_run(t->os, &rq);
+    st_os_result_t *res = st_os_run(p->os, &rq);
     if (res->status == ST_OK) ST_TIER_STAT_ADD(t, objects_deleted, n - res->nfailed);
     else ST_LOG_RATELIMITED(ST_LOG_WARN, "tiering", 10000, "deleting %zu objects: %s", n, res->message);
     st_os_result_free(res);
@@ -919,7 +920,7 @@ static int64_t sweep_orphans(st_tier_part_t *p, int64_t min_age_ms) {
     orphan_scan_t o = {.p = p, .plen = strlen(prefix), .now = st_now_ms(),
                        .min_age_ms = min_age_ms, .wait = -1};
     /* a failed page: what the pages before it found is swept all the same */
-    if (st_os_list_each(t->os, p->account, prefix, scan_orphan, &o, &why)) free(why);
+    if (st_os_list_each(p->os, p->account, prefix, scan_orphan, &o, &why)) free(why);
     char **orphans = o.orphans;
     size_t n = o.n, young = o.young;
     int64_t wait = o.wait;
@@ -1014,7 +1015,7 @@ static st_err_t delete_keys(st_tier_part_t *p, const char *const *keys, size_t n
     if (!n) return ST_OK;
     st_os_request_t rq = {.op = ST_OS_DELETE_BATCH, .account = p->account, .keys = keys,
                           .nkeys = n};
-    st_os_result_t *res = st_os_run(p->tier->os, &rq);
+    st_os_result_t *res = st_os_run(p->os, &rq);
     st_err_t e = res->status;
     if (!e && res->nfailed) {
         e = res->failed[0].status ? res->failed[0].status : ST_E_IO;
@@ -1049,7 +1050,7 @@ static st_err_t purge_remote(st_tier_part_t *p) {
         e = delete_keys(p, &dk, 1, &why);
         free(dkey);
     }
-    if (!e && (e = st_os_list_keys(p->tier->os, p->account, prefix, &all, &why))) {
+    if (!e && (e = st_os_list_keys(p->os, p->account, prefix, &all, &why))) {
         char *cause = why;
         why = st_strprintf("listing %s: %s", prefix, cause);
         free(cause);
@@ -1104,7 +1105,7 @@ static void aborted_of(st_tier_part_t *p, const st_manifest_t *m, int64_t from) 
         st_os_request_t rq = {.op = ST_OS_GET, .key = key, .account = p->account, .offset = 0,
                               .length = ST_OS_TO_END};
         rq.sink.kind = ST_OS_SINK_ALLOC;
-        st_os_result_t *res = st_os_run(p->tier->os, &rq);
+        st_os_result_t *res = st_os_run(p->os, &rq);
         if (res->status) {
             ST_WARN("tiering", "%s-%d: reading %s: %s (read_committed fetches of its offsets may "
                     "show aborted records until it is read)", p->topic, (int)p->partition, key,
@@ -1414,6 +1415,11 @@ st_err_t st_tier_new(const st_tier_config_t *cfg, st_os_t *os, st_tier_t **out, 
         return e;
     }
     t->os = os;
+    if (cfg->store_config) {
+        st_cfg_copy(&st_os_config_table, &t->store_config, cfg->store_config);
+        t->has_store_config = 1;
+    }
+    t->cfg.store_config = NULL; /* t->store_config */
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->cond, NULL);
     t->pool = st_pool_new(cfg->copy_threads, "tier-copy");
@@ -1447,6 +1453,12 @@ void st_tier_destroy(st_tier_t *t) {
         free(t->accounts[i]);
     }
     free(t->accounts);
+    for (int i = 0; i < t->nsources; i++) { /* after the cache: no download is left */
+        st_os_destroy(t->sources[i].os);
+        free(t->sources[i].location);
+    }
+    free(t->sources);
+    if (t->has_store_config) st_os_config_fini(&t->store_config);
     pthread_mutex_destroy(&t->lock);
     pthread_cond_destroy(&t->cond);
     free(t->cache_dir);
@@ -1524,7 +1536,7 @@ void st_tier_usage_free(st_tier_topic_usage_t *v, int n) {
 /* ST_OK when the object exists, ST_E_NOT_FOUND, or an error (*why). */
 static st_err_t head(st_tier_part_t *p, const char *key, char **why) {
     st_os_request_t rq = {.op = ST_OS_HEAD, .key = key, .account = p->account};
-    st_os_result_t *res = st_os_run(p->tier->os, &rq);
+    st_os_result_t *res = st_os_run(p->os, &rq);
     st_err_t e = res->status;
     if (e && e != ST_E_NOT_FOUND) *why = st_strdup(res->message);
     st_os_result_free(res);
@@ -1556,13 +1568,14 @@ static st_err_t choose_layout(st_tier_part_t *p, char **why) {
     return e == ST_E_NOT_FOUND ? ST_OK : e;
 }
 
-st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id,
-                           int32_t partition, const char *cache_manifest_path,
-                           st_tier_mode_t mode, const st_tier_part_ops_t *ops,
-                           const st_tier_retention_t *ret, st_tier_part_t **out, char *err,
-                           size_t errlen) {
+static st_err_t part_open(st_tier_t *t, st_os_t *os, const char *topic, const char *topic_id,
+                          int32_t partition, const char *cache_manifest_path,
+                          st_tier_mode_t mode, const st_tier_part_ops_t *ops,
+                          const st_tier_retention_t *ret, st_tier_part_t **out, char *err,
+                          size_t errlen) {
     st_tier_part_t *p = st_calloc(1, sizeof *p);
     p->tier = t;
+    p->os = os;
     p->refs = 1;
     p->leading = 0; /* until told, with its leader epoch (st_tier_part_set_leader) */
     p->leader_epoch = p->fenced_epoch = -1;
@@ -1648,6 +1661,48 @@ st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id
     pthread_mutex_unlock(&t->lock);
     *out = p;
     return ST_OK;
+}
+
+st_err_t st_tier_part_open(st_tier_t *t, const char *topic, const char *topic_id,
+                           int32_t partition, const char *cache_manifest_path,
+                           st_tier_mode_t mode, const st_tier_part_ops_t *ops,
+                           const st_tier_retention_t *ret, st_tier_part_t **out, char *err,
+                           size_t errlen) {
+    return part_open(t, t->os, topic, topic_id, partition, cache_manifest_path, mode, ops, ret,
+                     out, err, errlen);
+}
+
+st_os_t *st_tier__source_store(st_tier_t *t, const char *location, char *err, size_t errlen) {
+    if (!location || !*location) return t->os;
+    st_os_t *os = NULL;
+    pthread_mutex_lock(&t->lock);
+    for (int i = 0; i < t->nsources && !os; i++)
+        if (!strcmp(t->sources[i].location, location)) os = t->sources[i].os;
+    st_os_config_t c;
+    if (os) {
+        /* opened before */
+    } else if (!t->has_store_config) {
+        st_snprintf_marked(err, errlen, "%s: this broker reads no other store", location);
+    } else if (st_os_config_at(&t->store_config, location, &c, err, errlen) == ST_OK) {
+        if (st_os_new(&c, &os, err, errlen) == ST_OK) {
+            t->sources = st_realloc(t->sources, sizeof *t->sources * (size_t)(t->nsources + 1));
+            t->sources[t->nsources++] = (struct tier_source){st_strdup(location), os};
+        }
+        st_os_config_fini(&c);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return os;
+}
+
+st_err_t st_tier_part_open_replica(st_tier_t *t, const char *location, const char *topic,
+                                   const char *topic_id, int32_t partition,
+                                   const st_tier_part_ops_t *ops, st_tier_part_t **out, char *err,
+                                   size_t errlen) {
+    st_os_t *os = st_tier__source_store(t, location, err, errlen);
+    if (!os) return ST_E_INVAL;
+    st_tier_retention_t none = {-1, -1}; /* the source's leader applies retention */
+    return part_open(t, os, topic, topic_id, partition, NULL, ST_TIER_REPLICA, ops, &none, out,
+                     err, errlen);
 }
 
 st_tier_part_t *st_tier_part_keep(st_tier_part_t *p) { return part_keep(p); }
@@ -1814,7 +1869,7 @@ st_err_t st_tier_part_producer_snapshot(st_tier_part_t *p, int64_t offset, void 
         st_os_request_t rq = {.op = ST_OS_GET, .key = key, .account = p->account, .offset = 0,
                               .length = ST_OS_TO_END};
         rq.sink.kind = ST_OS_SINK_ALLOC;
-        st_os_result_t *res = st_os_run(p->tier->os, &rq);
+        st_os_result_t *res = st_os_run(p->os, &rq);
         e = res->status;
         if (e) {
             why = st_strprintf("%s", res->message);
@@ -1870,6 +1925,7 @@ typedef struct seg_view {
     char *index_key, *log_key; /* NULL: no such segment */
     int64_t base, last, size;
     st_os_account_t *account; /* its topic's, for the downloads */
+    st_os_t *os;              /* where they are */
 } seg_view_t;
 
 static void view_fini(seg_view_t *v) {
@@ -1882,6 +1938,7 @@ static void view_of(st_tier_part_t *p, const st_rseg_t *s, seg_view_t *v) {
     v->index_key = st_tier__object_key(p->prefix, s, "index");
     v->log_key = st_tier__object_key(p->prefix, s, "log");
     v->account = p->account;
+    v->os = p->os;
     v->base = s->base_offset;
     v->last = s->last_offset;
     v->size = s->size_bytes;
@@ -1978,7 +2035,7 @@ static st_err_t get_chunk(st_tier_t *t, const seg_view_t *v, const chunk_map_t *
                           void *arg) {
     int64_t end;
     chunk_of(m, pos, cstart, &end);
-    return st_tier__cache_get(t->cache, v->account, v->log_key, (uint64_t)*cstart,
+    return st_tier__cache_get(t->cache, v->os, v->account, v->log_key, (uint64_t)*cstart,
                               (uint64_t)(end - *cstart),
                               ST_CACHE_READ | (shared ? ST_CACHE_SHARED : 0), ref, wake, arg);
 }
@@ -1994,20 +2051,20 @@ static void read_ahead(st_tier_t *t, const seg_view_t *v, const chunk_map_t *m,
     while (left > 0 && end < v->size) {
         int64_t s = end;
         chunk_of(m, s, &start, &end);
-        if (st_tier__cache_get(t->cache, v->account, v->log_key, (uint64_t)start,
+        if (st_tier__cache_get(t->cache, v->os, v->account, v->log_key, (uint64_t)start,
                                (uint64_t)(end - start), 0, &ref, NULL, NULL) == ST_OK)
             st_tier__cache_release(t->cache, &ref);
         left--;
     }
     if (left <= 0 || next->size <= 0) return;
     st_cache_ref_t idx;
-    if (st_tier__cache_get(t->cache, next->account, next->index_key, 0, ST_OS_TO_END,
+    if (st_tier__cache_get(t->cache, next->os, next->account, next->index_key, 0, ST_OS_TO_END,
                            ST_CACHE_INDEX, &idx, NULL, NULL))
         return;
     chunk_map_t nm = {idx.mem, idx.len / 8, next->size, t->cfg.chunk_bytes};
     for (int64_t s = 0; left > 0 && s < next->size; left--) {
         chunk_of(&nm, s, &start, &end);
-        if (st_tier__cache_get(t->cache, next->account, next->log_key, (uint64_t)start,
+        if (st_tier__cache_get(t->cache, next->os, next->account, next->log_key, (uint64_t)start,
                                (uint64_t)(end - start), 0, &ref, NULL, NULL) == ST_OK)
             st_tier__cache_release(t->cache, &ref);
         s = end;
@@ -2056,7 +2113,7 @@ st_err_t st_tier_read(st_tier_part_t *p, int64_t offset, int32_t max_bytes, int 
     }
 
     st_cache_ref_t idx;
-    st_err_t e = st_tier__cache_get(t->cache, v.account, v.index_key, 0, ST_OS_TO_END,
+    st_err_t e = st_tier__cache_get(t->cache, v.os, v.account, v.index_key, 0, ST_OS_TO_END,
                                     ST_CACHE_INDEX, &idx, wake, wake_arg);
     if (e) goto out;
     chunk_map_t m = {idx.mem, idx.len / 8, v.size, t->cfg.chunk_bytes};
@@ -2131,7 +2188,7 @@ st_err_t st_tier_time_search_start(st_tier_part_t *p, int64_t ts, int64_t *from,
     pthread_mutex_unlock(&p->lock);
     if (base < 0) return ST_E_NOT_FOUND;
     st_cache_ref_t tidx;
-    st_err_t e = st_tier__cache_get(t->cache, p->account, key, 0, ST_OS_TO_END, ST_CACHE_INDEX,
+    st_err_t e = st_tier__cache_get(t->cache, p->os, p->account, key, 0, ST_OS_TO_END, ST_CACHE_INDEX,
                                     &tidx, wake, wake_arg);
     free(key);
     if (e) return e;

@@ -133,7 +133,8 @@ enum {
 /* ST_OK and a reference; ST_E_AGAIN (download started or running; wake is
  * called when it ends; wake may be NULL for read-ahead);
  * ST_E_KAFKA_STORAGE_ERROR after a failed download. */
-st_err_t st_tier__cache_get(st_tier_cache_t *c, st_os_account_t *account, const char *key,
+st_err_t st_tier__cache_get(st_tier_cache_t *c, st_os_t *os, st_os_account_t *account,
+                            const char *key,
                             uint64_t offset, uint64_t length, int flags, st_cache_ref_t *ref,
                             st_tier_wake_cb wake, void *arg);
 void st_tier__cache_release(st_tier_cache_t *c, st_cache_ref_t *ref);
@@ -192,6 +193,15 @@ struct st_tier {
     uint64_t pace_fetched; /* bytes_fetched at the last window */
     st_tier_account_t **accounts; /* sorted by topic; lock */
     int naccounts, capaccounts;
+    /* read replicas' sources at other locations (st_tier_part_open_replica),
+     * opened with store_config, closed at destroy; lock */
+    st_os_config_t store_config;
+    int has_store_config;
+    struct tier_source {
+        char *location;
+        st_os_t *os;
+    } *sources;
+    int nsources;
 };
 
 /* For tests: wait until the partition has no job running or due (a kick
@@ -199,6 +209,10 @@ struct st_tier {
  * manager's condition, which every kick and every job's end signal; 0, or
  * -1 after timeout_ms. */
 int st_tier__part_wait_idle(st_tier_part_t *p, int64_t timeout_ms);
+
+/* The store a read replica at location reads (opened at the first
+ * use); NULL with err when location cannot be opened. */
+st_os_t *st_tier__source_store(st_tier_t *t, const char *location, char *err, size_t errlen);
 
 #define ST_TIER_STAT_ADD(t, field, n) __atomic_add_fetch(&(t)->stats.field, (uint64_t)(n), __ATOMIC_RELAXED)
 

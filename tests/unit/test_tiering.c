@@ -224,6 +224,7 @@ static int64_t fake_latency(void *arg) {
     return __atomic_load_n(&fake_latency_us, __ATOMIC_RELAXED);
 }
 static int next_yields; /* the next open_tier paces downloads by fake_latency */
+static const st_os_config_t *next_store_config; /* the next open_tier's (replicas' sources) */
 
 static void open_tier_quota(env_t *e, int64_t cache_bytes, int64_t fetch_per_s, int64_t copy_per_s) {
     char cache[300], err[256];
@@ -234,7 +235,8 @@ static void open_tier_quota(env_t *e, int64_t cache_bytes, int64_t fetch_per_s, 
                            .foreground_latency_us = next_yields ? fake_latency : NULL,
                            .yield_latency_us = 1000, .yield_min_bytes_per_s = 512 * 1024,
                            .readahead_chunks = 2, .index_cache_bytes = 1 << 20,
-                           .fetch_max_bytes_per_s = fetch_per_s, .copy_max_bytes_per_s = copy_per_s};
+                           .fetch_max_bytes_per_s = fetch_per_s, .copy_max_bytes_per_s = copy_per_s,
+                           .store_config = next_store_config};
     assert_int_equal(st_tier_new(&tc, e->os, &e->tier, err, sizeof err), ST_OK);
     st_tier_start(e->tier);
 }
@@ -1702,12 +1704,60 @@ static uint64_t os_writes(st_os_t *os) {
     return n;
 }
 
-/* A read replica (ST_TIER_REPLICA): another manager on the same bucket
- * (another cluster's broker, its own store handle and cache) leads a part
- * of the partition the source uploads.  It serves what the source's
- * manifest names and follows it as uploads and DeleteRecords move it, one
- * job at a time; it refuses DeleteRecords, never asks for closed segments
- * and writes nothing, not even when closed with delete_remote. */
+/* The settings of a file store at root. */
+static void file_store_config(st_os_config_t *oc, const char *root) {
+    st_os_config_init(oc);
+    free(oc->backend);
+    oc->backend = st_strdup("file");
+    free(oc->file_root);
+    oc->file_root = st_strdup(root);
+}
+
+/* st_os_config_at: a read replica's source location, parsed into the
+ * store's settings (bucket and prefix, or root), the rest kept. */
+static void test_store_location(void **state) {
+    (void)state;
+    st_os_config_t base, at;
+    st_os_config_init(&base);
+    free(base.backend);
+    base.backend = st_strdup("s3");
+    free(base.s3_endpoint);
+    base.s3_endpoint = st_strdup("http://127.0.0.1:9000");
+    free(base.s3_bucket);
+    base.s3_bucket = st_strdup("mine");
+    char err[256];
+    assert_int_equal(st_os_config_at(&base, "s3://theirs/cluster-a/", &at, err, sizeof err), ST_OK);
+    assert_string_equal(at.s3_bucket, "theirs");
+    assert_string_equal(at.s3_prefix, "cluster-a/");
+    assert_string_equal(at.s3_endpoint, "http://127.0.0.1:9000");
+    st_os_config_fini(&at);
+    assert_int_equal(st_os_config_at(&base, "s3://theirs", &at, err, sizeof err), ST_OK);
+    assert_string_equal(at.s3_prefix, "");
+    st_os_config_fini(&at);
+    static const char *bad[] = {"file:///tmp/x", "s3://", "s3:///prefix", "s3://a/x",
+                                "s3://theirs//abs", "theirs/x"};
+    for (size_t i = 0; i < ST_ARRAY_SIZE(bad); i++) {
+        err[0] = 0;
+        assert_int_equal(st_os_config_at(&base, bad[i], &at, err, sizeof err), ST_E_INVAL);
+        assert_non_null(strstr(err, bad[i])); /* the message names what was given */
+    }
+    free(base.backend);
+    base.backend = st_strdup("file");
+    assert_int_equal(st_os_config_at(&base, "file:///srv/a/bucket", &at, err, sizeof err), ST_OK);
+    assert_string_equal(at.file_root, "/srv/a/bucket");
+    assert_false(at.file_create_root);
+    st_os_config_fini(&at);
+    assert_int_equal(st_os_config_at(&base, "file://relative", &at, err, sizeof err), ST_E_INVAL);
+    st_os_config_fini(&base);
+}
+
+/* A read replica (ST_TIER_REPLICA): another manager (another cluster's
+ * broker, with its own bucket and cache) leads a part of the partition
+ * the source uploads, read from the source's bucket through a store handle
+ * of its own.  It serves what the source's manifest names and follows it
+ * as uploads and DeleteRecords move it, one job at a time; it refuses
+ * DeleteRecords, never asks for closed segments and writes nothing to
+ * either bucket, not even when closed with delete_remote. */
 static void test_read_replica(void **state) {
     (void)state;
     env_t e, r;
@@ -1723,19 +1773,30 @@ static void test_read_replica(void **state) {
     pthread_cond_init(&r.cond, NULL);
     snprintf(r.root, sizeof r.root, "%s/replica", e.root);
     assert_int_equal(mkdir(r.root, 0755), 0);
-    char bucket[300], err[256];
-    snprintf(bucket, sizeof bucket, "%s/bucket", e.root);
+    char path[300], location[310], err[256];
+    snprintf(path, sizeof path, "%s/bucket", r.root);
     st_os_config_t oc;
-    st_os_config_init(&oc);
-    free(oc.backend);
-    oc.backend = st_strdup("file");
-    free(oc.file_root);
-    oc.file_root = st_strdup(bucket);
+    file_store_config(&oc, path);
     assert_int_equal(st_os_new(&oc, &r.os, err, sizeof err), ST_OK);
-    st_os_config_fini(&oc);
+    next_store_config = &oc;
     open_tier(&r, 64 << 20);
-    r.mode = ST_TIER_REPLICA;
-    open_part(&r, &ret);
+    next_store_config = NULL;
+    st_os_config_fini(&oc); /* the manager took a copy */
+    st_tier_part_ops_t ops = {closed_cb, changed_cb, local_bytes_cb, local_start_cb, NULL,
+                              release_cb, &r};
+    /* a location that is not one of this store's kind */
+    snprintf(location, sizeof location, "s3://bucket/%s/bucket", e.root);
+    assert_int_equal(st_tier_part_open_replica(r.tier, location, "orders",
+                                               "AAAAAAAAAAAAAAAAAAAAAA", 3, &ops, &r.part, err,
+                                               sizeof err),
+                     ST_E_INVAL);
+    assert_non_null(strstr(err, "must start with file://"));
+    snprintf(location, sizeof location, "file://%s/bucket", e.root);
+    assert_int_equal(st_tier_part_open_replica(r.tier, location, "orders",
+                                               "AAAAAAAAAAAAAAAAAAAAAA", 3, &ops, &r.part, err,
+                                               sizeof err),
+                     ST_OK);
+    st_tier_part_set_leader(r.part, 1, 0);
     st_tier_status_t s;
     st_tier_part_status(r.part, &s);
     assert_int_equal(s.mode, ST_TIER_REPLICA);
@@ -1777,11 +1838,16 @@ static void test_read_replica(void **state) {
     r.part = NULL;
     assert_int_equal(st_tier__part_wait_idle(held, EVENT_WAIT_MS), 0); /* its closing job ran */
     st_tier_part_release(held);
-    st_tier_destroy(r.tier);
+    st_os_t *source = st_tier__source_store(r.tier, location, err, sizeof err);
+    assert_non_null(source);
+    assert_int_equal(os_writes(source), 0);
+    st_tier_destroy(r.tier); /* closes source */
     assert_int_equal(bucket_objects(&e), objects);
     assert_int_equal(os_writes(r.os), 0);
+    st_os_stats_t own;
+    st_os_get_stats(r.os, &own);
+    assert_int_equal(own.requests, 0); /* everything went to the source's bucket */
     assert_int_equal(r.nasked, 0);
-    assert_false(exists_in_root(&r, "remote-manifest.json"));
     st_os_destroy(r.os);
     pthread_mutex_destroy(&r.lock);
     pthread_cond_destroy(&r.cond);
@@ -1814,6 +1880,7 @@ int main(void) {
         cmocka_unit_test(test_switched_off_and_on),
         cmocka_unit_test(test_on_again_before_deleted),
         cmocka_unit_test(test_read_only_cut_off),
+        cmocka_unit_test(test_store_location),
         cmocka_unit_test(test_read_replica),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
