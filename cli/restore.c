@@ -3,7 +3,7 @@
  * onto a broker or cluster that lost them (every local disk, the metadata
  * log with them).
  *
- *   restore (TOPIC ... | --all) [--as NEW-NAME | --read-replica]
+ *   restore (TOPIC ... | --all) [--as NEW-NAME | --read-replica [--source LOCATION]]
  *           [--replication-factor R] [--verify] [--timeout-ms MS]
  *
  * What a topic was is in the bucket: the descriptor its partition 0's
@@ -41,10 +41,12 @@
  *
  * --read-replica: each topic is created as a read replica of the one in
  * the bucket (strata.remote.read.replica=true, same id; uploads and their
- * settings are its source's): another cluster, whose bucket location this
- * broker's objectstore.* settings name, keeps writing it, and the
+ * settings are its source's): another cluster keeps writing it, and the
  * replica's leaders read its manifests again each task interval and
  * serve what they name.  Nothing is copied or written to the bucket.
+ * --source LOCATION: the other cluster's bucket location, s3://BUCKET/PREFIX
+ * or file:///ROOT, read with this broker's other objectstore.* settings
+ * (endpoint, credentials); without it, this broker's own.
  *
  * Progress goes to stderr (a bar on a terminal, a line per quarter
  * otherwise); the result to stdout.  Exit 0 when every topic serves what
@@ -62,12 +64,13 @@
 
 void st_cli_restore_usage(FILE *out) {
     fprintf(out,
-            "  restore (TOPIC ... | --all) [--as NEW-NAME | --read-replica]\n"
+            "  restore (TOPIC ... | --all) [--as NEW-NAME | --read-replica [--source LOCATION]]\n"
             "          [--replication-factor R] [--verify] [--timeout-ms MS]\n"
             "        recreate topics from the bucket (their descriptor and manifests): same\n"
             "        id, partitions, configs, serving every offset the bucket holds;\n"
             "        --as restores one topic under another name (its objects are copied);\n"
-            "        --read-replica serves them read-only while their cluster writes on;\n"
+            "        --read-replica serves them read-only while their cluster writes on,\n"
+            "        from --source (s3://BUCKET/PREFIX, file:///ROOT) or this bucket;\n"
             "        --verify reads every object first and checks its CRC32C\n");
 }
 
@@ -552,10 +555,11 @@ out:
  * uploads are the source's. */
 static int source_only(const char *k) {
     return !strcmp(k, "remote.log.copy.disable") || !strcmp(k, "remote.log.delete.on.disable") ||
-           !strcmp(k, "strata.remote.read.replica");
+           !strncmp(k, "strata.remote.read.replica", strlen("strata.remote.read.replica"));
 }
 
-static int create(const st_cli_ctx_t *ctx, const rtopic_t *t, int32_t rf, int replica,
+/* replica: NULL, or the read replica's source location ("": this bucket). */
+static int create(const st_cli_ctx_t *ctx, const rtopic_t *t, int32_t rf, const char *replica,
                   int validate_only) {
     st_arena_t a;
     st_arena_init(&a, 1 << 14);
@@ -565,7 +569,7 @@ static int create(const st_cli_ctx_t *ctx, const rtopic_t *t, int32_t rf, int re
     q.num_partitions = t->d.partitions;
     q.replication_factor = (int16_t)(rf > 0 ? rf : t->d.replication_factor);
     ST_ARRAY_ALLOC(q.assignments, &a, 0);
-    ST_ARRAY_ALLOC(q.configs, &a, t->d.nconfigs + 4);
+    ST_ARRAY_ALLOC(q.configs, &a, t->d.nconfigs + 5);
     int n = 0, remote = 0;
     for (int i = 0; i < t->d.nconfigs; i++) {
         const char *k = t->d.config_names[i], *val = t->d.config_values[i];
@@ -588,6 +592,11 @@ static int create(const st_cli_ctx_t *ctx, const rtopic_t *t, int32_t rf, int re
         st_schema_defaults(&st_config_kv_schema, &q.configs.v[n]);
         q.configs.v[n].name = st_str("strata.remote.read.replica");
         q.configs.v[n++].value = st_str("true");
+        if (*replica) {
+            st_schema_defaults(&st_config_kv_schema, &q.configs.v[n]);
+            q.configs.v[n].name = st_str("strata.remote.read.replica.location");
+            q.configs.v[n++].value = st_str(replica);
+        }
     }
     char epoch[16];
     snprintf(epoch, sizeof epoch, "%d", (int)(t->max_epoch + 1));
@@ -673,7 +682,7 @@ static int wait_served(const st_cli_ctx_t *ctx, const rtopic_t *t, int64_t timeo
 int st_cli_topics_restore(const st_cli_ctx_t *ctx, int argc, char **argv) {
     char **names = st_calloc((size_t)argc + 1, sizeof *names);
     int nnames = 0, all = 0, verify = 0, replica = 0, rc = ST_CLI_EXIT_USAGE, nt = 0;
-    const char *as = NULL;
+    const char *as = NULL, *source = NULL;
     int32_t rf = -1, timeout_ms = 60000;
     rtopic_t *v = NULL;
     st_os_t *os = NULL;
@@ -689,16 +698,18 @@ int st_cli_topics_restore(const st_cli_ctx_t *ctx, int argc, char **argv) {
         } else if (!strcmp(a, "--read-replica")) {
             replica = 1;
         } else if (!strcmp(a, "--as") || !strcmp(a, "--replication-factor") ||
-                   !strcmp(a, "--timeout-ms")) {
+                   !strcmp(a, "--timeout-ms") || !strcmp(a, "--source")) {
             if (!val) {
                 fprintf(stderr, "strata topics: restore: %s needs a value\n", a);
                 goto usage;
             }
             i++;
             char *end = NULL;
-            long long n = !strcmp(a, "--as") ? 0 : strtoll(val, &end, 10);
+            long long n = !strcmp(a, "--as") || !strcmp(a, "--source") ? 0 : strtoll(val, &end, 10);
             if (!strcmp(a, "--as")) {
                 as = val;
+            } else if (!strcmp(a, "--source")) {
+                source = val;
             } else if (!*val || *end || n < 1 || n > (!strcmp(a, "--replication-factor") ? 32767 : 3600000)) {
                 fprintf(stderr, "strata topics: restore: %s takes a positive number, not '%s'\n",
                         a, val);
@@ -731,6 +742,11 @@ int st_cli_topics_restore(const st_cli_ctx_t *ctx, int argc, char **argv) {
                 "a --read-replica serves the source's objects where they are: not both\n");
         goto usage;
     }
+    if (source && !replica) {
+        fprintf(stderr, "strata topics: restore: --source is where a --read-replica reads; a "
+                "restore reads this broker's bucket\n");
+        goto usage;
+    }
     if (as && !*as) {
         fprintf(stderr, "strata topics: restore: --as needs a name\n");
         goto usage;
@@ -738,7 +754,14 @@ int st_cli_topics_restore(const st_cli_ctx_t *ctx, int argc, char **argv) {
     rc = ST_CLI_EXIT_FAIL;
     st_log_set_level(ST_LOG_ERROR); /* retries are in the final message */
     char err[1024];
-    if (st_os_new(&ctx->os, &os, err, sizeof err)) {
+    st_os_config_t at;
+    if (source && st_os_config_at(&ctx->os, source, &at, err, sizeof err)) {
+        say("--source: %s", err);
+        goto out;
+    }
+    st_err_t oe = st_os_new(source ? &at : &ctx->os, &os, err, sizeof err);
+    if (source) st_os_config_fini(&at);
+    if (oe) {
         say("restore reads the bucket with the broker's objectstore.* settings: %s", err);
         goto out;
     }
@@ -779,10 +802,10 @@ int st_cli_topics_restore(const st_cli_ctx_t *ctx, int argc, char **argv) {
     }
     if (existing(ctx, v, nt)) goto out;
     for (int i = 0; i < nt; i++)
-        if (create(ctx, &v[i], rf, replica, 1)) goto out;
+        if (create(ctx, &v[i], rf, replica ? (source ? source : "") : NULL, 1)) goto out;
     if (as && copy_as(os, &v[0], &copies, &ncopies)) goto out;
     for (int i = 0; i < nt; i++) {
-        if (create(ctx, &v[i], rf, replica, 0)) {
+        if (create(ctx, &v[i], rf, replica ? (source ? source : "") : NULL, 0)) {
             if (as) delete_all(os, copies, ncopies);
             if (i > 0) {
                 fprintf(stderr, "strata topics: restored before the failure:");
@@ -794,9 +817,12 @@ int st_cli_topics_restore(const st_cli_ctx_t *ctx, int argc, char **argv) {
     }
     for (int i = 0; i < nt; i++) {
         if (wait_served(ctx, &v[i], timeout_ms)) goto out;
-        printf("%s topic %s (id %s) from the bucket: %d partition%s, %d segments, %lld "
-               "bytes%s;", replica ? "Serving read replica of" : "Restored", v[i].name, v[i].id,
-               (int)v[i].d.partitions,
+        if (replica)
+            printf("Serving a read replica of topic %s (id %s) from %s: ", v[i].name, v[i].id,
+                   st_os_describe(os));
+        else
+            printf("Restored topic %s (id %s) from the bucket: ", v[i].name, v[i].id);
+        printf("%d partition%s, %d segments, %lld bytes%s;", (int)v[i].d.partitions,
                v[i].d.partitions == 1 ? "" : "s", v[i].segments, (long long)v[i].bytes,
                verify ? ", every object read and its CRC32C checked" : "");
         for (int32_t k = 0; k < v[i].d.partitions; k++) {

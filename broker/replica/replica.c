@@ -859,12 +859,18 @@ void st_partition_restore_from_bucket(st_partition_t *p, st_tier_part_t *tp, int
 
 #define REMOTE_MANIFEST_FILE "remote-manifest.json"
 
+/* What a topic's settings ask of tiering besides its log config. */
+typedef struct tier_wish {
+    int delete_on_disable;  /* remote.log.delete.on.disable */
+    char *replica_location; /* strata.remote.read.replica.location (NULL: none) */
+} tier_wish_t;
+
 /* Tier the partition in a mode: read its manifest, and when the bucket is
  * ahead of the local log (a lost or old disk) start the local log at the
  * remote end, with the producer state the bucket keeps for it.  (DELETE:
  * nothing is read; the deletion it owes is made by its leader.) */
 static void tier_attach(st_replicas_t *rm, st_partition_t *p, const st_log_config_t *lc,
-                        st_tier_mode_t mode) {
+                        st_tier_mode_t mode, const char *replica_location) {
     st_tier_part_ops_t ops = {tier_closed_segments, tier_remote_changed, tier_local_bytes_above,
                               tier_local_log_start, tier_remote_aborted, tier_release,
                               partition_keep(p)};
@@ -873,11 +879,16 @@ static void tier_attach(st_replicas_t *rm, st_partition_t *p, const st_log_confi
     st_uuid_format(&p->topic_id, id);
     char *cache = st_strprintf("%s/" REMOTE_MANIFEST_FILE, st_log_dir(p->log));
     st_tier_part_t *tp;
-    st_err_t e = st_tier_part_open(rm->tier, p->topic, id, p->index, cache, mode, &ops, &ret, &tp,
-                                   err, sizeof err);
+    st_err_t e = mode == ST_TIER_REPLICA
+                     ? st_tier_part_open_replica(rm->tier, replica_location, p->topic, id,
+                                                 p->index, &ops, &tp, err, sizeof err)
+                     : st_tier_part_open(rm->tier, p->topic, id, p->index, cache, mode, &ops,
+                                         &ret, &tp, err, sizeof err);
     free(cache);
     if (e) {
         ST_ERROR("replica", "%s-%d: tiered storage unavailable: %s", p->topic, (int)p->index, err);
+        if (mode == ST_TIER_REPLICA) /* nothing to serve, but still no appends */
+            __atomic_store_n(&p->tier_mode, (int)mode, __ATOMIC_RELEASE);
         return; /* the partition serves its local data; nothing local is deleted */
     }
     st_tier_status_t s;
@@ -932,7 +943,7 @@ static int remote_left(st_partition_t *p) {
  *     off, the bucket read) and a WARN line says what to set.
  */
 static void tier_follow(st_replicas_t *rm, st_partition_t *p, const st_log_config_t *lc,
-                        int delete_on_disable) {
+                        const tier_wish_t *w) {
     if (!rm->tier) return;
     int have = p->tier != NULL, left;
     st_tier_mode_t cur = have ? st_tier_part_mode(p->tier) : ST_TIER_ON, want;
@@ -946,7 +957,7 @@ static void tier_follow(st_replicas_t *rm, st_partition_t *p, const st_log_confi
         return;
     } else if ((left = have ? LEFT_MANIFEST : remote_left(p)) == LEFT_NOTHING) {
         return;
-    } else if (delete_on_disable || left == LEFT_DELETION_OWED) {
+    } else if (w->delete_on_disable || left == LEFT_DELETION_OWED) {
         want = ST_TIER_DELETE;
     } else {
         want = ST_TIER_READ_ONLY;
@@ -958,7 +969,7 @@ static void tier_follow(st_replicas_t *rm, st_partition_t *p, const st_log_confi
                     (int)p->index);
     }
     if (!have) {
-        tier_attach(rm, p, lc, want);
+        tier_attach(rm, p, lc, want, w->replica_location);
         return;
     }
     if (want == cur) return;
@@ -1010,15 +1021,20 @@ static void tier_describe(st_partition_t *p, const st_meta_topic_t *t) {
 }
 
 static void effective_config(st_replicas_t *rm, const st_meta_topic_t *t, st_log_config_t *lc,
-                             int32_t *min_isr, int *delete_on_disable) {
+                             int32_t *min_isr, tier_wish_t *w) {
     st_topic_config_t tc;
     char why[256];
     if (st_topic_config_build(rm->cfg, t->configs, t->nconfigs, &tc, why, sizeof why)) {
         /* Stored configs were validated when written; fall back to the
-         * broker's defaults rather than refusing to serve. */
+         * broker's defaults rather than refusing to serve.  Never for a
+         * read replica: as a plain topic it would write to its source's
+         * bucket; it stays one, reading its own store at worst. */
         ST_WARN("replica", "topic %s: stored config rejected (%s); using broker defaults",
                 t->name, why);
         st_topic_config_build(rm->cfg, NULL, 0, &tc, why, sizeof why);
+        for (int i = 0; i < t->nconfigs; i++)
+            if (!strcmp(t->configs[i].name, "strata.remote.read.replica"))
+                tc.read_replica = tc.remote_storage_enable = 1;
     }
     st_topic_config_to_log(&tc, lc);
     /* internal topics are never tiered (Kafka's rule), whatever the
@@ -1028,7 +1044,8 @@ static void effective_config(st_replicas_t *rm, const st_meta_topic_t *t, st_log
     lc->read_replica = lc->read_replica && lc->remote;
     lc->producer_id_expiration_ms = rm->cfg->producer_id_expiration_ms; /* a broker setting */
     *min_isr = tc.min_insync_replicas;
-    *delete_on_disable = tc.remote_log_delete_on_disable;
+    w->delete_on_disable = tc.remote_log_delete_on_disable;
+    w->replica_location = lc->read_replica ? st_strdup(tc.read_replica_location) : NULL;
     st_topic_config_fini(&tc);
 }
 
@@ -1040,7 +1057,7 @@ static int is_replica_here(st_replicas_t *rm, const st_meta_partition_t *mp) {
 
 static st_partition_t *partition_open(st_replicas_t *rm, const st_meta_topic_t *t,
                                       const st_meta_partition_t *mp, const st_log_config_t *lc,
-                                      int32_t min_isr, int delete_on_disable) {
+                                      int32_t min_isr, const tier_wish_t *w) {
     st_partition_t *p = st_calloc(1, sizeof *p);
     p->refs = 1;
     p->topic = st_strdup(t->name);
@@ -1065,7 +1082,7 @@ static st_partition_t *partition_open(st_replicas_t *rm, const st_meta_topic_t *
         return NULL;
     }
     st_log_set_notify(p->log, on_log_change, p);
-    tier_follow(rm, p, lc, delete_on_disable);
+    tier_follow(rm, p, lc, w);
     rs_from_image(p, mp);
     return p;
 }
@@ -1124,22 +1141,23 @@ void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new
      * many topics builds it once, not per topic). */
     st_log_config_t default_lc;
     int32_t default_min_isr = 0;
-    int have_default = 0, default_dod = 0;
+    int have_default = 0;
+    tier_wish_t default_wish = {0, NULL};
     for (int i = 0; i < new_img->ntopics; i++) {
         const st_meta_topic_t *t = new_img->topics[i];
         const st_meta_topic_t *ot = old_img ? st_image_topic(old_img, t->name, strlen(t->name)) : NULL;
         if (ot == t) continue; /* shared, unchanged */
         st_log_config_t lc;
         int32_t min_isr;
-        int dod; /* remote.log.delete.on.disable */
+        tier_wish_t wish = {0, NULL};
         if (t->nconfigs == 0) {
-            if (!have_default) effective_config(rm, t, &default_lc, &default_min_isr, &default_dod);
+            if (!have_default) effective_config(rm, t, &default_lc, &default_min_isr, &default_wish);
             have_default = 1;
             lc = default_lc;
             min_isr = default_min_isr;
-            dod = default_dod;
+            wish.delete_on_disable = default_wish.delete_on_disable; /* a replica has configs */
         } else {
-            effective_config(rm, t, &lc, &min_isr, &dod);
+            effective_config(rm, t, &lc, &min_isr, &wish);
         }
         pthread_rwlock_rdlock(&rm->lock);
         topic_entry_t *cur = find_locked(rm, t->name, strlen(t->name));
@@ -1166,7 +1184,7 @@ void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new
             } else if (k < have && cur->parts[k]) {
                 st_partition_t *p = partition_keep(cur->parts[k]);
                 st_log_set_config(p->log, &lc);
-                tier_follow(rm, p, &lc, dod);
+                tier_follow(rm, p, &lc, &wish);
                 if (p->tier) {
                     st_tier_retention_t ret = {lc.retention_ms, lc.retention_bytes};
                     st_tier_part_set_retention(p->tier, &ret);
@@ -1175,7 +1193,7 @@ void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new
                 if (rs_from_image(p, mp)) wake_watchers(p); /* parked writes learn the news */
                 ne->parts[k] = p;
             } else if (is_replica_here(rm, mp)) {
-                ne->parts[k] = partition_open(rm, t, mp, &lc, min_isr, dod);
+                ne->parts[k] = partition_open(rm, t, mp, &lc, min_isr, &wish);
             }
         }
         if (t->nparts > 0 && ne->parts[0]) tier_describe(ne->parts[0], t);
@@ -1210,6 +1228,7 @@ void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new
             partition_drop(moved[k], 1, 0, rm->logs);
         }
         free(moved);
+        free(wish.replica_location);
     }
     st_fetchers_update(rm->fetchers, new_img);
 }

@@ -38,6 +38,13 @@ static int v_compression_type(const char *v, char *why, size_t n) {
     return 1;
 }
 
+static int v_store_location(const char *v, char *why, size_t n) {
+    if (!*v || !strncmp(v, "s3://", 5) || !strncmp(v, "file:///", 8)) return 0;
+    snprintf(why, n, "must be empty (this broker's own bucket location), s3://BUCKET/PREFIX or "
+             "file:///ROOT");
+    return 1;
+}
+
 static int v_listeners(const char *v, char *why, size_t n) {
     st_listener_spec_t *l = NULL;
     int cnt = 0;
@@ -515,12 +522,17 @@ static const st_cfg_desc_t topic_rows[] = {
          "the topic's remote log is deleted from the bucket and its log start offset moves to "
          "the local log start (KIP-950)."),
     TROW("strata.remote.read.replica", ST_CFG_BOOL, read_replica, 0, 0, NULL,
-         "A read replica of a topic another cluster tiers to the bucket this broker's "
-         "objectstore.* settings name (created by `strata topics restore --read-replica`, with "
-         "the source's id): its leader reads the source's manifest again each "
-         "remote.log.manager.task.interval.ms and serves every offset it names; produce and "
-         "DeleteRecords are refused (INVALID_TOPIC_EXCEPTION) and nothing is written to the "
-         "bucket, not even when the topic is deleted. Set at creation only."),
+         "A read replica of a topic another cluster tiers (created by `strata topics restore "
+         "--read-replica`, with the source's id): its leader reads the source's manifest again "
+         "each remote.log.manager.task.interval.ms and serves every offset it names; produce "
+         "and DeleteRecords are refused (INVALID_TOPIC_EXCEPTION) and nothing is written to "
+         "the bucket, not even when the topic is deleted. Set at creation only."),
+    TROW("strata.remote.read.replica.location", ST_CFG_STRING, read_replica_location, 0, 0,
+         v_store_location,
+         "A read replica's source: where the other cluster tiers the topic, s3://BUCKET/PREFIX "
+         "(its objectstore.s3.bucket and .prefix, reached with this broker's endpoint and "
+         "credentials) or file:///ROOT (its objectstore.file.root); empty: this broker's own "
+         "bucket location. Set at creation only."),
 };
 
 const st_cfg_table_t st_topic_config_table = {topic_rows, ST_ARRAY_SIZE(topic_rows)};
@@ -555,6 +567,7 @@ static const char *topic_synonyms[] = {
     NULL, /* remote.log.copy.disable: fixed default */
     NULL, /* remote.log.delete.on.disable: fixed default */
     NULL, /* strata.remote.read.replica: fixed default */
+    NULL, /* strata.remote.read.replica.location: fixed default */
 };
 
 _Static_assert(ST_ARRAY_SIZE(topic_synonyms) == ST_ARRAY_SIZE(topic_rows),
@@ -569,6 +582,7 @@ static const char *topic_fixed_default(const char *name) {
     if (!strcmp(name, "remote.log.copy.disable")) return "false";
     if (!strcmp(name, "remote.log.delete.on.disable")) return "false";
     if (!strcmp(name, "strata.remote.read.replica")) return "false";
+    if (!strcmp(name, "strata.remote.read.replica.location")) return "";
     return NULL;
 }
 
@@ -731,9 +745,16 @@ void st_topic_config_fini(st_topic_config_t *t) { st_cfg_fini(&st_topic_config_t
  * Kafka refuses them. */
 st_err_t st_topic_config_check_change(const st_topic_config_t *old, const st_topic_config_t *next,
                                       char *err, size_t errlen) {
-    if (old && old->read_replica != next->read_replica) {
-        st_snprintf_marked(err, errlen, "strata.remote.read.replica is set when a topic is "
-                           "created (strata topics restore --read-replica) and never changed.");
+    if (old && (old->read_replica != next->read_replica ||
+                strcmp(old->read_replica_location, next->read_replica_location))) {
+        st_snprintf_marked(err, errlen, "strata.remote.read.replica and its .location are set "
+                           "when a topic is created (strata topics restore --read-replica) and "
+                           "never changed.");
+        return ST_E_INVALID_CONFIG;
+    }
+    if (!next->read_replica && *next->read_replica_location) {
+        st_snprintf_marked(err, errlen, "strata.remote.read.replica.location is a read "
+                           "replica's source: it needs strata.remote.read.replica=true.");
         return ST_E_INVALID_CONFIG;
     }
     if (next->read_replica && (!next->remote_storage_enable || next->remote_log_copy_disable)) {

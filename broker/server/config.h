@@ -163,6 +163,7 @@ typedef struct st_topic_config {
     int remote_log_copy_disable;      /* KIP-950 */
     int remote_log_delete_on_disable; /* KIP-950 */
     int read_replica;                 /* strata.remote.read.replica */
+    char *read_replica_location;      /* ... .location ("": this broker's store) */
 } st_topic_config_t;
 
 extern const st_cfg_table_t st_broker_config_table;

@@ -390,6 +390,7 @@ static int serve(const char *config_path, char **overrides, int noverrides) {
             .foreground_arg = srv.logs,
             .yield_latency_us = srv.cfg.remote_log_fetch_yield_latency_ms * 1000,
             .yield_min_bytes_per_s = srv.cfg.remote_log_fetch_yield_min_bytes_per_second,
+            .store_config = &oscfg, /* read replicas' sources elsewhere */
         };
         if (st_tier_new(&tcfg, os, &tier, err, sizeof err)) {
             fprintf(stderr, "stratad: %s\n", err);
