@@ -8,6 +8,11 @@ usage: test_read_replica.py [shared]   B's objectstore.file.root is A's, R
                                        reads A's with --source file://R
                                        (strata.remote.read.replica.location);
                                        RB never gets a key of the topic
+       test_read_replica.py rgw ENVFILE  the same on an RGW (tests/s3/rgw.sh):
+                                       A under prefix .../a/, B under .../b/,
+                                       --source s3://BUCKET/.../a/; R is A's
+                                       prefix, snapshotted by listing (key,
+                                       size, modification time)
 
 Cluster A is one stratad; cluster B three combined nodes (scripts/cluster.sh)
 with ports and dirs of their own.  A tiers to a `file` bucket R in the
@@ -82,7 +87,8 @@ import kwire  # noqa: E402
 from restore_checks import (bucket_descriptor, bucket_manifest, describe_topic, fetch_batches,  # noqa: E402
                             kcat_records, prefix_of, topic_rows)
 from strata_harness import (CONFIG, Broker, Bucket, Cluster, binary, check, fail, file_overrides,  # noqa: E402
-                            kstr, manifest_problems, run, segment_logs, tiered_overrides, wait_for)
+                            kstr, manifest_problems, rgw_env, run, s3_overrides, segment_logs, tiered_overrides,
+                            wait_for)
 
 SEG = 16 << 10
 N = 300  # records a partition at first
@@ -106,24 +112,34 @@ t_start = time.time()
 rnd = random.Random(int(os.environ.get("STRATA_TIER_SEED", "4242")))
 top = tempfile.mkdtemp(prefix="strata-read-replica-")
 MODE = sys.argv[1] if len(sys.argv) > 1 else "shared"
-if MODE not in ("shared", "source"):
-    sys.exit("usage: test_read_replica.py [shared | source]")
-R = os.path.join(top, "bucket")  # A's bucket (and B's, shared), outside their dirs
-RB = os.path.join(top, "bucket-b") if MODE == "source" else R  # B's own
-SOURCE = ["--source", "file://" + R] if MODE == "source" else []  # where B's replica reads
-store = file_overrides(R)
+if MODE not in ("shared", "source", "rgw") or (MODE == "rgw") != (len(sys.argv) == 3):
+    sys.exit("usage: test_read_replica.py [shared | source | rgw ENVFILE]")
+if MODE == "rgw":
+    # the fixture's bucket is shared: this run's prefixes only
+    env = rgw_env(sys.argv[2])
+    R = "it-read-replica-%d-%d/a/" % (int(time.time()), os.getpid())  # A's prefix
+    RB = R[:-2] + "b/"  # B's
+    store, store_b = s3_overrides(env), s3_overrides(env)
+    store["objectstore.s3.prefix"], store_b["objectstore.s3.prefix"] = R, RB
+    SOURCE = ["--source", "s3://%s/%s" % (env["STRATA_RGW_BUCKET"], R)]
+else:
+    R = os.path.join(top, "bucket")  # A's bucket (and B's, shared), outside their dirs
+    RB = os.path.join(top, "bucket-b") if MODE == "source" else R  # B's own
+    SOURCE = ["--source", "file://" + R] if MODE == "source" else []  # where B's replica reads
+    store, store_b = file_overrides(R), file_overrides(RB)
 os.makedirs(os.path.join(top, "a"))
 os.makedirs(os.path.join(top, "b"))
 a = Broker(root=os.path.join(top, "a"),
            overrides=tiered_overrides(store, remote_log_manager_task_interval_ms=TASK_MS,
                                       remote_log_fetch_chunk_bytes=64 << 10))
 cl = Cluster(3, root=os.path.join(top, "b"),
-             overrides=tiered_overrides(file_overrides(RB), remote_log_manager_task_interval_ms=TASK_MS,
+             overrides=tiered_overrides(store_b, remote_log_manager_task_interval_ms=TASK_MS,
                                         log_retention_check_interval_ms=1000,
                                         remote_log_fetch_chunk_bytes=64 << 10,
                                         broker_session_timeout_ms=SESSION_MS,
                                         broker_heartbeat_interval_ms=500))
 bucket = Bucket(a.overrides)
+bucket_b = Bucket(cl.overrides)
 
 
 # ---- the CLI on each cluster --------------------------------------------------
@@ -339,7 +355,12 @@ def alter_configs(node, configs):
 # ---- the bucket as files ---------------------------------------------------------------
 
 def snapshot():
-    """{path under R: (size, mtime ns)} of every file and directory."""
+    """{path under R: (size, mtime ns)} of every file and directory (on
+    RGW: {key: (size, modification time)} of every object under R)."""
+    if MODE == "rgw":
+        _, text, _ = run(bucket._cmd("ls"), timeout=120)
+        return {key: (size, when) for size, when, key in
+                (line.split(None, 2) for line in text.decode().splitlines())}
     out = {}
     for d, dirs, files in os.walk(R):
         for name in dirs + files:
@@ -384,8 +405,7 @@ BUCKET_LINE = re.compile(r"delet|sweep|orphan|manifest|topic\.json|in the bucket
 
 def unchanged(before, what):
     if RB != R:  # B's own bucket never holds a key of the topic
-        mine = [os.path.relpath(os.path.join(d, f), RB) for d, _dirs, files in os.walk(RB) for f in files
-                if T in os.path.relpath(os.path.join(d, f), RB)]
+        mine = [k for k in bucket_b.ls() if T in k]
         check(not mine, "%s: B's own bucket holds %d keys of %s: %s" % (what, len(mine), T, mine[:5]))
     after = snapshot()
     if after != before:
@@ -723,11 +743,16 @@ try:
     check(rc == 1 and last.startswith("strata topics:") and "rr-none" in last and not out,
           "restore rr-none --read-replica (not in the bucket): exit %d, stdout %r, stderr %r" % (rc, out, err[-1500:]))
     print("   --read-replica of a topic the bucket does not hold: exit 1: %s" % last, flush=True)
+    if MODE == "rgw":
+        bad = [(["--source", "file:///tmp"], 1, "must start with s3://"),
+               (["--source", SOURCE[1] + "none/"], 1, "not in the bucket"),
+               (["--source", "s3://a/" + R], 1, "3 to 63 characters")]
+    else:
+        bad = [(["--source", "s3://bucket/a/"], 1, "must start with file://"),
+               (["--source", "file://" + os.path.join(top, "none")], 1, "none"),
+               (["--source", "file://relative"], 1, "absolute")]
     if SOURCE:
-        for verb, code, said in ((["--source", "s3://bucket/a/"], 1, "must start with file://"),
-                                 (["--source", "file://" + os.path.join(top, "none")], 1, "none"),
-                                 (["--source", "file://relative"], 1, "absolute"),
-                                 ([], 2, "--source is where a --read-replica reads")):
+        for verb, code, said in bad + [([], 2, "--source is where a --read-replica reads")]:
             args = ["restore", T] + (["--read-replica"] if verb else SOURCE) + verb
             rc, out, err = strata_b(*args)
             lines = [ln for ln in err.splitlines() if ln.startswith("strata topics:")]
