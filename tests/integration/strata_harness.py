@@ -1017,6 +1017,25 @@ class Cluster:
                 return lid
         return None
 
+    def cli_node(self):
+        """A live node that is not the active controller (what it is asked
+        is forwarded), or any live node."""
+        ctl = self.leader_id()
+        live = self.live()
+        others = [i for i in live if i != ctl]
+        return (others or live)[0]
+
+    def strata_topics(self, *verb, node=None, timeout=180):
+        """`strata topics --config CONFIG --override ... --bootstrap NODE
+        VERB...` with the settings every node got: (rc, stdout, stderr)."""
+        node = node or self.cli_node()
+        cmd = [binary("strata"), "topics", "--config", CONFIG]
+        for k, v in self.overrides.items():
+            cmd += ["--override", "%s=%s" % (k, v)]
+        cmd += ["--bootstrap", "127.0.0.1:%d" % self.port(node)]
+        rc, out, err = run(cmd + list(verb), check_rc=False, timeout=timeout)
+        return rc, out.decode(errors="replace"), err
+
     def wait_leader(self, nodes=None, timeout=30):
         lid = [None]
 

@@ -152,24 +152,7 @@ def strata_a(*verb, timeout=180):
     return rc, out.decode(errors="replace"), err
 
 
-def strata_b(*verb, node=None, timeout=180):
-    """`strata topics --config CONFIG --override ... --bootstrap NODE` with
-    the settings every node of B got."""
-    node = node or cli_node()
-    cmd = [binary("strata"), "topics", "--config", CONFIG]
-    for k, v in cl.overrides.items():
-        cmd += ["--override", "%s=%s" % (k, v)]
-    cmd += ["--bootstrap", "127.0.0.1:%d" % cl.port(node)]
-    rc, out, err = run(cmd + list(verb), check_rc=False, timeout=timeout)
-    return rc, out.decode(errors="replace"), err
-
-
-def cli_node():
-    """A live node of B that is not the active controller, or any live node."""
-    ctl = cl.leader_id()
-    live = cl.live()
-    others = [i for i in live if i != ctl]
-    return (others or live)[0]
+strata_b = cl.strata_topics  # through a node of B that is not the active controller
 
 
 def b_topics():
@@ -458,13 +441,13 @@ try:
     cl.up(timeout=90)
     check(T not in b_topics(), "B knows %s before the restore" % T)
     print("2. B: 3 combined nodes on ports %s up in %.1f s, no topic; strata topics through node %d" %
-          ([cl.port(i) for i in cl.ids()], time.time() - t0, cli_node()), flush=True)
+          ([cl.port(i) for i in cl.ids()], time.time() - t0, cl.cli_node()), flush=True)
     snap0, t_still = hold_still("before the restore")
     print("   the bucket: %d files and directories under R, still for 3 task intervals (%.1f s)" %
           (len(snap0), t_still), flush=True)
 
     # ---- 3. restore --read-replica through B -------------------------------------------
-    via = cli_node()
+    via = cl.cli_node()
     t0 = time.time()
     rc, out, err = strata_b("restore", T, "--read-replica", *SOURCE, "--replication-factor", str(RF_B), node=via)
     t_restore = time.time() - t0
@@ -487,7 +470,7 @@ try:
         want_configs[REPLICA + ".location"] = SOURCE[1]
     check(head.get("TopicId") == tid, "describe %s on B: topic id %s, A's %s" % (T, head.get("TopicId"), tid))
     check(b_configs == want_configs, "describe %s on B: configs %s, want %s" % (T, b_configs, want_configs))
-    c = cl.conn(cli_node(), timeout=30)
+    c = cl.conn(cl.cli_node(), timeout=30)
     dcb = kwire.describe_configs(c, [T])[T]
     c.close()
     c = kwire.Conn(a.port, timeout=30)
@@ -531,7 +514,7 @@ try:
     print("   kcat -P to %s-1 through B: exit %d in %.2f s: %s" % (T, rc, time.time() - t0, said[0].strip()),
           flush=True)
     t_range = wait_b_ranges(ref, 1, "after the refused writes")  # nothing appended, nothing trimmed
-    node = cli_node()
+    node = cl.cli_node()
     c = cl.conn(node, timeout=30)
     for what, changes in (("SET false", [(REPLICA, 0, "false")]), ("DELETE", [(REPLICA, 1, None)])):
         err, msg = c.incremental_alter(T, changes)
@@ -683,7 +666,7 @@ try:
           (victim, T, b_leader(0), t_fail, t_range, served_text(served), victim), flush=True)
 
     # ---- 8. the replica deleted -------------------------------------------------------------------
-    c = cl.conn(cli_node(), timeout=60)
+    c = cl.conn(cl.cli_node(), timeout=60)
     err = kwire.delete_topic(c, T)
     c.close()
     check(err == 0, "DeleteTopics %s on B: error %d" % (T, err))
@@ -760,7 +743,7 @@ try:
                   "%s: exit %d, stdout %r, stderr %r; want exit %d and a line saying %r" %
                   (" ".join(args), rc, out, err[-1500:], code, said))
             print("   %s: exit %d: %s" % (" ".join(args[2:]), rc, lines[-1]), flush=True)
-    c = cl.conn(cli_node(), timeout=30)
+    c = cl.conn(cl.cli_node(), timeout=30)
     err = c.create_topic("rr-plain", 1, configs={REPLICA: "true", "remote.storage.enable": "false"})
     c.close()
     check(err == INVALID_CONFIG, "CreateTopics with %s=true and remote.storage.enable=false on B: error %d, want "

@@ -68,7 +68,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kwire  # noqa: E402
 from restore_checks import (bucket_descriptor, bucket_manifest, describe_topic, fetch_batches, kcat_records,  # noqa: E402
                             prefix_of, topic_rows)
-from strata_harness import (CONFIG, Bucket, Cluster, binary, check, fail, file_overrides,  # noqa: E402
+from strata_harness import (Bucket, Cluster, check, fail, file_overrides,  # noqa: E402
                             manifest_problems, run, tiered_overrides)
 
 SEG = 16 << 10
@@ -99,25 +99,7 @@ bucket = Bucket(cl.overrides)
 
 # ---- the cluster as clients and the CLI see it -------------------------------
 
-def strata(*verb, node=None, timeout=180):
-    """`strata topics --config CONFIG --override ... --bootstrap NODE VERB...`
-    with the settings every node got: (rc, stdout, stderr)."""
-    node = node or cli_node()
-    cmd = [binary("strata"), "topics", "--config", CONFIG]
-    for k, v in cl.overrides.items():
-        cmd += ["--override", "%s=%s" % (k, v)]
-    cmd += ["--bootstrap", "127.0.0.1:%d" % cl.port(node)]
-    rc, out, err = run(cmd + list(verb), check_rc=False, timeout=timeout)
-    return rc, out.decode(errors="replace"), err
-
-
-def cli_node():
-    """A live node that is not the active controller (CreateTopics is
-    forwarded), or any live node."""
-    ctl = cl.leader_id()
-    live = cl.live()
-    others = [i for i in live if i != ctl]
-    return (others or live)[0]
+strata = cl.strata_topics  # through a node that is not the active controller
 
 
 def topic_list():
@@ -233,10 +215,10 @@ def settled(topic, tid, p):
 try:
     cl.up(timeout=90)
     print("3 combined nodes on ports %s, tiering to a file bucket; strata topics through node %d" %
-          ([cl.port(i) for i in cl.ids()], cli_node()), flush=True)
+          ([cl.port(i) for i in cl.ids()], cl.cli_node()), flush=True)
 
     # ---- 1. the topics, their records, what the bucket holds ---------------------
-    c = cl.conn(cli_node(), timeout=60)
+    c = cl.conn(cl.cli_node(), timeout=60)
     for t in TOPICS:
         err = c.create_topic(t, WANT[t][0], rf=RF, configs=WANT[t][1])
         check(err == 0, "CreateTopics %s: error %d" % (t, err))
@@ -315,7 +297,7 @@ try:
           (len(full), sum(full.values())), flush=True)
 
     # ---- 3. restore --all --------------------------------------------------------------
-    via = cli_node()
+    via = cl.cli_node()
     t0 = time.time()
     rc, out, err = strata("restore", "--all", node=via)
     t_restore = time.time() - t0
@@ -357,7 +339,7 @@ try:
             man_epoch = orig[(t, p)]["man"].get("leader_epoch", -1)
             check(epochs.get(p, -1) > man_epoch, "%s-%d: leader epoch %s, the manifest's %d" %
                   (t, p, epochs.get(p), man_epoch))
-    c = cl.conn(cli_node(), timeout=30)
+    c = cl.conn(cl.cli_node(), timeout=30)
     dc = kwire.describe_configs(c, TOPICS)
     c.close()
     for t in TOPICS:
