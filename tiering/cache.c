@@ -471,9 +471,8 @@ static void download_done(st_os_result_t *res, void *arg) {
 }
 
 st_err_t st_tier__cache_get(st_tier_cache_t *c, st_os_t *os, st_os_account_t *account,
-                            const char *key,
-                            uint64_t offset, uint64_t length, int flags, st_cache_ref_t *ref,
-                            st_tier_wake_cb wake, void *arg) {
+                            const char *key, uint64_t offset, uint64_t length, int flags,
+                            st_cache_ref_t *ref, st_tier_wake_cb wake, void *arg) {
     st_err_t rc = ST_E_AGAIN;
     int in_memory = (flags & ST_CACHE_INDEX) != 0;
     pthread_mutex_lock(&c->lock);

@@ -2188,8 +2188,8 @@ st_err_t st_tier_time_search_start(st_tier_part_t *p, int64_t ts, int64_t *from,
     pthread_mutex_unlock(&p->lock);
     if (base < 0) return ST_E_NOT_FOUND;
     st_cache_ref_t tidx;
-    st_err_t e = st_tier__cache_get(t->cache, p->os, p->account, key, 0, ST_OS_TO_END, ST_CACHE_INDEX,
-                                    &tidx, wake, wake_arg);
+    st_err_t e = st_tier__cache_get(t->cache, p->os, p->account, key, 0, ST_OS_TO_END,
+                                    ST_CACHE_INDEX, &tidx, wake, wake_arg);
     free(key);
     if (e) return e;
     /* Entries of 12 bytes: the newest timestamp so far and the relative

@@ -130,13 +130,14 @@ enum {
     ST_CACHE_SHARED = 4  /* its partition has a reader behind another: to the disk, not
                           * away, when memory needs the room */
 };
-/* ST_OK and a reference; ST_E_AGAIN (download started or running; wake is
+/* The bytes [offset, offset + length) of key in os (the manager's store or
+ * a read replica's source: it outlives the cache).
+ * ST_OK and a reference; ST_E_AGAIN (download started or running; wake is
  * called when it ends; wake may be NULL for read-ahead);
  * ST_E_KAFKA_STORAGE_ERROR after a failed download. */
 st_err_t st_tier__cache_get(st_tier_cache_t *c, st_os_t *os, st_os_account_t *account,
-                            const char *key,
-                            uint64_t offset, uint64_t length, int flags, st_cache_ref_t *ref,
-                            st_tier_wake_cb wake, void *arg);
+                            const char *key, uint64_t offset, uint64_t length, int flags,
+                            st_cache_ref_t *ref, st_tier_wake_cb wake, void *arg);
 void st_tier__cache_release(st_tier_cache_t *c, st_cache_ref_t *ref);
 /* A reader's answer began at the start of the chunk at offset of key: a
  * reader came into it (the disk cache evicts chunks that the most readers

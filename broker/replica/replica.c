@@ -1151,7 +1151,8 @@ void st_replicas_sync(const st_meta_image_t *old_img, const st_meta_image_t *new
         int32_t min_isr;
         tier_wish_t wish = {0, NULL};
         if (t->nconfigs == 0) {
-            if (!have_default) effective_config(rm, t, &default_lc, &default_min_isr, &default_wish);
+            if (!have_default)
+                effective_config(rm, t, &default_lc, &default_min_isr, &default_wish);
             have_default = 1;
             lc = default_lc;
             min_isr = default_min_isr;

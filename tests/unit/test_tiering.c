@@ -1827,7 +1827,8 @@ static void test_read_replica(void **state) {
     run_job(&r);
     st_tier_part_status(r.part, &s);
     assert_int_equal(s.remote_start, e.segs[1].info.base_offset);
-    assert_int_equal(__atomic_load_n(&r.remote_start, __ATOMIC_ACQUIRE), e.segs[1].info.base_offset);
+    assert_int_equal(__atomic_load_n(&r.remote_start, __ATOMIC_ACQUIRE),
+                     e.segs[1].info.base_offset);
     check_readable(&r, e.segs[1].info.base_offset);
 
     /* closed as a deleted topic is: the source's objects stay */
