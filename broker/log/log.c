@@ -1286,9 +1286,11 @@ st_err_t st_log_truncate_fully(st_log_t *log, int64_t offset) {
         e = ST_E_KAFKA_STORAGE_ERROR;
         goto out;
     }
-    ST_WARN("log", WHAT_FMT ": local log [%lld, %lld) is behind the bucket (or a snapshot); "
-            "starting it empty at %lld",
-            WHAT_ARGS(log), (long long)log->log_start_offset, (long long)log->leo, (long long)offset);
+    /* an empty log moving up (a read replica following its source) drops nothing */
+    ST_LOG(log->leo > log->log_start_offset ? ST_LOG_WARN : ST_LOG_INFO, "log",
+           WHAT_FMT ": local log [%lld, %lld) is behind the bucket (or a snapshot); starting it "
+           "empty at %lld", WHAT_ARGS(log), (long long)log->log_start_offset, (long long)log->leo,
+           (long long)offset);
     log->truncations++;
     for (int i = 0; i < log->nsegs; i++) {
         st_log__seg_unlink(log->segs[i], log->dir);

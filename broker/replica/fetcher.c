@@ -217,11 +217,12 @@ static void apply_part(fetcher_t *f, st_partition_t *p, const st_fetch_resp_part
         return;
     }
     if (e == ST_E_OFFSET_OUT_OF_RANGE || e == ST_E_OFFSET_MOVED_TO_TIERED_STORAGE) {
-        /* behind the leader's local log start: start again from there */
-        ST_WARN("replica", "%s-%d: offset %lld is below leader %d's local log start %lld (%s): "
-                           "the local log starts again there",
-                p->topic, (int)p->index, (long long)o.leo, (int)f->source,
-                (long long)rp->log_start_offset, st_err_name(e));
+        /* behind the leader's local log start: start again from there
+         * (routine for an empty log, a read replica's) */
+        ST_LOG(o.leo > o.log_start_offset ? ST_LOG_WARN : ST_LOG_INFO, "replica",
+               "%s-%d: offset %lld is below leader %d's local log start %lld (%s): the local log "
+               "starts again there", p->topic, (int)p->index, (long long)o.leo, (int)f->source,
+               (long long)rp->log_start_offset, st_err_name(e));
         if (rp->log_start_offset > o.leo || rp->log_start_offset > o.log_start_offset) {
             if (st_log_truncate_fully(p->log, rp->log_start_offset) == ST_OK &&
                 e == ST_E_OFFSET_MOVED_TO_TIERED_STORAGE) {
