@@ -1279,13 +1279,11 @@ int64_t st_log_bytes_above(st_log_t *log, int64_t offset) {
     return n;
 }
 
-st_err_t st_log_truncate_fully(st_log_t *log, int64_t offset) {
-    st_err_t e = ST_OK;
-    pthread_mutex_lock(&log->lock);
-    if (log->closed || log->offline) {
-        e = ST_E_KAFKA_STORAGE_ERROR;
-        goto out;
-    }
+/* st_log_truncate_fully under log->lock.  keep_aborted: the aborted
+ * transactions below offset stay known (the bucket serves their offsets
+ * still: a read replica's list comes from it). */
+static st_err_t truncate_fully_locked(st_log_t *log, int64_t offset, int keep_aborted) {
+    if (log->closed || log->offline) return ST_E_KAFKA_STORAGE_ERROR;
     /* an empty log moving up (a read replica following its source) drops nothing */
     ST_LOG(log->leo > log->log_start_offset ? ST_LOG_WARN : ST_LOG_INFO, "log",
            WHAT_FMT ": local log [%lld, %lld) is behind the bucket (or a snapshot); starting it "
@@ -1298,25 +1296,52 @@ st_err_t st_log_truncate_fully(st_log_t *log, int64_t offset) {
     }
     log->nsegs = 0;
     st_segment_t *s;
-    e = st_log__seg_open(st_log__mgr_fcache(log->mgr), log->dir, offset, 1, &s);
+    st_err_t e = st_log__seg_open(st_log__mgr_fcache(log->mgr), log->dir, offset, 1, &s);
     if (e) {
         log->offline = 1;
-        goto out;
+        return e;
     }
     segs_push(log, s);
     log->log_start_offset = log->leo = log->high_watermark = log->flushed_offset = offset;
     st_log__epoch_truncate_from(log, 0);
+    int kept = 0; /* sorted by last offset */
+    while (keep_aborted && kept < log->naborted && log->aborted[kept].last_offset < offset) kept++;
     st_log__pstate_reset(log); /* Kafka's truncateFullyAndStartAt */
-out:
+    log->naborted = kept;
+    return ST_OK;
+}
+
+/* After a truncation in full: the removals and the new segment are
+ * durable before this returns, but no append waits for it (the lock is
+ * free); the recovery and log-start points on disk come down with it
+ * (st_log_truncate_to). */
+static void truncated_fully(st_log_t *log) {
+    st_log__sync_dir(st_log__mgr_fcache(log->mgr), log->dir);
+    st_log__epoch_checkpoint(log);
+    st_logmgr_checkpoint(log->mgr);
+}
+
+st_err_t st_log_truncate_fully(st_log_t *log, int64_t offset) {
+    pthread_mutex_lock(&log->lock);
+    st_err_t e = truncate_fully_locked(log, offset, 0);
     pthread_mutex_unlock(&log->lock);
-    if (!e) {
-        /* the removals and the new segment are durable before this returns,
-         * but no append waits for it: the lock is free; the recovery and
-         * log-start points on disk come down with it (st_log_truncate_to) */
-        st_log__sync_dir(st_log__mgr_fcache(log->mgr), log->dir);
-        st_log__epoch_checkpoint(log);
-        st_logmgr_checkpoint(log->mgr);
-    }
+    if (!e) truncated_fully(log);
+    return e;
+}
+
+st_err_t st_log_follow_remote(st_log_t *log, int64_t offset, const void *snap, size_t len) {
+    pthread_mutex_lock(&log->lock);
+    st_err_t e = offset > log->leo && log->leo == log->log_start_offset
+                     ? truncate_fully_locked(log, offset, 1)
+                     : ST_E_INVAL;
+    const char *why = NULL;
+    st_err_t se = !e && snap ? st_log__pstate_install(log, offset, snap, len, &why) : ST_OK;
+    pthread_mutex_unlock(&log->lock);
+    if (!e) truncated_fully(log);
+    if (se)
+        ST_WARN("log", WHAT_FMT ": the producer snapshot for offset %lld is not used (%s): "
+                "transactions open there are not known", WHAT_ARGS(log), (long long)offset,
+                why ? why : st_err_msg(se));
     return e;
 }
 

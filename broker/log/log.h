@@ -352,6 +352,13 @@ int64_t st_log_bytes_above(st_log_t *log, int64_t offset);
  * truncateFullyAndStartAt): the local copy is behind what the bucket
  * holds.  No producer is known after it and every snapshot goes. */
 st_err_t st_log_truncate_fully(st_log_t *log, int64_t offset);
+/* A read replica's empty log follows the bucket's end up to offset, at
+ * once for every reader: started again there (as st_log_truncate_fully)
+ * keeping the aborted transactions below it, with the producer state of
+ * snap (the bucket's at offset; NULL: none), whose open transactions hold
+ * the last stable offset back.  ST_E_INVAL when the log is not empty or
+ * offset is not above its end. */
+st_err_t st_log_follow_remote(st_log_t *log, int64_t offset, const void *snap, size_t len);
 /* After st_log_truncate_fully(offset), before anything is appended: the
  * producer state of the batches below offset from a snapshot's bytes (the
  * bucket's, KIP-405), also written as the log's snapshot of offset so a

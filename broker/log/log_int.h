@@ -312,6 +312,11 @@ void st_log__pstate_apply(st_log_t *log, const uint8_t *records, size_t len);
 void st_log__pstate_open(st_log_t *log, int clean);
 void st_log__pstate_truncated(st_log_t *log);
 void st_log__pstate_reset(st_log_t *log);
+/* The producer state from a snapshot's bytes (decoded whole first: on
+ * ST_E_CORRUPT nothing changes), also written as the log's snapshot of
+ * offset.  log->lock held. */
+st_err_t st_log__pstate_install(st_log_t *log, int64_t offset, const void *snap, size_t len,
+                                const char **why);
 void st_log__pstate_start_moved(st_log_t *log);
 st_err_t st_log__pstate_snapshot(st_log_t *log, int64_t offset, int sync);
 int64_t st_log__pstate_sync_target(st_log_t *log, char *path, size_t n);

@@ -650,6 +650,21 @@ void st_log__pstate_free(st_log_t *log) {
 
 /* ---- public: restore, expiry and reads ----------------------------------------- */
 
+st_err_t st_log__pstate_install(st_log_t *log, int64_t offset, const void *snap, size_t len,
+                                const char **why) {
+    st_pstate_t t;
+    st_log__pstate_init(&t);
+    st_err_t e = st_log__pstate_decode(snap, len, st_now_ms(), expiration_ms(log), &t, why);
+    if (e) {
+        st_log__pstate_fini(&t);
+        return e;
+    }
+    st_log__pstate_fini(&log->pstate);
+    log->pstate = t;
+    st_log__pstate_snapshot(log, offset, 0); /* the flusher syncs it */
+    return ST_OK;
+}
+
 st_err_t st_log_restore_producer_state(st_log_t *log, int64_t offset, const void *snap,
                                        size_t len, int *producers) {
     st_err_t e = ST_OK;
@@ -660,16 +675,7 @@ st_err_t st_log_restore_producer_state(st_log_t *log, int64_t offset, const void
     } else if (log->log_start_offset != offset || log->leo != offset || log->pstate.n) {
         e = ST_E_INVAL;
     } else {
-        st_pstate_t t;
-        st_log__pstate_init(&t);
-        e = st_log__pstate_decode(snap, len, st_now_ms(), expiration_ms(log), &t, &why);
-        if (e) {
-            st_log__pstate_fini(&t);
-        } else {
-            st_log__pstate_fini(&log->pstate);
-            log->pstate = t;
-            st_log__pstate_snapshot(log, offset, 0); /* the flusher syncs it */
-        }
+        e = st_log__pstate_install(log, offset, snap, len, &why);
     }
     *producers = (int)log->pstate.n;
     pthread_mutex_unlock(&log->lock);

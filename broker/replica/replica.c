@@ -807,9 +807,29 @@ static void tier_remote_changed(void *arg, int64_t start, int64_t end) {
     st_partition_t *p = arg;
     st_log_offsets_t o;
     st_log_offsets(p->log, &o);
-    /* a read replica's source uploaded more: its empty log starts after
-     * it (the followers follow, as behind a tiered leader's log start) */
-    if (st_partition_read_replica(p) && end > o.leo) st_log_truncate_fully(p->log, end);
+    if (st_partition_read_replica(p) && end > o.leo) {
+        /* its source uploaded more: the empty log starts after it, with
+         * the producers (open transactions) the bucket keeps for that
+         * offset; the followers follow, as behind a tiered leader's log
+         * start.  On the tier job's thread: the GET may block. */
+        st_tier_part_t *tp = st_partition_tier(p);
+        void *snap = NULL;
+        size_t len = 0;
+        char err[512];
+        st_err_t e = tp ? st_tier_part_producer_snapshot(tp, end, &snap, &len, err, sizeof err)
+                        : ST_E_NOT_FOUND;
+        if (e) {
+            /* none there: the source knew no producer at that offset */
+            ST_LOG(e == ST_E_NOT_FOUND ? ST_LOG_DEBUG : ST_LOG_WARN, "replica",
+                   "%s-%d: producer state at offset %lld not read from the bucket (%s): "
+                   "transactions open there are not known", p->topic, (int)p->index,
+                   (long long)end, tp ? err : "not tiered yet");
+            snap = NULL;
+        }
+        st_log_follow_remote(p->log, end, snap, len);
+        free(snap);
+        if (tp) st_tier_part_release(tp);
+    }
     __atomic_store_n(&p->remote_start, start, __ATOMIC_RELEASE);
     __atomic_store_n(&p->remote_end, end, __ATOMIC_RELEASE);
     st_log_set_remote_end(p->log, end);
