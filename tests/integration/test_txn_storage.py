@@ -24,6 +24,13 @@ object store.
     from offset 0 sees exactly the committed messages, in order; the same
     after a restart, when the aborted list of the remote part comes from
     the bucket's .txnindex objects.
+  - a read replica of the tiered topic (`strata topics restore
+    --read-replica --source file://...` on a second stratad with a bucket
+    of its own): read_committed through it is exactly the committed
+    messages the bucket holds, in order (read_uncommitted shows the
+    aborted ones too); after 30 more transactions (every 3rd aborted)
+    reach the bucket, it serves them the same way, the first ones' aborted
+    transactions still left out.
 """
 import os
 import re
@@ -34,7 +41,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kwire  # noqa: E402
-from strata_harness import Broker, binary, check, fail, kcat, kstr  # noqa: E402
+from strata_harness import Broker, binary, check, fail, kcat, kstr, run  # noqa: E402
 
 
 def rdk(*args, timeout=240):
@@ -57,8 +64,8 @@ def produce(topic, tid, n, msgs, abort_every, keys=0, parts=1):
     return set(committed), set(aborted)
 
 
-def consume(topic, parts, committed=True, keys=False):
-    args = ["consume", "-b", b.bootstrap, "-t", topic, "-p", str(parts), "-I", "4000"]
+def consume(topic, parts, committed=True, keys=False, via=None):
+    args = ["consume", "-b", (via or b).bootstrap, "-t", topic, "-p", str(parts), "-I", "4000"]
     if keys:
         args.append("-K")
     if not committed:
@@ -182,6 +189,51 @@ for when in ("with the local aborted list", "after a restart (the bucket's .txni
         b.stop()
         b.start()
         c = kwire.Conn(b.port)
+
+# ---- a read replica of the tiered topic --------------------------------------------
+r = Broker({"remote.log.storage.system.enable": "true", "remote.log.manager.task.interval.ms": "200",
+            "auto.create.topics.enable": "false"}).start()
+cmd = r.command()
+rc, out, err = run([binary("strata"), "topics"] + cmd[1:] + ["restore", "txn-tiered", "--read-replica", "--source",
+                    "file://" + os.path.join(b.root, "bucket")], check_rc=False)
+check(rc == 0, "restore txn-tiered --read-replica: rc %d\n%s\n%s" % (rc, out, err[-2000:]))
+print(out.decode().strip(), flush=True)
+rc_ = kwire.Conn(r.port)
+
+
+def replica_end():
+    err, end, _ = kwire.list_offsets_v9(rc_, "txn-tiered", 0, kwire.LATEST)
+    check(err == 0, "ListOffsets txn-tiered at the replica: error %d" % err)
+    return end
+
+
+def replica_reads(want, what):
+    """read_committed through the replica: a prefix of want, in order, past
+    every aborted transaction; returns how many."""
+    got = [r_[2] for r_ in consume("txn-tiered", 1, via=r)]
+    every = [r_[2] for r_ in consume("txn-tiered", 1, committed=False, via=r)]
+    print("replica %s: read_committed %d messages (%d committed in all), read_uncommitted %d (end %d)" %
+          (what, len(got), len(want), len(every), replica_end()), flush=True)
+    check(got == want[:len(got)], "replica %s: read_committed is not a prefix of the committed messages "
+          "(%d of %d; first difference at %s: %r)" %
+          (what, len(got), len(want), next((i for i, (x, y) in enumerate(zip(got, want)) if x != y), None),
+           next(((x, y) for x, y in zip(got, want) if x != y), None)))
+    check(len(every) > len(got), "replica %s: read_uncommitted %d messages, read_committed %d: no aborted "
+          "transaction in the part served?" % (what, len(every), len(got)))
+    return len(got)
+
+
+first = replica_reads(want, "after the restore")
+check(first > 0, "the replica serves nothing of txn-tiered")
+end0 = replica_end()
+ok2, _bad2 = produce("txn-tiered", "tier-tx2", 30, 100, 3)
+want2 = want + ["%d %d" % (k, j) for k in sorted(ok2) for j in range(100)]
+wait_for("the replica to serve what the second producer's transactions added to the bucket",
+         lambda: replica_end() > end0 + 2000, 60)
+second = replica_reads(want2, "after 30 more transactions")
+check(second > first, "the replica's read_committed did not grow: %d then %d" % (first, second))
+rc_.close()
+r.stop()
 c.close()
 b.stop()
 print("OK")
