@@ -60,7 +60,7 @@ struct st_tier_part {
      * manifest found in the bucket above it (a newer leader's: this one is
      * deposed and writes nothing more at its epoch).  p->lock. */
     int32_t leader_epoch, fenced_epoch;
-    int aborted_ready; /* restore_aborted ran once (atomic) */
+    int aborted_ready; /* restore_aborted ran since this leadership began (atomic) */
     /* KIP-950 (st_tier_mode_t): what the topic's settings ask.  purge:
      * the bucket owes a deletion (the marker file at purge_path says so
      * across restarts); copy_was_off: uploads were off since the remote
@@ -1749,7 +1749,13 @@ void st_tier_part_set_leader(st_tier_part_t *p, int leading, int32_t leader_epoc
     /* fenced by a newer leader's manifest: not again at an epoch as old */
     if (leading && leader_epoch <= p->fenced_epoch) leading = 0;
     p->leading = leading;
-    if (leading && (!was || leader_epoch != p->leader_epoch)) p->reload = p->desc_dirty = 1;
+    if (leading && (!was || leader_epoch != p->leader_epoch)) {
+        p->reload = p->desc_dirty = 1;
+        /* the aborted transactions are handed over again (dropped with the
+         * local log if it was truncated in full as a follower): until then
+         * a read_committed fetch of a remote offset waits */
+        __atomic_store_n(&p->aborted_ready, 0, __ATOMIC_RELEASE);
+    }
     p->leader_epoch = leader_epoch;
     pthread_mutex_unlock(&p->lock);
     if (leading && !was) st_tier_part_kick(p);
