@@ -801,11 +801,12 @@ int st_cli_topics_restore(const st_cli_ctx_t *ctx, int argc, char **argv) {
         if (bad) goto out;
     }
     if (existing(ctx, v, nt)) goto out;
+    const char *replica_of = replica ? (source ? source : "") : NULL; /* create's */
     for (int i = 0; i < nt; i++)
-        if (create(ctx, &v[i], rf, replica ? (source ? source : "") : NULL, 1)) goto out;
+        if (create(ctx, &v[i], rf, replica_of, 1)) goto out;
     if (as && copy_as(os, &v[0], &copies, &ncopies)) goto out;
     for (int i = 0; i < nt; i++) {
-        if (create(ctx, &v[i], rf, replica ? (source ? source : "") : NULL, 0)) {
+        if (create(ctx, &v[i], rf, replica_of, 0)) {
             if (as) delete_all(os, copies, ncopies);
             if (i > 0) {
                 fprintf(stderr, "strata topics: restored before the failure:");
