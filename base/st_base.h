@@ -213,7 +213,8 @@ int st_log_allow(const char *key, int64_t interval_ms, int *suppressed);
 #define ST_LOG_RATELIMITED(level, subsys, interval_ms, fmt, ...)                        \
     do {                                                                               \
         /* Call sites run on several threads: the state is atomic, and the    \
-         * thread that wins the compare-and-swap writes the line. */            \
+         * thread that wins the compare-and-swap writes the line.  The first   \
+         * line takes no count: calls racing it are said on the next one. */  \
         static int64_t st__rl_last_;                                                   \
         static int st__rl_skipped_;                                                    \
         int64_t st__rl_now_ = st_mono_ms();                                            \
@@ -221,7 +222,8 @@ int st_log_allow(const char *key, int64_t interval_ms, int *suppressed);
         if ((st__rl_prev_ == 0 || st__rl_now_ - st__rl_prev_ >= (interval_ms)) &&      \
             __atomic_compare_exchange_n(&st__rl_last_, &st__rl_prev_, st__rl_now_, 0,  \
                                         __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {         \
-            int st__rl_n_ = __atomic_exchange_n(&st__rl_skipped_, 0, __ATOMIC_RELAXED); \
+            int st__rl_n_ = st__rl_prev_ == 0 ? 0                                      \
+                            : __atomic_exchange_n(&st__rl_skipped_, 0, __ATOMIC_RELAXED); \
             if (st__rl_n_)                                                             \
                 ST_LOG(level, subsys, fmt " (%d similar lines suppressed)",            \
                        ##__VA_ARGS__, st__rl_n_);                                      \
