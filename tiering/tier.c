@@ -187,16 +187,21 @@ static void clear_error(st_tier_part_t *p) {
 
 static char *manifest_key(const char *prefix) { return st_strprintf("%s/manifest.json", prefix); }
 
+/* GET a whole object into memory; the caller frees the result. */
+static st_os_result_t *get_whole(st_tier_part_t *p, const char *key) {
+    st_os_request_t rq = {.op = ST_OS_GET, .key = key, .account = p->account, .offset = 0,
+                          .length = ST_OS_TO_END};
+    rq.sink.kind = ST_OS_SINK_ALLOC;
+    return st_os_run(p->os, &rq);
+}
+
 /* The manifest object under prefix as stored: ST_OK with its bytes
  * (malloc'ed, NUL-terminated) and, when etag is asked for, its ETag;
  * ST_E_NOT_FOUND (none yet); or an error (*why says what). */
 static st_err_t manifest_get_raw(st_tier_part_t *p, const char *prefix, char **text,
                                  size_t *len, char **etag, char **why) {
     char *key = manifest_key(prefix);
-    st_os_request_t rq = {.op = ST_OS_GET, .key = key, .account = p->account, .offset = 0,
-                          .length = ST_OS_TO_END};
-    rq.sink.kind = ST_OS_SINK_ALLOC;
-    st_os_result_t *res = st_os_run(p->os, &rq);
+    st_os_result_t *res = get_whole(p, key);
     st_err_t e = res->status;
     if (e == ST_OK) {
         *len = (size_t)res->length;
@@ -1102,10 +1107,7 @@ static void aborted_of(st_tier_part_t *p, const st_manifest_t *m, int64_t from) 
     for (int i = 0; i < m->nsegs; i++) {
         if (!m->segs[i].has_txnindex || m->segs[i].base_offset < from) continue;
         char *key = st_tier__object_key(p->prefix, &m->segs[i], "txnindex");
-        st_os_request_t rq = {.op = ST_OS_GET, .key = key, .account = p->account, .offset = 0,
-                              .length = ST_OS_TO_END};
-        rq.sink.kind = ST_OS_SINK_ALLOC;
-        st_os_result_t *res = st_os_run(p->os, &rq);
+        st_os_result_t *res = get_whole(p, key);
         if (res->status) {
             ST_WARN("tiering", "%s-%d: reading %s: %s (read_committed fetches of its offsets may "
                     "show aborted records until it is read)", p->topic, (int)p->partition, key,
@@ -1856,40 +1858,59 @@ int32_t st_tier_part_epoch_for(st_tier_part_t *p, int64_t offset) {
     return epoch;
 }
 
+/* The key of the producer snapshot kept with the segment of m that ends
+ * just below offset, or NULL when there is none. */
+static char *snapshot_key(const char *prefix, const st_manifest_t *m, int64_t offset) {
+    for (int i = 0; i < m->nsegs; i++)
+        if (m->segs[i].last_offset + 1 == offset && m->segs[i].has_snapshot)
+            return st_tier__object_key(prefix, &m->segs[i], "snapshot");
+    return NULL;
+}
+
+/* A whole object into *data (ours then), or *why. */
+static st_err_t get_data(st_tier_part_t *p, const char *key, void **data, size_t *len,
+                         char **why) {
+    st_os_result_t *res = get_whole(p, key);
+    st_err_t e = res->status;
+    if (e) {
+        *why = st_strdup(res->message);
+    } else {
+        *data = res->data;
+        *len = (size_t)res->length;
+        res->data = NULL;
+    }
+    st_os_result_free(res);
+    return e;
+}
+
 st_err_t st_tier_part_producer_snapshot(st_tier_part_t *p, int64_t offset, void **data,
                                         size_t *len, char *err, size_t errlen) {
-    st_manifest_t m;
-    st_tier__manifest_init(&m);
+    /* the manifest installed names it when it is fresh (a read replica's
+     * refresh has just installed it); the bucket's manifest otherwise, and
+     * when the segment installed is gone from the bucket */
+    pthread_mutex_lock(&p->lock);
+    char *key = snapshot_key(p->prefix, &p->man, offset);
+    pthread_mutex_unlock(&p->lock);
     char *why = NULL;
-    st_err_t e = manifest_fetch(p, &m, &why);
-    const st_rseg_t *seg = NULL;
-    for (int i = 0; !e && i < m.nsegs && !seg; i++)
-        if (m.segs[i].last_offset + 1 == offset) seg = &m.segs[i];
-    if (!e && (!seg || !seg->has_snapshot)) {
-        why = st_strprintf("no segment of the bucket ends at %lld with a producer snapshot",
-                           (long long)offset);
-        e = ST_E_NOT_FOUND;
-    }
-    if (!e) {
-        char *key = st_tier__object_key(p->prefix, seg, "snapshot");
-        st_os_request_t rq = {.op = ST_OS_GET, .key = key, .account = p->account, .offset = 0,
-                              .length = ST_OS_TO_END};
-        rq.sink.kind = ST_OS_SINK_ALLOC;
-        st_os_result_t *res = st_os_run(p->os, &rq);
-        e = res->status;
-        if (e) {
-            why = st_strprintf("%s", res->message);
-        } else {
-            *data = res->data;
-            *len = (size_t)res->length;
-            res->data = NULL; /* ours now */
-        }
-        st_os_result_free(res);
+    st_err_t e = key ? get_data(p, key, data, len, &why) : ST_E_NOT_FOUND;
+    if (e == ST_E_NOT_FOUND) {
         free(key);
+        free(why);
+        key = why = NULL;
+        st_manifest_t m;
+        st_tier__manifest_init(&m);
+        e = manifest_fetch(p, &m, &why);
+        if (!e && !(key = snapshot_key(p->prefix, &m, offset))) {
+            why = st_strprintf("no segment of the bucket ends at %lld with a producer snapshot",
+                               (long long)offset);
+            e = ST_E_NOT_FOUND;
+        }
+        st_tier__manifest_fini(&m);
+        if (!e) e = get_data(p, key, data, len, &why);
     }
     if (e) snprintf(err, errlen, "%s", why ? why : st_err_msg(e));
     free(why);
-    st_tier__manifest_fini(&m);
+    free(key);
     return e;
 }
 
