@@ -1,8 +1,8 @@
 """
 What the restore tests (test_restore.py, one broker; test_restore_cluster.py,
 three nodes) read back the same way: `strata topics list` and `describe`
-parsed, a partition's records through kcat, its batches through Fetch, and
-a topic's objects in the bucket.
+parsed, a partition's records through kcat, its batches through Fetch, what
+differs between two such reads, and a topic's objects in the bucket.
 """
 import json
 import re
@@ -84,6 +84,28 @@ def fetch_batches(conn, topic, p, start, end, where=""):
     finally:
         conn.close()
     return out
+
+
+def same_records(what, got, want, whose="want"):
+    """got and want: [(offset, timestamp, key, value)] as kcat_records reads
+    them; whose names where want was read ("A serves")."""
+    if got == want:
+        return
+    k = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
+
+    def brief(recs, i):
+        return repr(recs[i])[:200] if i < len(recs) else "(nothing)"
+    fail("%s: kcat read %d records from offset %s, %s %d from %s; first difference at #%d: got %s, want %s" %
+         (what, len(got), got[0][0] if got else "-", whose, len(want), want[0][0] if want else "-", k,
+          brief(got, k), brief(want, k)))
+
+
+def same_batches(what, got, want, whose="the"):
+    """got and want: the raw batches fetch_batches reads; whose names where
+    want was read ("A's")."""
+    check(got == want, "%s: Fetch returns %d batches (%d bytes), %d of them differ from %s %d (%d bytes)" %
+          (what, len(got), sum(map(len, got)), sum(1 for x, y in zip(got, want) if x != y) + abs(len(got) - len(want)),
+           whose, len(want), sum(map(len, want))))
 
 
 def prefix_of(topic, tid):

@@ -85,7 +85,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kwire  # noqa: E402
 from restore_checks import (bucket_descriptor, bucket_manifest, describe_topic, fetch_batches,  # noqa: E402
-                            kcat_records, prefix_of, topic_rows)
+                            kcat_records, prefix_of, same_batches, same_records, topic_rows)
 from strata_harness import (CONFIG, Broker, Bucket, Cluster, binary, check, fail, file_overrides,  # noqa: E402
                             kstr, manifest_problems, rgw_env, run, s3_overrides, segment_logs, tiered_overrides,
                             wait_for)
@@ -206,21 +206,6 @@ def from_a(p, start, end):
     return dict(start=start, end=end, recs=recs, raw=raw)
 
 
-def same_records(what, got, want):
-    if got == want:
-        return
-    k = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
-    fail("%s: kcat read %d records from offset %s, A serves %d from %s; first difference at #%d: got %r, want %r" %
-         (what, len(got), got[0][0] if got else "-", len(want), want[0][0] if want else "-", k,
-          got[k][:3] if k < len(got) else "(nothing)", want[k][:3] if k < len(want) else "(nothing)"))
-
-
-def same_batches(what, got, want):
-    check(got == want, "%s: Fetch returns %d batches (%d bytes), %d of them differ from A's %d (%d bytes)" %
-          (what, len(got), sum(map(len, got)), sum(1 for x, y in zip(got, want) if x != y) + abs(len(got) - len(want)),
-           len(want), sum(map(len, want))))
-
-
 # ---- cluster B ---------------------------------------------------------------------
 
 def b_leader(p, nodes=None):
@@ -307,9 +292,9 @@ def b_serves(what, ref, nodes=None):
               "%s: %s-%d at B's leader (node %d): error %d, earliest %d, latest %d; the bucket holds [%d, %d)" %
               (what, T, p, ld, e, earliest, latest, r["start"], r["end"]))
         recs = kcat_records(cl.bootstrap(nodes or cl.live()), T, p)
-        same_records("%s: %s-%d through B" % (what, T, p), recs, r["recs"])
+        same_records("%s: %s-%d through B" % (what, T, p), recs, r["recs"], "A serves")
         raw = fetch_batches(cl.conn(ld, timeout=30), T, p, r["start"], r["end"], " at node %d of B" % ld)
-        same_batches("%s: %s-%d at node %d of B" % (what, T, p, ld), raw, r["raw"])
+        same_batches("%s: %s-%d at node %d of B" % (what, T, p, ld), raw, r["raw"], "A's")
         out[p] = (ld, len(recs), len(raw), sum(map(len, raw)))
     return out
 
@@ -550,7 +535,8 @@ try:
           "a second restore %s --read-replica: exit %d, stdout %r, stderr %r" % (T, rc, out, err[-1000:]))
     check(b_topics().get(T) == (tid, PARTS, RF_B), "the refused restore changed %s: %s" % (T, b_topics().get(T)))
     print("   restore %s --read-replica again: exit 1: %s" % (T, last), flush=True)
-    same_records("after the refusals: %s-0 through B" % T, kcat_records(cl.bootstrap(), T, 0), ref[0]["recs"])
+    same_records("after the refusals: %s-0 through B" % T, kcat_records(cl.bootstrap(), T, 0), ref[0]["recs"],
+                 "A serves")
     n = unchanged(snap0, "after the restore, the reads and the refusals")
     print("   B still serves %s-0 (%d records); the bucket: %d files and directories as before the restore" %
           (T, len(ref[0]["recs"]), n), flush=True)

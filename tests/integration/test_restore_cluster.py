@@ -67,8 +67,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kwire  # noqa: E402
 from restore_checks import (bucket_descriptor, bucket_manifest, describe_topic, fetch_batches, kcat_records,  # noqa: E402
-                            prefix_of, topic_rows)
-from strata_harness import (Bucket, Cluster, check, fail, file_overrides,  # noqa: E402
+                            prefix_of, same_batches, same_records, topic_rows)
+from strata_harness import (Bucket, Cluster, check, file_overrides,  # noqa: E402
                             manifest_problems, run, tiered_overrides)
 
 SEG = 16 << 10
@@ -165,23 +165,6 @@ def replay(topic, p, nodes=None):
 def raw_batches(topic, p, node, start, end):
     """The batches node's Fetch returns for [start, end), bytes as sent."""
     return fetch_batches(cl.conn(node, timeout=30), topic, p, start, end, " at node %d" % node)
-
-
-def same_batches(what, got, want):
-    check(got == want, "%s: Fetch returns %d batches (%d bytes), %d of them differ from the %d (%d bytes) before "
-          "the disaster" % (what, len(got), sum(map(len, got)),
-                            sum(1 for x, y in zip(got, want) if x != y) + abs(len(got) - len(want)), len(want),
-                            sum(map(len, want))))
-
-
-def same_records(what, got, want):
-    """got and want: [(offset, timestamp, key, value)]."""
-    if got == want:
-        return
-    diff = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
-    fail("%s: kcat read %d records from offset %s, want %d from %s; first difference at #%d: got %r, want %r" %
-         (what, len(got), got[0][0] if got else "-", len(want), want[0][0] if want else "-", diff,
-          got[diff][:3] if diff < len(got) else "(nothing)", want[diff][:3] if diff < len(want) else "(nothing)"))
 
 
 # ---- the bucket ------------------------------------------------------------------
@@ -359,7 +342,7 @@ try:
         recs = replay(t, p)
         same_records("%s-%d after the restore" % (t, p), recs, o["recs"])
         same_batches("%s-%d at its leader (node %d) after the restore" % (t, p, ld),
-                     raw_batches(t, p, ld, o["start"], o["end"]), o["raw"])
+                     raw_batches(t, p, ld, o["start"], o["end"]), o["raw"], "the pre-disaster")
         replayed[(t, p)] = len(recs)
     print("4. ids, partition counts, replication factor 3, configs and topic.json as before; every ISR whole %.1f s "
           "after the restore; leader epochs %s above the manifests'; kcat replayed %s records (offsets, timestamps, "
@@ -389,7 +372,8 @@ try:
           (new, X, bases[:1], o["end"]))
     recs = replay(X, 0, survivors)
     same_records("%s-0 through node %d, the new leader" % (X, new), recs, o["recs"])
-    same_batches("%s-0 at node %d, the new leader" % (X, new), raw_batches(X, 0, new, o["start"], o["end"]), o["raw"])
+    same_batches("%s-0 at node %d, the new leader" % (X, new), raw_batches(X, 0, new, o["start"], o["end"]), o["raw"],
+                 "the pre-disaster")
     cl.restart(old, timeout=90)
     for t in TOPICS:
         cl.wait_isr(t, WANT[t][0], RF, timeout=60)

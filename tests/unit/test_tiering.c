@@ -281,6 +281,19 @@ static void env_setup(env_t *e) {
     open_tier(e, 64 << 20);
 }
 
+/* A partition that keeps everything, leading, its first two segments
+ * uploaded: the end of the remote part. */
+static const st_tier_retention_t keep_all = {-1, -1};
+
+static int64_t two_uploaded(env_t *e) {
+    env_setup(e);
+    e->offered = 2;
+    open_part(e, &keep_all);
+    int64_t end2 = e->segs[1].info.last_offset + 1;
+    wait_remote_end(e, end2);
+    return end2;
+}
+
 static void env_close(env_t *e) {
     if (e->part) st_tier_part_close(e->part, 0);
     e->part = NULL;
@@ -1429,12 +1442,7 @@ static void check_readable(env_t *e, int64_t offset) {
 static void test_switched_off_and_on(void **state) {
     (void)state;
     env_t e;
-    env_setup(&e);
-    st_tier_retention_t ret = {-1, -1};
-    e.offered = 2;
-    open_part(&e, &ret);
-    int64_t end2 = e.segs[1].info.last_offset + 1, end4 = e.segs[3].info.last_offset + 1;
-    wait_remote_end(&e, end2);
+    int64_t end2 = two_uploaded(&e), end4 = e.segs[3].info.last_offset + 1;
     assert_int_equal(bucket_objects(&e), 4 * 2 + 1);
 
     assert_int_equal(st_tier_part_set_mode(e.part, ST_TIER_READ_ONLY), ST_TIER_ON);
@@ -1464,7 +1472,7 @@ static void test_switched_off_and_on(void **state) {
     env_close(&e);
     open_tier(&e, 64 << 20);
     e.mode = ST_TIER_DELETE;
-    open_part(&e, &ret);
+    open_part(&e, &keep_all);
     st_tier_status_t s;
     st_tier_part_status(e.part, &s);
     assert_int_equal(s.mode, ST_TIER_DELETE);
@@ -1530,12 +1538,7 @@ static void test_on_again_before_deleted(void **state) {
 static void test_read_only_cut_off(void **state) {
     (void)state;
     env_t e;
-    env_setup(&e);
-    st_tier_retention_t ret = {-1, -1};
-    e.offered = 2;
-    open_part(&e, &ret);
-    int64_t end2 = e.segs[1].info.last_offset + 1;
-    wait_remote_end(&e, end2);
+    int64_t end2 = two_uploaded(&e);
     st_tier_part_set_mode(e.part, ST_TIER_READ_ONLY);
     /* the local log still starts inside the remote part: nothing goes */
     e.local_start = e.segs[1].info.base_offset;
@@ -1761,12 +1764,7 @@ static void test_store_location(void **state) {
 static void test_read_replica(void **state) {
     (void)state;
     env_t e, r;
-    env_setup(&e);
-    st_tier_retention_t ret = {-1, -1};
-    e.offered = 2;
-    open_part(&e, &ret);
-    int64_t end2 = e.segs[1].info.last_offset + 1, end4 = e.segs[3].info.last_offset + 1;
-    wait_remote_end(&e, end2);
+    int64_t end2 = two_uploaded(&e), end4 = e.segs[3].info.last_offset + 1;
 
     memset(&r, 0, sizeof r);
     pthread_mutex_init(&r.lock, NULL);
