@@ -298,8 +298,9 @@ char *st_tier_upload_status_describe(const char *partition_dir, int64_t now_ms);
 /* The leader epoch in force at offset per the remote epochs (-1). */
 int32_t st_tier_part_epoch_for(st_tier_part_t *p, int64_t offset);
 /* The producer state of the batches below offset, as the bucket keeps it:
- * the snapshot object of the segment of the bucket's manifest (read anew)
- * that ends just before offset (Kafka's producerSnapshotIndex, what a
+ * the snapshot object of the segment that ends just before offset, named
+ * by the manifest installed or else by the bucket's, read anew (Kafka's
+ * producerSnapshotIndex, what a
  * replica restored from the bucket starts from, KIP-405).  Blocking.
  * ST_OK with *data (malloc'ed) and *len; ST_E_NOT_FOUND when no segment
  * ends there or it has no snapshot; else an error, err saying what. */

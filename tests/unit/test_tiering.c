@@ -1754,6 +1754,81 @@ static void test_store_location(void **state) {
     st_os_config_fini(&base);
 }
 
+static uint64_t os_requests(st_os_t *os) {
+    st_os_stats_t st;
+    st_os_get_stats(os, &st);
+    return st.requests;
+}
+
+/* The snapshot of offset: ST_OK and its bytes equal want, or the error. */
+static st_err_t snapshot_is(env_t *e, int64_t offset, const char *want, char *err, size_t errlen) {
+    void *data = NULL;
+    size_t len = 0;
+    st_err_t rc = st_tier_part_producer_snapshot(e->part, offset, &data, &len, err, errlen);
+    if (!rc) {
+        assert_int_equal(len, strlen(want));
+        assert_memory_equal(data, want, len);
+    }
+    free(data);
+    return rc;
+}
+
+/* The producer snapshot kept with the segment that ends below an offset:
+ * one GET of it when the manifest installed names it (the bucket's
+ * manifest is not read again); otherwise the bucket's manifest is read,
+ * and the answer is ST_E_NOT_FOUND, saying why, where no segment ends or
+ * the object named is gone. */
+static void test_producer_snapshot(void **state) {
+    (void)state;
+    env_t e;
+    env_setup(&e);
+    for (int k = 0; k < NSEGS; k++) {
+        st_tier_segment_t *i = &e.segs[k].info;
+        snprintf(i->snapshot_path, sizeof i->snapshot_path, "%s/%020lld.snapshot", e.root,
+                 (long long)i->base_offset);
+        char text[32];
+        int n = snprintf(text, sizeof text, "producers below %lld", (long long)i->last_offset + 1);
+        assert_int_equal(st_write_file_atomic(i->snapshot_path, text, (size_t)n), ST_OK);
+    }
+    e.offered = 2;
+    open_part(&e, &keep_all);
+    int64_t end1 = e.segs[0].info.last_offset + 1, end2 = e.segs[1].info.last_offset + 1;
+    wait_remote_end(&e, end2);
+    char err[256], want[32];
+    uint64_t before = os_requests(e.os);
+    snprintf(want, sizeof want, "producers below %lld", (long long)end2);
+    assert_int_equal(snapshot_is(&e, end2, want, err, sizeof err), ST_OK);
+    snprintf(want, sizeof want, "producers below %lld", (long long)end1);
+    assert_int_equal(snapshot_is(&e, end1, want, err, sizeof err), ST_OK);
+    assert_int_equal(os_requests(e.os) - before, 2); /* the two snapshots alone */
+
+    before = os_requests(e.os);
+    assert_int_equal(snapshot_is(&e, end2 - 1, "", err, sizeof err), ST_E_NOT_FOUND);
+    assert_non_null(strstr(err, "no segment of the bucket ends at"));
+    assert_int_equal(os_requests(e.os) - before, 1); /* the bucket's manifest */
+
+    /* the object named is gone: the bucket's manifest is read, then its own */
+    char *seg = st_strprintf("orders-AAAAAAAAAAAAAAAAAAAAAA/3/%020lld-",
+                             (long long)e.segs[1].info.base_offset);
+    st_os_request_t lq = {.op = ST_OS_LIST, .prefix = seg};
+    st_os_result_t *res = st_os_run(e.os, &lq);
+    assert_int_equal(res->status, ST_OK);
+    const char *gone = NULL;
+    for (size_t k = 0; k < res->nentries; k++)
+        if (strstr(res->entries[k].key, ".snapshot")) gone = res->entries[k].key;
+    assert_non_null(gone);
+    st_os_request_t dq = {.op = ST_OS_DELETE, .key = gone};
+    st_os_result_t *dres = st_os_run(e.os, &dq);
+    assert_int_equal(dres->status, ST_OK);
+    st_os_result_free(dres);
+    st_os_result_free(res);
+    free(seg);
+    before = os_requests(e.os);
+    assert_int_equal(snapshot_is(&e, end2, "", err, sizeof err), ST_E_NOT_FOUND);
+    assert_int_equal(os_requests(e.os) - before, 3);
+    env_teardown(&e);
+}
+
 /* A read replica (ST_TIER_REPLICA): another manager (another cluster's
  * broker, with its own bucket and cache) leads a part of the partition
  * the source uploads, read from the source's bucket through a store handle
@@ -1881,6 +1956,7 @@ int main(void) {
         cmocka_unit_test(test_read_only_cut_off),
         cmocka_unit_test(test_store_location),
         cmocka_unit_test(test_read_replica),
+        cmocka_unit_test(test_producer_snapshot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
