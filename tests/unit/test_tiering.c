@@ -44,7 +44,7 @@ typedef struct env {
     st_tier_t *tier;
     st_tier_part_t *part;
     fake_seg_t segs[NSEGS];
-    int released;
+    int released; /* release_cb calls: from several copiers at once */
     int64_t remote_start, remote_end;
     int changes;
     int wakes;
@@ -168,7 +168,9 @@ static int64_t local_bytes_cb(void *arg, int64_t offset) {
     return 0;
 }
 
-static void release_cb(void *arg) { ((env_t *)arg)->released++; }
+static void release_cb(void *arg) {
+    __atomic_add_fetch(&((env_t *)arg)->released, 1, __ATOMIC_RELAXED);
+}
 
 static int64_t local_start_cb(void *arg) {
     return __atomic_load_n(&((env_t *)arg)->local_start, __ATOMIC_ACQUIRE);
