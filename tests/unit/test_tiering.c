@@ -1809,7 +1809,8 @@ static void test_producer_snapshot(void **state) {
     assert_non_null(strstr(err, "no segment of the bucket ends at"));
     assert_int_equal(os_requests(e.os) - before, 1); /* the bucket's manifest */
 
-    /* the object named is gone: the bucket's manifest is read, then its own */
+    /* the object named is gone: the bucket's manifest is read and names it
+     * again, whose GET fails too (three requests) */
     char *seg = st_strprintf("orders-AAAAAAAAAAAAAAAAAAAAAA/3/%020lld-",
                              (long long)e.segs[1].info.base_offset);
     st_os_request_t lq = {.op = ST_OS_LIST, .prefix = seg};
